@@ -173,11 +173,16 @@ class ImageRef:
 
 
 def familiar(ref: ImageRef) -> str:
-    """Docker's FamiliarString: drop ``docker.io/`` and ``library/`` for single-component official images."""
+    """Docker's FamiliarString: drop ``docker.io/`` and ``library/`` for single-component official images.
+
+    Unlike Docker, ``docker.io/`` is kept when the short form would read as another registry
+    (``docker.io/a.b/c`` stays as is), so ``ImageRef.parse(familiar(ref)) == ref`` always holds.
+    """
     full = str(ref)
     if ref.registry != DEFAULT_REGISTRY:
         return full
     path = ref.repository
     if path.startswith(OFFICIAL_PREFIX) and "/" not in path[len(OFFICIAL_PREFIX) :]:
         path = path[len(OFFICIAL_PREFIX) :]
-    return path + full[len(ref.name) :]
+    short = path + full[len(ref.name) :]
+    return short if _split_docker_domain(short)[0] == DEFAULT_REGISTRY else full
