@@ -1,0 +1,126 @@
+"""A tiny OCI image pusher for tests and the demo (no docker daemon needed).
+
+Uploads a layer blob and a config blob (monolithic POST + PUT), then an OCI image manifest under the
+tag, or one manifest per platform plus an OCI image index under the tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+import httpx
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _check(response: httpx.Response, what: str) -> httpx.Response:
+    if response.status_code >= 300:
+        raise RuntimeError(f"{what} failed: HTTP {response.status_code} {response.text[:300]}")
+    return response
+
+
+def _canonical(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+def upload_blob(http: httpx.Client, base: str, repository: str, data: bytes) -> dict[str, Any]:
+    """Monolithic upload; returns the descriptor fields ``digest`` and ``size``."""
+    digest = _sha256(data)
+    start = _check(http.post(f"{base}/v2/{repository}/blobs/uploads/"), f"starting upload to {repository}")
+    location = httpx.URL(base).join(start.headers["location"])
+    location = location.copy_merge_params({"digest": digest})
+    headers = {"Content-Type": "application/octet-stream"}
+    _check(http.put(location, content=data, headers=headers), f"uploading blob {digest}")
+    return {"digest": digest, "size": len(data)}
+
+
+def put_manifest(
+    http: httpx.Client, base: str, repository: str, reference: str, body: bytes, *, media_type: str
+) -> str:
+    """PUT a manifest; returns the digest the registry reports (computed locally if it reports none)."""
+    response = _check(
+        http.put(
+            f"{base}/v2/{repository}/manifests/{reference}",
+            content=body,
+            headers={"Content-Type": media_type},
+        ),
+        f"putting manifest {repository}:{reference}",
+    )
+    reported: str = response.headers.get("docker-content-digest") or _sha256(body)
+    return reported
+
+
+def _image_manifest(
+    http: httpx.Client, base: str, repository: str, layer: dict[str, Any], platform: dict[str, str]
+) -> bytes:
+    config = {
+        "architecture": platform["architecture"],
+        "os": platform["os"],
+        **({"variant": platform["variant"]} if "variant" in platform else {}),
+        "config": {},
+        "rootfs": {"type": "layers", "diff_ids": [layer["digest"]]},
+    }
+    config_desc = upload_blob(http, base, repository, _canonical(config))
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, **config_desc},
+        "layers": [{"mediaType": OCI_LAYER, **layer}],
+    }
+    return _canonical(manifest)
+
+
+def _platform(text: str) -> dict[str, str]:
+    parts = text.split("/")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise ValueError(f"platform must be os/arch[/variant], got {text!r}")
+    out = {"os": parts[0], "architecture": parts[1]}
+    if len(parts) == 3:
+        out["variant"] = parts[2]
+    return out
+
+
+def push_image(
+    registry_url: str,
+    repository: str,
+    tag: str,
+    *,
+    content: bytes | None = None,
+    platforms: list[str] | None = None,
+    http: httpx.Client | None = None,
+) -> str:
+    """Push a small image (random layer unless ``content`` is given); returns the tag's digest.
+
+    With ``platforms`` (e.g. ``["linux/amd64", "linux/arm64"]``) every platform gets its own manifest
+    and the tag points at an OCI image index; the index digest is returned.
+    """
+    base = registry_url.rstrip("/")
+    client = http or httpx.Client(timeout=30.0)
+    try:
+        layer = upload_blob(client, base, repository, os.urandom(256) if content is None else content)
+        if not platforms:
+            body = _image_manifest(client, base, repository, layer, {"os": "linux", "architecture": "amd64"})
+            return put_manifest(client, base, repository, tag, body, media_type=OCI_MANIFEST)
+        entries = []
+        for text in platforms:
+            platform = _platform(text)
+            body = _image_manifest(client, base, repository, layer, platform)
+            digest = put_manifest(client, base, repository, _sha256(body), body, media_type=OCI_MANIFEST)
+            entries.append(
+                {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body), "platform": platform}
+            )
+        index = _canonical({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries})
+        return put_manifest(client, base, repository, tag, index, media_type=OCI_INDEX)
+    finally:
+        if http is None:
+            client.close()
