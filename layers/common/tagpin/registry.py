@@ -184,8 +184,10 @@ class RegistryClient:
         self._check_status(get, host, ref)
         body = get.content
         body_type, schema_version = self._body_info(body)
-        media_type = _media_type(get) or body_type
+        media_type = _media_type(get)
         self._reject_schema1(media_type, host, ref)
+        if body_type and media_type not in MANIFEST_TYPES:  # e.g. served as application/json
+            media_type = body_type
         if schema_version == 1:
             self._reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
