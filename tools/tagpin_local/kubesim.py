@@ -24,6 +24,7 @@ import json
 import re
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -772,16 +773,15 @@ class KubeSim:
         self._down: str | None = None
         self._rv = 0
         self._seq = 0
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.create(namespace("default"))
 
     # -- lifecycle
     def start(self) -> Self:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        server.daemon_threads = True
-        server.sim = self  # type: ignore[attr-defined]
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.sim = self
         if self.tls:
             self._tmp = tempfile.TemporaryDirectory(prefix="kubesim-")
             self.ca_file, key = _self_signed_cert(Path(self._tmp.name))
@@ -1601,6 +1601,17 @@ def _json_body(body: bytes, res: Resource) -> Obj:
     return obj
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    sim: KubeSim
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that hang up (timeouts, dropped faults, TLS probes) are not errors worth printing."""
+        if isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kubesim/1"
@@ -1609,8 +1620,8 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _sim(self) -> KubeSim:
-        sim: KubeSim = self.server.sim  # type: ignore[attr-defined]
-        return sim
+        assert isinstance(self.server, _Server)
+        return self.server.sim
 
     def _send(self, code: int, payload: Obj, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
