@@ -1,7 +1,32 @@
-"""Placeholder consumer handler (replaced by the real implementation)."""
+"""Consumer: apply digest changes from the FIFO queue to every target, with partial batch failures."""
+
+from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from tagpin import wiring
+from tagpin.models import Change
+from tagpin.observability import logger, metrics
 
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    raise NotImplementedError("consumer handler not implemented yet")
+# One group per image: a failing record fails only the later records of its own image.
+processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+
+
+def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
+    change = Change.model_validate_json(record.body)
+    logger.append_keys(image=change.image, digest=change.digest, correlation_id=change.correlation_id)
+    outcomes = wiring.applier().apply(change)
+    logger.info("change applied", extra={"outcomes": outcomes})
+    return outcomes
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    wiring.idempotency_config().register_lambda_context(context)
+    return process_partial_response(  # type: ignore[return-value]
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -1,0 +1,203 @@
+"""tagpin's configuration: which clusters, which registries, which tags are followed and where they run.
+
+A YAML document validated with pydantic. In AWS it is read from an SSM parameter (cached by
+powertools parameters), locally from a file. Errors name the offending field, e.g.
+``images.0.targets.1.cluster: unknown cluster 'prod' (known: dev, stage)``.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tagpin.refs import ImageRef, InvalidReference
+
+_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # Kubernetes DNS-1123 subdomain
+_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # DNS-1123 label (namespaces)
+_CONTAINER = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names each offending field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EksAccess(_Strict):
+    """An EKS cluster: endpoint and CA from eks:DescribeCluster, a token presigned from STS."""
+
+    name: str = Field(min_length=1, max_length=100)
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+
+
+class KubeconfigAccess(_Strict):
+    """A kubeconfig held in Secrets Manager (``secret``) or, for local use, a file (``file``)."""
+
+    secret: str | None = None
+    file: str | None = None
+    context: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.secret is None) == (self.file is None):
+            raise ValueError("give exactly one of 'secret' or 'file'")
+        return self
+
+
+class Cluster(_Strict):
+    eks: EksAccess | None = None
+    kubeconfig: KubeconfigAccess | None = None
+
+    @model_validator(mode="after")
+    def _one_access(self) -> Self:
+        if (self.eks is None) == (self.kubeconfig is None):
+            raise ValueError("give exactly one of 'eks' or 'kubeconfig'")
+        return self
+
+
+class Registry(_Strict):
+    """How to reach one registry host. ``credentials_secret`` names a Secrets Manager secret holding
+    ``{"username": ..., "password": ...}``; without it access is anonymous."""
+
+    insecure: bool = False  # plain HTTP (local registries only)
+    credentials_secret: str | None = None
+
+
+class Kind(StrEnum):
+    DEPLOYMENT = "Deployment"
+    STATEFULSET = "StatefulSet"
+    DAEMONSET = "DaemonSet"
+    CRONJOB = "CronJob"
+
+
+class Target(_Strict):
+    """A container of a workload that runs the followed tag."""
+
+    cluster: str
+    namespace: Annotated[str, Field(pattern=_LABEL, max_length=63)] = "default"
+    kind: Kind = Kind.DEPLOYMENT
+    name: Annotated[str, Field(pattern=_NAME, max_length=253)]
+    container: Annotated[str, Field(pattern=_CONTAINER, max_length=63)]
+
+    @property
+    def id(self) -> str:
+        return f"{self.cluster}/{self.namespace}/{self.kind.value}/{self.name}/{self.container}"
+
+
+class FollowedImage(_Strict):
+    image: str
+    targets: list[Target] = Field(min_length=1)
+
+    @field_validator("image")
+    @classmethod
+    def _tagged_reference(cls, value: str) -> str:
+        try:
+            ref = ImageRef.parse(value)
+        except InvalidReference as exc:
+            raise ValueError(str(exc)) from None
+        if ref.digest is not None:
+            raise ValueError(f"{value!r} is pinned to a digest; follow a tag (e.g. 'repo:stable')")
+        return ref.tagged
+
+    @property
+    def ref(self) -> ImageRef:
+        return ImageRef.parse(self.image)
+
+
+class TagpinConfig(_Strict):
+    clusters: dict[str, Cluster] = Field(default_factory=dict)
+    registries: dict[str, Registry] = Field(default_factory=dict)
+    images: list[FollowedImage] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> Self:
+        seen: set[str] = set()
+        for i, followed in enumerate(self.images):
+            if followed.image in seen:
+                raise ValueError(f"images.{i}.image: {followed.image} is listed twice")
+            seen.add(followed.image)
+            for j, target in enumerate(followed.targets):
+                if target.cluster not in self.clusters:
+                    known = ", ".join(sorted(self.clusters)) or "none"
+                    raise ValueError(
+                        f"images.{i}.targets.{j}.cluster: unknown cluster {target.cluster!r} (known: {known})"
+                    )
+        return self
+
+    @cached_property
+    def followed(self) -> dict[str, FollowedImage]:
+        """Followed images by canonical tagged reference."""
+        return {f.image: f for f in self.images}
+
+    def registry(self, host: str) -> Registry:
+        return self.registries.get(host, Registry())
+
+
+def parse_config(text: str | bytes, *, source: str = "configuration") -> TagpinConfig:
+    """Parse and validate a YAML document; raise ConfigError naming every bad field."""
+    try:
+        data: Any = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the document must be a mapping with clusters, registries, images")
+    try:
+        return TagpinConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: " + _describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where and not message.startswith(where) else message)
+    return "; ".join(parts)
+
+
+class ConfigLoader:
+    """Loads the configuration from an SSM parameter (cached ``max_age`` seconds) or a file.
+
+    The parsed result is reused while the raw text is unchanged, so warm invocations pay nothing.
+    """
+
+    def __init__(self, *, parameter: str | None = None, file: str | None = None, max_age: int = 60) -> None:
+        if (parameter is None) == (file is None):
+            raise ConfigError("set exactly one of TAGPIN_CONFIG_PARAMETER or TAGPIN_CONFIG_FILE")
+        self._parameter = parameter
+        self._file = file
+        self._max_age = max_age
+        self._cached: tuple[str, TagpinConfig] | None = None
+
+    def _text(self) -> str:
+        if self._file is not None:
+            return Path(self._file).read_text(encoding="utf-8")
+        from aws_lambda_powertools.utilities import parameters
+
+        value = parameters.get_parameter(self._parameter or "", max_age=self._max_age)
+        return value if isinstance(value, str) else str(value)
+
+    def load(self) -> TagpinConfig:
+        text = self._text()
+        if self._cached is not None and self._cached[0] == text:
+            return self._cached[1]
+        config = parse_config(text, source=self._parameter or self._file or "configuration")
+        self._cached = (text, config)
+        return config
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> ConfigLoader:
+        env = dict(os.environ if env is None else env)
+        return cls(
+            parameter=env.get("TAGPIN_CONFIG_PARAMETER") or None, file=env.get("TAGPIN_CONFIG_FILE") or None
+        )

@@ -1,0 +1,143 @@
+"""Detect moved tags: resolve at the registry, record in state, enqueue what is behind.
+
+One mechanism serves the poller (every followed tag) and the webhook (one tag, with the
+payload's digest only as a hint): a tag is re-resolved at its registry, the observation is
+recorded with a conditional write, and a change is enqueued whenever a target of the tag does
+not yet run the digest the tag points to now. Comparing with the targets' state (the level),
+not only with the previous digest (the edge), heals a lost message or a failed apply on the
+next check.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from tagpin.config import FollowedImage
+from tagpin.models import Change, Trigger
+from tagpin.queue import ChangeQueue
+from tagpin.refs import ImageRef
+from tagpin.registry import Resolution
+from tagpin.state import StateStore, TagUpdate, TargetStatus
+
+logger = logging.getLogger(__name__)
+
+
+class Resolver(Protocol):
+    def resolve(self, ref: ImageRef) -> Resolution: ...
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    image: str
+    outcome: str  # TagUpdate value, or "error"
+    digest: str | None = None
+    previous_digest: str | None = None
+    enqueued: bool = False
+    behind: int = 0
+    error: str | None = None
+    hint_confirmed: bool | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+class Detector:
+    def __init__(
+        self,
+        resolver: Resolver,
+        state: StateStore,
+        queue: ChangeQueue,
+        clock: Callable[[], int] = now_ms,
+        concurrency: int = 8,
+    ) -> None:
+        self._resolver = resolver
+        self._state = state
+        self._queue = queue
+        self._clock = clock
+        self._concurrency = concurrency
+
+    def check(
+        self,
+        followed: FollowedImage,
+        *,
+        trigger: Trigger,
+        correlation_id: str | None = None,
+        hint_digest: str | None = None,
+    ) -> CheckResult:
+        image = followed.image
+        try:
+            resolution = self._resolver.resolve(followed.ref)
+        except Exception as exc:  # one registry's failure must not stop the others
+            message = f"{type(exc).__name__}: {exc}"
+            logger.warning(
+                "resolve failed; keeping the working digest", extra={"image": image, "error": message}
+            )
+            self._state.record_tag_error(image, message, self._clock())
+            return CheckResult(image, "error", error=message)
+        observed_at = self._clock()
+        confirmed = None if hint_digest is None else hint_digest == resolution.digest
+        if confirmed is False:
+            logger.warning(
+                "notification digest not confirmed by the registry; using the registry's answer",
+                extra={"image": image, "hint": hint_digest, "registry_digest": resolution.digest},
+            )
+        record = self._state.record_tag(image, resolution.digest, observed_at, trigger)
+        current = record.current
+        if record.result is TagUpdate.CHANGED:
+            logger.info(
+                "tag moved",
+                extra={"image": image, "digest": current.digest, "previous": record.previous_digest},
+            )
+        ids = [t.id for t in followed.targets]
+        targets = self._state.get_targets(ids)
+        behind = [
+            i
+            for i in ids
+            if not (
+                (st := targets.get(i)) is not None
+                and st.digest == current.digest
+                and st.status is TargetStatus.APPLIED
+            )
+        ]
+        enqueued = False
+        if behind and record.result is not TagUpdate.STALE:
+            self._queue.send(
+                Change(
+                    image=image,
+                    digest=current.digest,
+                    observed_at=current.observed_at,
+                    trigger=trigger,
+                    correlation_id=correlation_id,
+                )
+            )
+            enqueued = True
+        return CheckResult(
+            image,
+            record.result.value,
+            digest=current.digest,
+            previous_digest=record.previous_digest,
+            enqueued=enqueued,
+            behind=len(behind),
+            hint_confirmed=confirmed,
+        )
+
+    def check_all(
+        self, followed: Iterable[FollowedImage], *, trigger: Trigger, correlation_id: str | None = None
+    ) -> list[CheckResult]:
+        """Check every followed tag once, a bounded number at a time."""
+        items = list(followed)
+        if not items:
+            return []
+        with ThreadPoolExecutor(max_workers=max(1, min(self._concurrency, len(items)))) as pool:
+            return list(
+                pool.map(lambda f: self.check(f, trigger=trigger, correlation_id=correlation_id), items)
+            )

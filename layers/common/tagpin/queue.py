@@ -1,0 +1,46 @@
+"""The changes queue (SQS FIFO): one message group per image, deduplicated on image and digest."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Protocol
+
+from tagpin.models import Change
+
+
+class ChangeQueue(Protocol):
+    def send(self, change: Change) -> None: ...
+
+
+def group_id(image: str) -> str:
+    """FIFO message group: one per followed tag, so the changes of one tag apply in order."""
+    return image if len(image) <= 128 else hashlib.sha256(image.encode()).hexdigest()
+
+
+def deduplication_id(image: str, digest: str) -> str:
+    """The same (image, digest) sent twice within SQS's 5-minute window is delivered once."""
+    return hashlib.sha256(f"{image}@{digest}".encode()).hexdigest()
+
+
+class SqsChangeQueue:
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._sqs = client
+        self._url = queue_url
+
+    def send(self, change: Change) -> None:
+        self._sqs.send_message(
+            QueueUrl=self._url,
+            MessageBody=change.model_dump_json(),
+            MessageGroupId=group_id(change.image),
+            MessageDeduplicationId=deduplication_id(change.image, change.digest),
+        )
+
+
+class ListQueue:
+    """In-memory queue for tests and dry runs."""
+
+    def __init__(self) -> None:
+        self.sent: list[Change] = []
+
+    def send(self, change: Change) -> None:
+        self.sent.append(change)

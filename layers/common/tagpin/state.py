@@ -1,0 +1,293 @@
+"""tagpin's state in DynamoDB: the digest each followed tag points to, and what each target runs.
+
+One table, ``pk``/``sk`` strings:
+
+- ``TAG#<registry/repo:tag>`` / ``STATE``: the last digest seen, when (``observed_at``, epoch ms),
+  when it last changed, when it was last checked and the last error.
+- ``TARGET#<cluster/ns/kind/name/container>`` / ``STATE``: the digest being applied or applied,
+  its ``observed_at``, status (pending, applied, failed, gone), trigger and time.
+- ``TARGET#...`` / ``HIST#<epoch ms>#<digest prefix>``: the audit trail, one item per outcome.
+
+Every write that decides something is conditional on ``observed_at``, so two concurrent
+invocations cannot both win and an older observation never replaces a newer one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+TAG = "TAG#"
+TARGET = "TARGET#"
+STATE = "STATE"
+HISTORY = "HIST#"
+
+
+class TagUpdate(StrEnum):
+    CHANGED = "changed"  # first sighting or a new digest: act on it
+    UNCHANGED = "unchanged"  # same digest as stored
+    STALE = "stale"  # a newer observation is already stored: ignore this one
+
+
+class TargetStatus(StrEnum):
+    PENDING = "pending"
+    APPLIED = "applied"
+    FAILED = "failed"
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
+class TagState:
+    image: str
+    digest: str
+    observed_at: int
+    changed_at: int
+    checked_at: int
+    last_error: str | None = None
+    error_at: int | None = None
+
+
+@dataclass(frozen=True)
+class TagRecord:
+    result: TagUpdate
+    current: TagState  # the state after the write (the stored newer one when STALE)
+    previous_digest: str | None
+
+
+@dataclass(frozen=True)
+class TargetState:
+    target_id: str
+    image: str
+    digest: str
+    observed_at: int
+    status: TargetStatus
+    updated_at: int
+    trigger: str | None = None
+    detail: str | None = None
+    previous_image: str | None = None
+
+
+def _is_condition_failure(exc: ClientError) -> bool:
+    return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+def _s(item: dict[str, Any], key: str) -> str | None:
+    value = item.get(key)
+    return None if value is None else str(value.get("S", value.get("N")))
+
+
+def _n(item: dict[str, Any], key: str) -> int | None:
+    value = item.get(key)
+    return None if value is None else int(value["N"])
+
+
+def _tag_state(image: str, item: dict[str, Any]) -> TagState:
+    return TagState(
+        image=image,
+        digest=_s(item, "digest") or "",
+        observed_at=_n(item, "observed_at") or 0,
+        changed_at=_n(item, "changed_at") or 0,
+        checked_at=_n(item, "checked_at") or 0,
+        last_error=_s(item, "last_error"),
+        error_at=_n(item, "error_at"),
+    )
+
+
+def _target_state(item: dict[str, Any]) -> TargetState:
+    return TargetState(
+        target_id=(_s(item, "pk") or "").removeprefix(TARGET),
+        image=_s(item, "image") or "",
+        digest=_s(item, "digest") or "",
+        observed_at=_n(item, "observed_at") or 0,
+        status=TargetStatus(_s(item, "status") or TargetStatus.PENDING),
+        updated_at=_n(item, "updated_at") or 0,
+        trigger=_s(item, "trigger"),
+        detail=_s(item, "detail"),
+        previous_image=_s(item, "previous_image"),
+    )
+
+
+class StateStore:
+    """DynamoDB adapter. ``client`` is a boto3 DynamoDB client (low-level, no resource layer)."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._db = client
+        self._table = table
+
+    # -- followed tags -------------------------------------------------------------------------
+    def record_tag(self, image: str, digest: str, observed_at: int, trigger: str) -> TagRecord:
+        """Store an observation of ``image`` -> ``digest``; say whether it changed anything."""
+        key = {"pk": {"S": TAG + image}, "sk": {"S": STATE}}
+        values = {":d": {"S": digest}, ":t": {"N": str(observed_at)}, ":tr": {"S": trigger}}
+        try:
+            old = self._db.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression="SET digest = :d, observed_at = :t, changed_at = :t, checked_at = :t, "
+                "#trigger = :tr REMOVE last_error, error_at",
+                ConditionExpression="attribute_not_exists(pk) OR (observed_at < :t AND digest <> :d)",
+                ExpressionAttributeNames={"#trigger": "trigger"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_OLD",
+            ).get("Attributes", {})
+            previous = _s(old, "digest")
+            state = TagState(image, digest, observed_at, observed_at, observed_at)
+            return TagRecord(TagUpdate.CHANGED, state, previous)
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+        # Same digest, or a newer observation exists: only move the "last checked" mark forward.
+        try:
+            new = self._db.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression="SET observed_at = :t, checked_at = :t REMOVE last_error, error_at",
+                ConditionExpression="digest = :d AND observed_at < :t",
+                ExpressionAttributeValues={":d": values[":d"], ":t": values[":t"]},
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+            return TagRecord(TagUpdate.UNCHANGED, _tag_state(image, new), digest)
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+        current = self.get_tag(image)
+        if current is None:  # deleted between the two writes: vanishingly rare; treat as stale
+            current = TagState(image, digest, observed_at, observed_at, observed_at)
+        result = TagUpdate.UNCHANGED if current.digest == digest else TagUpdate.STALE
+        return TagRecord(result, current, current.digest)
+
+    def record_tag_error(self, image: str, error: str, at: int) -> None:
+        """Keep the working digest; note the error and when it happened."""
+        self._db.update_item(
+            TableName=self._table,
+            Key={"pk": {"S": TAG + image}, "sk": {"S": STATE}},
+            UpdateExpression="SET last_error = :e, error_at = :t",
+            ExpressionAttributeValues={":e": {"S": error[:1000]}, ":t": {"N": str(at)}},
+        )
+
+    def get_tag(self, image: str) -> TagState | None:
+        item = self._db.get_item(
+            TableName=self._table, Key={"pk": {"S": TAG + image}, "sk": {"S": STATE}}, ConsistentRead=True
+        ).get("Item")
+        return None if item is None else _tag_state(image, item)
+
+    # -- targets -------------------------------------------------------------------------------
+    def get_targets(self, target_ids: list[str]) -> dict[str, TargetState]:
+        found: dict[str, TargetState] = {}
+        ids = list(dict.fromkeys(target_ids))
+        for start in range(0, len(ids), 100):
+            keys = [{"pk": {"S": TARGET + t}, "sk": {"S": STATE}} for t in ids[start : start + 100]]
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                response = self._db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    state = _target_state(item)
+                    found[state.target_id] = state
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def get_target(self, target_id: str) -> TargetState | None:
+        return self.get_targets([target_id]).get(target_id)
+
+    def claim_target(
+        self, target_id: str, image: str, digest: str, observed_at: int, trigger: str, now: int
+    ) -> bool:
+        """Mark ``target_id`` as moving to ``digest``. False when a newer observation already holds it.
+
+        Equal ``observed_at`` with the same digest is allowed, so a retried message re-claims.
+        """
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": TARGET + target_id}, "sk": {"S": STATE}},
+                UpdateExpression="SET image = :i, digest = :d, observed_at = :t, #status = :p, "
+                "updated_at = :now, #trigger = :tr REMOVE detail",
+                ConditionExpression="attribute_not_exists(pk) OR observed_at < :t "
+                "OR (observed_at = :t AND digest = :d)",
+                ExpressionAttributeNames={"#status": "status", "#trigger": "trigger"},
+                ExpressionAttributeValues={
+                    ":i": {"S": image},
+                    ":d": {"S": digest},
+                    ":t": {"N": str(observed_at)},
+                    ":p": {"S": TargetStatus.PENDING.value},
+                    ":now": {"N": str(now)},
+                    ":tr": {"S": trigger},
+                },
+            )
+        except ClientError as exc:
+            if _is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def finish_target(
+        self,
+        target_id: str,
+        digest: str,
+        status: TargetStatus,
+        now: int,
+        *,
+        trigger: str,
+        detail: str | None = None,
+        previous_image: str | None = None,
+        correlation_id: str | None = None,
+    ) -> bool:
+        """Record how applying ``digest`` ended, if the target still holds that digest; add history."""
+        names = {"#status": "status"}
+        values: dict[str, Any] = {
+            ":d": {"S": digest},
+            ":s": {"S": status.value},
+            ":now": {"N": str(now)},
+        }
+        sets = ["#status = :s", "updated_at = :now"]
+        if detail is not None:
+            sets.append("detail = :detail")
+            values[":detail"] = {"S": detail[:1000]}
+        if previous_image is not None:
+            sets.append("previous_image = :prev")
+            values[":prev"] = {"S": previous_image}
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": TARGET + target_id}, "sk": {"S": STATE}},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="digest = :d",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+            held = True
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            held = False
+        history: dict[str, Any] = {
+            "pk": {"S": TARGET + target_id},
+            "sk": {"S": f"{HISTORY}{now:013d}#{digest.rsplit(':', maxsplit=1)[-1][:12]}"},
+            "digest": {"S": digest},
+            "status": {"S": status.value if held else "superseded"},
+            "at": {"N": str(now)},
+            "trigger": {"S": trigger},
+        }
+        for key, value in (
+            ("detail", detail),
+            ("previous_image", previous_image),
+            ("correlation_id", correlation_id),
+        ):
+            if value:
+                history[key] = {"S": value[:1000]}
+        self._db.put_item(TableName=self._table, Item=history)
+        return held
+
+    def history(self, target_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The audit trail of a target, newest first."""
+        response = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :h)",
+            ExpressionAttributeValues={":pk": {"S": TARGET + target_id}, ":h": {"S": HISTORY}},
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [{k: next(iter(v.values())) for k, v in item.items()} for item in response.get("Items", [])]

@@ -1,0 +1,156 @@
+"""The composition root: builds the domain objects from the environment, once per container.
+
+Handlers call these; tests and the local stack can build the same objects with their own
+parts. AWS endpoints come from the standard SDK configuration (``AWS_ENDPOINT_URL``, region,
+credentials), so the same code runs on AWS and against a local moto server.
+
+Environment:
+  TAGPIN_CONFIG_PARAMETER | TAGPIN_CONFIG_FILE   where the YAML configuration lives
+  TAGPIN_STATE_TABLE                             DynamoDB table for tags and targets
+  TAGPIN_QUEUE_URL                               changes queue (poller, webhook)
+  TAGPIN_IDEMPOTENCY_TABLE                       powertools idempotency table (consumer)
+  TAGPIN_WEBHOOK_SECRET                          Secrets Manager secret: {"<source>": "<token>"}
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from tagpin.config import ConfigLoader, TagpinConfig
+from tagpin.detect import Detector, now_ms
+from tagpin.queue import SqsChangeQueue
+from tagpin.registry import Credentials, RegistryAccess, RegistryClient
+from tagpin.state import StateStore
+
+if TYPE_CHECKING:
+    from tagpin.rollout import Applier
+    from tagpin.webhooks.service import WebhookService
+
+SECRET_MAX_AGE = 300
+
+
+class MissingSetting(RuntimeError):
+    pass
+
+
+def env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise MissingSetting(f"environment variable {name} is not set")
+    return value
+
+
+@cache
+def aws(service: str) -> Any:
+    import boto3
+
+    return boto3.session.Session().client(service)
+
+
+@cache
+def config_loader() -> ConfigLoader:
+    return ConfigLoader.from_env()
+
+
+def config() -> TagpinConfig:
+    return config_loader().load()
+
+
+def secret_text(name: str) -> str:
+    from aws_lambda_powertools.utilities import parameters
+
+    value = parameters.get_secret(name, max_age=SECRET_MAX_AGE)
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def secret_json(name: str) -> dict[str, Any]:
+    from aws_lambda_powertools.utilities import parameters
+
+    value = parameters.get_secret(name, transform="json", max_age=SECRET_MAX_AGE)
+    if not isinstance(value, dict):
+        raise ValueError(f"secret {name} is not a JSON object")
+    return value
+
+
+def registry_access(host: str) -> RegistryAccess:
+    """Per-host access from the configuration; credentials fetched lazily, so one bad secret only
+    fails the tags of its own registry."""
+    settings = config().registry(host)
+    credentials = None
+    if settings.credentials_secret:
+        data = secret_json(settings.credentials_secret)
+        credentials = Credentials(str(data["username"]), str(data["password"]))
+    return RegistryAccess(insecure=settings.insecure, credentials=credentials)
+
+
+@cache
+def registry_client() -> RegistryClient:
+    return RegistryClient(access=registry_access)
+
+
+@cache
+def state() -> StateStore:
+    return StateStore(aws("dynamodb"), env("TAGPIN_STATE_TABLE"))
+
+
+@cache
+def detector() -> Detector:
+    return Detector(registry_client(), state(), SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")))
+
+
+@cache
+def webhook_service() -> WebhookService:
+    from tagpin.webhooks.service import WebhookService
+
+    secret_name = env("TAGPIN_WEBHOOK_SECRET")
+    return WebhookService(
+        secrets=lambda: {k: str(v) for k, v in secret_json(secret_name).items()},
+        config=config,
+        detector=detector,
+    )
+
+
+@cache
+def idempotency_guard() -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, idempotent_function
+
+    persistence = DynamoDBPersistenceLayer(
+        table_name=env("TAGPIN_IDEMPOTENCY_TABLE"), boto3_client=aws("dynamodb")
+    )
+
+    def guard(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        wrapped: Callable[..., dict[str, Any]] = idempotent_function(
+            fn,
+            data_keyword_argument="target_change",
+            persistence_store=persistence,
+            config=idempotency_config(),
+        )
+        return wrapped
+
+    return guard
+
+
+@cache
+def idempotency_config() -> Any:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    # One roll per (target, digest). A day covers SQS retries and the DLQ redrive window that
+    # matters; after that the state's conditional claim and the "already current" check still hold.
+    return IdempotencyConfig(event_key_jmespath="[target_id, digest]", expires_after_seconds=24 * 3600)
+
+
+@cache
+def applier() -> Applier:
+    from tagpin.clusters import ClusterConnector
+    from tagpin.rollout import Applier
+
+    return Applier(
+        config=config,
+        state=state(),
+        workloads=ClusterConnector(config, secret_text),
+        clock=now_ms,
+        guard=idempotency_guard(),
+    )
