@@ -560,3 +560,52 @@ def test_kubectl_get_patch_label(kubectl) -> None:
     missing = run("get", "deploy", "nope", "-n", "shop", check=False)
     assert missing.returncode != 0 and 'deployments.apps "nope" not found' in missing.stderr
     assert sim.count("PATCH", "/deployments/web$") == 2
+
+
+def test_kubectl_rollout_status_waits_for_a_delayed_rollout(kubectl) -> None:
+    sim, run = kubectl
+    sim.rollout_delay = 0.4
+    run("set", "image", "deploy/web", "-n", "shop", f"app=nginx@{DIGEST}")
+    assert sim.get("Deployment", "shop", "web")["status"]["updatedReplicas"] == 0
+    done = run("rollout", "status", "deploy/web", "-n", "shop", "--timeout", "10s")
+    assert 'deployment "web" successfully rolled out' in done.stdout
+    assert sim.count("GET", "/deployments$") >= 1  # kubectl watched the collection
+    for pod in sim.pods_for("Deployment", "shop", "web"):
+        assert pod["status"]["containerStatuses"][0]["imageID"] == f"nginx@{DIGEST}"
+
+
+def test_watch_and_tls_through_the_client() -> None:
+    from kubernetes import watch
+
+    with KubeSim(token=TOKEN, tls=True) as sim:
+        sim.create(deployment("web", "shop", "nginx:1.27"))
+        cfg = client.Configuration(
+            host=sim.url, api_key={"BearerToken": TOKEN}, api_key_prefix={"BearerToken": "Bearer"}
+        )
+        assert sim.url.startswith("https://") and sim.ca_file is not None
+        cfg.ssl_ca_cert = str(sim.ca_file)
+        apps = client.AppsV1Api(client.ApiClient(cfg))
+        rv = apps.list_namespaced_deployment("shop").metadata.resource_version
+        sim.create(deployment("api", "shop", "nginx:1.27"))
+        apps.patch_namespaced_deployment("web", "shop", image_patch("nginx:1.28"))
+        apps.delete_namespaced_deployment("api", "shop")
+        events = [
+            (e["type"], e["object"].metadata.name)
+            for e in watch.Watch().stream(
+                apps.list_namespaced_deployment, "shop", resource_version=rv, timeout_seconds=1
+            )
+        ]
+        # the stream polls: changes made before it started show up as their net effect
+        assert events == [("ADDED", "web")]
+
+        seen: list[tuple[str, str]] = []
+        stream = watch.Watch()
+        for e in stream.stream(apps.list_namespaced_deployment, "shop", timeout_seconds=2):
+            seen.append((e["type"], e["object"].metadata.name))
+            if len(seen) == 1:
+                apps.patch_namespaced_deployment("web", "shop", {"metadata": {"labels": {"x": "y"}}})
+            if len(seen) == 2:
+                apps.delete_namespaced_deployment("web", "shop")
+            if len(seen) == 3:
+                stream.stop()
+        assert seen == [("ADDED", "web"), ("MODIFIED", "web"), ("DELETED", "web")]

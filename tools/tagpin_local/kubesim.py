@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -169,7 +169,7 @@ def _pod_template(name: str, image: str, container: str, labels: dict[str, str])
     }
 
 
-def deployment(  # noqa: PLR0917
+def deployment(
     name: str,
     namespace: str,
     image: str,
@@ -191,7 +191,7 @@ def deployment(  # noqa: PLR0917
     }
 
 
-def statefulset(  # noqa: PLR0917
+def statefulset(
     name: str,
     namespace: str,
     image: str,
@@ -216,7 +216,7 @@ def daemonset(
     return obj
 
 
-def cronjob(  # noqa: PLR0917
+def cronjob(
     name: str,
     namespace: str,
     image: str,
@@ -770,6 +770,7 @@ class KubeSim:
         self._owned: dict[Key, list[Key]] = {}
         self._timers: dict[Key, threading.Timer] = {}
         self._faults: list[Fault] = []
+        self._stopping = threading.Event()
         self._down: str | None = None
         self._rv = 0
         self._seq = 0
@@ -780,6 +781,7 @@ class KubeSim:
 
     # -- lifecycle
     def start(self) -> Self:
+        self._stopping.clear()
         server = _Server(("127.0.0.1", 0), _Handler)
         server.sim = self
         if self.tls:
@@ -797,6 +799,7 @@ class KubeSim:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         with self._lock:
             for t in self._timers.values():
                 t.cancel()
@@ -988,9 +991,7 @@ class KubeSim:
             self._rollout(obj, template_changed=True)
         return copy.deepcopy(obj)
 
-    def _update(  # noqa: PLR0917
-        self, res: Resource, ns: str, name: str, new: Obj, subresource: str, dry_run: bool
-    ) -> Obj:
+    def _update(self, res: Resource, ns: str, name: str, new: Obj, subresource: str, dry_run: bool) -> Obj:
         """Shared tail of PUT and PATCH: preconditions, server-owned fields, generation, rollout."""
         old = self._objects.get((res.kind, ns, name))
         if old is None:
@@ -1033,6 +1034,8 @@ class KubeSim:
         if dry_run:
             return new
         self._objects[(res.kind, ns, name)] = new
+        if res.kind == "Pod" and spec_changed and subresource != "status":
+            self._pod_status(new)  # the kubelet restarts changed containers at once
         if res.kind in _WORKLOADS and spec_changed:
             tmpl_changed = pod_template_of(new) != pod_template_of(old)
             self._rollout(new, template_changed=tmpl_changed)
@@ -1330,8 +1333,6 @@ class KubeSim:
 
     def _collection(self, req: Request, res: Resource, ns: str | None) -> Obj:
         if req.method == "GET":
-            if req.query.get("watch") in ("true", "1"):
-                raise ApiError(405, "watch is not supported by kubesim", "MethodNotAllowed")
             return self._list(res, ns, req.query, req.accept)
         if req.method != "POST" or (ns is None and res.namespaced):
             raise ApiError(405, f"{req.method} is not supported here", "MethodNotAllowed")
@@ -1387,10 +1388,10 @@ class KubeSim:
             raise ApiError(422, "patch did not produce an object")
         return result
 
-    def _list(self, res: Resource, ns: str | None, query: dict[str, str], accept: str) -> Obj:
+    def _matching(self, res: Resource, ns: str | None, query: dict[str, str]) -> ObjList:
         reqs = parse_selector(query.get("labelSelector", ""))
         fields = query.get("fieldSelector", "")
-        items = [
+        return [
             o
             for (kind, ons, _), o in sorted(self._objects.items())
             if kind == res.kind
@@ -1398,6 +1399,51 @@ class KubeSim:
             and selector_matches(reqs, o["metadata"].get("labels") or {})
             and _field_matches(fields, o)
         ]
+
+    def watch_events(self, req: Request) -> Iterator[Obj]:
+        """Watch a collection: ADDED/MODIFIED/DELETED events, found by polling, until ``timeoutSeconds``
+        (at most 5 minutes) pass or the simulator stops. Initial objects newer than ``resourceVersion``
+        (all of them without one) come as ADDED. Bad paths and selectors raise before streaming."""
+        res, ns, name, _ = _parse_path(req.path)
+        if name is not None:
+            raise ApiError(
+                405, "watch a collection with fieldSelector=metadata.name=NAME", "MethodNotAllowed"
+            )
+        with self._lock:
+            self._matching(res, ns, req.query)
+        since = int(req.query.get("resourceVersion") or 0)
+        deadline = time.monotonic() + min(float(req.query.get("timeoutSeconds") or 300), 300)
+        return self._watch(res, ns, req.query, since, deadline)
+
+    def _watch(
+        self, res: Resource, ns: str | None, query: dict[str, str], since: int, deadline: float
+    ) -> Iterator[Obj]:
+        known: dict[tuple[str, str], Obj] = {}
+        first = True
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            events: ObjList = []
+            with self._lock:
+                now = {
+                    (o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+                    for o in self._matching(res, ns, query)
+                }
+                for key, obj in now.items():
+                    if key not in known:
+                        if not first or int(obj["metadata"]["resourceVersion"]) > since:
+                            events.append({"type": "ADDED", "object": copy.deepcopy(obj)})
+                    elif known[key]["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                        events.append({"type": "MODIFIED", "object": copy.deepcopy(obj)})
+                for key in known.keys() - now.keys():
+                    gone = copy.deepcopy(known[key])
+                    gone["metadata"]["resourceVersion"] = str(self._rv)
+                    events.append({"type": "DELETED", "object": gone})
+                known = {key: copy.deepcopy(obj) for key, obj in now.items()}
+            first = False
+            yield from events
+            self._stopping.wait(0.05)
+
+    def _list(self, res: Resource, ns: str | None, query: dict[str, str], accept: str) -> Obj:
+        items = self._matching(res, ns, query)
         start = 0
         if token := query.get("continue"):
             try:
@@ -1633,6 +1679,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _stream(self, events: Iterator[Obj]) -> None:
+        """A chunked stream of JSON lines, as the API server sends watch events."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in events:
+            data = json.dumps(event).encode() + b"\n"
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
     def _drop(self) -> None:
         self.close_connection = True
         self.wfile.flush()
@@ -1672,8 +1730,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(fault.status, status_object(fault.status, "injected by kubesim"), headers)
         if sim.token is not None and self.headers.get("Authorization") != f"Bearer {sim.token}":
             return self._send(401, status_object(401, "Unauthorized"))
+        req = Request(method, path, query, ctype, body, self.headers.get("Accept") or "")
         try:
-            result = sim.handle(Request(method, path, query, ctype, body, self.headers.get("Accept") or ""))
+            if method == "GET" and query.get("watch") in ("true", "1"):
+                return self._stream(sim.watch_events(req))
+            result = sim.handle(req)
         except ApiError as err:
             return self._send(err.code, err.status())
         except Exception as exc:  # a simulator bug must still answer
