@@ -107,7 +107,7 @@ def _is_intrinsic(value: Any) -> bool:
 
 
 def evaluate(template: dict[str, Any], value: Any, params: dict[str, str]) -> Any:
-    """Evaluate Ref (parameters), Fn::If/Not/Equals/And/Or and Condition for a parameter set."""
+    """Evaluate Ref (parameters), Fn::If/Not/Equals/And/Or/Join and Condition for a parameter set."""
     parameters = template.get("Parameters", {})
     conditions = template.get("Conditions", {})
 
@@ -115,7 +115,12 @@ def evaluate(template: dict[str, Any], value: Any, params: dict[str, str]) -> An
         if isinstance(v, dict) and len(v) == 1:
             ((key, arg),) = v.items()
             if key == "Ref" and arg in parameters:
-                return params.get(arg, parameters[arg].get("Default"))
+                value = params.get(arg, parameters[arg].get("Default"))
+                if parameters[arg]["Type"] == "CommaDelimitedList":
+                    return str(value).split(",")
+                return value
+            if key == "Fn::Join":
+                return str(arg[0]).join(str(x) for x in ev(arg[1]))
             if key == "Condition":
                 return bool(ev(conditions[arg]))
             if key == "Fn::Equals":
@@ -421,6 +426,14 @@ def test_consumer_permissions(template: dict[str, Any]) -> None:
         "eks:DescribeCluster",
     } <= actions
     assert "sqs:SendMessage" not in actions
+    # cross-account clusters: only the role ARNs given as a parameter, only when given
+    (assume,) = statements_for(props, "sts:AssumeRole")
+    assert assume["Resource"] == {"Ref": "ClusterRoleArns"}
+    (stmt,) = [s for s in props["Policies"][0]["Statement"] if "Fn::If" in s and assume in s["Fn::If"]]
+    assert stmt["Fn::If"][0] == "HasClusterRoles"
+    assert evaluate(template, stmt, {"ClusterRoleArns": ""}) == {"Ref": "AWS::NoValue"}
+    role = "arn:aws:iam::111122223333:role/tagpin-deployer"
+    assert evaluate(template, stmt, {"ClusterRoleArns": role})["Resource"] == [role]
     (eks,) = statements_for(props, "eks:DescribeCluster")
     assert eks["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluster/*"}
     idem_arn = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
