@@ -155,7 +155,24 @@ class RegistryServer:
                 time.sleep(0.05)
         return False
 
-    def stop(self) -> None:
+    def reconfigure(self, notify_url: str | None, notify_headers: dict[str, str] | None = None) -> Self:
+        """Restart on the same port and storage with other notification settings (e.g. none)."""
+        assert self._tmp is not None and self._proc is not None, "start() first"
+        self._terminate()
+        self.notify_url, self.notify_headers = notify_url, notify_headers
+        root = Path(self._tmp.name)
+        binary = ensure_registry_binary(self._binary)
+        config = registry_config(root, self.port, notify_url, notify_headers)
+        (root / "config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+        with (root / "registry.log").open("ab") as log:
+            self._proc = subprocess.Popen(
+                [binary, "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT, cwd=root
+            )
+        if not self._wait_ready(20.0):
+            raise RuntimeError(f"registry did not come back on {self.url}")
+        return self
+
+    def _terminate(self) -> None:
         if self._proc is not None:
             self._proc.terminate()
             try:
@@ -164,6 +181,9 @@ class RegistryServer:
                 self._proc.kill()
                 self._proc.wait(timeout=5)
             self._proc = None
+
+    def stop(self) -> None:
+        self._terminate()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

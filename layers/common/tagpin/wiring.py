@@ -154,3 +154,17 @@ def applier() -> Applier:
         clock=now_ms,
         guard=idempotency_guard(),
     )
+
+
+def reset() -> None:
+    """Forget every cached client and value (a new container, in effect). Used when the
+    environment changes within one process: the local stack and tests start fresh AWS endpoints."""
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import base
+
+    for built in (aws, config_loader, registry_client, state, detector, webhook_service, idempotency_guard):
+        built.cache_clear()
+    for built in (idempotency_config, applier):
+        built.cache_clear()
+    parameters.clear_caches()  # type: ignore[no-untyped-call]
+    base.DEFAULT_PROVIDERS.clear()  # type: ignore[attr-defined]

@@ -1,0 +1,160 @@
+"""Just enough of the Lambda runtime to run tagpin's real handlers locally: the context object,
+the event shapes AWS delivers (HTTP API v2, SQS, EventBridge schedule) and handler loading."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class LocalContext:
+    """The attributes of ``LambdaContext`` that powertools reads."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    timeout_s: float = 60.0
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+    log_group_name: str = "/aws/lambda/local"
+    log_stream_name: str = "local"
+    _deadline: float = field(default=0.0, repr=False)
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.timeout_s
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def load_handler(function: str) -> Handler:
+    """Import ``functions/<function>/app.py`` under a unique module name and return its handler."""
+    path = REPO / "functions" / function / "app.py"
+    spec = importlib.util.spec_from_file_location(f"tagpin_function_{function}", path)
+    assert spec is not None and spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    handler: Handler = module.lambda_handler
+    return handler
+
+
+class LocalFunction:
+    """One warm Lambda container: invocations are serialised, as a container runs one at a time."""
+
+    def __init__(self, name: str, timeout_s: float = 60.0) -> None:
+        self.name = name
+        self.timeout_s = timeout_s
+        self._handler = load_handler(name)
+        self._lock = threading.Lock()
+        self.invocations = 0
+
+    def invoke(self, event: dict[str, Any]) -> Any:
+        with self._lock:
+            self.invocations += 1
+            return self._handler(event, LocalContext(f"tagpin-{self.name}", timeout_s=self.timeout_s))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def http_api_event(
+    method: str, path: str, query: str, headers: dict[str, str], body: bytes, source_ip: str, route: str
+) -> dict[str, Any]:
+    """An API Gateway HTTP API payload v2.0 event, as the real service builds it."""
+    try:
+        text, encoded = body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, encoded = base64.b64encode(body).decode(), True
+    now = _now()
+    params: dict[str, str] = {}
+    template = route.split(" ", 1)[1].strip("/").split("/")
+    actual = path.strip("/").split("/")
+    if len(template) == len(actual):
+        params = {t[1:-1]: a for t, a in zip(template, actual, strict=True) if t.startswith("{")}
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route,
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": {k.lower(): v for k, v in headers.items()},
+        "requestContext": {
+            "accountId": ACCOUNT,
+            "apiId": "local",
+            "domainName": headers.get("host", "127.0.0.1"),
+            "domainPrefix": "local",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": route,
+            "stage": "$default",
+            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(now.timestamp() * 1000),
+        },
+        "pathParameters": params,
+        "body": text,
+        "isBase64Encoded": encoded,
+    }
+    if query:
+        from urllib.parse import parse_qsl
+
+        event["queryStringParameters"] = dict(parse_qsl(query))
+    return event
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """The event Lambda's SQS poller delivers for messages from ``receive_message``."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": dict(m.get("Attributes", {})),
+                "messageAttributes": m.get("MessageAttributes", {}),
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for m in messages
+        ]
+    }
+
+
+def scheduled_event(rule: str = "tagpin-poll") -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": ACCOUNT,
+        "time": _now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": REGION,
+        "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}"],
+        "detail": {},
+    }

@@ -1,0 +1,380 @@
+"""The local stack: tagpin's real handlers wired to real local parts, all on 127.0.0.1.
+
+- moto server (SQS, DynamoDB, SSM, Secrets Manager, STS) as the AWS endpoint;
+- the CNCF registry (Debian's docker-registry) with push notifications to the webhook adapter;
+- an HTTP adapter that turns requests into HTTP API v2 events for the real webhook handler;
+- a scheduler that invokes the real poller handler with EventBridge schedule events;
+- an SQS loop that invokes the real consumer handler with real SQS event shapes, deletes what
+  succeeded and leaves failed records to be redelivered and, after maxReceiveCount, dead-lettered;
+- the Kubernetes API simulator holding the workloads, reached through a kubeconfig kept in
+  Secrets Manager, exactly as a non-EKS cluster is reached in AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+import boto3
+import yaml
+
+from tagpin_local.kubesim import KubeSim
+from tagpin_local.lambda_runtime import REGION, LocalFunction, http_api_event, scheduled_event, sqs_event
+from tagpin_local.registry_server import RegistryServer
+
+log = logging.getLogger("tagpin.local")
+
+WEBHOOK_ROUTE = "POST /webhooks/{source}"
+WEBHOOK_SECRET = "tagpin/webhook"  # noqa: S105 (a secret name, not a secret)
+CLUSTER_SECRET = "tagpin/clusters/local"  # noqa: S105
+CONFIG_PARAMETER = "/tagpin/config"
+
+
+@dataclass
+class StackOptions:
+    notifications: bool = True
+    poll_interval: float | None = None  # seconds between scheduled poller runs; None = off
+    images: list[dict[str, Any]] = field(default_factory=list)  # extra followed images (config form)
+    visibility_timeout: int = 5  # local only: AWS uses >= 6x the consumer timeout
+    max_receive_count: int = 3
+    log_level: str = "WARNING"
+
+
+class _WebhookAdapter(ThreadingHTTPServer):
+    daemon_threads = True
+    function: LocalFunction
+
+
+class _AdapterHandler(BaseHTTPRequestHandler):
+    server: _WebhookAdapter
+
+    def do_POST(self) -> None:
+        path, _, query = self.path.partition("?")
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if not path.startswith("/webhooks/"):
+            self._reply(404, {"message": "Not Found"})
+            return
+        event = http_api_event(
+            "POST", path, query, dict(self.headers.items()), body, self.client_address[0], WEBHOOK_ROUTE
+        )
+        try:
+            response = self.server.function.invoke(event)
+        except Exception as exc:  # what API Gateway does when the function fails
+            log.exception("webhook handler failed")
+            self._reply(500, {"message": f"Internal Server Error: {type(exc).__name__}"})
+            return
+        self.send_response(int(response.get("statusCode", 200)))
+        for key, value in (response.get("headers") or {}).items():
+            self.send_header(key, value)
+        payload = (response.get("body") or "").encode()
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _reply(self, status: int, body: dict[str, Any]) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("webhook adapter: " + format, *args)
+
+
+class LocalStack:
+    def __init__(self, options: StackOptions | None = None) -> None:
+        self.options = options or StackOptions()
+        self.webhook_token = secrets.token_urlsafe(24)
+        self.kube = KubeSim(token=secrets.token_urlsafe(16))
+        self.registry: RegistryServer | None = None
+        self._moto: Any = None
+        self._adapter: _WebhookAdapter | None = None
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._poll_wake = threading.Event()
+        self.functions: dict[str, LocalFunction] = {}
+        self.aws_endpoint = ""
+        self.queue_url = ""
+        self.dlq_url = ""
+        self.queue_arn = ""
+        self.consumer_errors: list[str] = []
+        self._saved_env: dict[str, str | None] = {}
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> Self:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._moto.start()
+        host, port = self._moto.get_host_and_port()
+        self.aws_endpoint = f"http://{host}:{port}"
+        self._set_env()
+        self._create_aws_resources()
+        self.kube.start()
+        self._put_secret(CLUSTER_SECRET, yaml.safe_dump(self.kube.kubeconfig("local")))
+        self._start_adapter()
+        self.registry = RegistryServer(
+            notify_url=self.webhook_url + "/distribution" if self.options.notifications else None,
+            notify_headers={"Authorization": f"Bearer {self.webhook_token}"},
+        ).start()
+        self.write_config()
+        from tagpin import wiring
+
+        wiring.reset()
+        for name, timeout in (("webhook", 15.0), ("poller", 300.0), ("consumer", 60.0)):
+            self.functions[name] = LocalFunction(name, timeout_s=timeout)
+        assert self._adapter is not None
+        self._adapter.function = self.functions["webhook"]
+        self._spawn(self._sqs_loop, "sqs-consumer")
+        self._spawn(self._scheduler, "scheduler")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._poll_wake.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self._adapter is not None:
+            self._adapter.shutdown()
+            self._adapter.server_close()
+        if self.registry is not None:
+            self.registry.stop()
+        self.kube.stop()
+        if self._moto is not None:
+            self._moto.stop()
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # -- endpoints --------------------------------------------------------------------------
+    @property
+    def webhook_url(self) -> str:
+        assert self._adapter is not None
+        host, port = self._adapter.server_address[:2]
+        return f"http://{host!s}:{port}/webhooks"
+
+    def endpoints(self) -> dict[str, str]:
+        assert self.registry is not None
+        return {
+            "webhook_url": self.webhook_url + "/{source}",
+            "registry_url": self.registry.url,
+            "kubernetes_url": self.kube.url,
+            "aws_endpoint": self.aws_endpoint,
+            "queue_url": self.queue_url,
+            "dead_letter_queue_url": self.dlq_url,
+            "state_table": "tagpin-state",
+            "config_parameter": CONFIG_PARAMETER,
+        }
+
+    # -- configuration ----------------------------------------------------------------------
+    def config_document(self) -> dict[str, Any]:
+        assert self.registry is not None
+        images = [
+            {
+                "image": f"{self.registry.host}/demo/web:stable",
+                "targets": [
+                    {
+                        "cluster": "local",
+                        "namespace": "default",
+                        "kind": "Deployment",
+                        "name": "web",
+                        "container": "web",
+                    }
+                ],
+            },
+            *self.options.images,
+        ]
+        return {
+            "clusters": {"local": {"kubeconfig": {"secret": CLUSTER_SECRET, "context": "local"}}},
+            "registries": {self.registry.host: {"insecure": True}},
+            "images": images,
+        }
+
+    def write_config(self, document: dict[str, Any] | None = None) -> None:
+        text = yaml.safe_dump(document or self.config_document(), sort_keys=False)
+        self.client("ssm").put_parameter(Name=CONFIG_PARAMETER, Value=text, Type="String", Overwrite=True)
+        from tagpin import wiring
+
+        wiring.reset()
+
+    def set_notifications(self, enabled: bool) -> None:
+        """Switch the registry's push notifications on or off (restarts it on the same port)."""
+        assert self.registry is not None
+        self.options.notifications = enabled
+        url = self.webhook_url + "/distribution" if enabled else None
+        self.registry.reconfigure(url, {"Authorization": f"Bearer {self.webhook_token}"})
+
+    def set_polling(self, interval: float | None) -> None:
+        self.options.poll_interval = interval
+        self._poll_wake.set()
+
+    # -- AWS --------------------------------------------------------------------------------
+    def client(self, service: str) -> Any:
+        return boto3.session.Session().client(service, endpoint_url=self.aws_endpoint, region_name=REGION)
+
+    def _set_env(self) -> None:
+        values = {
+            "AWS_ENDPOINT_URL": self.aws_endpoint,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_SESSION_TOKEN": "local",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "TAGPIN_STATE_TABLE": "tagpin-state",
+            "TAGPIN_IDEMPOTENCY_TABLE": "tagpin-idempotency",
+            "TAGPIN_CONFIG_PARAMETER": CONFIG_PARAMETER,
+            "TAGPIN_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "POWERTOOLS_SERVICE_NAME": "tagpin",
+            "POWERTOOLS_METRICS_NAMESPACE": "tagpin",
+            "POWERTOOLS_LOG_LEVEL": self.options.log_level,
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_PARAMETERS_MAX_AGE": "1",
+        }
+        for key, value in values.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    def _create_aws_resources(self) -> None:
+        ddb = self.client("dynamodb")
+        ddb.create_table(
+            TableName="tagpin-state",
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        ddb.create_table(
+            TableName="tagpin-idempotency",
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        ddb.update_time_to_live(
+            TableName="tagpin-idempotency",
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
+        )
+        sqs = self.client("sqs")
+        self.dlq_url = sqs.create_queue(
+            QueueName="tagpin-changes-dlq.fifo",
+            Attributes={"FifoQueue": "true", "MessageRetentionPeriod": "1209600"},
+        )["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        self.queue_url = sqs.create_queue(
+            QueueName="tagpin-changes.fifo",
+            Attributes={
+                "FifoQueue": "true",
+                "ContentBasedDeduplication": "false",
+                "VisibilityTimeout": str(self.options.visibility_timeout),
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": self.options.max_receive_count}
+                ),
+            },
+        )["QueueUrl"]
+        self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
+        self._put_secret(WEBHOOK_SECRET, json.dumps({"distribution": self.webhook_token}))
+
+    def _put_secret(self, name: str, value: str) -> None:
+        self.client("secretsmanager").create_secret(Name=name, SecretString=value)
+
+    # -- the event sources --------------------------------------------------------------------
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _start_adapter(self) -> None:
+        self._adapter = _WebhookAdapter(("127.0.0.1", 0), _AdapterHandler)
+        self._spawn(
+            lambda: self._adapter.serve_forever(poll_interval=0.05) if self._adapter else None, "webhook"
+        )
+
+    def run_poller(self) -> Any:
+        return self.functions["poller"].invoke(scheduled_event())
+
+    def _scheduler(self) -> None:
+        while not self._stop.is_set():
+            interval = self.options.poll_interval
+            if interval is None:
+                self._poll_wake.wait(timeout=1.0)
+                self._poll_wake.clear()
+                continue
+            try:
+                self.run_poller()
+            except Exception:
+                log.exception("poller invocation failed")
+            self._poll_wake.wait(timeout=interval)
+            self._poll_wake.clear()
+
+    def _sqs_loop(self) -> None:
+        sqs = self.client("sqs")
+        consumer = self.functions["consumer"]
+        while not self._stop.is_set():
+            try:
+                messages = sqs.receive_message(
+                    QueueUrl=self.queue_url,
+                    MaxNumberOfMessages=10,
+                    WaitTimeSeconds=1,
+                    MessageSystemAttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                ).get("Messages", [])
+            except Exception:
+                if self._stop.is_set():
+                    return
+                log.exception("receive_message failed")
+                time.sleep(0.5)
+                continue
+            if not messages:
+                continue
+            try:
+                response = consumer.invoke(sqs_event(messages, self.queue_arn)) or {}
+                failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+            except Exception as exc:  # the whole batch failed: Lambda lets every record reappear
+                log.warning("consumer invocation failed: %s", exc)
+                self.consumer_errors.append(f"{type(exc).__name__}: {exc}")
+                failed = {m["MessageId"] for m in messages}
+            done = [m for m in messages if m["MessageId"] not in failed]
+            for start in range(0, len(done), 10):
+                sqs.delete_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(done[start : start + 10])
+                    ],
+                )
