@@ -239,6 +239,27 @@ def test_stale_resource_version_is_a_conflict(sim: KubeSim, apps: client.AppsV1A
     assert err.value.status == 409
 
 
+def test_concurrent_writer_makes_the_precondition_stale(sim: KubeSim, apps: client.AppsV1Api) -> None:
+    """The read-modify-patch loop tagpin runs: another writer sneaks in between read and patch."""
+    rv = apps.read_namespaced_deployment("web", "shop").metadata.resource_version
+    other = sim.inject(
+        "PATCH",
+        "/deployments/web$",
+        status=None,
+        action=lambda: sim.patch("Deployment", "shop", "web", {"metadata": {"labels": {"other": "writer"}}}),
+    )
+    body = image_patch(f"nginx:1.27@{DIGEST}") | {"metadata": {"resourceVersion": rv}}
+    with pytest.raises(ApiException) as err:
+        apps.patch_namespaced_deployment("web", "shop", body)
+    assert err.value.status == 409 and other.hits == 1
+    fresh = apps.read_namespaced_deployment("web", "shop").metadata.resource_version
+    body["metadata"]["resourceVersion"] = fresh
+    apps.patch_namespaced_deployment("web", "shop", body, field_manager="tagpin")
+    after = sim.get("Deployment", "shop", "web")
+    assert after["metadata"]["labels"]["other"] == "writer"
+    assert containers(after)["app"]["image"] == f"nginx:1.27@{DIGEST}"
+
+
 def test_not_found_is_a_status_object(apps: client.AppsV1Api) -> None:
     with pytest.raises(ApiException) as err:
         apps.read_namespaced_deployment("nope", "shop")

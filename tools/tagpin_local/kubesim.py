@@ -1,16 +1,24 @@
 """A small in-process Kubernetes API simulator for tests and the local stack.
 
-It speaks enough of the real API (discovery, CRUD, list paging, label selectors, the three PATCH
-flavours, optimistic concurrency) for the official ``kubernetes`` Python client and ``kubectl`` to
-work against it, and it simulates the controllers tagpin cares about: after a workload's pod
-template changes it "rolls out" (status + Pods whose ``imageID`` carries a digest).
+It speaks enough of the real API for the official ``kubernetes`` Python client and kubectl 1.32:
+legacy discovery (kubectl falls back to it from aggregated discovery; no OpenAPI is served),
+server-side tables for kubectl's human output, GET/LIST (label and simple field selectors,
+``limit``/``continue``), a polling WATCH, POST, PUT, PATCH (strategic merge, JSON merge, JSON
+patch; apply patches get 415), DELETE, ``dryRun=All``, resourceVersion preconditions (409) and
+``Status`` errors. Resources: namespaces, pods, deployments, statefulsets, daemonsets, cronjobs.
+
+It also plays the controllers tagpin cares about: a new pod template "rolls out" (at once, or after
+``rollout_delay``) into workload status and Pods whose ``imageID`` carries a digest.
 
 Usage::
 
-    with KubeSim(token="t0k3n") as sim:
+    with KubeSim(token="t0k3n") as sim:           # KubeSim(..., tls=True) for kubectl with a token
         sim.create(deployment("web", "shop", "nginx:1.27"))
         sim.write_kubeconfig(tmp_path / "kubeconfig")
+        api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=sim.url, ...))
         ...
+        sim.inject("PATCH", r"/deployments/web$", status=500, times=1)
+        sim.set_down(True)
 
 Only 127.0.0.1 is ever bound. Everything is held in memory; one lock guards the state.
 """
@@ -718,6 +726,7 @@ class Fault:
     times: int | None
     delay: float
     drop: bool
+    action: Callable[[], object] | None = None
     hits: int = 0
 
 
@@ -759,7 +768,8 @@ class KubeSim:
     def __init__(self, token: str | None = None, rollout_delay: float = 0.0, tls: bool = False) -> None:
         self.token = token
         self.tls = tls
-        self.ca_file: Path | None = None  # the self-signed server certificate when ``tls=True``
+        self.ca_file: Path | None = None  # the self-signed server certificate when ``tls=True``...
+        self.ca_pem: bytes | None = None  # ...and its PEM text
         self.rollout_delay = rollout_delay
         self.fail_rollouts = False
         self.nodes = 1
@@ -787,6 +797,7 @@ class KubeSim:
         if self.tls:
             self._tmp = tempfile.TemporaryDirectory(prefix="kubesim-")
             self.ca_file, key = _self_signed_cert(Path(self._tmp.name))
+            self.ca_pem = self.ca_file.read_bytes()
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(self.ca_file, key)
             # the handshake then happens in the handler thread, not in the accept loop
@@ -835,8 +846,8 @@ class KubeSim:
         simulator with ``tls=True`` for kubectl to authenticate; the Python client sends it over http."""
         user: Obj = {"token": self.token} if self.token else {}
         cluster: Obj = {"server": self.url}
-        if self.ca_file is not None:
-            cluster["certificate-authority-data"] = base64.b64encode(self.ca_file.read_bytes()).decode()
+        if self.ca_pem is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode()
         return {
             "apiVersion": "v1",
             "kind": "Config",
@@ -865,11 +876,14 @@ class KubeSim:
         times: int | None = 1,
         delay: float = 0.0,
         drop: bool = False,
+        action: Callable[[], object] | None = None,
     ) -> Fault:
         """Fail matching requests: ``method`` is an HTTP verb or ``*``; ``path_regex`` is searched in the
-        path (no query). ``status=None`` only delays; ``drop=True`` closes the connection without an
-        answer; ``times=None`` means forever. Returns the :class:`Fault` (see ``.hits``)."""
-        fault = Fault(method.upper(), re.compile(path_regex), status, times, delay, drop)
+        path (no query). ``status=None`` lets the request through (after ``delay`` and ``action``, e.g.
+        a concurrent ``sim.patch`` that makes this request's resourceVersion stale); ``drop=True``
+        closes the connection without an answer; ``times=None`` means forever. Faults are matched in
+        the order they were added. Returns the :class:`Fault` (see ``.hits``)."""
+        fault = Fault(method.upper(), re.compile(path_regex), status, times, delay, drop, action)
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -925,6 +939,24 @@ class KubeSim:
                 for (k, ns, _), o in sorted(self._objects.items())
                 if k == res.kind and (namespace is None or ns == namespace)
             ]
+
+    def patch(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: Obj | ObjList,
+        content_type: str = "application/strategic-merge-patch+json",
+    ) -> Obj:
+        """Change an object as another writer would (bumps resourceVersion, rolls out on template change)."""
+        res = find_resource(kind)
+        ns = (namespace or "") if res.namespaced else ""
+        with self._lock:
+            current = self._objects.get((res.kind, ns, name))
+            if current is None:
+                raise KeyError(f"{res.kind} {namespace}/{name} not found")
+            new = self._patched(current, content_type, json.dumps(patch).encode())
+            return self._update(res, ns, name, new, "", dry_run=False)
 
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
         res = find_resource(kind)
@@ -1723,6 +1755,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             if fault.delay:
                 time.sleep(fault.delay)
+            if fault.action is not None:
+                fault.action()
             if fault.drop:
                 return self._drop()
             if fault.status is not None:
