@@ -62,6 +62,7 @@ SERVER_VERSION = {
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 _WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "CronJob")
+_REVISION = "deployment.kubernetes.io/revision"
 
 
 @dataclass(frozen=True)
@@ -1170,6 +1171,9 @@ class KubeSim:
             old_timer.cancel()
         if obj["kind"] == "CronJob":
             return
+        if obj["kind"] == "Deployment" and template_changed:  # a new ReplicaSet, a new revision
+            notes = obj["metadata"].setdefault("annotations", {})
+            notes[_REVISION] = str(int(notes.get(_REVISION, "0")) + 1)
         if self.rollout_delay <= 0 or not template_changed:
             self._finish_rollout(obj)
             return

@@ -9,8 +9,9 @@ never replaces a newer one.
 Failures split in two. Transient ones (cluster unreachable, 5xx, a conflict that outlasts the
 retries) are raised, so the SQS record fails, is retried and ends in the dead-letter queue.
 Permanent ones (the workload is gone, RBAC forbids the patch, the container does not exist) are
-recorded on the target and reported without retrying; the poller re-enqueues the target on a
-later run, so a fixed permission heals by itself.
+recorded on the target and reported without failing the message; neither kind is stored by the
+idempotency guard, and the poller re-enqueues a target that is behind, so a fixed permission or a
+workload created later heals by itself.
 """
 
 from __future__ import annotations
@@ -71,6 +72,15 @@ class Workloads(Protocol):
 
 class ChangeFailed(Exception):
     """At least one target failed transiently; the message must be retried."""
+
+
+class TargetNotApplied(Exception):
+    """A permanent failure, recorded on the target. Raised through the idempotency guard so that
+    no result is stored for (target, digest): once the cause is fixed, the next enqueue applies."""
+
+    def __init__(self, outcome: dict[str, Any]) -> None:
+        super().__init__(outcome.get("error", "not applied"))
+        self.outcome = outcome
 
 
 def pinned_image(current: str, image: str, digest: str) -> str:
@@ -172,6 +182,8 @@ class Applier:
             )
             try:
                 outcomes.append(self._apply_target(target_change=work))
+            except TargetNotApplied as exc:
+                outcomes.append(exc.outcome)
             except WorkloadError as exc:
                 failed.append(f"{target.id}: {exc}")
                 outcomes.append({"target": target.id, "outcome": "failed", "error": str(exc)})
@@ -199,7 +211,9 @@ class Applier:
             )
             if exc.transient:
                 raise
-            return {"target": tc.target_id, "outcome": status.value, "error": detail}
+            raise TargetNotApplied(
+                {"target": tc.target_id, "outcome": status.value, "error": detail}
+            ) from None
         self._finish(tc, TargetStatus.APPLIED, detail=outcome, previous=previous)
         logger.info("applied", extra={"target": tc.target_id, "digest": tc.digest, "outcome": outcome})
         return {"target": tc.target_id, "outcome": outcome, "previous_image": previous}
