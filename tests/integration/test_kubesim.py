@@ -161,7 +161,10 @@ def test_strategic_merge_patch_merges_containers_by_name(sim: KubeSim, apps: cli
     assert [e["name"] for e in got["app"]["env"]] == ["A", "B", "C"]  # env merged by name
     assert got["app"]["volumeMounts"] == containers(before)["app"]["volumeMounts"]
     assert got["sidecar"] == containers(before)["sidecar"]  # the other container is untouched
-    assert after["metadata"]["annotations"] == {"tagpin.dev/pinned": "nginx:1.27"}
+    assert after["metadata"]["annotations"] == {
+        "tagpin.dev/pinned": "nginx:1.27",
+        "deployment.kubernetes.io/revision": "2",
+    }
     assert after["metadata"]["labels"] == {"tier": "frontend"}
     assert int(after["metadata"]["resourceVersion"]) > int(before["metadata"]["resourceVersion"])
     assert after["metadata"]["generation"] == 2
