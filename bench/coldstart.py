@@ -331,7 +331,7 @@ def _fmt(m: dict[str, Any], key: str) -> str:
 def print_table(report: dict[str, Any]) -> None:
     print(f"python {report['python']} on {report['host']}, best/median of {report['runs']} fresh processes\n")
     header = (
-        f"{'function':<18}{'layers':<28}{'MB':>7}{'MB-pyc':>8}{'zipMB':>7}"
+        f"{'function':<18}{'layers':<28}{'MB':>7}{'noPYC':>8}{'zipMB':>7}"
         f"{'import ms pyc best/med':>25}{'no pyc best/med':>19}{'k8s':>6}"
     )
     print(header)
