@@ -633,3 +633,16 @@ def test_watch_and_tls_through_the_client() -> None:
             if len(seen) == 3:
                 stream.stop()
         assert seen == [("ADDED", "web"), ("MODIFIED", "web"), ("DELETED", "web")]
+
+
+def test_kubectl_apply_without_openapi_validation(kubectl, tmp_path: Path) -> None:
+    sim, run = kubectl
+    manifest = tmp_path / "api.json"
+    manifest.write_text(json.dumps(deployment("api", "shop", "ghcr.io/acme/api:1", replicas=1)))
+    # no OpenAPI is served, so kubectl's client-side schema validation must be off
+    assert "created" in run("apply", "--validate=false", "-f", str(manifest)).stdout
+    manifest.write_text(json.dumps(deployment("api", "shop", "ghcr.io/acme/api:2", replicas=1)))
+    assert "configured" in run("apply", "--validate=false", "-f", str(manifest)).stdout
+    assert containers(sim.get("Deployment", "shop", "api"))["app"]["image"] == "ghcr.io/acme/api:2"
+    (pod,) = sim.pods_for("Deployment", "shop", "api")
+    assert pod["status"]["containerStatuses"][0]["imageID"].startswith("ghcr.io/acme/api@sha256:")

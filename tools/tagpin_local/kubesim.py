@@ -1372,7 +1372,7 @@ class KubeSim:
             return self._list(res, ns, req.query, req.accept)
         if req.method != "POST" or (ns is None and res.namespaced):
             raise ApiError(405, f"{req.method} is not supported here", "MethodNotAllowed")
-        obj = _json_body(req.body, res)
+        obj = _json_body(req.body, res, req.ctype)
         if res.namespaced and obj.get("metadata", {}).get("namespace") not in (None, "", ns):
             raise ApiError(
                 400, "the namespace of the provided object does not match the namespace sent on the request"
@@ -1386,7 +1386,7 @@ class KubeSim:
         if req.method == "GET":
             return self._maybe_table([current], req.accept, single=True) or copy.deepcopy(current)
         if req.method == "PUT":
-            return self._update(res, ns, name, _json_body(req.body, res), sub, req.dry_run)
+            return self._update(res, ns, name, _json_body(req.body, res, req.ctype), sub, req.dry_run)
         if req.method == "PATCH":
             return self._update(res, ns, name, self._patched(current, req.ctype, req.body), sub, req.dry_run)
         if req.method != "DELETE":
@@ -1671,7 +1671,13 @@ def _age(ts: str | None) -> str:
     return f"{max(secs, 0)}s"
 
 
-def _json_body(body: bytes, res: Resource) -> Obj:
+def _json_body(body: bytes, res: Resource, ctype: str | None) -> Obj:
+    if (ctype or "application/json").split(";")[0].strip().lower() != "application/json":
+        raise ApiError(
+            415,
+            f"the body of the request was in an unknown format ({ctype}) - accepted media types include: "
+            "application/json",
+        )
     try:
         obj = json.loads(body or b"null")
     except ValueError as exc:
