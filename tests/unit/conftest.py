@@ -1,0 +1,119 @@
+"""Unit-test fixtures: fake AWS credentials and moto in-process (no network, no server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from tagpin.state import StateStore
+
+REGION = "us-east-1"
+STATE_TABLE = "tagpin-state"
+IDEMPOTENCY_TABLE = "tagpin-idempotency"
+QUEUE_NAME = "tagpin-changes.fifo"
+DLQ_NAME = "tagpin-changes-dlq.fifo"
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake credentials in a fixed region; never a real or local endpoint."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SECURITY_TOKEN", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    for name in (
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        "AWS_ENDPOINT_URL_SQS",
+        "AWS_ENDPOINT_URL_SSM",
+        "AWS_PROFILE",
+        "POWERTOOLS_IDEMPOTENCY_DISABLED",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def aws(aws_env: None) -> Iterator[None]:
+    """Every AWS call inside the test goes to moto, in this process."""
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import base
+
+    # powertools keeps providers (and their boto3 clients) and values across calls: start clean.
+    parameters.clear_caches()
+    base.DEFAULT_PROVIDERS.clear()
+    with mock_aws():
+        yield
+    parameters.clear_caches()
+    base.DEFAULT_PROVIDERS.clear()
+
+
+@pytest.fixture
+def dynamodb(aws: None) -> Any:
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+@pytest.fixture
+def sqs(aws: None) -> Any:
+    return boto3.client("sqs", region_name=REGION)
+
+
+def create_table(client: Any, name: str, keys: tuple[str, ...]) -> None:
+    client.create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": key, "KeyType": kind}
+            for key, kind in zip(keys, ("HASH", "RANGE"), strict=False)
+        ],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in keys],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+@pytest.fixture
+def state_table(dynamodb: Any) -> str:
+    create_table(dynamodb, STATE_TABLE, ("pk", "sk"))
+    return STATE_TABLE
+
+
+@pytest.fixture
+def idempotency_table(dynamodb: Any) -> str:
+    """The powertools idempotency table: partition key ``id``, as the template declares it."""
+    create_table(dynamodb, IDEMPOTENCY_TABLE, ("id",))
+    return IDEMPOTENCY_TABLE
+
+
+@dataclass(frozen=True)
+class Queues:
+    url: str
+    dlq_url: str
+    dlq_arn: str
+
+
+@pytest.fixture
+def queues(sqs: Any) -> Queues:
+    """The changes FIFO queue (explicit deduplication ids) and its FIFO dead-letter queue."""
+    dlq_url = sqs.create_queue(QueueName=DLQ_NAME, Attributes={"FifoQueue": "true"})["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    url = sqs.create_queue(
+        QueueName=QUEUE_NAME,
+        Attributes={
+            "FifoQueue": "true",
+            "ContentBasedDeduplication": "false",
+            "VisibilityTimeout": "30",
+            "RedrivePolicy": f'{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"3"}}',
+        },
+    )["QueueUrl"]
+    return Queues(url=url, dlq_url=dlq_url, dlq_arn=dlq_arn)
+
+
+@pytest.fixture
+def store(dynamodb: Any, state_table: str) -> StateStore:
+    return StateStore(dynamodb, state_table)
