@@ -21,6 +21,13 @@ def _local(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     with LocalStack(options) as stack:
+        if not args.empty:
+            from tagpin_local.kubesim import deployment
+
+            assert stack.registry is not None
+            stack.kube.create(
+                deployment("web", "default", f"{stack.registry.host}/demo/web:stable", container="web")
+            )
         endpoints = stack.endpoints()
         endpoints["kubeconfig"] = json.dumps(stack.kube.kubeconfig("local"))
         print(json.dumps(endpoints), flush=True)
@@ -45,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     local.add_argument("--no-notifications", action="store_true", help="registry push notifications off")
     local.add_argument("--log-level", default="WARNING")
+    local.add_argument("--empty", action="store_true", help="do not create the demo Deployment default/web")
     local.set_defaults(func=_local)
     demo = commands.add_parser("demo", help="run the demo scenario and exit")
     demo.set_defaults(func=_demo)

@@ -157,7 +157,7 @@ class RegistryServer:
 
     def reconfigure(self, notify_url: str | None, notify_headers: dict[str, str] | None = None) -> Self:
         """Restart on the same port and storage with other notification settings (e.g. none)."""
-        assert self._tmp is not None and self._proc is not None, "start() first"
+        assert self._tmp is not None, "start() first"
         self._terminate()
         self.notify_url, self.notify_headers = notify_url, notify_headers
         root = Path(self._tmp.name)

@@ -45,6 +45,7 @@ class StackOptions:
     images: list[dict[str, Any]] = field(default_factory=list)  # extra followed images (config form)
     visibility_timeout: int = 5  # local only: AWS uses >= 6x the consumer timeout
     max_receive_count: int = 3
+    consume: bool = True  # run the SQS loop; tests that drive the consumer themselves turn it off
     log_level: str = "WARNING"
 
 
@@ -96,7 +97,7 @@ class LocalStack:
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
         self.webhook_token = secrets.token_urlsafe(24)
-        self.kube = KubeSim(token=secrets.token_urlsafe(16))
+        self.kube = KubeSim(token=secrets.token_urlsafe(16), tls=True)  # kubectl sends tokens only over TLS
         self.registry: RegistryServer | None = None
         self._moto: Any = None
         self._adapter: _WebhookAdapter | None = None
@@ -145,7 +146,8 @@ class LocalStack:
             self.functions[name] = LocalFunction(name, timeout_s=timeout)
         assert self._adapter is not None
         self._adapter.function = self.functions["webhook"]
-        self._spawn(self._sqs_loop, "sqs-consumer")
+        if self.options.consume:
+            self._spawn(self._sqs_loop, "sqs-consumer")
         self._spawn(self._scheduler, "scheduler")
 
     def stop(self) -> None:
@@ -343,39 +345,40 @@ class LocalStack:
             self._poll_wake.wait(timeout=interval)
             self._poll_wake.clear()
 
-    def _sqs_loop(self) -> None:
+    def consume_once(self, wait_s: int = 1) -> int:
+        """Receive up to 10 messages, invoke the consumer as Lambda's SQS poller does, delete what
+        succeeded; failed records stay and reappear after the visibility timeout."""
         sqs = self.client("sqs")
-        consumer = self.functions["consumer"]
+        messages = sqs.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=wait_s,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return 0
+        try:
+            response = self.functions["consumer"].invoke(sqs_event(messages, self.queue_arn)) or {}
+            failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        except Exception as exc:  # the whole batch failed: Lambda lets every record reappear
+            log.warning("consumer invocation failed: %s", exc)
+            self.consumer_errors.append(f"{type(exc).__name__}: {exc}")
+            failed = {m["MessageId"] for m in messages}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        return len(messages)
+
+    def _sqs_loop(self) -> None:
         while not self._stop.is_set():
             try:
-                messages = sqs.receive_message(
-                    QueueUrl=self.queue_url,
-                    MaxNumberOfMessages=10,
-                    WaitTimeSeconds=1,
-                    MessageSystemAttributeNames=["All"],
-                    MessageAttributeNames=["All"],
-                ).get("Messages", [])
+                self.consume_once()
             except Exception:
                 if self._stop.is_set():
                     return
                 log.exception("receive_message failed")
                 time.sleep(0.5)
-                continue
-            if not messages:
-                continue
-            try:
-                response = consumer.invoke(sqs_event(messages, self.queue_arn)) or {}
-                failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
-            except Exception as exc:  # the whole batch failed: Lambda lets every record reappear
-                log.warning("consumer invocation failed: %s", exc)
-                self.consumer_errors.append(f"{type(exc).__name__}: {exc}")
-                failed = {m["MessageId"] for m in messages}
-            done = [m for m in messages if m["MessageId"] not in failed]
-            for start in range(0, len(done), 10):
-                sqs.delete_message_batch(
-                    QueueUrl=self.queue_url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                        for i, m in enumerate(done[start : start + 10])
-                    ],
-                )

@@ -184,7 +184,7 @@ class ConfigLoader:
             return Path(self._file).read_text(encoding="utf-8")
         from aws_lambda_powertools.utilities import parameters
 
-        value = parameters.get_parameter(self._parameter or "", max_age=self._max_age)
+        value = parameters.get_parameter(self._parameter or "", decrypt=True, max_age=self._max_age)
         return value if isinstance(value, str) else str(value)
 
     def load(self) -> TagpinConfig:

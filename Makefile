@@ -1,0 +1,71 @@
+# tagpin developer entry points. Everything installs what it needs by itself.
+#   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, Kubernetes simulator)
+#   make test      unit + integration + e2e tests
+#   make lint      ruff + mypy;  make validate: sam validate --lint + cfn-lint;  make build: sam build
+#   make bench     benchmarks (cold start and size of the built functions)
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# The runtime is python3.13; pyenv provides it on these machines, a system python3.13 works too.
+PY313 := $(shell PYENV_VERSION=3.13.0 python -c 'import sys; print(sys.executable if sys.version_info[:2] == (3, 13) else "")' 2>/dev/null || command -v python3.13)
+VENV := .venv
+PY := $(VENV)/bin/python
+SAM_VENV := .venv-sam
+SAM_ENV := SAM_CLI_TELEMETRY=0 PYENV_VERSION=3.11.7:3.13.0 PATH="$(CURDIR)/$(SAM_VENV)/bin:$$PATH"
+
+help:
+	@grep -E '^#   make' Makefile | sed 's/^#   //'
+
+$(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/kubernetes/requirements.txt pyproject.toml
+	@if [ -z "$(PY313)" ]; then echo "error: Python 3.13 not found (pyenv 3.13.0 or python3.13 on PATH)" >&2; exit 1; fi
+	@[ -x $(PY) ] || $(PY313) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $@
+
+venv: $(VENV)/.installed
+
+$(SAM_VENV)/.installed: requirements-sam.txt
+	@[ -x $(SAM_VENV)/bin/python ] || $(PY313) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install -q -r requirements-sam.txt
+	@touch $@
+
+# The real registry (Debian's docker-registry) and skopeo, the peer the tests compare against.
+tools:
+	@missing=""; \
+	[ -x /usr/bin/docker-registry ] || missing="$$missing docker-registry"; \
+	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (Debian packages)"; \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq $$missing) >/dev/null; \
+	  elif command -v sudo >/dev/null; then (sudo apt-get update -qq && sudo apt-get install -y -qq $$missing) >/dev/null; \
+	  else echo "error: please install$$missing: sudo apt-get install$$missing" >&2; exit 1; fi; \
+	fi
+	@[ -x /usr/bin/docker-registry ] || { echo "error: docker-registry could not be installed (apt-get install docker-registry)" >&2; exit 1; }
+
+demo: venv tools
+	$(PY) -m tagpin_local.demo
+
+local: venv tools
+	$(VENV)/bin/tagpin local
+
+test: venv tools
+	$(PY) -m pytest tests/unit tests/integration tests/e2e
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy layers/common/tagpin functions tools bench
+
+validate: venv $(SAM_VENV)/.installed
+	$(SAM_ENV) sam validate --lint
+	$(VENV)/bin/cfn-lint --non-zero-exit-code warning template.yaml
+
+build: $(SAM_VENV)/.installed
+	$(SAM_ENV) sam build
+
+bench: venv build
+	PYENV_VERSION=3.11.7:3.13.0 $(PY) bench/coldstart.py
+
+.PHONY: help venv tools demo local test lint validate build bench

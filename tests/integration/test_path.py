@@ -1,0 +1,190 @@
+"""The path through real parts: the CNCF registry, moto server, the Kubernetes simulator through
+the official client, the real handlers invoked with real event shapes."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from tests.conftest import require_binary
+
+from tagpin.models import Change
+from tagpin_local.kubesim import deployment
+from tagpin_local.lambda_runtime import sqs_event
+from tagpin_local.oci import push_image
+from tagpin_local.stack import LocalStack, StackOptions
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stack():
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    # Notifications and polling off, no SQS loop: every test drives each step itself.
+    with LocalStack(StackOptions(notifications=False, poll_interval=None, consume=False)) as st:
+        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
+        yield st
+
+
+def image_of(st: LocalStack) -> str:
+    return st.kube.get("Deployment", "default", "web")["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def patches(st: LocalStack) -> int:
+    return st.kube.count("PATCH", r"/deployments/web$")
+
+
+def drain(st: LocalStack) -> None:
+    while st.consume_once(wait_s=0):
+        pass
+
+
+def test_poll_then_consume_pins_the_digest(stack):
+    digest = push_image(stack.registry.url, "demo/web", "stable")
+    result = stack.run_poller()
+    assert result["changed"] == 1 and result["enqueued"] == 1
+    drain(stack)
+    assert image_of(stack) == f"{stack.registry.host}/demo/web:stable@{digest}"
+    annotations = stack.kube.get("Deployment", "default", "web")["spec"]["template"]["metadata"][
+        "annotations"
+    ]
+    assert json.loads(annotations["tagpin.dev/digests"]) == {"web": digest}
+    assert annotations["tagpin.dev/trigger"] == "poll"
+    # The level is now right: the next poll enqueues nothing.
+    assert stack.run_poller()["enqueued"] == 0
+
+
+def _change_event(st: LocalStack, change: Change, copies: int = 1) -> dict:
+    messages = [
+        {
+            "MessageId": str(uuid.uuid4()),
+            "ReceiptHandle": str(uuid.uuid4()),
+            "Body": change.model_dump_json(),
+            "MD5OfBody": "0" * 32,
+            "Attributes": {
+                "ApproximateReceiveCount": "1",
+                "SentTimestamp": str(int(time.time() * 1000)),
+                "SequenceNumber": str(10**19 + i),
+                "MessageGroupId": change.image,
+                "MessageDeduplicationId": uuid.uuid4().hex,
+                "SenderId": "AIDAEXAMPLE",
+                "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000)),
+            },
+        }
+        for i in range(copies)
+    ]
+    return sqs_event(messages, st.queue_arn)
+
+
+def test_duplicated_and_replayed_messages_patch_once(stack):
+    digest = push_image(stack.registry.url, "demo/web", "stable")
+    image = f"{stack.registry.host}/demo/web:stable"
+    change = Change(image=image, digest=digest, observed_at=int(time.time() * 1000), trigger="manual")
+    before = patches(stack)
+    consumer = stack.functions["consumer"]
+    # The same change twice in one batch (a duplicate), then again later (a replay).
+    assert consumer.invoke(_change_event(stack, change, copies=2)) == {"batchItemFailures": []}
+    assert consumer.invoke(_change_event(stack, change)) == {"batchItemFailures": []}
+    assert image_of(stack).endswith("@" + digest)
+    assert patches(stack) - before == 1
+
+
+def test_an_older_digest_never_replaces_a_newer_one(stack):
+    image = f"{stack.registry.host}/demo/web:stable"
+    old = push_image(stack.registry.url, "demo/web", "stable")
+    new = push_image(stack.registry.url, "demo/web", "stable")
+    t_new = int(time.time() * 1000)
+    t_old = t_new - 1000  # observed a second earlier, delivered later
+    consumer = stack.functions["consumer"]
+    consumer.invoke(_change_event(stack, Change(image=image, digest=new, observed_at=t_new, trigger="poll")))
+    assert image_of(stack).endswith("@" + new)
+    before = patches(stack)
+    # The older observation arrives late (out of order): nothing changes.
+    result = consumer.invoke(
+        _change_event(stack, Change(image=image, digest=old, observed_at=t_old, trigger="webhook"))
+    )
+    assert result == {"batchItemFailures": []}
+    assert image_of(stack).endswith("@" + new)
+    assert patches(stack) == before
+
+
+def test_registry_down_leaves_the_workload_and_the_next_run_picks_up(stack):
+    stack.run_poller()
+    drain(stack)
+    running = image_of(stack)
+    stack.registry._terminate()  # the registry goes away
+    try:
+        result = stack.run_poller()
+        assert result["errors"] == 1 and result["enqueued"] == 0
+        drain(stack)
+        assert image_of(stack) == running
+        state = stack.client("dynamodb").get_item(
+            TableName="tagpin-state",
+            Key={"pk": {"S": f"TAG#{stack.registry.host}/demo/web:stable"}, "sk": {"S": "STATE"}},
+        )["Item"]
+        assert "last_error" in state and running.endswith(state["digest"]["S"])
+    finally:
+        stack.registry.reconfigure(None)  # back, same storage and port
+    digest = push_image(stack.registry.url, "demo/web", "stable")
+    assert stack.run_poller()["enqueued"] == 1
+    drain(stack)
+    assert image_of(stack).endswith("@" + digest)
+
+
+def test_an_unreachable_cluster_fails_only_its_record(stack):
+    host = stack.registry.host
+    document = stack.config_document()
+    document["clusters"]["gone"] = {"kubeconfig": {"secret": "tagpin/clusters/gone"}}
+    gone_kubeconfig = stack.kube.kubeconfig("gone")
+    gone_kubeconfig["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:9"  # nothing listens there
+    stack.client("secretsmanager").create_secret(
+        Name="tagpin/clusters/gone", SecretString=json.dumps(gone_kubeconfig)
+    )
+    document["images"].append(
+        {
+            "image": f"{host}/demo/api:stable",
+            "targets": [{"cluster": "gone", "name": "api", "container": "api"}],
+        }
+    )
+    stack.write_config(document)
+    try:
+        web = push_image(stack.registry.url, "demo/web", "stable")
+        api = push_image(stack.registry.url, "demo/api", "stable")
+        now = int(time.time() * 1000)
+        event = _change_event(
+            stack, Change(image=f"{host}/demo/web:stable", digest=web, observed_at=now, trigger="poll")
+        )
+        event["Records"] += _change_event(
+            stack, Change(image=f"{host}/demo/api:stable", digest=api, observed_at=now, trigger="poll")
+        )["Records"]
+        result = stack.functions["consumer"].invoke(event)
+        assert result["batchItemFailures"] == [{"itemIdentifier": event["Records"][1]["messageId"]}]
+        assert image_of(stack).endswith("@" + web)
+        target = stack.client("dynamodb").get_item(
+            TableName="tagpin-state",
+            Key={"pk": {"S": "TARGET#gone/default/Deployment/api/api"}, "sk": {"S": "STATE"}},
+        )["Item"]
+        assert target["status"]["S"] == "failed" and "unreachable" in target["detail"]["S"].lower()
+    finally:
+        stack.write_config()
+
+
+def test_a_failing_message_goes_to_the_dead_letter_queue(stack):
+    """A record that keeps failing is redelivered and then dead-lettered, never dropped."""
+    sqs = stack.client("sqs")
+    sqs.send_message(
+        QueueUrl=stack.queue_url,
+        MessageBody='{"image": "not json',
+        MessageGroupId="g",
+        MessageDeduplicationId="bad1",
+    )
+    deadline = time.monotonic() + 3 * (stack.options.visibility_timeout + 2) + 10
+    while time.monotonic() < deadline:
+        stack.consume_once(wait_s=1)
+        dead = sqs.receive_message(QueueUrl=stack.dlq_url, WaitTimeSeconds=0).get("Messages", [])
+        if dead:
+            assert dead[0]["Body"] == '{"image": "not json'
+            return
+    pytest.fail("the poison message never reached the dead-letter queue")
