@@ -8,13 +8,13 @@ import time
 import uuid
 
 import pytest
-from tests.conftest import require_binary
-
 from tagpin.models import Change
 from tagpin_local.kubesim import deployment
 from tagpin_local.lambda_runtime import sqs_event
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
+
+from tests.conftest import require_binary
 
 pytestmark = pytest.mark.integration
 

@@ -128,7 +128,9 @@ class StateStore:
                 Key=key,
                 UpdateExpression="SET digest = :d, observed_at = :t, changed_at = :t, checked_at = :t, "
                 "#trigger = :tr REMOVE last_error, error_at",
-                ConditionExpression="attribute_not_exists(pk) OR (observed_at < :t AND digest <> :d)",
+                # attribute_not_exists(digest), not (pk): record_tag_error may have created the item
+                # (the first resolution failed) and a first sighting must still count as CHANGED.
+                ConditionExpression="attribute_not_exists(digest) OR (observed_at < :t AND digest <> :d)",
                 ExpressionAttributeNames={"#trigger": "trigger"},
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_OLD",
