@@ -1,0 +1,83 @@
+"""Both paths of the demo scenario, end to end, and the ``tagpin local`` entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+import pytest
+from tagpin_local import demo
+from tagpin_local.oci import push_image
+
+from tests.conftest import require_binary
+
+pytestmark = pytest.mark.e2e
+
+
+def test_demo_rolls_the_deployment_through_both_paths(capsys):
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    steps = demo.run(poll_interval=0.5)
+    first, webhook, poll = steps
+    assert first.before.endswith("/demo/web:stable")  # the unpinned tag the team deployed
+    for step, trigger in ((first, "webhook"), (webhook, "webhook"), (poll, "poll")):
+        assert step.after.endswith(f"/demo/web:stable@{step.digest}")
+        assert json.loads(step.annotations["tagpin.dev/digests"]) == {"web": step.digest}
+        assert step.annotations["tagpin.dev/trigger"] == trigger
+        assert step.annotations["tagpin.dev/applied-at"].endswith("Z")
+    assert webhook.before == first.after and poll.before == webhook.after
+    assert len({first.digest, webhook.digest, poll.digest}) == 3
+    out = capsys.readouterr().out
+    assert "before :" in out and "after  :" in out and "push -> patch" in out
+
+
+def test_tagpin_local_serves_until_stopped_and_kubectl_sees_the_rollout():
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    kubectl = require_binary("kubectl")
+    tagpin = os.path.join(os.path.dirname(sys.executable), "tagpin")
+    proc = subprocess.Popen(
+        [tagpin, "local", "--poll-interval", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = proc.stdout.readline()
+        endpoints = json.loads(line)
+        assert {"webhook_url", "registry_url", "kubernetes_url", "aws_endpoint"} <= endpoints.keys()
+        for key in ("webhook_url", "registry_url", "kubernetes_url", "aws_endpoint"):
+            assert endpoints[key].split("//")[1].startswith("127.0.0.1:")
+        digest = push_image(endpoints["registry_url"], "demo/web", "stable")
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as kubeconfig:
+            kubeconfig.write(endpoints["kubeconfig"])
+            kubeconfig.flush()
+            deadline = time.monotonic() + 30
+            image = ""
+            while time.monotonic() < deadline:
+                image = subprocess.run(
+                    [
+                        kubectl,
+                        "--kubeconfig",
+                        kubeconfig.name,
+                        "get",
+                        "deploy",
+                        "web",
+                        "-o",
+                        "jsonpath={.spec.template.spec.containers[0].image}",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                if image.endswith("@" + digest):
+                    break
+                time.sleep(0.2)
+            assert image.endswith("@" + digest)
+        # A malformed notification is refused with a 4xx and changes nothing.
+        url = endpoints["webhook_url"].replace("{source}", "distribution")
+        assert httpx.post(url, content=b"{", headers={"authorization": "Bearer wrong"}).status_code == 401
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
