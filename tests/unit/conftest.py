@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,31 @@ def queues(sqs: Any) -> Queues:
     return Queues(url=url, dlq_url=dlq_url, dlq_arn=dlq_arn)
 
 
+class SerializedClient:
+    """A boto3 client whose requests run one at a time.
+
+    DynamoDB applies each request to an item atomically; moto evaluates the condition and writes in
+    Python without a lock, so threads racing through moto can both pass one condition. Serialising
+    single requests (never sequences of them) restores DynamoDB's guarantee and nothing more: a
+    concurrency test then exercises the store's logic, not moto's races.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name.startswith("_") or not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return call
+
+
 @pytest.fixture
 def store(dynamodb: Any, state_table: str) -> StateStore:
-    return StateStore(dynamodb, state_table)
+    return StateStore(SerializedClient(dynamodb), state_table)
