@@ -40,6 +40,8 @@ def parse(body: bytes, headers: Mapping[str, str]) -> list[PushEvent]:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise WebhookError(400, f"body is not valid JSON: {exc}") from None
+    except RecursionError:  # deeply nested arrays/objects: the C decoder gives up, not a 5xx
+        raise WebhookError(400, "body is not valid JSON: nested too deeply") from None
     if not isinstance(document, dict) or not isinstance(document.get("events"), list):
         raise WebhookError(400, "expected a JSON object with an 'events' list")
     events: list[PushEvent] = []
