@@ -1,0 +1,106 @@
+"""SqsChangeQueue against a moto FIFO queue: message groups per image, deduplication per digest."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from tagpin.models import Change
+from tagpin.queue import ListQueue, SqsChangeQueue, deduplication_id, group_id
+
+IMAGE = "docker.io/library/nginx:latest"
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+
+
+def _receive_all(sqs, url: str) -> list[dict]:
+    messages: list[dict] = []
+    while True:
+        batch = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            MessageSystemAttributeNames=["All"],
+            VisibilityTimeout=60,
+            WaitTimeSeconds=0,
+        ).get("Messages", [])
+        if not batch:
+            return messages
+        messages.extend(batch)
+
+
+def test_send_sets_group_and_deduplication_ids(sqs, queues) -> None:
+    change = Change(image=IMAGE, digest=D1, observed_at=1234, trigger="webhook", correlation_id="c-1")
+    SqsChangeQueue(sqs, queues.url).send(change)
+    (message,) = _receive_all(sqs, queues.url)
+    attributes = message["Attributes"]
+    assert attributes["MessageGroupId"] == IMAGE
+    expected = hashlib.sha256(f"{IMAGE}@{D1}".encode()).hexdigest()
+    assert attributes["MessageDeduplicationId"] == expected
+    assert Change.model_validate_json(message["Body"]) == change
+
+
+def test_the_same_change_twice_is_one_message(sqs, queues) -> None:
+    queue = SqsChangeQueue(sqs, queues.url)
+    queue.send(Change(image=IMAGE, digest=D1, observed_at=1, trigger="webhook"))
+    # Another observation of the same digest (poll a moment later) deduplicates too.
+    queue.send(Change(image=IMAGE, digest=D1, observed_at=2, trigger="poll"))
+    messages = _receive_all(sqs, queues.url)
+    assert len(messages) == 1
+    assert Change.model_validate_json(messages[0]["Body"]).observed_at == 1
+
+
+def test_a_different_digest_is_another_message_in_the_same_group(sqs, queues) -> None:
+    queue = SqsChangeQueue(sqs, queues.url)
+    queue.send(Change(image=IMAGE, digest=D1, observed_at=1, trigger="poll"))
+    queue.send(Change(image=IMAGE, digest=D2, observed_at=2, trigger="poll"))
+    # FIFO: within one group, the second is delivered after the first is deleted.
+    first = sqs.receive_message(QueueUrl=queues.url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
+    for message in first:
+        sqs.delete_message(QueueUrl=queues.url, ReceiptHandle=message["ReceiptHandle"])
+    rest = _receive_all(sqs, queues.url)
+    digests = [Change.model_validate_json(m["Body"]).digest for m in [*first, *rest]]
+    assert digests == [D1, D2]
+
+
+def test_other_images_are_other_groups(sqs, queues) -> None:
+    queue = SqsChangeQueue(sqs, queues.url)
+    other = "ghcr.io/acme/api:stable"
+    queue.send(Change(image=IMAGE, digest=D1, observed_at=1, trigger="poll"))
+    queue.send(Change(image=other, digest=D1, observed_at=1, trigger="poll"))
+    messages = _receive_all(sqs, queues.url)
+    assert sorted(m["Attributes"]["MessageGroupId"] for m in messages) == sorted([IMAGE, other])
+    assert len({m["Attributes"]["MessageDeduplicationId"] for m in messages}) == 2
+
+
+def test_long_image_names_hash_the_group_id(sqs, queues) -> None:
+    image = "registry.example.com/" + "/".join(["team-" + "x" * 40] * 5) + ":stable"
+    assert len(image) > 128
+    SqsChangeQueue(sqs, queues.url).send(Change(image=image, digest=D1, observed_at=1, trigger="poll"))
+    (message,) = _receive_all(sqs, queues.url)
+    group = message["Attributes"]["MessageGroupId"]
+    assert len(group) <= 128
+    assert group == hashlib.sha256(image.encode()).hexdigest()
+    assert Change.model_validate_json(message["Body"]).image == image
+
+
+@pytest.mark.parametrize(("length", "hashed"), [(127, False), (128, False), (129, True)])
+def test_group_id_boundary(length: int, hashed: bool) -> None:
+    image = "a" * length
+    assert (group_id(image) != image) is hashed
+    assert len(group_id(image)) <= 128
+
+
+def test_deduplication_id_depends_on_image_and_digest() -> None:
+    assert deduplication_id(IMAGE, D1) == deduplication_id(IMAGE, D1)
+    assert deduplication_id(IMAGE, D1) != deduplication_id(IMAGE, D2)
+    assert deduplication_id(IMAGE, D1) != deduplication_id("docker.io/library/nginx:1.27", D1)
+    assert len(deduplication_id(IMAGE, D1)) == 64  # SQS allows at most 128
+
+
+def test_list_queue_records_in_order() -> None:
+    queue = ListQueue()
+    a = Change(image=IMAGE, digest=D1, observed_at=1, trigger="poll")
+    b = Change(image=IMAGE, digest=D2, observed_at=2, trigger="poll")
+    queue.send(a)
+    queue.send(b)
+    assert queue.sent == [a, b]
