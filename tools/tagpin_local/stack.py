@@ -129,6 +129,10 @@ class LocalStack:
         self._moto.start()
         host, port = self._moto.get_host_and_port()
         self.aws_endpoint = f"http://{host}:{port}"
+        # moto keeps its backends per process: start from an empty account every time.
+        import httpx
+
+        httpx.post(f"{self.aws_endpoint}/moto-api/reset", timeout=10).raise_for_status()
         self._set_env()
         self._create_aws_resources()
         self.kube.start()
