@@ -92,16 +92,18 @@ class WebhookService:
             try:
                 image = ImageRef(event.registry, event.repository, event.tag, None)
                 image = ImageRef.parse(str(image))  # validates and normalises every part
+                # Inside the try: parts that re-parse as a digest reference have no tag (ValueError).
+                tagged = image.tagged
             except (InvalidReference, ValueError) as exc:
                 raise WebhookError(400, f"invalid image in notification: {exc}") from None
-            followed = config.followed.get(image.tagged)
+            followed = config.followed.get(tagged)
             if followed is None:
                 ignored += 1
-                results.append({"image": image.tagged, "outcome": "ignored", "reason": "not followed"})
+                results.append({"image": tagged, "outcome": "ignored", "reason": "not followed"})
                 continue
-            if image.tagged in seen:
+            if tagged in seen:
                 continue  # several events for one tag in one delivery: one check is enough
-            seen.add(image.tagged)
+            seen.add(tagged)
             check = self._detector().check(
                 followed, trigger="webhook", correlation_id=correlation_id, hint_digest=event.digest
             )
