@@ -1,0 +1,247 @@
+"""Detector: resolve, record, and enqueue whenever a target is behind the tag (level, not edge)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import pytest
+from tagpin.config import FollowedImage, parse_config
+from tagpin.detect import Detector
+from tagpin.queue import ListQueue
+from tagpin.refs import ImageRef
+from tagpin.registry import RegistryError, Resolution
+from tagpin.state import StateStore, TagUpdate, TargetStatus
+
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+CONFIG = parse_config(
+    """
+clusters:
+  dev: {kubeconfig: {file: /dev/null}}
+  prod: {eks: {name: prod, region: eu-west-1}}
+images:
+  - image: nginx
+    targets:
+      - {cluster: dev, name: web, container: nginx}
+      - {cluster: prod, namespace: edge, name: web, container: nginx}
+  - image: ghcr.io/acme/api:stable
+    targets:
+      - {cluster: dev, name: api, container: api}
+  - image: quay.io/acme/worker:stable
+    targets:
+      - {cluster: prod, kind: StatefulSet, name: worker, container: worker}
+"""
+)
+NGINX = CONFIG.followed["docker.io/library/nginx:latest"]
+API = CONFIG.followed["ghcr.io/acme/api:stable"]
+WORKER = CONFIG.followed["quay.io/acme/worker:stable"]
+
+
+class FakeResolver:
+    def __init__(self, answers: dict[str, str | Exception]) -> None:
+        self.answers = answers
+        self.calls: list[str] = []
+        self._lock = threading.Lock()
+
+    def resolve(self, ref: ImageRef) -> Resolution:
+        with self._lock:
+            self.calls.append(ref.tagged)
+        answer = self.answers[ref.tagged]
+        if isinstance(answer, Exception):
+            raise answer
+        return Resolution(ref=ref, digest=answer, media_type=OCI_INDEX, method="HEAD")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self._ticks = itertools.count(10_000, 1_000)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            return next(self._ticks)
+
+
+@pytest.fixture
+def resolver() -> FakeResolver:
+    return FakeResolver({NGINX.image: D1, API.image: D1, WORKER.image: D2})
+
+
+@pytest.fixture
+def queue() -> ListQueue:
+    return ListQueue()
+
+
+@pytest.fixture
+def detector(resolver: FakeResolver, store: StateStore, queue: ListQueue) -> Detector:
+    return Detector(resolver, store, queue, clock=Clock())
+
+
+def apply_all(store: StateStore, followed: FollowedImage, digest: str, observed_at: int) -> None:
+    """What the consumer does when every target is patched."""
+    for target in followed.targets:
+        assert store.claim_target(target.id, followed.image, digest, observed_at, "poll", now=observed_at)
+        assert store.finish_target(target.id, digest, TargetStatus.APPLIED, observed_at, trigger="poll")
+
+
+def test_changed_enqueues_with_the_states_observed_at(detector: Detector, store, queue) -> None:
+    result = detector.check(NGINX, trigger="poll", correlation_id="sched-1")
+    assert result.outcome == "changed"
+    assert result.digest == D1
+    assert result.previous_digest is None
+    assert result.enqueued is True
+    assert result.behind == 2
+    (change,) = queue.sent
+    stored = store.get_tag(NGINX.image)
+    assert stored is not None
+    assert (change.image, change.digest, change.trigger, change.correlation_id) == (
+        NGINX.image,
+        D1,
+        "poll",
+        "sched-1",
+    )
+    assert change.observed_at == stored.observed_at
+    assert result.as_dict() == {
+        "image": NGINX.image,
+        "outcome": "changed",
+        "digest": D1,
+        "enqueued": True,
+        "behind": 2,
+    }
+
+
+def test_moved_tag_reports_the_previous_digest(detector: Detector, resolver, store, queue) -> None:
+    detector.check(NGINX, trigger="poll")
+    apply_all(store, NGINX, D1, queue.sent[0].observed_at)
+    resolver.answers[NGINX.image] = D2
+    result = detector.check(NGINX, trigger="poll")
+    assert (result.outcome, result.digest, result.previous_digest) == ("changed", D2, D1)
+    assert result.enqueued is True
+    assert [c.digest for c in queue.sent] == [D1, D2]
+    assert queue.sent[1].observed_at > queue.sent[0].observed_at
+
+
+def test_unchanged_and_all_applied_enqueues_nothing(detector: Detector, store, queue) -> None:
+    detector.check(NGINX, trigger="poll")
+    apply_all(store, NGINX, D1, queue.sent[0].observed_at)
+    result = detector.check(NGINX, trigger="poll")
+    assert result.outcome == "unchanged"
+    assert result.enqueued is False
+    assert result.behind == 0
+    assert len(queue.sent) == 1
+
+
+def test_unchanged_with_a_target_on_an_older_digest_enqueues_again(
+    detector: Detector, resolver, store, queue
+) -> None:
+    # Both targets were applied at D1; the tag moves to D2 but only one target gets there.
+    detector.check(NGINX, trigger="poll")
+    apply_all(store, NGINX, D1, queue.sent[0].observed_at)
+    resolver.answers[NGINX.image] = D2
+    detector.check(NGINX, trigger="poll")
+    moved = queue.sent[-1]
+    first, second = NGINX.targets
+    store.claim_target(first.id, NGINX.image, D2, moved.observed_at, "poll", now=1)
+    store.finish_target(first.id, D2, TargetStatus.APPLIED, 2, trigger="poll")
+
+    result = detector.check(NGINX, trigger="poll")
+    assert result.outcome == "unchanged"
+    assert result.enqueued is True
+    assert result.behind == 1
+    healing = queue.sent[-1]
+    assert healing.digest == D2
+    assert healing.observed_at == store.get_tag(NGINX.image).observed_at  # type: ignore[union-attr]
+    assert store.get_target(second.id).digest == D1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("status", [TargetStatus.FAILED, TargetStatus.PENDING, TargetStatus.GONE])
+def test_unchanged_with_a_target_not_applied_enqueues_again(
+    detector: Detector, store, queue, status: TargetStatus
+) -> None:
+    detector.check(API, trigger="poll")
+    (target,) = API.targets
+    store.claim_target(target.id, API.image, D1, queue.sent[0].observed_at, "poll", now=1)
+    if status is not TargetStatus.PENDING:
+        store.finish_target(target.id, D1, status, 2, trigger="poll", detail="Unreachable: timeout")
+    result = detector.check(API, trigger="poll")
+    assert result.outcome == "unchanged"
+    assert result.enqueued is True
+    assert result.behind == 1
+    assert [c.digest for c in queue.sent] == [D1, D1]
+
+
+def test_unchanged_with_a_lost_message_enqueues_again(detector: Detector, queue) -> None:
+    """The first change was recorded but never applied (message lost): the next poll heals it."""
+    detector.check(WORKER, trigger="webhook")
+    queue.sent.clear()
+    result = detector.check(WORKER, trigger="poll")
+    assert result.outcome == "unchanged"
+    assert [(c.digest, c.trigger) for c in queue.sent] == [(D2, "poll")]
+
+
+def test_stale_observation_enqueues_nothing(resolver, store, queue) -> None:
+    # Another invocation already recorded a newer observation than this clock will produce.
+    store.record_tag(NGINX.image, D2, 10**12, "webhook")
+    detector = Detector(resolver, store, queue, clock=Clock())
+    result = detector.check(NGINX, trigger="poll")
+    assert result.outcome == TagUpdate.STALE.value
+    assert result.digest == D2  # the stored, newer digest
+    assert result.enqueued is False
+    assert queue.sent == []
+    assert store.get_tag(NGINX.image).digest == D2  # type: ignore[union-attr]
+
+
+def test_hint_confirmation(detector: Detector, queue) -> None:
+    assert detector.check(NGINX, trigger="webhook", hint_digest=D1).hint_confirmed is True
+    wrong = detector.check(NGINX, trigger="webhook", hint_digest=D2)
+    assert wrong.hint_confirmed is False
+    assert wrong.digest == D1
+    assert all(c.digest == D1 for c in queue.sent)
+    assert detector.check(NGINX, trigger="poll").hint_confirmed is None
+
+
+def test_resolver_error_records_and_does_not_enqueue(detector: Detector, resolver, store, queue) -> None:
+    detector.check(API, trigger="poll")
+    resolver.answers[API.image] = RegistryError("503 from ghcr.io", host="ghcr.io", status=503)
+    result = detector.check(API, trigger="poll")
+    assert result.outcome == "error"
+    assert result.error == "RegistryError: 503 from ghcr.io"
+    assert result.enqueued is False
+    assert len(queue.sent) == 1
+    stored = store.get_tag(API.image)
+    assert stored is not None
+    assert stored.digest == D1
+    assert stored.last_error == "RegistryError: 503 from ghcr.io"
+
+
+def test_check_all_continues_past_a_failing_registry(detector: Detector, resolver, store, queue) -> None:
+    resolver.answers[API.image] = TimeoutError("ghcr.io timed out")
+    results = detector.check_all(CONFIG.images, trigger="poll", correlation_id="sched-2")
+    assert [r.image for r in results] == [NGINX.image, API.image, WORKER.image]
+    assert [r.outcome for r in results] == ["changed", "error", "changed"]
+    assert sorted(resolver.calls) == sorted([NGINX.image, API.image, WORKER.image])
+    assert sorted((c.image, c.digest) for c in queue.sent) == sorted([(NGINX.image, D1), (WORKER.image, D2)])
+    assert all(c.correlation_id == "sched-2" for c in queue.sent)
+    assert store.get_tag(API.image).last_error == "TimeoutError: ghcr.io timed out"  # type: ignore[union-attr]
+    assert store.get_tag(API.image).digest == ""  # type: ignore[union-attr]  # never resolved yet
+
+    # The registry comes back: the first successful resolution is a change and is enqueued.
+    resolver.answers[API.image] = D1
+    (again,) = detector.check_all([API], trigger="poll")
+    assert again.outcome == "changed"
+    assert again.enqueued is True
+    assert (queue.sent[-1].image, queue.sent[-1].digest) == (API.image, D1)
+
+
+def test_check_all_empty(detector: Detector) -> None:
+    assert detector.check_all([], trigger="poll") == []
+
+
+def test_check_all_bounded_concurrency(resolver, store, queue) -> None:
+    detector = Detector(resolver, store, queue, clock=Clock(), concurrency=1)
+    results = detector.check_all(CONFIG.images, trigger="poll")
+    assert resolver.calls == [NGINX.image, API.image, WORKER.image]  # one at a time, in order
+    assert all(r.enqueued for r in results)
