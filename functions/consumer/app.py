@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -19,6 +20,8 @@ def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
     change = Change.model_validate_json(record.body)
     logger.append_keys(image=change.image, digest=change.digest, correlation_id=change.correlation_id)
     outcomes = wiring.applier().apply(change)
+    patched = sum(o.get("outcome") == "patched" for o in outcomes)
+    metrics.add_metric(name="TargetsPatched", unit=MetricUnit.Count, value=patched)
     logger.info("change applied", extra={"outcomes": outcomes})
     return outcomes
 
