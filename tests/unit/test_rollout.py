@@ -1,0 +1,530 @@
+"""Rollout: the pinned image and patch (pure), and the Applier with a fake cluster and moto state."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tagpin import wiring
+from tagpin.config import Kind, parse_config
+from tagpin.models import Change
+from tagpin.rollout import (
+    ANNOTATION_APPLIED_AT,
+    ANNOTATION_DIGESTS,
+    ANNOTATION_TRIGGER,
+    CONFLICT_RETRIES,
+    Applier,
+    ChangeFailed,
+    Conflict,
+    Forbidden,
+    NotFound,
+    Unreachable,
+    Workload,
+    image_patch,
+    pinned_image,
+    template_path,
+)
+from tagpin.state import StateStore, TargetStatus
+
+OLD = "sha256:" + "0" * 64
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+D3 = "sha256:" + "3" * 64
+
+WEB = "127.0.0.1:5000/demo/web:stable"
+NGINX = "docker.io/library/nginx:1.27"
+WEB_TARGET = "dev/demo/Deployment/web/app"
+NIGHTLY_TARGET = "dev/jobs/CronJob/nightly/init-nginx"
+FRONT_TARGET = "prod/default/Deployment/front/nginx"
+
+CONFIG = parse_config(
+    """
+clusters:
+  dev: {kubeconfig: {file: /dev/null}}
+  prod: {eks: {name: prod, region: eu-west-1}}
+images:
+  - image: 127.0.0.1:5000/demo/web:stable
+    targets:
+      - {cluster: dev, namespace: demo, name: web, container: app}
+  - image: nginx:1.27
+    targets:
+      - {cluster: dev, namespace: jobs, kind: CronJob, name: nightly, container: init-nginx}
+      - {cluster: prod, name: front, container: nginx}
+"""
+)
+
+
+# -- pinned_image ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("current", "image", "expected"),
+    [
+        pytest.param("nginx:1.27", NGINX, f"nginx:1.27@{D1}", id="familiar-tag"),
+        pytest.param(f"nginx:1.27@{OLD}", NGINX, f"nginx:1.27@{D1}", id="familiar-pinned"),
+        pytest.param("nginx", NGINX, f"nginx:1.27@{D1}", id="familiar-bare"),
+        pytest.param("nginx:1.26", NGINX, f"nginx:1.27@{D1}", id="another-tag-of-the-repository"),
+        pytest.param("docker.io/library/nginx", NGINX, f"docker.io/library/nginx:1.27@{D1}", id="full-bare"),
+        pytest.param(
+            f"docker.io/library/nginx:1.27@{OLD}",
+            NGINX,
+            f"docker.io/library/nginx:1.27@{D1}",
+            id="full-pinned",
+        ),
+        pytest.param("library/nginx:1.27", NGINX, f"library/nginx:1.27@{D1}", id="library-prefix"),
+        pytest.param(
+            "index.docker.io/library/nginx:1.27",
+            NGINX,
+            f"index.docker.io/library/nginx:1.27@{D1}",
+            id="legacy-host",
+        ),
+        pytest.param(
+            f"127.0.0.1:5000/demo/web:stable@{OLD}",
+            WEB,
+            f"127.0.0.1:5000/demo/web:stable@{D1}",
+            id="port-pinned",
+        ),
+        pytest.param("127.0.0.1:5000/demo/web", WEB, f"127.0.0.1:5000/demo/web:stable@{D1}", id="port-bare"),
+        pytest.param(
+            f"127.0.0.1:5000/demo/web@{OLD}", WEB, f"127.0.0.1:5000/demo/web:stable@{D1}", id="port-digest"
+        ),
+        pytest.param("busybox:1.36", NGINX, f"nginx:1.27@{D1}", id="another-repository"),
+        pytest.param(
+            "127.0.0.1:5000/demo/api:stable", WEB, f"127.0.0.1:5000/demo/web:stable@{D1}", id="other-repo"
+        ),
+        pytest.param(
+            "127.0.0.1:5001/demo/web:stable", WEB, f"127.0.0.1:5000/demo/web:stable@{D1}", id="other-port"
+        ),
+        pytest.param("", NGINX, f"nginx:1.27@{D1}", id="empty"),
+        pytest.param("NOT a reference", NGINX, f"nginx:1.27@{D1}", id="invalid"),
+        pytest.param(
+            "ghcr.io/acme/api:1",
+            "ghcr.io/acme/api:stable",
+            f"ghcr.io/acme/api:stable@{D1}",
+            id="ghcr-tag-change",
+        ),
+        pytest.param(
+            "acme/tool:2", "docker.io/acme/tool:stable", f"acme/tool:stable@{D1}", id="docker-hub-org"
+        ),
+    ],
+)
+def test_pinned_image(current: str, image: str, expected: str) -> None:
+    assert pinned_image(current, image, D1) == expected
+
+
+# -- image_patch ------------------------------------------------------------------------------------
+
+
+def test_image_patch_for_a_deployment() -> None:
+    body = image_patch(Kind.DEPLOYMENT, "4711", "app", False, f"web:stable@{D1}", {"a": "b"})
+    assert body == {
+        "metadata": {"resourceVersion": "4711"},
+        "spec": {
+            "template": {
+                "metadata": {"annotations": {"a": "b"}},
+                "spec": {"containers": [{"name": "app", "image": f"web:stable@{D1}"}]},
+            }
+        },
+    }
+
+
+def test_image_patch_for_a_cronjob_init_container() -> None:
+    body = image_patch(Kind.CRONJOB, "12", "init-nginx", True, f"nginx:1.27@{D1}", {})
+    assert body["metadata"] == {"resourceVersion": "12"}
+    template = body["spec"]["jobTemplate"]["spec"]["template"]
+    assert template["spec"] == {"initContainers": [{"name": "init-nginx", "image": f"nginx:1.27@{D1}"}]}
+    assert "containers" not in template["spec"]
+    assert "template" not in body["spec"]
+
+
+@pytest.mark.parametrize("kind", [Kind.DEPLOYMENT, Kind.STATEFULSET, Kind.DAEMONSET])
+def test_template_path_of_pod_controllers(kind: Kind) -> None:
+    assert template_path(kind) == ["spec", "template"]
+    assert "template" in image_patch(kind, "1", "c", False, "x", {})["spec"]
+
+
+def test_template_path_of_a_cronjob() -> None:
+    assert template_path(Kind.CRONJOB) == ["spec", "jobTemplate", "spec", "template"]
+
+
+# -- Applier ----------------------------------------------------------------------------------------
+
+
+class FakeWorkloads:
+    """An in-memory cluster: get/patch with resourceVersion preconditions and scripted failures."""
+
+    def __init__(self, workloads: dict[tuple[str, Kind, str], Workload], *, remember: bool = True) -> None:
+        self.workloads = workloads
+        self.remember = remember  # False: patches are accepted but not kept (to count re-patches)
+        self.conflicts = 0  # this many patches answer 409 first
+        self.get_error: Exception | None = None
+        self.patch_error: Exception | None = None
+        self.gets: list[tuple[str, Kind, str]] = []
+        self.patches: list[tuple[str, Kind, str, dict[str, Any]]] = []
+
+    def get(self, namespace: str, kind: Kind, name: str) -> Workload:
+        self.gets.append((namespace, kind, name))
+        if self.get_error is not None:
+            raise self.get_error
+        workload = self.workloads.get((namespace, kind, name))
+        if workload is None:
+            raise NotFound(f"{kind.value} {namespace}/{name} not found")
+        return Workload(
+            workload.resource_version,
+            dict(workload.containers),
+            dict(workload.init_containers),
+            dict(workload.template_annotations),
+        )
+
+    def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None:
+        self.patches.append((namespace, kind, name, body))
+        if self.patch_error is not None:
+            raise self.patch_error
+        workload = self.workloads[(namespace, kind, name)]
+        if self.conflicts:
+            self.conflicts -= 1
+            workload.resource_version = str(int(workload.resource_version) + 1)  # someone else wrote
+            raise Conflict("the object has been modified")
+        assert body["metadata"]["resourceVersion"] == workload.resource_version
+        if not self.remember:
+            return
+        template = body["spec"]
+        for key in ["jobTemplate", "spec", "template"] if kind is Kind.CRONJOB else ["template"]:
+            template = template[key]
+        for field, containers in (
+            ("containers", workload.containers),
+            ("initContainers", workload.init_containers),
+        ):
+            for container in template["spec"].get(field, []):
+                containers[container["name"]] = container["image"]
+        workload.template_annotations.update(template["metadata"]["annotations"])
+        workload.resource_version = str(int(workload.resource_version) + 1)
+
+    def image(self, namespace: str, kind: Kind, name: str, container: str) -> str:
+        workload = self.workloads[(namespace, kind, name)]
+        return {**workload.init_containers, **workload.containers}[container]
+
+
+class Clusters:
+    def __init__(self) -> None:
+        self.dev = FakeWorkloads(
+            {
+                ("demo", Kind.DEPLOYMENT, "web"): Workload(
+                    "100", {"app": f"127.0.0.1:5000/demo/web:stable@{OLD}", "sidecar": "envoy:1.30"}
+                ),
+                ("jobs", Kind.CRONJOB, "nightly"): Workload(
+                    "7",
+                    {"main": "busybox:1.36"},
+                    init_containers={"init-nginx": "nginx:1.26"},
+                    template_annotations={ANNOTATION_DIGESTS: json.dumps({"main": OLD})},
+                ),
+            }
+        )
+        self.prod = FakeWorkloads({("default", Kind.DEPLOYMENT, "front"): Workload("1", {"nginx": "nginx"})})
+        self.unreachable: set[str] = set()
+
+    def __call__(self, cluster: str) -> FakeWorkloads:
+        if cluster in self.unreachable:
+            raise Unreachable(f"cluster {cluster}: connection refused")
+        return {"dev": self.dev, "prod": self.prod}[cluster]
+
+    @property
+    def patch_count(self) -> int:
+        return len(self.dev.patches) + len(self.prod.patches)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self._ticks = itertools.count(1_800_000_000_000, 1_000)
+
+    def __call__(self) -> int:
+        return next(self._ticks)
+
+
+@pytest.fixture
+def clusters() -> Clusters:
+    return Clusters()
+
+
+def make_applier(store: StateStore, clusters: Clusters, guard: Any = None) -> Applier:
+    return Applier(config=lambda: CONFIG, state=store, workloads=clusters, clock=Clock(), guard=guard)
+
+
+@pytest.fixture
+def applier(store: StateStore, clusters: Clusters) -> Applier:
+    return make_applier(store, clusters)
+
+
+def change(image: str = WEB, digest: str = D1, observed_at: int = 1_000, **kwargs: Any) -> Change:
+    return Change(
+        image=image, digest=digest, observed_at=observed_at, trigger=kwargs.pop("trigger", "poll"), **kwargs
+    )
+
+
+def test_patched_once(applier: Applier, clusters: Clusters, store: StateStore) -> None:
+    outcomes = applier.apply(change(correlation_id="corr-7"))
+    assert outcomes == [
+        {
+            "target": WEB_TARGET,
+            "outcome": "patched",
+            "previous_image": f"127.0.0.1:5000/demo/web:stable@{OLD}",
+        }
+    ]
+    ((namespace, kind, name, body),) = clusters.dev.patches
+    assert (namespace, kind, name) == ("demo", Kind.DEPLOYMENT, "web")
+    assert body["metadata"] == {"resourceVersion": "100"}
+    template = body["spec"]["template"]
+    assert template["spec"] == {
+        "containers": [{"name": "app", "image": f"127.0.0.1:5000/demo/web:stable@{D1}"}]
+    }
+    annotations = template["metadata"]["annotations"]
+    assert json.loads(annotations[ANNOTATION_DIGESTS]) == {"app": D1}
+    assert annotations[ANNOTATION_TRIGGER] == "poll"
+    assert (
+        annotations[ANNOTATION_APPLIED_AT].startswith("2027-01-15T")
+        and annotations[ANNOTATION_APPLIED_AT][-1] == "Z"
+    )
+    assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "sidecar") == "envoy:1.30"
+
+    target = store.get_target(WEB_TARGET)
+    assert target is not None
+    assert (target.digest, target.status, target.observed_at, target.detail) == (
+        D1,
+        TargetStatus.APPLIED,
+        1_000,
+        "patched",
+    )
+    assert target.previous_image == f"127.0.0.1:5000/demo/web:stable@{OLD}"
+    (entry,) = store.history(WEB_TARGET)
+    assert (entry["status"], entry["digest"], entry["correlation_id"]) == ("applied", D1, "corr-7")
+
+    # The same change again (no guard): the workload already runs it; nothing is patched.
+    assert applier.apply(change())[0]["outcome"] == "already-current"
+    assert len(clusters.dev.patches) == 1
+
+
+def test_every_target_of_the_image(applier: Applier, clusters: Clusters, store: StateStore) -> None:
+    outcomes = applier.apply(change(NGINX, D2))
+    assert [(o["target"], o["outcome"]) for o in outcomes] == [
+        (NIGHTLY_TARGET, "patched"),
+        (FRONT_TARGET, "patched"),
+    ]
+    ((_, kind, _, body),) = clusters.dev.patches
+    assert kind is Kind.CRONJOB
+    template = body["spec"]["jobTemplate"]["spec"]["template"]
+    assert template["spec"] == {"initContainers": [{"name": "init-nginx", "image": f"nginx:1.27@{D2}"}]}
+    # Digests of the other containers recorded in the annotation are kept.
+    assert json.loads(template["metadata"]["annotations"][ANNOTATION_DIGESTS]) == {
+        "main": OLD,
+        "init-nginx": D2,
+    }
+    assert clusters.prod.image("default", Kind.DEPLOYMENT, "front", "nginx") == f"nginx:1.27@{D2}"
+    assert outcomes[1]["previous_image"] == "nginx"
+    assert store.get_target(NIGHTLY_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+    assert store.get_target(FRONT_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+
+
+def test_unreadable_digest_annotation_is_replaced(applier: Applier, clusters: Clusters) -> None:
+    clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].template_annotations[ANNOTATION_DIGESTS] = (
+        "{not json"
+    )
+    applier.apply(change())
+    body = clusters.dev.patches[0][3]
+    assert json.loads(body["spec"]["template"]["metadata"]["annotations"][ANNOTATION_DIGESTS]) == {"app": D1}
+
+
+def test_conflict_is_retried(applier: Applier, clusters: Clusters, store: StateStore) -> None:
+    clusters.dev.conflicts = 1
+    outcomes = applier.apply(change())
+    assert outcomes[0]["outcome"] == "patched"
+    assert len(clusters.dev.gets) == 2  # re-read after the conflict
+    assert [p[3]["metadata"]["resourceVersion"] for p in clusters.dev.patches] == ["100", "101"]
+    assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "app").endswith(D1)
+    assert store.get_target(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+
+
+def test_endless_conflicts_fail_the_change(applier: Applier, clusters: Clusters, store: StateStore) -> None:
+    clusters.dev.conflicts = CONFLICT_RETRIES + 10
+    with pytest.raises(ChangeFailed, match="still conflicting"):
+        applier.apply(change())
+    assert len(clusters.dev.patches) == CONFLICT_RETRIES
+    assert store.get_target(WEB_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
+
+
+def test_not_found_is_gone_without_an_exception(
+    applier: Applier, clusters: Clusters, store: StateStore
+) -> None:
+    del clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")]
+    outcomes = applier.apply(change())
+    assert outcomes == [
+        {"target": WEB_TARGET, "outcome": "gone", "error": "NotFound: Deployment demo/web not found"}
+    ]
+    assert clusters.dev.patches == []
+    target = store.get_target(WEB_TARGET)
+    assert target is not None
+    assert (target.status, target.detail) == (TargetStatus.GONE, "NotFound: Deployment demo/web not found")
+    assert [e["status"] for e in store.history(WEB_TARGET)] == ["gone"]
+
+
+def test_forbidden_is_failed_without_an_exception(
+    applier: Applier, clusters: Clusters, store: StateStore
+) -> None:
+    clusters.dev.patch_error = Forbidden("deployments.apps is forbidden")
+    outcomes = applier.apply(change())
+    assert outcomes == [
+        {"target": WEB_TARGET, "outcome": "failed", "error": "Forbidden: deployments.apps is forbidden"}
+    ]
+    assert store.get_target(WEB_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
+
+
+def test_missing_container_is_a_permanent_failure(
+    applier: Applier, clusters: Clusters, store: StateStore
+) -> None:
+    clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers.pop("app")
+    (outcome,) = applier.apply(change())
+    assert outcome["outcome"] == "failed"
+    assert "has no container 'app'" in outcome["error"]
+    assert clusters.dev.patches == []
+
+
+@pytest.mark.parametrize("where", ["connect", "get"])
+def test_unreachable_raises_change_failed(
+    applier: Applier, clusters: Clusters, store: StateStore, where: str
+) -> None:
+    if where == "connect":
+        clusters.unreachable.add("dev")
+    else:
+        clusters.dev.get_error = Unreachable("503 from the API server")
+    with pytest.raises(ChangeFailed) as info:
+        applier.apply(change())
+    assert WEB_TARGET in str(info.value)
+    assert clusters.dev.patches == []
+    target = store.get_target(WEB_TARGET)
+    assert target is not None
+    assert target.status is TargetStatus.FAILED
+    assert (target.detail or "").startswith("Unreachable: ")
+
+
+def test_one_unreachable_cluster_does_not_stop_the_others(
+    applier: Applier, clusters: Clusters, store
+) -> None:
+    clusters.unreachable.add("dev")
+    with pytest.raises(ChangeFailed) as info:
+        applier.apply(change(NGINX, D2))
+    assert NIGHTLY_TARGET in str(info.value)
+    assert FRONT_TARGET not in str(info.value)
+    assert clusters.prod.image("default", Kind.DEPLOYMENT, "front", "nginx") == f"nginx:1.27@{D2}"
+    assert store.get_target(FRONT_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+    assert store.get_target(NIGHTLY_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
+
+
+def test_an_image_no_longer_followed_is_skipped(applier: Applier, clusters: Clusters) -> None:
+    assert applier.apply(change("docker.io/library/redis:7")) == []
+    assert clusters.dev.gets == [] and clusters.prod.gets == []
+
+
+def test_a_change_superseded_by_a_newer_tag_state_patches_nothing(
+    applier: Applier, clusters: Clusters, store: StateStore
+) -> None:
+    store.record_tag(WEB, D2, 2_000, "webhook")
+    outcomes = applier.apply(change(WEB, D1, 1_000))
+    assert outcomes == [{"image": WEB, "outcome": "superseded", "current": D2}]
+    assert clusters.dev.gets == [] and clusters.dev.patches == []
+    assert store.get_target(WEB_TARGET) is None
+
+
+def test_a_change_matching_the_tag_state_is_applied(applier: Applier, clusters: Clusters, store) -> None:
+    store.record_tag(WEB, D1, 1_000, "poll")
+    store.record_tag(WEB, D1, 5_000, "poll")  # checked again later: observed_at moves, digest does not
+    assert applier.apply(change(WEB, D1, 1_000))[0]["outcome"] == "patched"
+
+
+def test_an_older_change_after_a_newer_one_is_refused_by_the_claim(
+    applier: Applier, clusters: Clusters, store: StateStore
+) -> None:
+    assert applier.apply(change(WEB, D3, 2_000))[0]["outcome"] == "patched"
+    outcomes = applier.apply(change(WEB, D2, 1_000))  # delivered late; no tag state says otherwise
+    assert outcomes == [{"target": WEB_TARGET, "outcome": "superseded"}]
+    assert len(clusters.dev.patches) == 1
+    assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "app") == f"127.0.0.1:5000/demo/web:stable@{D3}"
+    target = store.get_target(WEB_TARGET)
+    assert target is not None
+    assert (target.digest, target.status, target.observed_at) == (D3, TargetStatus.APPLIED, 2_000)
+
+
+# -- the idempotency guard (powertools on a moto table) ---------------------------------------------
+
+
+class FakeLambdaContext:
+    function_name = "tagpin-consumer"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture
+def guard(aws, idempotency_table: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The consumer's own guard, built by wiring from the environment."""
+    monkeypatch.setenv("TAGPIN_IDEMPOTENCY_TABLE", idempotency_table)
+    wiring.reset()
+    wiring.idempotency_config().register_lambda_context(FakeLambdaContext())  # as the consumer does
+    yield wiring.idempotency_guard()
+    wiring.reset()
+
+
+def test_guard_applies_the_same_change_once(
+    store: StateStore, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+) -> None:
+    clusters.dev.remember = False  # the workload never shows the new image: only the guard stops a re-patch
+    applier = make_applier(store, clusters, guard)
+    first = applier.apply(change())
+    second = applier.apply(change(trigger="webhook", correlation_id="replayed"))
+    assert first == second
+    assert first[0]["outcome"] == "patched"
+    assert len(clusters.dev.patches) == 1
+    assert len(clusters.dev.gets) == 1
+    assert len(store.history(WEB_TARGET)) == 1
+    records = dynamodb.scan(TableName=idempotency_table)["Items"]
+    assert len(records) == 1
+    assert records[0]["status"]["S"] == "COMPLETED"
+
+    # Another digest for the same target is another key.
+    applier.apply(change(digest=D2, observed_at=2_000))
+    assert len(clusters.dev.patches) == 2
+    assert len(dynamodb.scan(TableName=idempotency_table)["Items"]) == 2
+
+
+def test_without_the_guard_the_same_change_patches_twice(store: StateStore, clusters: Clusters) -> None:
+    """The control for the test above: with a forgetful workload, only the guard prevents a re-patch."""
+    clusters.dev.remember = False
+    applier = make_applier(store, clusters)
+    applier.apply(change())
+    applier.apply(change())
+    assert len(clusters.dev.patches) == 2
+
+
+def test_guard_does_not_store_permanent_failures(
+    store: StateStore, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+) -> None:
+    workload = clusters.dev.workloads.pop(("demo", Kind.DEPLOYMENT, "web"))
+    applier = make_applier(store, clusters, guard)
+    assert applier.apply(change())[0]["outcome"] == "gone"
+    assert dynamodb.scan(TableName=idempotency_table)["Items"] == []
+
+    clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")] = workload  # created later
+    assert applier.apply(change())[0]["outcome"] == "patched"
+    assert len(clusters.dev.patches) == 1
+
+
+def test_guard_does_not_store_transient_failures(store: StateStore, clusters: Clusters, guard: Any) -> None:
+    applier = make_applier(store, clusters, guard)
+    clusters.unreachable.add("dev")
+    with pytest.raises(ChangeFailed):
+        applier.apply(change())
+    clusters.unreachable.clear()  # the SQS retry
+    assert applier.apply(change())[0]["outcome"] == "patched"
+    assert store.get_target(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
