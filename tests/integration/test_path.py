@@ -9,23 +9,11 @@ import uuid
 
 import pytest
 from tagpin.models import Change
-from tagpin_local.kubesim import deployment
 from tagpin_local.lambda_runtime import sqs_event
 from tagpin_local.oci import push_image
-from tagpin_local.stack import LocalStack, StackOptions
-
-from tests.conftest import require_binary
+from tagpin_local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def stack():
-    require_binary("docker-registry", "/usr/bin/docker-registry")
-    # Notifications and polling off, no SQS loop: every test drives each step itself.
-    with LocalStack(StackOptions(notifications=False, poll_interval=None, consume=False)) as st:
-        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
-        yield st
 
 
 def image_of(st: LocalStack) -> str:

@@ -10,11 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tagpin_local.kubesim import deployment
 from tagpin_local.oci import push_image
-from tagpin_local.stack import LocalStack, StackOptions
-
-from tests.conftest import require_binary
+from tagpin_local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -26,14 +23,6 @@ def load(name: str, st: LocalStack) -> dict:
         "local-dev-webhook-token", st.webhook_token
     )
     return json.loads(text)
-
-
-@pytest.fixture(scope="module")
-def stack():
-    require_binary("docker-registry", "/usr/bin/docker-registry")
-    with LocalStack(StackOptions(notifications=False, poll_interval=None, consume=False)) as st:
-        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
-        yield st
 
 
 def test_consumer_sample_on_fresh_state(stack):
