@@ -77,7 +77,7 @@ def queue() -> ListQueue:
 
 @pytest.fixture
 def detector(resolver: FakeResolver, store: StateStore, queue: ListQueue) -> Detector:
-    return Detector(resolver, store, queue, clock=Clock())
+    return Detector(resolver, store, queue, clock=Clock(), sleep=lambda _s: None)
 
 
 def apply_all(store: StateStore, followed: FollowedImage, digest: str, observed_at: int) -> None:
@@ -245,3 +245,45 @@ def test_check_all_bounded_concurrency(resolver, store, queue) -> None:
     results = detector.check_all(CONFIG.images, trigger="poll")
     assert resolver.calls == [NGINX.image, API.image, WORKER.image]  # one at a time, in order
     assert all(r.enqueued for r in results)
+
+
+class SequenceResolver:
+    """Answers in turn, as a registry that tags a manifest after notifying about it."""
+
+    def __init__(self, answers: list[str | Exception]) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def resolve(self, ref: ImageRef) -> Resolution:
+        self.calls += 1
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return Resolution(ref=ref, digest=answer, media_type=OCI_INDEX, method="HEAD")
+
+
+def test_a_hint_not_yet_served_is_asked_again_until_the_registry_confirms(store, queue):
+    sleeps: list[float] = []
+    resolver = SequenceResolver([D1, RegistryError("500", host="docker.io", status=500), D2])
+    detector = Detector(resolver, store, queue, clock=Clock(), sleep=sleeps.append)
+    result = detector.check(NGINX, trigger="webhook", hint_digest=D2)
+    assert resolver.calls == 3 and len(sleeps) == 2
+    assert result.digest == D2 and result.hint_confirmed is True
+    assert [c.digest for c in queue.sent] == [D2]
+
+
+def test_a_hint_the_registry_never_confirms_is_ignored(store, queue):
+    sleeps: list[float] = []
+    resolver = SequenceResolver([D1])
+    detector = Detector(resolver, store, queue, clock=Clock(), sleep=sleeps.append, confirm_delays=(0.1, 0.2))
+    result = detector.check(NGINX, trigger="webhook", hint_digest=D2)
+    assert resolver.calls == 3 and sleeps == [0.1, 0.2]
+    assert result.digest == D1 and result.hint_confirmed is False
+    assert [c.digest for c in queue.sent] == [D1]  # the registry's answer, never the payload's
+
+
+def test_without_a_hint_there_is_no_retry(store, queue):
+    resolver = SequenceResolver([RegistryError("down", host="docker.io", status=503)])
+    detector = Detector(resolver, store, queue, clock=Clock(), sleep=lambda _s: pytest.fail("slept"))
+    assert detector.check(NGINX, trigger="poll").outcome == "error"
+    assert resolver.calls == 1 and queue.sent == []

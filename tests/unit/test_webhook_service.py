@@ -61,7 +61,9 @@ class Harness:
         self.queue = ListQueue()
         self.store = store
         ticks = itertools.count(1_000_000, 1_000)
-        self.detector = Detector(self.resolver, store, self.queue, clock=lambda: next(ticks))
+        self.detector = Detector(
+            self.resolver, store, self.queue, clock=lambda: next(ticks), sleep=lambda _s: None
+        )
         self.service = WebhookService(
             secrets=lambda: {"distribution": TOKEN} if secrets is None else secrets,
             config=lambda: self.config,
@@ -216,7 +218,8 @@ def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
     result = hook.post(envelope(push(event_id="a"), push(event_id="b", digest=D2)))
     assert result.status == 202
     assert result.body["accepted"] == 1
-    assert hook.resolver.calls == [IMAGE]
+    # One check for the tag (its unconfirmed hint is asked about again, then the registry wins).
+    assert set(hook.resolver.calls) == {IMAGE}
     (change,) = hook.queue.sent
     assert (change.image, change.digest, change.trigger, change.correlation_id) == (
         IMAGE,

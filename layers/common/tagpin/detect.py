@@ -58,12 +58,33 @@ class Detector:
         queue: ChangeQueue,
         clock: Callable[[], int] = now_ms,
         concurrency: int = 8,
+        confirm_delays: tuple[float, ...] = (0.2, 0.4, 0.8, 1.6),
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._resolver = resolver
         self._state = state
         self._queue = queue
         self._clock = clock
         self._concurrency = concurrency
+        self._confirm_delays = confirm_delays
+        self._sleep = sleep
+
+    def _resolve(self, followed: FollowedImage, hint_digest: str | None) -> Resolution:
+        """Resolve the tag. With a notification's digest as a hint, a registry that does not (yet)
+        serve it is asked again a few times: registries notify as the manifest is stored, which can
+        be before the tag points to it (distribution tags after the manifest event), and a tag
+        being rewritten can answer 5xx for a moment. The registry's answer always wins."""
+        for delay in (*self._confirm_delays, None):
+            try:
+                resolution = self._resolver.resolve(followed.ref)
+            except Exception:
+                if hint_digest is None or delay is None:
+                    raise
+            else:
+                if hint_digest is None or resolution.digest == hint_digest or delay is None:
+                    return resolution
+            self._sleep(delay)
+        raise AssertionError("unreachable")
 
     def check(
         self,
@@ -75,7 +96,7 @@ class Detector:
     ) -> CheckResult:
         image = followed.image
         try:
-            resolution = self._resolver.resolve(followed.ref)
+            resolution = self._resolve(followed, hint_digest)
         except Exception as exc:  # one registry's failure must not stop the others
             message = f"{type(exc).__name__}: {exc}"
             logger.warning(
