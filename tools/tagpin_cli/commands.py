@@ -1,0 +1,208 @@
+"""The CLI's commands: each returns data (dicts and lists) that main renders as a table or JSON."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tagpin import wiring
+from tagpin.config import FollowedImage, parse_config
+from tagpin.refs import ImageRef
+from tagpin.state import TargetStatus
+
+
+def _ago(epoch_ms: int | None) -> str | None:
+    if not epoch_ms:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_ms / 1000))
+
+
+def status() -> list[dict[str, Any]]:
+    """Every followed tag: digest, last check and change, error; its targets and their state."""
+    config = wiring.config()
+    store = wiring.state()
+    rows: list[dict[str, Any]] = []
+    for followed in config.images:
+        tag = store.get_tag(followed.image)
+        targets = store.get_targets([t.id for t in followed.targets])
+        target_rows = []
+        for target in followed.targets:
+            st = targets.get(target.id)
+            if st is None:
+                condition = "unknown"
+            elif st.status in (TargetStatus.FAILED, TargetStatus.GONE):
+                condition = st.status.value
+            elif tag is not None and st.digest == tag.digest and st.status is TargetStatus.APPLIED:
+                condition = "current"
+            elif st.status is TargetStatus.PENDING:
+                condition = "pending"
+            else:
+                condition = "behind"
+            target_rows.append(
+                {
+                    "target": target.id,
+                    "condition": condition,
+                    "digest": st.digest if st else None,
+                    "updated": _ago(st.updated_at) if st else None,
+                    "detail": st.detail if st else None,
+                }
+            )
+        rows.append(
+            {
+                "image": followed.image,
+                "digest": tag.digest if tag else None,
+                "checked": _ago(tag.checked_at) if tag else None,
+                "changed": _ago(tag.changed_at) if tag else None,
+                "error": tag.last_error if tag else None,
+                "targets": target_rows,
+            }
+        )
+    return rows
+
+
+def history(selector: str | None, limit: int = 50) -> list[dict[str, Any]]:
+    """The audit trail: of one target (its id), of every target of one image, or of all."""
+    config = wiring.config()
+    ids: list[str] = []
+    wanted: str | None = None
+    if selector:
+        try:
+            wanted = ImageRef.parse(selector).tagged
+        except ValueError:
+            wanted = None
+    for followed in config.images:
+        for target in followed.targets:
+            if selector is None or target.id == selector or followed.image == wanted:
+                ids.append(target.id)
+    if selector and not ids:
+        raise LookupError(f"{selector!r} is neither a followed image nor a target id")
+    events: list[dict[str, Any]] = []
+    for target_id in ids:
+        for item in wiring.state().history(target_id, limit=limit):
+            events.append(
+                {
+                    "at": _ago(int(item["at"])),
+                    "target": target_id,
+                    "digest": item.get("digest"),
+                    "status": item.get("status"),
+                    "trigger": item.get("trigger"),
+                    "detail": item.get("detail"),
+                    "previous_image": item.get("previous_image"),
+                }
+            )
+    events.sort(key=lambda e: e["at"] or "", reverse=True)
+    return events[:limit]
+
+
+def resolve(image: str) -> dict[str, Any]:
+    """The digest behind a tag, with what the registry answered: for debugging credentials."""
+    ref = ImageRef.parse(image)
+    access = wiring.registry_access(ref.registry)
+    resolution = wiring.registry_client().resolve(ref)
+    return {
+        "image": str(ref),
+        "digest": resolution.digest,
+        "pinned": str(resolution.pinned),
+        "media_type": resolution.media_type,
+        "method": resolution.method,
+        "auth": "basic credentials" if access.credentials else "anonymous",
+        "insecure": access.insecure,
+        "rate_limit": resolution.rate_limit,
+    }
+
+
+def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """What would roll where right now: the registries' answers against what the clusters run.
+    Reads only; changes nothing (no state write, no enqueue, no patch)."""
+    from tagpin.clusters import ClusterConnector
+    from tagpin.config import Kind
+    from tagpin.rollout import WorkloadError, pinned_image
+
+    config = wiring.config()
+    connector = ClusterConnector(wiring.config, wiring.secret_text)
+    rows: list[dict[str, Any]] = []
+    for followed in config.images:
+        if progress:
+            progress(followed.image)
+        rows.extend(_plan_image(followed, connector, Kind, WorkloadError, pinned_image))
+    return rows
+
+
+def _plan_image(
+    followed: FollowedImage, connector: Any, kind_type: Any, workload_error: Any, pinned: Any
+) -> list[dict[str, Any]]:
+    try:
+        digest = wiring.registry_client().resolve(followed.ref).digest
+    except Exception as exc:
+        return [
+            {"image": followed.image, "target": t.id, "action": "unknown", "detail": f"registry: {exc}"}
+            for t in followed.targets
+        ]
+    rows = []
+    for target in followed.targets:
+        row: dict[str, Any] = {"image": followed.image, "target": target.id, "digest": digest}
+        try:
+            workload = connector(target.cluster).get(target.namespace, kind_type(target.kind), target.name)
+            current = workload.containers.get(target.container) or workload.init_containers.get(
+                target.container
+            )
+            if current is None:
+                row |= {"action": "error", "detail": f"no container {target.container!r}"}
+            else:
+                desired = pinned(current, followed.image, digest)
+                row |= {"current": current, "action": "none" if current == desired else "roll", "to": desired}
+        except workload_error as exc:
+            row |= {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
+        rows.append(row)
+    return rows
+
+
+def config_validate(path: Path) -> dict[str, Any]:
+    config = parse_config(path.read_text(encoding="utf-8"), source=str(path))
+    return {
+        "file": str(path),
+        "valid": True,
+        "clusters": len(config.clusters),
+        "images": len(config.images),
+        "targets": sum(len(f.targets) for f in config.images),
+    }
+
+
+def config_push(path: Path) -> dict[str, Any]:
+    summary = config_validate(path)  # never push an invalid document
+    name = wiring.env("TAGPIN_CONFIG_PARAMETER")
+    wiring.aws("ssm").put_parameter(
+        Name=name, Value=path.read_text(encoding="utf-8"), Type="String", Overwrite=True
+    )
+    return summary | {"parameter": name, "pushed": True}
+
+
+def redrive(dead_letter_queue_url: str, queue_url: str, limit: int | None = None) -> dict[str, Any]:
+    """Move dead-lettered changes back to the changes queue, keeping group and body. Each message
+    is sent before it is deleted, so a failure half-way duplicates at worst (the consumer is
+    idempotent) and never loses one."""
+    sqs = wiring.aws("sqs")
+    moved = 0
+    while limit is None or moved < limit:
+        batch = sqs.receive_message(
+            QueueUrl=dead_letter_queue_url,
+            MaxNumberOfMessages=10 if limit is None else max(1, min(10, limit - moved)),
+            WaitTimeSeconds=1,
+            MessageSystemAttributeNames=["MessageGroupId", "MessageDeduplicationId"],
+            VisibilityTimeout=60,
+        ).get("Messages", [])
+        if not batch:
+            break
+        for message in batch:
+            attributes = message.get("Attributes", {})
+            sqs.send_message(
+                QueueUrl=queue_url,
+                MessageBody=message["Body"],
+                MessageGroupId=attributes.get("MessageGroupId", "redrive"),
+                MessageDeduplicationId=f"redrive-{message['MessageId']}",
+            )
+            sqs.delete_message(QueueUrl=dead_letter_queue_url, ReceiptHandle=message["ReceiptHandle"])
+            moved += 1
+    return {"moved": moved, "from": dead_letter_queue_url, "to": queue_url}

@@ -1,0 +1,85 @@
+"""Where the CLI finds tagpin: a deployed stack's CloudFormation outputs, or the local stack.
+
+Either way the result is the same environment the functions get (TAGPIN_* variables and, for
+the local stack, the AWS endpoint), so the CLI reuses ``tagpin.wiring`` unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOCAL_FILE = Path(".tagpin-local/endpoints.json")
+
+
+class StackNotFound(RuntimeError):
+    """tagpin's resources cannot be found, or AWS credentials are missing (exit code 3)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    state_table: str
+    queue_url: str
+    dead_letter_queue_url: str
+    config_parameter: str
+    aws_endpoint: str | None = None
+
+    def apply(self) -> None:
+        os.environ["TAGPIN_STATE_TABLE"] = self.state_table
+        os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
+        os.environ["TAGPIN_CONFIG_PARAMETER"] = self.config_parameter
+        os.environ.pop("TAGPIN_CONFIG_FILE", None)
+        if self.aws_endpoint:
+            os.environ["AWS_ENDPOINT_URL"] = self.aws_endpoint
+            for key, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
+                os.environ.setdefault(key, value)
+            os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        from tagpin import wiring
+
+        wiring.reset()
+
+
+def write_local(endpoints: dict[str, Any], path: Path = LOCAL_FILE) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(endpoints, indent=2))
+
+
+def local(path: Path = LOCAL_FILE) -> Target:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StackNotFound(f"no local stack: {path} not found (start one with `tagpin local`)") from None
+    return Target(
+        state_table=data["state_table"],
+        queue_url=data["queue_url"],
+        dead_letter_queue_url=data["dead_letter_queue_url"],
+        config_parameter=data["config_parameter"],
+        aws_endpoint=data["aws_endpoint"],
+    )
+
+
+def stack(name: str, region: str | None = None) -> Target:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    try:
+        cfn = boto3.session.Session(region_name=region).client("cloudformation")
+        described = cfn.describe_stacks(StackName=name)["Stacks"][0]
+    except NoCredentialsError:
+        raise StackNotFound("no AWS credentials: configure a profile or environment variables") from None
+    except (ClientError, BotoCoreError) as exc:
+        raise StackNotFound(f"stack {name!r} not found or not readable: {exc}") from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+    parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in described.get("Parameters", [])}
+    try:
+        return Target(
+            state_table=outputs["StateTableName"],
+            queue_url=outputs["ChangesQueueUrl"],
+            dead_letter_queue_url=outputs["ChangesDeadLetterQueueUrl"],
+            config_parameter=parameters.get("ConfigParameterName") or "/tagpin/config",
+        )
+    except KeyError as exc:
+        raise StackNotFound(f"stack {name!r} has no output {exc}; is it a tagpin stack?") from None
