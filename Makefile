@@ -3,6 +3,7 @@
 #   make test      unit + integration + e2e tests
 #   make lint      ruff + mypy;  make validate: sam validate --lint + cfn-lint;  make build: sam build
 #   make bench     benchmarks (cold start and size of the built functions)
+#   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -65,7 +66,10 @@ validate: venv $(SAM_VENV)/.installed
 build: $(SAM_VENV)/.installed
 	$(SAM_ENV) sam build
 
+docs: venv
+	$(PY) -m tagpin_local.docgen
+
 bench: venv build
 	PYENV_VERSION=3.11.7:3.13.0 $(PY) bench/coldstart.py
 
-.PHONY: help venv tools demo local test lint validate build bench
+.PHONY: help venv tools demo local test lint validate build bench docs
