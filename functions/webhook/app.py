@@ -1,4 +1,9 @@
-"""Webhook: registry push notifications on POST /webhooks/{source} (HTTP API, payload v2)."""
+"""Webhook: registry push notifications.
+
+Two event shapes reach this one function, routed by shape into the same service path:
+- HTTP API (payload v2) ``POST /webhooks/{source}``: authenticated per source in the service;
+- EventBridge ``ECR Image Action`` events (authorised by IAM: only the rule may invoke).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
 from tagpin.observability import logger, metrics
+from tagpin.webhooks.ecr import is_ecr_event
+from tagpin.webhooks.service import WebhookResult
 
 app = APIGatewayHttpResolver()
+
+
+def _count(result: WebhookResult) -> None:
+    metrics.add_metric(
+        name="WebhookAccepted", unit=MetricUnit.Count, value=int(result.body.get("accepted", 0))
+    )
 
 
 @app.post("/webhooks/<source>")
@@ -22,14 +35,26 @@ def receive(source: str) -> Response[str]:
     raw = event.body or ""
     # HMAC and size checks need the exact bytes the sender sent.
     body = base64.b64decode(raw) if event.is_base64_encoded else raw.encode()
-    result = wiring.webhook_service().handle(source, dict(event.headers), body, logger.get_correlation_id())
-    metrics.add_metric(
-        name="WebhookAccepted", unit=MetricUnit.Count, value=int(result.body.get("accepted", 0))
+    result = wiring.webhook_service().handle(
+        source,
+        dict(event.headers),
+        body,
+        logger.get_correlation_id(),
+        query=event.query_string_parameters or {},
     )
+    _count(result)
     return Response(result.status, "application/json", json.dumps(result.body))
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if is_ecr_event(event):
+        logger.set_correlation_id(event.get("id"))
+        result = wiring.webhook_service().handle_trusted(
+            "ecr", json.dumps(event).encode(), logger.get_correlation_id()
+        )
+        _count(result)
+        # EventBridge ignores the result; a malformed event is logged (4xx), never retried.
+        return {"status": result.status, **result.body}
     return app.resolve(event, context)

@@ -110,7 +110,7 @@ def hook(store: StateStore) -> Harness:
 
 
 def test_unknown_source_is_404(hook: Harness) -> None:
-    result = hook.post(envelope(push()), source="harbor")
+    result = hook.post(envelope(push()), source="gitlab")
     assert result.status == 404
     assert "unknown source" in result.body["error"]
     assert hook.queue.sent == [] and hook.resolver.calls == []

@@ -9,7 +9,7 @@ Environment:
   TAGPIN_STATE_TABLE                             DynamoDB table for tags and targets
   TAGPIN_QUEUE_URL                               changes queue (poller, webhook)
   TAGPIN_IDEMPOTENCY_TABLE                       powertools idempotency table (consumer)
-  TAGPIN_WEBHOOK_SECRET                          Secrets Manager secret: {"<source>": "<token>"}
+  TAGPIN_WEBHOOK_SECRET                          Secrets Manager secret: {"<source>": {...}} (webhooks.auth)
 """
 
 from __future__ import annotations
@@ -103,13 +103,16 @@ def detector() -> Detector:
 
 @cache
 def webhook_service() -> WebhookService:
+    from tagpin.webhooks.deliveries import DeliveryStore
     from tagpin.webhooks.service import WebhookService
 
     secret_name = env("TAGPIN_WEBHOOK_SECRET")
+    deliveries = DeliveryStore(aws("dynamodb"), env("TAGPIN_STATE_TABLE"))
     return WebhookService(
-        secrets=lambda: {k: str(v) for k, v in secret_json(secret_name).items()},
+        secrets=lambda: secret_json(secret_name),  # {"<source>": <entry>}, see tagpin.webhooks.auth
         config=config,
         detector=detector,
+        deliveries=lambda: deliveries,
     )
 
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tagpin.webhooks import PushEvent, WebhookError
+from tagpin.webhooks import NO_OPTIONS, PushEvent, SourceOptions, WebhookError
 
 MEDIA_TYPES = (
     "application/vnd.docker.distribution.events.v1+json",
@@ -32,7 +32,7 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def parse(body: bytes, headers: Mapping[str, str]) -> list[PushEvent]:
+def parse(body: bytes, headers: Mapping[str, str], options: SourceOptions = NO_OPTIONS, /) -> list[PushEvent]:
     content_type = (headers.get("content-type") or "").split(";")[0].strip().lower()
     if content_type and content_type not in MEDIA_TYPES:
         raise WebhookError(415, f"unsupported content type {content_type!r}; expected {MEDIA_TYPES[0]}")

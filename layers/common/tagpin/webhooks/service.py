@@ -1,26 +1,42 @@
-"""The webhook's domain: authenticate, parse, keep followed tags, re-resolve, enqueue.
+"""The webhook's domain: authenticate, parse, keep followed tags, deduplicate, re-resolve, enqueue.
+
+Every source is a row of ``tagpin.webhooks.sources.SOURCES`` (parser + authentication scheme);
+nothing here is specific to one sender.
 
 Answers: 404 unknown source, 401 missing/bad authentication (also when no secret is configured
 for the source: closed, not open), 400 malformed or oversized body, 202 with counts otherwise.
 Nothing a sender can put in a request leads to a 5xx.
+
+Replays: an event that carries a delivery id (GitHub/Nexus delivery headers, CloudEvents and
+Event Grid ids, Pub/Sub message ids, distribution event ids, EventBridge ids, the generic ``id``)
+is claimed in the state table, per (source, delivery id, tag), with a TTL; a second delivery
+with the same id is counted as a duplicate and not checked again. A claim is released when the
+check failed (registry down), so the sender's retry is not lost. Deliveries without an id, and
+replays under a new id, still enqueue at most once per (image, digest): the state write answers
+UNCHANGED, the target's APPLIED state stops the level check, and SQS FIFO deduplicates
+(image, digest) for 5 minutes.
 """
 
 from __future__ import annotations
 
-import hmac
+import hashlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tagpin.config import TagpinConfig
 from tagpin.detect import Detector
 from tagpin.refs import ImageRef, InvalidReference
-from tagpin.webhooks import PushEvent, WebhookError, parsers
+from tagpin.webhooks import PushEvent, WebhookError
+from tagpin.webhooks.auth import Request, load_secret
+from tagpin.webhooks.sources import SOURCES, Source
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
+DELIVERY_TTL_S = 7 * 24 * 3600  # longer than any sender retries or lets an operator redeliver
 
 
 @dataclass(frozen=True)
@@ -29,73 +45,110 @@ class WebhookResult:
     body: dict[str, Any] = field(default_factory=dict)
 
 
-def _static_header_ok(headers: Mapping[str, str], secret: str, header: str = "authorization") -> bool:
-    """The sender can only send a fixed header (distribution, Harbor, ACR). Constant-time compare;
-    ``Bearer <secret>`` and the bare secret are both accepted."""
-    given = (headers.get(header) or "").encode()
-    expected = secret.encode()
-    return hmac.compare_digest(given, b"Bearer " + expected) | hmac.compare_digest(given, expected)
+class DeliveryLog(Protocol):
+    """Remembers delivery ids (tagpin.state.StateStore implements it)."""
+
+    def claim_delivery(self, key: str, now: int, expires_at: int) -> bool: ...
+
+    def release_delivery(self, key: str) -> None: ...
+
+
+def delivery_key(source: str, delivery_id: str, image: str) -> str:
+    """Fixed length whatever the sender put in the id; one source cannot use up another's ids."""
+    return hashlib.sha256(f"{source}\0{delivery_id}\0{image}".encode()).hexdigest()
 
 
 class WebhookService:
     def __init__(
         self,
         *,
-        secrets: Callable[[], Mapping[str, str]],
+        secrets: Callable[[], Mapping[str, Any]],
         config: Callable[[], TagpinConfig],
         detector: Callable[[], Detector],
+        deliveries: Callable[[], DeliveryLog] | None = None,
+        clock: Callable[[], float] = time.time,
         max_body: int = MAX_BODY,
+        sources: Mapping[str, Source] = SOURCES,
     ) -> None:
         self._secrets = secrets
         self._config = config
         self._detector = detector
+        self._deliveries = deliveries
+        self._clock = clock
         self._max_body = max_body
-        self._parsers = parsers()
+        self._sources = sources
 
     def handle(
-        self, source: str, headers: Mapping[str, str], body: bytes, correlation_id: str | None = None
+        self,
+        source: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        correlation_id: str | None = None,
+        *,
+        query: Mapping[str, str] | None = None,
+    ) -> WebhookResult:
+        """An HTTP delivery on ``POST /webhooks/{source}``."""
+        request = Request({k.lower(): v for k, v in headers.items()}, dict(query or {}), body)
+        return self._answer(source, lambda: self._http(source, request), correlation_id)
+
+    def handle_trusted(self, source: str, body: bytes, correlation_id: str | None = None) -> WebhookResult:
+        """An event whose sender AWS has already authorised (EventBridge -> Lambda, by IAM): the
+        same parsing and the same path, without HTTP authentication."""
+
+        def parse() -> list[PushEvent]:
+            known = self._sources.get(source)
+            if known is None:
+                raise WebhookError(404, f"unknown source {source[:64]!r}")
+            return known.parse(body, {})
+
+        return self._answer(source, parse, correlation_id)
+
+    # -- steps ------------------------------------------------------------------------------------
+    def _answer(
+        self, source: str, parse: Callable[[], list[PushEvent]], correlation_id: str | None
     ) -> WebhookResult:
         try:
-            return self._handle(source, {k.lower(): v for k, v in headers.items()}, body, correlation_id)
+            events = parse()
+            return self._act(source, events, correlation_id)
         except WebhookError as exc:
             logger.info(
                 "webhook rejected", extra={"source": source[:64], "status": exc.status, "reason": exc.message}
             )
             return WebhookResult(exc.status, {"error": exc.message})
 
-    def _handle(
-        self, source: str, headers: dict[str, str], body: bytes, correlation_id: str | None
-    ) -> WebhookResult:
-        parser = self._parsers.get(source)
-        if parser is None:
+    def _http(self, source: str, request: Request) -> list[PushEvent]:
+        known = self._sources.get(source)
+        if known is None:
             raise WebhookError(
-                404, f"unknown source {source[:64]!r}; known: {', '.join(sorted(self._parsers))}"
+                404, f"unknown source {source[:64]!r}; known: {', '.join(sorted(self._sources))}"
             )
-        secret = self._secrets().get(source)
-        if not secret:
+        secret = load_secret(self._secrets().get(source), known.auth, source)
+        if secret is None:
             raise WebhookError(
                 401, f"no secret is configured for source {source!r}; refusing unauthenticated input"
             )
-        if not _static_header_ok(headers, secret):
-            raise WebhookError(401, "missing or invalid credentials")
-        if len(body) > self._max_body:
-            raise WebhookError(400, f"body of {len(body)} bytes exceeds the limit of {self._max_body}")
-        events = parser(body, headers)
-        return self._act(events, correlation_id)
+        known.auth.verify(request, secret)  # before the size check: strangers learn nothing
+        if len(request.body) > self._max_body:
+            raise WebhookError(
+                400, f"body of {len(request.body)} bytes exceeds the limit of {self._max_body}"
+            )
+        return known.parse(request.body, request.headers, secret.options)
 
-    def _act(self, events: list[PushEvent], correlation_id: str | None) -> WebhookResult:
-        config = self._config()
-        results: list[dict[str, Any]] = []
-        ignored = 0
-        seen: set[str] = set()
-        for event in events:
+    def _act(self, source: str, events: list[PushEvent], correlation_id: str | None) -> WebhookResult:
+        images: list[tuple[PushEvent, str]] = []
+        for event in events:  # validate every event before acting on any
             try:
                 image = ImageRef(event.registry, event.repository, event.tag, None)
                 image = ImageRef.parse(str(image))  # validates and normalises every part
                 # Inside the try: parts that re-parse as a digest reference have no tag (ValueError).
-                tagged = image.tagged
+                images.append((event, image.tagged))
             except (InvalidReference, ValueError) as exc:
                 raise WebhookError(400, f"invalid image in notification: {exc}") from None
+        config = self._config()
+        results: list[dict[str, Any]] = []
+        ignored = duplicates = 0
+        seen: set[str] = set()
+        for event, tagged in images:
             followed = config.followed.get(tagged)
             if followed is None:
                 ignored += 1
@@ -104,9 +157,35 @@ class WebhookService:
             if tagged in seen:
                 continue  # several events for one tag in one delivery: one check is enough
             seen.add(tagged)
+            claim = self._claim(source, event, tagged)
+            if claim is False:
+                duplicates += 1
+                results.append(
+                    {"image": tagged, "outcome": "duplicate", "delivery_id": (event.delivery_id or "")[:200]}
+                )
+                continue
             check = self._detector().check(
                 followed, trigger="webhook", correlation_id=correlation_id, hint_digest=event.digest
             )
+            if check.outcome == "error" and isinstance(claim, str):
+                self._log().release_delivery(claim)  # let the sender's retry try again
             results.append(check.as_dict())
-        accepted = len(results) - ignored
-        return WebhookResult(202, {"accepted": accepted, "ignored": ignored, "events": results})
+        accepted = len(results) - ignored - duplicates
+        return WebhookResult(
+            202, {"accepted": accepted, "ignored": ignored, "duplicates": duplicates, "events": results}
+        )
+
+    def _log(self) -> DeliveryLog:
+        assert self._deliveries is not None
+        return self._deliveries()
+
+    def _claim(self, source: str, event: PushEvent, tagged: str) -> str | bool | None:
+        """The claimed key; False when the delivery was seen before; None when not tracked."""
+        if self._deliveries is None or not event.delivery_id:
+            return None
+        key = delivery_key(source, event.delivery_id, tagged)
+        now = int(self._clock())
+        if not self._log().claim_delivery(key, now, now + DELIVERY_TTL_S):
+            logger.info("duplicate delivery", extra={"source": source, "image": tagged})
+            return False
+        return key
