@@ -39,4 +39,10 @@ class DeliveryStore:
         return True
 
     def release_delivery(self, key: str) -> None:
-        self._db.delete_item(TableName=self._table, Key=self._key(key))
+        """Expire the claim now (an update, not a delete: producers never delete state)."""
+        self._db.update_item(
+            TableName=self._table,
+            Key=self._key(key),
+            UpdateExpression="SET expires_at = :zero",
+            ExpressionAttributeValues={":zero": {"N": "0"}},
+        )
