@@ -98,12 +98,12 @@ def test_empty_document_is_an_empty_config() -> None:
                 clusters="clusters:\n  dev:\n    eks: {name: dev, region: us-east-1}\n"
                 "    kubeconfig: {file: /tmp/kc}\n",
             ),
-            "clusters.dev: give exactly one of 'eks' or 'kubeconfig'",
+            "clusters.dev: give exactly one of 'eks', 'kubeconfig' or 'service_account'",
             id="eks-and-kubeconfig",
         ),
         pytest.param(
             _doc(_one_image(), clusters="clusters:\n  dev: {}\n"),
-            "clusters.dev: give exactly one of 'eks' or 'kubeconfig'",
+            "clusters.dev: give exactly one of 'eks', 'kubeconfig' or 'service_account'",
             id="no-access",
         ),
         pytest.param(

@@ -53,14 +53,24 @@ class KubeconfigAccess(_Strict):
         return self
 
 
+class ServiceAccountAccess(_Strict):
+    """Endpoint, CA and a service-account token held in one Secrets Manager secret: JSON
+    ``{"endpoint": "https://...", "ca.crt": "<PEM>", "token": "<token>"}`` (the keys of a
+    Kubernetes service-account token Secret, plus the endpoint)."""
+
+    secret: str = Field(min_length=1)
+
+
 class Cluster(_Strict):
     eks: EksAccess | None = None
     kubeconfig: KubeconfigAccess | None = None
+    service_account: ServiceAccountAccess | None = None
 
     @model_validator(mode="after")
     def _one_access(self) -> Self:
-        if (self.eks is None) == (self.kubeconfig is None):
-            raise ValueError("give exactly one of 'eks' or 'kubeconfig'")
+        given = [a for a in (self.eks, self.kubeconfig, self.service_account) if a is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'eks', 'kubeconfig' or 'service_account'")
         return self
 
 
