@@ -250,7 +250,7 @@ def clusters() -> Clusters:
 
 
 def make_applier(store: StateStore, clusters: Clusters, guard: Any = None) -> Applier:
-    return Applier(config=lambda: CONFIG, state=store, workloads=clusters, clock=Clock(), guard=guard)
+    return Applier(followed=lambda: CONFIG.followed, state=store, workloads=clusters, clock=Clock(), guard=guard)
 
 
 @pytest.fixture

@@ -26,6 +26,10 @@ class Change(BaseModel):
     observed_at: int = Field(ge=0)
     trigger: Trigger
     correlation_id: str | None = Field(default=None, max_length=256)
+    # Set by the reconciler when it saw a target NOT running ``digest`` although the consumer may
+    # already have applied it (a manual edit, a rollback): the run's id joins the idempotency and
+    # deduplication keys, so the change is applied again instead of being answered from the cache.
+    reconcile_run: str | None = Field(default=None, max_length=128)
 
     def model_post_init(self, _context: object) -> None:
         if not is_digest(self.digest):
@@ -48,3 +52,4 @@ class TargetChange(BaseModel):
     observed_at: int
     trigger: Trigger
     correlation_id: str | None = None
+    reconcile_run: str | None = None

@@ -17,9 +17,11 @@ def group_id(image: str) -> str:
     return image if len(image) <= 128 else hashlib.sha256(image.encode()).hexdigest()
 
 
-def deduplication_id(image: str, digest: str) -> str:
-    """The same (image, digest) sent twice within SQS's 5-minute window is delivered once."""
-    return hashlib.sha256(f"{image}@{digest}".encode()).hexdigest()
+def deduplication_id(image: str, digest: str, reconcile_run: str | None = None) -> str:
+    """The same (image, digest) sent twice within SQS's 5-minute window is delivered once; a
+    reconciler's healing change (``reconcile_run``) is distinct from the change it heals."""
+    key = f"{image}@{digest}" if reconcile_run is None else f"{image}@{digest}#{reconcile_run}"
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 class SqsChangeQueue:
@@ -32,7 +34,7 @@ class SqsChangeQueue:
             QueueUrl=self._url,
             MessageBody=change.model_dump_json(),
             MessageGroupId=group_id(change.image),
-            MessageDeduplicationId=deduplication_id(change.image, change.digest),
+            MessageDeduplicationId=deduplication_id(change.image, change.digest, change.reconcile_run),
         )
 
 

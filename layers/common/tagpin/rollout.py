@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from tagpin.config import Kind, TagpinConfig
+from tagpin.config import FollowedImage, Kind
 from tagpin.models import Change, TargetChange
 from tagpin.refs import ImageRef, InvalidReference, familiar
 from tagpin.state import StateStore, TargetStatus
@@ -33,6 +33,11 @@ logger = logging.getLogger(__name__)
 ANNOTATION_DIGESTS = "tagpin.dev/digests"
 ANNOTATION_APPLIED_AT = "tagpin.dev/applied-at"
 ANNOTATION_TRIGGER = "tagpin.dev/trigger"
+# Opting in, on the workload (see docs/clusters.md).
+LABEL_FOLLOW = "tagpin.dev/follow"  # "true": discovered by the reconciler (server-side selection)
+FOLLOW_SELECTOR = f"{LABEL_FOLLOW}=true"
+ANNOTATION_PAUSED = "tagpin.dev/paused"  # "true": left alone (not discovered, not patched)
+ANNOTATION_CONTAINERS = "tagpin.dev/containers"  # "web,migrate": only these containers
 CONFLICT_RETRIES = 5
 
 
@@ -56,12 +61,31 @@ class Forbidden(WorkloadError):
     transient = False
 
 
+def is_true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "yes", "1", "on")
+
+
 @dataclass
 class Workload:
+    """A workload as tagpin reads it: its containers' images, annotations and pod selector."""
+
     resource_version: str
     containers: dict[str, str]
     init_containers: dict[str, str] = field(default_factory=dict)
     template_annotations: dict[str, str] = field(default_factory=dict)
+    kind: Kind = Kind.DEPLOYMENT
+    namespace: str = ""
+    name: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    selector: dict[str, Any] | None = None  # spec.selector (LabelSelector); None for CronJobs
+
+    @property
+    def paused(self) -> bool:
+        return is_true(self.annotations.get(ANNOTATION_PAUSED))
+
+    def image_of(self, container: str) -> str | None:
+        return self.containers.get(container, self.init_containers.get(container))
 
 
 class Workloads(Protocol):
@@ -134,20 +158,20 @@ class Applier:
     def __init__(
         self,
         *,
-        config: Callable[[], TagpinConfig],
+        followed: Callable[[], Mapping[str, FollowedImage]],
         state: StateStore,
         workloads: Callable[[str], Workloads],
         clock: Callable[[], int],
         guard: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]] | None = None,
     ) -> None:
-        self._config = config
+        self._followed = followed
         self._state = state
         self._workloads = workloads
         self._clock = clock
         self._apply_target = guard(self.apply_target) if guard else self.apply_target
 
     def apply(self, change: Change) -> list[dict[str, Any]]:
-        followed = self._config().followed.get(change.image)
+        followed = self._followed().get(change.image)
         if followed is None:
             logger.info(
                 "change for an image no longer followed; nothing to do", extra={"image": change.image}
@@ -179,6 +203,7 @@ class Applier:
                 observed_at=change.observed_at,
                 trigger=change.trigger,
                 correlation_id=change.correlation_id,
+                reconcile_run=change.reconcile_run,
             )
             try:
                 outcomes.append(self._apply_target(target_change=work))
@@ -203,7 +228,9 @@ class Applier:
             workloads = self._workloads(tc.cluster)
             previous, outcome = self._patch(workloads, tc, kind)
         except WorkloadError as exc:
-            status = TargetStatus.GONE if isinstance(exc, NotFound) else TargetStatus.FAILED
+            status = {NotFound: TargetStatus.GONE, Paused: TargetStatus.PAUSED}.get(
+                type(exc), TargetStatus.FAILED
+            )
             detail = f"{type(exc).__name__}: {exc}"
             self._finish(tc, status, detail=detail)
             logger.warning(
@@ -221,6 +248,8 @@ class Applier:
     def _patch(self, workloads: Workloads, tc: TargetChange, kind: Kind) -> tuple[str, str]:
         for _attempt in range(CONFLICT_RETRIES):
             workload = workloads.get(tc.namespace, kind, tc.name)
+            if workload.paused:
+                raise Paused(f"{kind.value} {tc.namespace}/{tc.name} is annotated {ANNOTATION_PAUSED}")
             init = tc.container not in workload.containers
             current = (workload.init_containers if init else workload.containers).get(tc.container)
             if current is None:
@@ -263,6 +292,12 @@ class Applier:
 
 
 class _MissingContainer(WorkloadError):
+    transient = False
+
+
+class Paused(WorkloadError):
+    """The workload asks to be left alone; recorded, not retried, applied once un-paused."""
+
     transient = False
 
 

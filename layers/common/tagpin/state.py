@@ -6,7 +6,12 @@ One table, ``pk``/``sk`` strings:
   when it last changed, when it was last checked and the last error.
 - ``TARGET#<cluster/ns/kind/name/container>`` / ``STATE``: the digest being applied or applied,
   its ``observed_at``, status (pending, applied, failed, gone), trigger and time.
-- ``TARGET#...`` / ``HIST#<epoch ms>#<digest prefix>``: the audit trail, one item per outcome.
+- ``TARGET#...`` / ``HIST#<epoch ms>#<digest prefix>``: the audit trail, one item per outcome
+  (and ``removed`` when the reconciler stops following a target).
+- ``FOLLOW`` / ``<registry/repo:tag>#<target id>``: the index of label-discovered targets, written
+  by the reconciler, read by the poller, the webhook and the consumer (one partition: the whole
+  index is one paged Query, one tag's targets a ``begins_with`` Query).
+- ``CLUSTER#<name>`` / ``STATE``: the last reconcile of a cluster: when, ok or the error.
 
 Every write that decides something is conditional on ``observed_at``, so two concurrent
 invocations cannot both win and an older observation never replaces a newer one.
@@ -24,6 +29,8 @@ TAG = "TAG#"
 TARGET = "TARGET#"
 STATE = "STATE"
 HISTORY = "HIST#"
+FOLLOW = "FOLLOW"
+CLUSTER = "CLUSTER#"
 
 
 class TagUpdate(StrEnum):
@@ -37,6 +44,8 @@ class TargetStatus(StrEnum):
     APPLIED = "applied"
     FAILED = "failed"
     GONE = "gone"
+    PAUSED = "paused"  # the workload is annotated tagpin.dev/paused
+    REMOVED = "removed"  # no longer followed: the workload was deleted, unlabelled or paused
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,30 @@ class TargetState:
     trigger: str | None = None
     detail: str | None = None
     previous_image: str | None = None
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """A label-discovered target of a followed tag."""
+
+    image: str
+    target_id: str
+    cluster: str
+    namespace: str
+    kind: str
+    name: str
+    container: str
+    seen_at: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    name: str
+    reconciled_at: int
+    ok: bool
+    error: str | None = None
+    workloads: int = 0
+    error_at: int | None = None
 
 
 def _is_condition_failure(exc: ClientError) -> bool:
@@ -293,3 +326,134 @@ class StateStore:
             Limit=limit,
         )
         return [{k: next(iter(v.values())) for k, v in item.items()} for item in response.get("Items", [])]
+
+    # -- the index of followed tag -> label-discovered targets ----------------------------------
+    def index_entries(self, image: str | None = None) -> list[IndexEntry]:
+        """Every indexed target, or those of one tag (one paged Query either way)."""
+        condition = "pk = :pk"
+        values: dict[str, Any] = {":pk": {"S": FOLLOW}}
+        if image is not None:
+            condition += " AND begins_with(sk, :prefix)"
+            values[":prefix"] = {"S": image + "#"}
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        entries: list[IndexEntry] = []
+        while True:
+            response = self._db.query(**request)
+            for item in response.get("Items", []):
+                entries.append(
+                    IndexEntry(
+                        image=_s(item, "image") or "",
+                        target_id=_s(item, "target_id") or "",
+                        cluster=_s(item, "cluster") or "",
+                        namespace=_s(item, "namespace") or "",
+                        kind=_s(item, "kind") or "",
+                        name=_s(item, "name") or "",
+                        container=_s(item, "container") or "",
+                        seen_at=_n(item, "seen_at") or 0,
+                    )
+                )
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return entries
+            request["ExclusiveStartKey"] = last
+
+    def update_index(self, put: list[IndexEntry], delete: list[IndexEntry]) -> None:
+        """Add and remove index entries (batched, unprocessed items retried)."""
+        requests: list[dict[str, Any]] = [
+            {"DeleteRequest": {"Key": {"pk": {"S": FOLLOW}, "sk": {"S": f"{e.image}#{e.target_id}"}}}}
+            for e in delete
+        ]
+        for e in put:
+            item = {
+                "pk": {"S": FOLLOW},
+                "sk": {"S": f"{e.image}#{e.target_id}"},
+                "image": {"S": e.image},
+                "target_id": {"S": e.target_id},
+                "cluster": {"S": e.cluster},
+                "namespace": {"S": e.namespace},
+                "kind": {"S": e.kind},
+                "name": {"S": e.name},
+                "container": {"S": e.container},
+                "seen_at": {"N": str(e.seen_at)},
+            }
+            requests.append({"PutRequest": {"Item": item}})
+        for start in range(0, len(requests), 25):
+            pending: dict[str, Any] = {self._table: requests[start : start + 25]}
+            while pending:
+                pending = self._db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+    def remove_target(self, target_id: str, now: int, reason: str) -> None:
+        """Record that a target is no longer followed (its state item, if any, and its history)."""
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": TARGET + target_id}, "sk": {"S": STATE}},
+                UpdateExpression="SET #status = :s, updated_at = :now, detail = :r",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":s": {"S": TargetStatus.REMOVED.value},
+                    ":now": {"N": str(now)},
+                    ":r": {"S": reason[:1000]},
+                },
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+        self._db.put_item(
+            TableName=self._table,
+            Item={
+                "pk": {"S": TARGET + target_id},
+                "sk": {"S": f"{HISTORY}{now:013d}#removed"},
+                "status": {"S": TargetStatus.REMOVED.value},
+                "at": {"N": str(now)},
+                "trigger": {"S": "reconcile"},
+                "detail": {"S": reason[:1000]},
+            },
+        )
+
+    # -- clusters ------------------------------------------------------------------------------
+    def record_cluster(self, name: str, now: int, *, error: str | None = None, workloads: int = 0) -> None:
+        """The outcome of reconciling one cluster: ok with its workload count, or skipped with the error."""
+        key = {"pk": {"S": CLUSTER + name}, "sk": {"S": STATE}}
+        if error is None:
+            self._db.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression="SET reconciled_at = :now, ok = :ok, workloads = :w REMOVE last_error",
+                ExpressionAttributeValues={
+                    ":now": {"N": str(now)},
+                    ":ok": {"BOOL": True},
+                    ":w": {"N": str(workloads)},
+                },
+            )
+            return
+        self._db.update_item(
+            TableName=self._table,
+            Key=key,
+            UpdateExpression="SET reconciled_at = :now, ok = :ok, last_error = :e, error_at = :now",
+            ExpressionAttributeValues={
+                ":now": {"N": str(now)},
+                ":ok": {"BOOL": False},
+                ":e": {"S": error[:1000]},
+            },
+        )
+
+    def get_cluster(self, name: str) -> ClusterState | None:
+        item = self._db.get_item(
+            TableName=self._table, Key={"pk": {"S": CLUSTER + name}, "sk": {"S": STATE}}, ConsistentRead=True
+        ).get("Item")
+        if item is None:
+            return None
+        return ClusterState(
+            name=name,
+            reconciled_at=_n(item, "reconciled_at") or 0,
+            ok=bool(item.get("ok", {}).get("BOOL")),
+            error=_s(item, "last_error"),
+            workloads=_n(item, "workloads") or 0,
+            error_at=_n(item, "error_at"),
+        )

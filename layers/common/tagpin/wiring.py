@@ -15,17 +15,20 @@ Environment:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from tagpin.config import ConfigLoader, TagpinConfig
+from tagpin.config import ConfigLoader, FollowedImage, TagpinConfig
 from tagpin.detect import Detector, now_ms
+from tagpin.followed import Followed
 from tagpin.queue import SqsChangeQueue
 from tagpin.registry import Credentials, RegistryAccess, RegistryClient
 from tagpin.state import StateStore
 
 if TYPE_CHECKING:
+    from tagpin.clusters import ClusterConnector
+    from tagpin.reconcile import Reconciler
     from tagpin.rollout import Applier
     from tagpin.webhooks.service import WebhookService
 
@@ -96,6 +99,12 @@ def state() -> StateStore:
     return StateStore(aws("dynamodb"), env("TAGPIN_STATE_TABLE"))
 
 
+def followed() -> Mapping[str, FollowedImage]:
+    """Every followed tag and its targets: the configuration's, merged with those the reconciler
+    discovered by label (the index in the state table). Read per invocation (lazily)."""
+    return Followed(config(), state())
+
+
 @cache
 def detector() -> Detector:
     return Detector(registry_client(), state(), SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")))
@@ -142,20 +151,45 @@ def idempotency_config() -> Any:
 
     # One roll per (target, digest). A day covers SQS retries and the DLQ redrive window that
     # matters; after that the state's conditional claim and the "already current" check still hold.
-    return IdempotencyConfig(event_key_jmespath="[target_id, digest]", expires_after_seconds=24 * 3600)
+    # reconcile_run is null except on the reconciler's healing changes (see models.Change).
+    return IdempotencyConfig(
+        event_key_jmespath="[target_id, digest, reconcile_run]", expires_after_seconds=24 * 3600
+    )
+
+
+@cache
+def cluster_connector() -> ClusterConnector:
+    """One API client per cluster, kept across warm invocations (consumer and reconciler only)."""
+    from tagpin.clusters import ClusterConnector
+
+    return ClusterConnector(config, secret_text)
 
 
 @cache
 def applier() -> Applier:
-    from tagpin.clusters import ClusterConnector
     from tagpin.rollout import Applier
 
     return Applier(
-        config=config,
+        followed=followed,
         state=state(),
-        workloads=ClusterConnector(config, secret_text),
+        workloads=cluster_connector(),
         clock=now_ms,
         guard=idempotency_guard(),
+    )
+
+
+@cache
+def reconciler() -> Reconciler:
+    from tagpin.queue import SqsChangeQueue
+    from tagpin.reconcile import Reconciler
+
+    return Reconciler(
+        config=config,
+        state=state(),
+        clusters=cluster_connector(),
+        detector=detector(),
+        queue=SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")),
+        clock=now_ms,
     )
 
 
@@ -167,7 +201,7 @@ def reset() -> None:
 
     for built in (aws, config_loader, registry_client, state, detector, webhook_service, idempotency_guard):
         built.cache_clear()
-    for built in (idempotency_config, applier):
+    for built in (idempotency_config, applier, cluster_connector, reconciler):
         built.cache_clear()
     parameters.clear_caches()  # type: ignore[no-untyped-call]
     base.DEFAULT_PROVIDERS.clear()  # type: ignore[attr-defined]
