@@ -13,9 +13,8 @@ from tagpin.observability import logger, metrics
 @logger.inject_lambda_context(correlation_id_path="id")  # the schedule event's id
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    config = wiring.config()
     results = wiring.detector().check_all(
-        config.images, trigger="poll", correlation_id=logger.get_correlation_id()
+        wiring.followed().values(), trigger="poll", correlation_id=logger.get_correlation_id()
     )
     summary = {
         "checked": len(results),

@@ -122,6 +122,7 @@ def webhook_service() -> WebhookService:
         config=config,
         detector=detector,
         deliveries=lambda: deliveries,
+        followed=followed,
     )
 
 

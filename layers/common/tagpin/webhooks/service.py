@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tagpin.config import TagpinConfig
+from tagpin.config import FollowedImage, TagpinConfig
 from tagpin.detect import Detector
 from tagpin.refs import ImageRef, InvalidReference
 from tagpin.webhooks import PushEvent, WebhookError
@@ -69,9 +69,11 @@ class WebhookService:
         clock: Callable[[], float] = time.time,
         max_body: int = MAX_BODY,
         sources: Mapping[str, Source] = SOURCES,
+        followed: Callable[[], Mapping[str, FollowedImage]] | None = None,  # default: config's
     ) -> None:
         self._secrets = secrets
         self._config = config
+        self._followed = followed or (lambda: self._config().followed)
         self._detector = detector
         self._deliveries = deliveries
         self._clock = clock
@@ -144,12 +146,12 @@ class WebhookService:
                 images.append((event, image.tagged))
             except (InvalidReference, ValueError) as exc:
                 raise WebhookError(400, f"invalid image in notification: {exc}") from None
-        config = self._config()
+        followed_images = self._followed()  # configuration + label-discovered (tagpin.followed)
         results: list[dict[str, Any]] = []
         ignored = duplicates = 0
         seen: set[str] = set()
         for event, tagged in images:
-            followed = config.followed.get(tagged)
+            followed = followed_images.get(tagged)
             if followed is None:
                 ignored += 1
                 results.append({"image": tagged, "outcome": "ignored", "reason": "not followed"})
