@@ -1,0 +1,117 @@
+"""Shared by the tests/unit/test_webhooks_* files: the samples in events/webhooks and a
+WebhookService over a real Detector (fake resolver, in-memory queue, moto state table)."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from tagpin.config import TagpinConfig, parse_config
+from tagpin.detect import Detector
+from tagpin.queue import ListQueue
+from tagpin.refs import ImageRef
+from tagpin.registry import Resolution
+from tagpin.state import StateStore
+from tagpin.webhooks import PushEvent
+from tagpin.webhooks.deliveries import DeliveryStore
+from tagpin.webhooks.service import WebhookResult, WebhookService
+
+SAMPLES = Path(__file__).resolve().parents[2] / "events" / "webhooks"
+SAMPLE_NAMES = sorted(p.name.removesuffix(".expected.json") for p in SAMPLES.glob("*.expected.json"))
+KEY = "local-dev-webhook-token"
+D = "sha256:39798804c29366d66f8bb733d84981a9aef2dbbddc6168690a5730ca42c40ece"  # the samples' digest
+REGISTRY_DIGEST = "sha256:" + "1" * 64  # what the (fake) registry answers
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+FOLLOWED = (
+    "127.0.0.1:5000/demo/web:stable",
+    "docker.io/demo/web:stable",
+    "ghcr.io/demo/web:stable",
+    "europe-west1-docker.pkg.dev/proj/repo/web:stable",
+    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/demo/web:stable",
+)
+
+
+def secret() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((SAMPLES / "secret.json").read_text())
+    return loaded
+
+
+def sample(name: str) -> tuple[str, dict[str, Any], list[PushEvent]]:
+    """(source, the Lambda event, the expected normalised events)."""
+    event = json.loads((SAMPLES / f"{name}.json").read_text())
+    expected = json.loads((SAMPLES / f"{name}.expected.json").read_text())
+    return expected["source"], event, [PushEvent(**e) for e in expected["events"]]
+
+
+def http_parts(event: dict[str, Any]) -> tuple[str, dict[str, str], bytes, dict[str, str]]:
+    """(source, headers, body, query) of an HTTP API v2 event."""
+    raw = event.get("body") or ""
+    body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
+    return (
+        event["pathParameters"]["source"],
+        dict(event["headers"]),
+        body,
+        dict(event.get("queryStringParameters") or {}),
+    )
+
+
+def config_following(*images: str) -> TagpinConfig:
+    lines = ["clusters:", "  dev: {kubeconfig: {file: /dev/null}}", "images:"]
+    for i, image in enumerate(images):
+        lines += [
+            f"  - image: {image}",
+            "    targets:",
+            f"      - {{cluster: dev, namespace: n, name: w{i}, container: c}}",
+        ]
+    return parse_config("\n".join(lines))
+
+
+class FakeResolver:
+    def __init__(self, digest: str = REGISTRY_DIGEST) -> None:
+        self.digest: str | Exception = digest
+        self.calls: list[str] = []
+
+    def resolve(self, ref: ImageRef) -> Resolution:
+        self.calls.append(ref.tagged)
+        if isinstance(self.digest, Exception):
+            raise self.digest
+        return Resolution(ref=ref, digest=self.digest, media_type=OCI_INDEX, method="HEAD")
+
+
+class Hook:
+    def __init__(self, store: StateStore, db: Any, table: str, secrets: dict[str, Any] | None = None) -> None:
+        self.config = config_following(*FOLLOWED)
+        self.secrets = secret() if secrets is None else secrets
+        self.resolver = FakeResolver()
+        self.queue = ListQueue()
+        self.store = store
+        ticks = itertools.count(1_000_000, 1_000)
+        self.detector = Detector(
+            self.resolver,
+            store,
+            self.queue,
+            clock=lambda: next(ticks),
+            confirm_delays=(),
+            sleep=lambda _s: None,
+        )
+        self.deliveries = DeliveryStore(db, table)
+        self.now = 1_763_702_400.0
+        self.service = WebhookService(
+            secrets=lambda: self.secrets,
+            config=lambda: self.config,
+            detector=lambda: self.detector,
+            deliveries=lambda: self.deliveries,
+            clock=lambda: self.now,
+        )
+
+    def post(
+        self, source: str, headers: dict[str, str], body: bytes, query: dict[str, str] | None = None
+    ) -> WebhookResult:
+        return self.service.handle(source, headers, body, "corr", query=query or {})
+
+    def send(self, event: dict[str, Any]) -> WebhookResult:
+        source, headers, body, query = http_parts(event)
+        return self.post(source, headers, body, query)
