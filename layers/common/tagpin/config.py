@@ -8,6 +8,7 @@ powertools parameters), locally from a file. Errors name the offending field, e.
 from __future__ import annotations
 
 import os
+import re
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
@@ -74,12 +75,80 @@ class Cluster(_Strict):
         return self
 
 
+class RegistryKind(StrEnum):
+    """How to authenticate. Every kind but ``ecr`` reads ``credentials_secret`` (optional):
+
+    - ``generic``, ``dockerhub``, ``ghcr``, ``quay``, ``acr``: ``{"username": ..., "password": ...}``
+      (``token`` is accepted for ``password``): Docker Hub username + access token, a GitHub user +
+      PAT, a Quay robot (``org+name``), an ACR service principal or repository token; without a
+      secret access is anonymous (GHCR then gets an anonymous token for public images);
+    - ``gar`` (Artifact Registry, GCR): a service-account key (the key JSON itself, or
+      ``{"_json_key": <key>}``) sent as ``_json_key``, or ``{"access_token": ...}`` sent as
+      ``oauth2accesstoken``;
+    - ``ecr``: no secret; a token from ``ecr:GetAuthorizationToken`` (``ecr.region`` or the host's
+      region, optionally through ``ecr.role_arn``), cached for most of its 12 hours.
+    """
+
+    GENERIC = "generic"
+    DOCKERHUB = "dockerhub"
+    GHCR = "ghcr"
+    QUAY = "quay"
+    ACR = "acr"
+    GAR = "gar"
+    ECR = "ecr"
+
+
+_ECR_HOST = re.compile(r"^(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
+
+
+def registry_kind(host: str) -> RegistryKind:
+    """The kind a registry host is, by its name (``generic`` when unknown)."""
+    host = host.lower().split(":", 1)[0] if not host.startswith("[") else host
+    if host in ("docker.io", "index.docker.io", "registry-1.docker.io"):
+        return RegistryKind.DOCKERHUB
+    if host == "ghcr.io":
+        return RegistryKind.GHCR
+    if host == "quay.io":
+        return RegistryKind.QUAY
+    if host.endswith(".azurecr.io"):
+        return RegistryKind.ACR
+    if host.endswith("-docker.pkg.dev") or host == "gcr.io" or host.endswith(".gcr.io"):
+        return RegistryKind.GAR
+    if _ECR_HOST.match(host):
+        return RegistryKind.ECR
+    return RegistryKind.GENERIC
+
+
+def ecr_host_parts(host: str) -> tuple[str, str] | None:
+    """(account id, region) of an ECR registry host."""
+    m = _ECR_HOST.match(host.lower())
+    return (m[1], m[2]) if m else None
+
+
+class EcrSettings(_Strict):
+    """ECR: region (default: the host's) and an optional role to assume for cross-account access."""
+
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+
+
 class Registry(_Strict):
-    """How to reach one registry host. ``credentials_secret`` names a Secrets Manager secret holding
-    ``{"username": ..., "password": ...}``; without it access is anonymous."""
+    """How to reach one registry host. ``credentials_secret`` names a Secrets Manager secret (its
+    shape depends on ``kind``, see ``RegistryKind``); without it access is anonymous."""
 
     insecure: bool = False  # plain HTTP (local registries only)
     credentials_secret: str | None = None
+    kind: RegistryKind | None = None  # None: from the host name
+    ecr: EcrSettings | None = None
+    max_concurrency: int | None = Field(default=None, ge=1, le=256)  # requests in flight to this host
+    head_only: bool | None = None  # None: only Docker Hub (where a manifest GET counts as a pull)
+    ignore_attestation_changes: bool = False  # an index change touching only attestations is no change
+
+    def kind_for(self, host: str) -> RegistryKind:
+        return self.kind or registry_kind(host)
+
+    def head_only_for(self, host: str) -> bool:
+        return self.head_only if self.head_only is not None else self.kind_for(host) is RegistryKind.DOCKERHUB
 
 
 class Kind(StrEnum):
@@ -130,6 +199,13 @@ class TagpinConfig(_Strict):
 
     @model_validator(mode="after")
     def _references(self) -> Self:
+        for host, registry in self.registries.items():
+            if (
+                registry.kind_for(host) is RegistryKind.ECR
+                and not (registry.ecr and registry.ecr.region)
+                and ecr_host_parts(host) is None
+            ):
+                raise ValueError(f"registries.{host}.ecr.region: required when the host is not an ECR host name")
         seen: set[str] = set()
         for i, followed in enumerate(self.images):
             if followed.image in seen:

@@ -23,7 +23,8 @@ from tagpin.config import ConfigLoader, FollowedImage, TagpinConfig
 from tagpin.detect import Detector, now_ms
 from tagpin.followed import Followed
 from tagpin.queue import SqsChangeQueue
-from tagpin.registry import Credentials, RegistryAccess, RegistryClient
+from tagpin.credentials import CredentialStore, EcrTokens
+from tagpin.registry import RegistryAccess, RegistryClient
 from tagpin.state import StateStore
 
 if TYPE_CHECKING:
@@ -78,20 +79,38 @@ def secret_json(name: str) -> dict[str, Any]:
     return value
 
 
+def ecr_client(region: str, role_arn: str | None) -> Any:
+    """An ECR client in ``region``, through ``role_arn`` (cross-account) when given."""
+    import boto3
+
+    if role_arn is None:
+        return boto3.session.Session().client("ecr", region_name=region)
+    creds = aws("sts").assume_role(RoleArn=role_arn, RoleSessionName="tagpin-registry")["Credentials"]
+    return boto3.session.Session(
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+    ).client("ecr", region_name=region)
+
+
+@cache
+def credential_store() -> CredentialStore:
+    return CredentialStore(config, secret_json, EcrTokens(ecr_client))
+
+
 def registry_access(host: str) -> RegistryAccess:
     """Per-host access from the configuration; credentials fetched lazily, so one bad secret only
     fails the tags of its own registry."""
-    settings = config().registry(host)
-    credentials = None
-    if settings.credentials_secret:
-        data = secret_json(settings.credentials_secret)
-        credentials = Credentials(str(data["username"]), str(data["password"]))
-    return RegistryAccess(insecure=settings.insecure, credentials=credentials)
+    return credential_store().access(host)
 
 
 @cache
 def registry_client() -> RegistryClient:
-    return RegistryClient(access=registry_access)
+    return RegistryClient(
+        access=registry_access,
+        max_concurrency=int(os.environ.get("TAGPIN_POLL_CONCURRENCY", "64")),
+        per_registry=int(os.environ.get("TAGPIN_REGISTRY_CONCURRENCY", "32")),
+    )
 
 
 @cache
@@ -200,7 +219,10 @@ def reset() -> None:
     from aws_lambda_powertools.utilities import parameters
     from aws_lambda_powertools.utilities.parameters import base
 
-    for built in (aws, config_loader, registry_client, state, detector, webhook_service, idempotency_guard):
+    if registry_client.cache_info().currsize:
+        registry_client().close()  # its event loop thread and connections
+    registry_client.cache_clear()
+    for built in (aws, config_loader, state, detector, webhook_service, idempotency_guard, credential_store):
         built.cache_clear()
     for built in (idempotency_config, applier, cluster_connector, reconciler):
         built.cache_clear()
