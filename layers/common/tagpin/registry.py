@@ -657,6 +657,7 @@ class RegistryClient:
                     wait = max(wait, after or 0.0)
             attempt += 1
             await self._sleep(wait)
+            self.breaker(host).check(host)  # others may have found the registry down meanwhile
 
     async def _request(
         self, method: str, url: str, host: str, scope: str, access: RegistryAccess
