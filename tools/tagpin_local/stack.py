@@ -7,7 +7,9 @@
 - an SQS loop that invokes the real consumer handler with real SQS event shapes, deletes what
   succeeded and leaves failed records to be redelivered and, after maxReceiveCount, dead-lettered;
 - the Kubernetes API simulator holding the workloads, reached through a kubeconfig kept in
-  Secrets Manager, exactly as a non-EKS cluster is reached in AWS.
+  Secrets Manager, exactly as a non-EKS cluster is reached in AWS; ``StackOptions.clusters`` adds
+  more simulated clusters (one simulator each, each with its own kubeconfig secret);
+- a scheduler for the reconciler (``reconcile_interval``), or ``run_reconciler()`` on demand.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ log = logging.getLogger("tagpin.local")
 WEBHOOK_ROUTE = "POST /webhooks/{source}"
 WEBHOOK_SECRET = "tagpin/webhook"  # noqa: S105 (a secret name, not a secret)
 CLUSTER_SECRET = "tagpin/clusters/local"  # noqa: S105
+
+
+def cluster_secret(name: str) -> str:
+    """The Secrets Manager secret holding a simulated cluster's kubeconfig."""
+    return "tagpin/clusters/" + name
+
+
 CONFIG_PARAMETER = "/tagpin/config"
 
 
@@ -46,6 +55,8 @@ class StackOptions:
     visibility_timeout: int = 5  # local only: AWS uses >= 6x the consumer timeout
     max_receive_count: int = 3
     consume: bool = True  # run the SQS loop; tests that drive the consumer themselves turn it off
+    clusters: list[str] = field(default_factory=list)  # more simulated clusters besides "local"
+    reconcile_interval: float | None = None  # seconds between scheduled reconciler runs; None = off
     log_level: str = "WARNING"
 
 
@@ -98,6 +109,10 @@ class LocalStack:
         self.options = options or StackOptions()
         self.webhook_token = secrets.token_urlsafe(24)
         self.kube = KubeSim(token=secrets.token_urlsafe(16), tls=True)  # kubectl sends tokens only over TLS
+        # Every simulated cluster by its name in the configuration; "local" is ``self.kube``.
+        self.kubes: dict[str, KubeSim] = {"local": self.kube}
+        for name in self.options.clusters:
+            self.kubes[name] = KubeSim(token=secrets.token_urlsafe(16))
         self.registry: RegistryServer | None = None
         self._moto: Any = None
         self._adapter: _WebhookAdapter | None = None
@@ -135,8 +150,9 @@ class LocalStack:
         httpx.post(f"{self.aws_endpoint}/moto-api/reset", timeout=10).raise_for_status()
         self._set_env()
         self._create_aws_resources()
-        self.kube.start()
-        self._put_secret(CLUSTER_SECRET, yaml.safe_dump(self.kube.kubeconfig("local")))
+        for name, kube in self.kubes.items():
+            kube.start()
+            self._put_secret(cluster_secret(name), yaml.safe_dump(kube.kubeconfig(name)))
         self._start_adapter()
         self.registry = RegistryServer(
             notify_url=self.webhook_url + "/distribution" if self.options.notifications else None,
@@ -146,13 +162,15 @@ class LocalStack:
         from tagpin import wiring
 
         wiring.reset()
-        for name, timeout in (("webhook", 15.0), ("poller", 300.0), ("consumer", 60.0)):
+        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0}
+        for name, timeout in timeouts.items():
             self.functions[name] = LocalFunction(name, timeout_s=timeout)
         assert self._adapter is not None
         self._adapter.function = self.functions["webhook"]
         if self.options.consume:
             self._spawn(self._sqs_loop, "sqs-consumer")
         self._spawn(self._scheduler, "scheduler")
+        self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
 
     def stop(self) -> None:
         self._stop.set()
@@ -164,7 +182,8 @@ class LocalStack:
             self._adapter.server_close()
         if self.registry is not None:
             self.registry.stop()
-        self.kube.stop()
+        for kube in self.kubes.values():
+            kube.stop()
         if self._moto is not None:
             self._moto.stop()
         for key, value in self._saved_env.items():
@@ -218,7 +237,9 @@ class LocalStack:
             *self.options.images,
         ]
         return {
-            "clusters": {"local": {"kubeconfig": {"secret": CLUSTER_SECRET, "context": "local"}}},
+            "clusters": {
+                name: {"kubeconfig": {"secret": cluster_secret(name), "context": name}} for name in self.kubes
+            },
             "registries": {self.registry.host: {"insecure": True}},
             "images": images,
         }
@@ -334,6 +355,21 @@ class LocalStack:
 
     def run_poller(self) -> Any:
         return self.functions["poller"].invoke(scheduled_event())
+
+    def run_reconciler(self) -> Any:
+        return self.functions["reconciler"].invoke(scheduled_event())
+
+    def _reconcile_scheduler(self) -> None:
+        while not self._stop.is_set():
+            interval = self.options.reconcile_interval
+            if interval is None:
+                self._stop.wait(timeout=1.0)
+                continue
+            try:
+                self.run_reconciler()
+            except Exception:
+                log.exception("reconciler invocation failed")
+            self._stop.wait(timeout=interval)
 
     def _scheduler(self) -> None:
         while not self._stop.is_set():
