@@ -94,7 +94,7 @@ def test_sample_without_credentials_is_401(hook: Hook, name: str) -> None:
 
 @pytest.mark.parametrize("name", HTTP_SAMPLES)
 def test_sample_with_another_secret_is_401(store: StateStore, dynamodb: Any, name: str) -> None:
-    source, event, _ = sample(name)
+    _, event, _ = sample(name)
     other = json.loads(json.dumps(secret()).replace("local-dev-webhook-token", "another-token"))
     hook = Hook(store, dynamodb, STATE_TABLE, secrets=other)
     assert hook.send(event).status == 401

@@ -52,7 +52,7 @@ def parse(body: bytes, headers: Mapping[str, str], options: SourceOptions = NO_O
         request = event.get("request") or {}
         if not isinstance(target, dict) or not isinstance(request, dict):
             raise WebhookError(400, f"events[{index}]: 'target' and 'request' must be objects")
-        if event.get("action") != "push" or target.get("mediaType") not in MANIFEST_TYPES:
+        if event.get("action") != "push" or _str(target.get("mediaType")) not in MANIFEST_TYPES:
             continue
         tag, repository, host = (
             _str(target.get("tag")),
