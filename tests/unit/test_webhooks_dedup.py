@@ -1,0 +1,85 @@
+"""Delivery-id deduplication: a replayed delivery is a duplicate; a failed check releases its
+claim so the sender's retry is heard; claims expire; ids are per source and per tag."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from tagpin.state import StateStore
+from tagpin.webhooks.deliveries import DeliveryStore
+from tagpin.webhooks.service import DELIVERY_TTL_S
+
+from tests.unit.conftest import STATE_TABLE
+from tests.unit.webhooks_support import Hook, sample
+
+KEY = "local-dev-webhook-token"
+
+
+@pytest.fixture
+def hook(store: StateStore, dynamodb: Any) -> Hook:
+    return Hook(store, dynamodb, STATE_TABLE)
+
+
+def generic(image: str = "127.0.0.1:5000/demo/web:stable", delivery: str | None = "build-1") -> bytes:
+    return json.dumps({"image": image, **({"id": delivery} if delivery else {})}).encode()
+
+
+def post(hook: Hook, body: bytes) -> Any:
+    return hook.post("generic", {"authorization": f"Bearer {KEY}"}, body).body
+
+
+def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
+    assert post(hook, generic())["accepted"] == 1
+    again = post(hook, generic())
+    assert (again["accepted"], again["duplicates"]) == (0, 1)
+    assert again["events"] == [
+        {"image": "127.0.0.1:5000/demo/web:stable", "outcome": "duplicate", "delivery_id": "build-1"}
+    ]
+    assert len(hook.queue.sent) == 1 and len(hook.resolver.calls) == 1
+
+
+def test_another_delivery_id_is_checked_again(hook: Hook) -> None:
+    post(hook, generic(delivery="build-1"))
+    assert post(hook, generic(delivery="build-2"))["events"][0]["outcome"] == "unchanged"
+
+
+def test_ids_are_per_source(hook: Hook) -> None:
+    post(hook, generic(delivery="c0d58c2e-2f43-4f5a-8bb0-2f0b1d7b6d01"))
+    _, event, _ = sample("distribution-v2")  # carries that event id too
+    assert hook.send(event).body["duplicates"] == 0
+
+
+def test_a_failed_check_releases_the_claim(hook: Hook) -> None:
+    hook.resolver.digest = ConnectionError("registry down")
+    failed = post(hook, generic())
+    assert failed["events"][0]["outcome"] == "error" and hook.queue.sent == []
+    hook.resolver.digest = "sha256:" + "1" * 64
+    retried = post(hook, generic())
+    assert retried["accepted"] == 1 and retried["duplicates"] == 0
+    assert len(hook.queue.sent) == 1
+    assert post(hook, generic())["duplicates"] == 1
+
+
+def test_claims_expire(hook: Hook) -> None:
+    post(hook, generic())
+    hook.now += DELIVERY_TTL_S + 1
+    assert post(hook, generic())["duplicates"] == 0
+
+
+def test_unfollowed_images_claim_nothing(hook: Hook, dynamodb: Any) -> None:
+    post(hook, generic(image="127.0.0.1:5000/demo/other:stable"))
+    items = dynamodb.scan(TableName=STATE_TABLE)["Items"]
+    assert not [i for i in items if i["pk"]["S"].startswith("DELIVERY#")]
+
+
+def test_store_claim_and_release(dynamodb: Any, state_table: str) -> None:
+    log = DeliveryStore(dynamodb, state_table)
+    assert log.claim_delivery("k", now=100, expires_at=200)
+    assert not log.claim_delivery("k", now=150, expires_at=250)
+    assert log.claim_delivery("k", now=201, expires_at=300)  # expired (TTL deletes lazily)
+    log.release_delivery("k")
+    assert log.claim_delivery("k", now=202, expires_at=400)
+    (item,) = [i for i in dynamodb.scan(TableName=state_table)["Items"] if i["pk"]["S"] == "DELIVERY#k"]
+    assert item["expires_at"] == {"N": "400"}
