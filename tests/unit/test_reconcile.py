@@ -1,0 +1,405 @@
+"""Reconcile: reading what runs (pure), discovery by label (pure), and the Reconciler with fake
+clusters, a counting registry, the real Detector and the state table on moto."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import pytest
+from tagpin.config import Kind, parse_config
+from tagpin.detect import Detector
+from tagpin.followed import Followed
+from tagpin.queue import ListQueue
+from tagpin.reconcile import (
+    Pod,
+    Reconciler,
+    discovered_targets,
+    image_id_digest,
+    running_digest,
+    selector_matches,
+)
+from tagpin.refs import ImageRef
+from tagpin.registry import Resolution
+from tagpin.rollout import Forbidden, NotFound, Unreachable, Workload
+from tagpin.state import IndexEntry, StateStore, TargetStatus
+
+D0 = "sha256:" + "0" * 64
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+NGINX = ImageRef.parse("nginx:1.27")
+APP = "reg.example.com/team/app:stable"
+SIDE = "reg.example.com/team/side:stable"
+SEL = {"matchLabels": {"app": "web"}}
+
+
+def wl(
+    name: str,
+    containers: dict[str, str],
+    *,
+    kind: Kind = Kind.DEPLOYMENT,
+    namespace: str = "shop",
+    init: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    selector: dict[str, Any] | None = None,
+) -> Workload:
+    return Workload(
+        resource_version="1",
+        containers=containers,
+        init_containers=init or {},
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        labels={"tagpin.dev/follow": "true"},
+        annotations=annotations or {},
+        selector=selector
+        if selector is not None
+        else ({"matchLabels": {"app": name}} if kind != Kind.CRONJOB else None),
+    )
+
+
+def pod(name: str, labels: dict[str, str], **image_ids: str) -> Pod:
+    return Pod("shop", name, labels, dict(image_ids))
+
+
+# -- imageID ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("image_id", "expected"),
+    [
+        pytest.param(f"docker.io/library/nginx@{D1}", D1, id="full-name"),
+        pytest.param(f"nginx@{D1}", D1, id="familiar-name"),
+        pytest.param(f"docker-pullable://nginx@{D1}", D1, id="docker-pullable"),
+        pytest.param(f"docker-pullable://docker.io/library/nginx@{D1}", D1, id="docker-pullable-full"),
+        pytest.param(f"index.docker.io/library/nginx@{D1}", D1, id="legacy-host"),
+        pytest.param(D1, None, id="bare-config-id"),
+        pytest.param(f"docker://{D1}", None, id="docker-config-id"),
+        pytest.param(f"docker.io/library/redis@{D1}", None, id="another-repository"),
+        pytest.param("", None, id="empty"),
+        pytest.param("nginx@sha256:short", None, id="not-a-digest"),
+    ],
+)
+def test_image_id_digest(image_id, expected):
+    assert image_id_digest(image_id, NGINX) == expected
+
+
+# -- selectors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ({"matchLabels": {"app": "web"}}, {"app": "web", "x": "y"}, True),
+        ({"matchLabels": {"app": "web"}}, {"app": "api"}, False),
+        (
+            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]},
+            {"tier": "b"},
+            True,
+        ),
+        ({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}, {}, False),
+        ({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]}, {"tier": "a"}, False),
+        ({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, {"tier": ""}, True),
+        ({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, {"tier": "a"}, False),
+        ({}, {"app": "web"}, False),  # never guess a workload's pods
+        (None, {"app": "web"}, False),
+    ],
+)
+def test_selector_matches(selector, labels, expected):
+    assert selector_matches(selector, labels) is expected
+
+
+# -- what a target runs ----------------------------------------------------------------------------
+
+
+def test_running_digest_prefers_the_pinned_image_field_and_reads_no_pods():
+    def no_pods() -> list[Pod]:
+        raise AssertionError("pods read for a pinned image")
+
+    assert running_digest(wl("web", {"web": f"nginx:1.27@{D1}"}), "web", NGINX, no_pods) == (D1, "pinned")
+
+
+def test_running_digest_from_the_pods_of_the_workload_only():
+    pods = [
+        pod("web-1", {"app": "web"}, web=f"docker-pullable://nginx@{D1}"),
+        pod("web-2", {"app": "web"}, web=f"docker.io/library/nginx@{D1}"),
+        pod("other", {"app": "other"}, web=f"nginx@{D0}"),  # another workload's pod
+    ]
+    assert running_digest(wl("web", {"web": "nginx:1.27"}), "web", NGINX, lambda: pods) == (D1, "pods")
+
+
+@pytest.mark.parametrize(
+    ("pods", "why"),
+    [
+        ([], "no pods"),
+        (
+            [pod("a", {"app": "web"}, web=f"nginx@{D1}"), pod("b", {"app": "web"}, web=f"nginx@{D0}")],
+            "disagree",
+        ),
+        ([pod("a", {"app": "web"})], "no digest"),  # pending: no container status yet
+        ([pod("a", {"app": "web"}, web=D1)], "no digest"),  # a bare image id
+    ],
+)
+def test_running_digest_unknown_counts_as_behind(pods, why):
+    running, how = running_digest(wl("web", {"web": "nginx:1.27"}), "web", NGINX, lambda: pods)
+    assert running is None and why in how
+
+
+def test_running_digest_of_init_containers_cronjobs_and_strangers():
+    init = wl("web", {"web": "busybox"}, init={"setup": f"nginx:1.27@{D2}"})
+    assert running_digest(init, "setup", NGINX, list) == (D2, "pinned")
+    job = wl("nightly", {"job": "nginx:1.27"}, kind=Kind.CRONJOB)
+    assert running_digest(job, "job", NGINX, list)[0] is None  # no pods to ask between runs
+    other = wl("web", {"web": f"redis:7@{D1}"})
+    assert running_digest(other, "web", NGINX, list)[0] is None  # runs another repository
+    assert running_digest(other, "missing", NGINX, list)[0] is None
+
+
+# -- discovery -------------------------------------------------------------------------------------
+
+
+def test_discovery_takes_every_tagged_container_including_init_containers():
+    found, notes = discovered_targets(
+        "east", wl("web", {"web": "nginx:1.27", "side": f"{SIDE}@{D1}"}, init={"setup": APP})
+    )
+    assert {(image, t.id) for image, t in found} == {
+        ("docker.io/library/nginx:1.27", "east/shop/Deployment/web/web"),
+        (SIDE, "east/shop/Deployment/web/side"),  # pinned already: the tag is still followed
+        (APP, "east/shop/Deployment/web/setup"),
+    }
+    assert notes == []
+
+
+def test_discovery_honours_the_containers_annotation_and_pause():
+    chosen = wl(
+        "web",
+        {"web": "nginx:1.27", "debug": "busybox:1"},
+        annotations={"tagpin.dev/containers": "web, nope"},
+    )
+    found, notes = discovered_targets("east", chosen)
+    assert [t.container for _, t in found] == ["web"]
+    assert any("'nope'" in n for n in notes)
+    paused = wl("web", {"web": "nginx:1.27"}, annotations={"tagpin.dev/paused": "true"})
+    assert discovered_targets("east", paused) == ([], ["east/shop/Deployment/web: paused"])
+
+
+def test_discovery_skips_digest_only_images_with_a_note():
+    found, notes = discovered_targets("east", wl("web", {"web": f"nginx@{D1}"}))
+    assert found == [] and len(notes) == 1 and "east/shop/Deployment/web/web" in notes[0]
+
+
+# -- the Reconciler --------------------------------------------------------------------------------
+
+CONFIG = parse_config(
+    f"""
+clusters:
+  east: {{kubeconfig: {{file: /dev/null}}}}
+  west: {{kubeconfig: {{file: /dev/null}}}}
+  lab: {{kubeconfig: {{file: /dev/null}}}}
+images:
+  - image: {APP}
+    targets:
+      - {{cluster: lab, namespace: legacy, name: old, container: app}}
+"""
+)
+
+
+class FakeCluster:
+    """The Inventory port: labelled workloads by kind, pods by namespace, GETs; counts calls."""
+
+    def __init__(self, workloads: list[Workload] | None = None, pods: list[Pod] | None = None) -> None:
+        self.items = list(workloads or [])
+        self.pod_list = list(pods or [])
+        self.calls: list[str] = []
+        self.error: Exception | None = None
+
+    def workloads(self, kind: Kind, selector: str) -> list[Workload]:
+        self.calls.append(f"list {kind.value}")
+        assert selector == "tagpin.dev/follow=true"
+        if self.error is not None:
+            raise self.error
+        return [w for w in self.items if w.kind is kind]
+
+    def pods(self, namespace: str) -> list[Pod]:
+        self.calls.append(f"pods {namespace}")
+        return [p for p in self.pod_list if p.namespace == namespace]
+
+    def get(self, namespace: str, kind: Kind, name: str) -> Workload:
+        self.calls.append(f"get {namespace}/{name}")
+        for w in self.items:
+            if (w.namespace, w.kind, w.name) == (namespace, kind, name):
+                return w
+        raise NotFound("workload not found")
+
+
+class CountingRegistry:
+    def __init__(self, digests: dict[str, str]) -> None:
+        self.digests = digests
+        self.calls: list[str] = []
+        self._lock = threading.Lock()
+
+    def resolve(self, ref: ImageRef) -> Resolution:
+        with self._lock:
+            self.calls.append(ref.tagged)
+        if ref.tagged not in self.digests:
+            raise ConnectionError("registry down")
+        return Resolution(ref, self.digests[ref.tagged], "application/vnd.oci.image.index.v1+json", "HEAD")
+
+
+class World:
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.clusters = {"east": FakeCluster(), "west": FakeCluster(), "lab": FakeCluster()}
+        self.registry = CountingRegistry({APP: D1, SIDE: D2, "docker.io/library/nginx:1.27": D1})
+        self.queue = ListQueue()
+        self.unreachable: set[str] = set()
+        ticks = itertools.count(1_800_000_000_000, 1_000)
+        self.clock = lambda: next(ticks)
+        self.reconciler = Reconciler(
+            config=lambda: CONFIG,
+            state=store,
+            clusters=self.connect,
+            detector=Detector(self.registry, store, self.queue, clock=self.clock, confirm_delays=()),
+            queue=self.queue,
+            clock=self.clock,
+        )
+
+    def connect(self, name: str) -> FakeCluster:
+        if name in self.unreachable:
+            raise Unreachable(f"cluster {name}: connection refused")
+        return self.clusters[name]
+
+    def heals(self) -> list[Any]:
+        return [c for c in self.queue.sent if c.reconcile_run is not None]
+
+
+@pytest.fixture
+def world(store: StateStore) -> World:
+    return World(store)
+
+
+def test_one_list_per_kind_per_cluster_and_one_resolve_per_tag(world):
+    for i in range(30):
+        world.clusters["east"].items.append(wl(f"web{i}", {"web": f"{APP}@{D1}"}))
+        world.clusters["west"].items.append(wl(f"db{i}", {"db": f"{SIDE}@{D2}"}, kind=Kind.STATEFULSET))
+    report = world.reconciler.run("run-1")
+    assert report.targets == 61 and len(report.added) == 60
+    for name in ("east", "west"):
+        assert world.clusters[name].calls == [f"list {k.value}" for k in Kind]  # pinned: no pods read
+    assert world.clusters["lab"].calls == [*(f"list {k.value}" for k in Kind), "get legacy/old"]
+    assert sorted(world.registry.calls) == sorted([APP, SIDE])
+    # all pinned to the current digest: nothing is behind, no healing change
+    assert report.behind == [] and world.heals() == []
+    assert any(
+        "lab/legacy/Deployment/old/app: configured, but the workload does not exist" in n
+        for n in report.notes
+    )
+
+
+def test_pods_are_listed_once_per_namespace_with_unpinned_targets(world):
+    east = world.clusters["east"]
+    east.items += [wl("a", {"web": APP}), wl("b", {"web": APP}), wl("c", {"web": APP}, namespace="other")]
+    east.pod_list = [pod("a-1", {"app": "a"}, web=f"reg.example.com/team/app@{D1}")]
+    report = world.reconciler.run("run-1")
+    assert east.calls.count("pods shop") == 1 and east.calls.count("pods other") == 1
+    # a runs D1 (current); b has no pods and c's namespace none: unknown counts as behind
+    assert sorted(report.behind) == ["east/other/Deployment/c/web", "east/shop/Deployment/b/web"]
+    (heal,) = world.heals()
+    assert (heal.image, heal.digest, heal.trigger, heal.reconcile_run) == (APP, D1, "reconcile", "run-1")
+    assert heal.observed_at == world.store.get_tag(APP).observed_at
+
+
+def test_a_manual_edit_is_behind_even_when_the_state_says_applied(world, store):
+    world.clusters["east"].items.append(wl("web", {"web": f"{SIDE}@{D0}"}))
+    target = "east/shop/Deployment/web/web"
+    world.reconciler.run("run-1")
+    observed_at = store.get_tag(SIDE).observed_at
+    assert store.claim_target(target, SIDE, D2, observed_at, "poll", 1)
+    store.finish_target(target, D2, TargetStatus.APPLIED, 2, trigger="poll")  # the consumer did it
+    world.queue.sent.clear()
+    report = world.reconciler.run("run-2")
+    assert report.behind == [target]
+    # the level check saw nothing to do for this tag; the reconciler's healing change did
+    assert [c.reconcile_run for c in world.queue.sent if c.image == SIDE] == ["run-2"]
+
+
+def test_unreachable_cluster_is_skipped_recorded_and_its_index_kept(world, store):
+    world.clusters["west"].items.append(wl("db", {"db": SIDE}))
+    world.clusters["east"].items.append(wl("web", {"web": APP}))
+    world.reconciler.run("run-1")
+    world.unreachable.add("west")
+    world.clusters["east"].error = Forbidden("forbidden: list deployments.apps")
+    world.clusters["east"].items.clear()
+    report = world.reconciler.run("run-2")
+    assert report.clusters["west"] == {
+        "ok": False,
+        "workloads": 0,
+        "error": "Unreachable: cluster west: connection refused",
+    }
+    assert report.clusters["east"]["ok"] is False and "Forbidden" in report.clusters["east"]["error"]
+    assert report.clusters["lab"]["ok"] is True
+    assert report.removed == []  # nothing is dropped on a cluster that could not be listed
+    assert {e.target_id for e in store.index_entries()} == {
+        "west/shop/Deployment/db/db",
+        "east/shop/Deployment/web/web",
+    }
+    recorded = store.get_cluster("west")
+    assert recorded is not None and not recorded.ok and "connection refused" in (recorded.error or "")
+    assert store.get_cluster("lab").ok
+    # the skipped clusters' targets are still followed (resolved and level-checked)
+    assert sorted(set(world.registry.calls)) == sorted([APP, SIDE])
+
+
+def test_deleted_unlabelled_or_paused_targets_are_removed_and_recorded(world, store):
+    east = world.clusters["east"]
+    east.items += [wl("web", {"web": APP}), wl("api", {"api": APP}), wl("db", {"db": SIDE})]
+    world.reconciler.run("run-1")
+    del east.items[0]  # deleted (or unlabelled: the label-selected LIST no longer returns it)
+    east.items[0] = wl("api", {"api": APP}, annotations={"tagpin.dev/paused": "true"})
+    east.items[1] = wl("db", {"db": APP})  # the same container now follows another tag
+    report = world.reconciler.run("run-2")
+    assert sorted(report.removed) == ["east/shop/Deployment/api/api", "east/shop/Deployment/web/web"]
+    index = {(e.image, e.target_id) for e in store.index_entries()}
+    assert index == {(APP, "east/shop/Deployment/db/db")}
+    history = store.history("east/shop/Deployment/web/web")
+    assert history[0]["status"] == "removed" and "deleted" in history[0]["detail"]
+
+
+def test_a_cluster_dropped_from_the_configuration_loses_its_entries(world, store):
+    store.update_index(
+        [IndexEntry(APP, "gone/shop/Deployment/web/web", "gone", "shop", "Deployment", "web", "web")], []
+    )
+    report = world.reconciler.run("run-1")
+    assert report.removed == ["gone/shop/Deployment/web/web"]
+    assert store.index_entries() == []
+
+
+def test_registry_failure_enqueues_nothing_for_that_tag_only(world):
+    world.registry.digests.pop(SIDE)
+    world.clusters["east"].items += [wl("web", {"web": f"{APP}@{D0}"}), wl("db", {"db": f"{SIDE}@{D0}"})]
+    report = world.reconciler.run("run-1")
+    assert [c.image for c in world.heals()] == [APP]
+    assert any(e.startswith(SIDE) for e in report.errors)
+
+
+# -- Followed: configuration + index ----------------------------------------------------------------
+
+
+def test_followed_merges_configuration_and_index(store):
+    entries = [
+        IndexEntry(APP, "east/shop/Deployment/web/web", "east", "shop", "Deployment", "web", "web"),
+        IndexEntry(APP, "lab/legacy/Deployment/old/app", "lab", "legacy", "Deployment", "old", "app"),  # dup
+        IndexEntry(SIDE, "mars/shop/Deployment/x/x", "mars", "shop", "Deployment", "x", "x"),  # unknown
+        IndexEntry(SIDE, "west/shop/CronJob/job/c", "west", "shop", "CronJob", "job", "c"),
+    ]
+    store.update_index(entries, [])
+    followed = Followed(CONFIG, store)
+    assert [t.id for t in followed[APP].targets] == [
+        "lab/legacy/Deployment/old/app",
+        "east/shop/Deployment/web/web",
+    ]
+    assert [t.id for t in followed.get(SIDE).targets] == ["west/shop/CronJob/job/c"]
+    assert followed.get("docker.io/library/redis:7") is None
+    assert set(Followed(CONFIG, store)) == {APP, SIDE} and len(followed) == 2
+    assert followed[SIDE].targets[0].kind is Kind.CRONJOB
