@@ -223,8 +223,9 @@ class KubeWorkloads:
     client. LISTs are read as JSON (``_preload_content=False``): a page of 500 workloads is not
     worth building 500 generated models for."""
 
-    def __init__(self, api: ApiClient) -> None:
+    def __init__(self, api: ApiClient, page_size: int = PAGE_SIZE) -> None:
         self._api = api
+        self._page_size = page_size
         self.rejected = False  # the cluster answered 401: rebuild the client before the next use
         apps, batch, self._core = AppsV1Api(api), BatchV1Api(api), CoreV1Api(api)
         self._read: dict[Kind, Callable[..., Any]] = {
@@ -270,12 +271,14 @@ class KubeWorkloads:
     def _pages(
         self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Iterator[dict[str, Any]]:
+        """Every item of a paged LIST. An expired continue token (410) restarts the list once, so
+        items of the first pages may come twice: callers key them by namespace and name."""
         token: str | None = None
         restarted = False
         while True:
             try:
                 response = self._call(
-                    what, fn, *args, limit=PAGE_SIZE, _continue=token, _preload_content=False, **kwargs
+                    what, fn, *args, limit=self._page_size, _continue=token, _preload_content=False, **kwargs
                 )
             except _Expired:
                 # The continue token outlived the snapshot (410): list again from the start, once.
