@@ -1,0 +1,80 @@
+"""End to end over HTTP: the real registry's notifications reach the webhook and roll a
+Deployment; a forged notification (valid token, fake digest) and an unauthenticated one change
+nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from tagpin_local.demo import current_image, wait_for_digest
+from tagpin_local.kubesim import deployment
+from tagpin_local.oci import push_image
+from tagpin_local.stack import LocalStack, StackOptions
+
+from tests.conftest import require_binary
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[LocalStack]:
+    """Notifications on (the registry posts to the webhook), the SQS loop on, no poller."""
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    with LocalStack(StackOptions(notifications=True, poll_interval=None)) as st:
+        assert st.registry is not None
+        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
+        yield st
+
+
+def forged(stack: LocalStack, digest: str, token: str) -> httpx.Response:
+    assert stack.registry is not None
+    event = {
+        "id": f"forged-{digest[-8:]}-{token[-4:]}",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "action": "push",
+        "target": {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest,
+            "repository": "demo/web",
+            "tag": "stable",
+        },
+        "request": {"host": stack.registry.host, "method": "PUT"},
+    }
+    return httpx.post(
+        stack.webhook_url + "/distribution",
+        content=json.dumps({"events": [event]}),
+        headers={
+            "authorization": f"Bearer {token}",
+            "content-type": "application/vnd.docker.distribution.events.v1+json",
+        },
+        timeout=30,
+    )
+
+
+def test_real_notification_rolls_and_forged_ones_change_nothing(live: LocalStack) -> None:
+    assert live.registry is not None
+    digest = push_image(live.registry.url, "demo/web", "stable")
+    image, annotations, _ = wait_for_digest(live, digest, time.monotonic())
+    assert image.endswith(f"/demo/web:stable@{digest}")
+    assert annotations["tagpin.dev/trigger"] == "webhook"  # no poller runs here: the notification did it
+    patches = live.kube.count("PATCH", r"/deployments/web$")
+
+    fake = "sha256:" + "f" * 64
+    answer = forged(live, fake, live.webhook_token)
+    assert answer.status_code == 202
+    (result,) = answer.json()["events"]
+    assert result["hint_confirmed"] is False  # the registry does not serve the fake digest
+    assert result["digest"] == digest and result["outcome"] == "unchanged"
+    assert result["enqueued"] is False  # the target already runs the registry's digest
+
+    refused = forged(live, fake, "not-the-token")
+    assert refused.status_code == 401
+
+    time.sleep(1.0)  # give the SQS loop the chance to do something wrong
+    assert current_image(live)[0].endswith("@" + digest)
+    assert live.kube.count("PATCH", r"/deployments/web$") == patches
+    assert live.consumer_errors == []
