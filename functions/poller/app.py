@@ -1,4 +1,6 @@
-"""Poller: on schedule, resolve every followed tag and enqueue what moved or is behind."""
+"""Poller: on schedule, resolve every followed tag once and enqueue what moved or is behind.
+
+Stops cleanly before the Lambda time runs out; the next run continues where this one stopped."""
 
 from __future__ import annotations
 
@@ -9,20 +11,27 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
 from tagpin.observability import logger, metrics
 
+MAX_RESULTS = 100  # per-tag details in the response (the counts cover everything)
+
 
 @logger.inject_lambda_context(correlation_id_path="id")  # the schedule event's id
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    results = wiring.detector().check_all(
-        wiring.followed().values(), trigger="poll", correlation_id=logger.get_correlation_id()
+    summary = wiring.poller().run(
+        wiring.followed_images(),
+        trigger="poll",
+        correlation_id=logger.get_correlation_id(),
+        remaining_ms=context.get_remaining_time_in_millis,
     )
-    summary = {
-        "checked": len(results),
-        "changed": sum(r.outcome == "changed" for r in results),
-        "enqueued": sum(r.enqueued for r in results),
-        "errors": sum(r.outcome == "error" for r in results),
+    counts = summary.counts()
+    for name, value in counts.items():
+        metric = "Poll" + "".join(part.capitalize() for part in name.split("_"))
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=value)
+    rate_limits = wiring.registry_client().rate_limits
+    logger.info("poll finished", extra={**counts, "cursor": summary.cursor, "rate_limits": rate_limits})
+    return {
+        **counts,
+        "cursor": summary.cursor,
+        "rate_limits": rate_limits,
+        "results": [r.as_dict() for r in summary.results[:MAX_RESULTS]],
     }
-    for name, value in summary.items():
-        metrics.add_metric(name=f"Poll{name.capitalize()}", unit=MetricUnit.Count, value=value)
-    logger.info("poll finished", extra=summary)
-    return {**summary, "results": [r.as_dict() for r in results]}

@@ -24,7 +24,7 @@ from tagpin.registry import Credentials, RegistryAccess
 log = logging.getLogger(__name__)
 
 GAR_KEY_USER = "_json_key"
-GAR_TOKEN_USER = "oauth2accesstoken"
+GAR_TOKEN_USER = "oauth2accesstoken"  # noqa: S105 (a fixed user name, not a secret)
 ECR_USER = "AWS"
 ECR_MARGIN = 3600.0  # drop an ECR token an hour before it expires
 ECR_MIN_TTL = 300.0  # an expiry already past or missing: use the token, but ask again soon

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
-from tagpin.config import FollowedImage
+from tagpin.config import FollowedImage, Target
 from tagpin.models import Change, Trigger
 from tagpin.queue import ChangeQueue
 from tagpin.refs import ImageRef
@@ -48,6 +48,15 @@ class CheckResult:
 
     def as_dict(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def merge_followed(followed: Iterable[FollowedImage]) -> list[FollowedImage]:
+    """One entry per tag, with the targets of every listing of it (first listing's order)."""
+    merged: dict[str, list[Target]] = {}
+    for f in followed:
+        targets = merged.setdefault(f.image, [])
+        targets.extend(t for t in f.targets if t not in targets)
+    return [FollowedImage(image=image, targets=targets) for image, targets in merged.items()]
 
 
 class Detector:
@@ -104,6 +113,27 @@ class Detector:
             )
             self._state.record_tag_error(image, message, self._clock())
             return CheckResult(image, "error", error=message)
+        return self.observe(
+            followed, resolution, trigger=trigger, correlation_id=correlation_id, hint_digest=hint_digest
+        )
+
+    def record_error(self, followed: FollowedImage, error: Exception) -> CheckResult:
+        """The tag could not be resolved: keep the working digest (nothing is enqueued), note why."""
+        message = f"{type(error).__name__}: {error}"
+        self._state.record_tag_error(followed.image, message, self._clock())
+        return CheckResult(followed.image, "error", error=message)
+
+    def observe(
+        self,
+        followed: FollowedImage,
+        resolution: Resolution,
+        *,
+        trigger: Trigger,
+        correlation_id: str | None = None,
+        hint_digest: str | None = None,
+    ) -> CheckResult:
+        """Record what the registry answered and enqueue a change if any target is behind it."""
+        image = followed.image
         observed_at = self._clock()
         confirmed = None if hint_digest is None else hint_digest == resolution.digest
         if confirmed is False:
@@ -154,8 +184,9 @@ class Detector:
     def check_all(
         self, followed: Iterable[FollowedImage], *, trigger: Trigger, correlation_id: str | None = None
     ) -> list[CheckResult]:
-        """Check every followed tag once, a bounded number at a time."""
-        items = list(followed)
+        """Check every followed tag once (even when it is listed more than once), a bounded number
+        at a time. The scheduled poll uses ``tagpin.poll.Poller`` instead (batched, time-bounded)."""
+        items = merge_followed(followed)
         if not items:
             return []
         with ThreadPoolExecutor(max_workers=max(1, min(self._concurrency, len(items)))) as pool:

@@ -561,7 +561,9 @@ class RegistryClient:
         return (get.media_type if get.media_type in MANIFEST_TYPES else body_type), get.body
 
     @staticmethod
-    def _verified_digest(response: HttpResponse, host: str, ref: ImageRef, expected: str | None = None) -> str:
+    def _verified_digest(
+        response: HttpResponse, host: str, ref: ImageRef, expected: str | None = None
+    ) -> str:
         body = response.body
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         for claimed in (response.headers.get("docker-content-digest"), expected):
@@ -627,7 +629,12 @@ class RegistryClient:
     # --- HTTP, retries and auth --------------------------------------------------------------------
 
     async def _send(
-        self, method: str, url: str, host: str, headers: dict[str, str], params: Mapping[str, str] | None = None
+        self,
+        method: str,
+        url: str,
+        host: str,
+        headers: dict[str, str],
+        params: Mapping[str, str] | None = None,
     ) -> HttpResponse:
         """One request with retries: 5xx, timeouts and resets back off with full jitter; 429 waits
         for Retry-After when the policy allows it."""
@@ -638,10 +645,8 @@ class RegistryClient:
             try:
                 response = await self._transport.send(request, self._timeout)
             except TransportError as exc:
-                error = RegistryError(
-                    f"{host}: {'timed out' if exc.timeout else 'connection failed'} ({exc}) on {method} {url}",
-                    host=host,
-                )
+                what = "timed out" if exc.timeout else "connection failed"
+                error = RegistryError(f"{host}: {what} ({exc}) on {method} {url}", host=host)
                 wait = self._retry.backoff(attempt, self._rng)
                 if attempt + 1 >= self._retry.attempts:
                     raise error from None
@@ -674,7 +679,9 @@ class RegistryClient:
             (c for c in challenges if c.scheme == "basic"), None
         )
         if challenge is None:
-            raise AuthError(f"{host}: HTTP 401 without a usable WWW-Authenticate challenge", host=host, status=401)
+            raise AuthError(
+                f"{host}: HTTP 401 without a usable WWW-Authenticate challenge", host=host, status=401
+            )
         self._challenges[host] = challenge
         headers["Authorization"] = await self._authorize(host, challenge, scope, access, refresh=True)
         response = await self._send(method, url, host, headers)
@@ -744,11 +751,15 @@ class RegistryClient:
             if access.invalidate is not None:
                 access.invalidate()
             raise AuthError(
-                f"{host}: token endpoint {realm} refused (HTTP {response.status})", host=host, status=response.status
+                f"{host}: token endpoint {realm} refused (HTTP {response.status})",
+                host=host,
+                status=response.status,
             )
         if response.status != 200:
             raise RegistryError(
-                f"{host}: token endpoint {realm} answered HTTP {response.status}", host=host, status=response.status
+                f"{host}: token endpoint {realm} answered HTTP {response.status}",
+                host=host,
+                status=response.status,
             )
         try:
             doc = json.loads(response.body)

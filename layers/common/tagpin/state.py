@@ -29,6 +29,8 @@ TAG = "TAG#"
 TARGET = "TARGET#"
 STATE = "STATE"
 HISTORY = "HIST#"
+POLL = "POLL"
+CURSOR = "CURSOR"
 FOLLOW = "FOLLOW"
 CLUSTER = "CLUSTER#"
 
@@ -208,6 +210,39 @@ class StateStore:
             TableName=self._table, Key={"pk": {"S": TAG + image}, "sk": {"S": STATE}}, ConsistentRead=True
         ).get("Item")
         return None if item is None else _tag_state(image, item)
+
+    def get_tags(self, images: list[str]) -> dict[str, TagState]:
+        """Stored state of many tags (BatchGetItem, 100 keys a call, eventually consistent: the
+        poller only uses it to skip writes when nothing changed; decisions stay conditional)."""
+        found: dict[str, TagState] = {}
+        ids = list(dict.fromkeys(images))
+        for start in range(0, len(ids), 100):
+            keys = [{"pk": {"S": TAG + i}, "sk": {"S": STATE}} for i in ids[start : start + 100]]
+            request: dict[str, Any] = {self._table: {"Keys": keys}}
+            while request:
+                response = self._db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    image = (_s(item, "pk") or "").removeprefix(TAG)
+                    found[image] = _tag_state(image, item)
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    # -- the poller's cursor --------------------------------------------------------------------
+    def get_poll_cursor(self) -> str | None:
+        """Where the last poll that ran out of time stopped (the first image it did not finish)."""
+        item = self._db.get_item(
+            TableName=self._table, Key={"pk": {"S": POLL}, "sk": {"S": CURSOR}}, ConsistentRead=True
+        ).get("Item")
+        return None if item is None else _s(item, "image")
+
+    def put_poll_cursor(self, image: str | None, at: int) -> None:
+        key = {"pk": {"S": POLL}, "sk": {"S": CURSOR}}
+        if image is None:
+            self._db.delete_item(TableName=self._table, Key=key)
+            return
+        self._db.put_item(
+            TableName=self._table, Item={**key, "image": {"S": image}, "at": {"N": str(at)}}
+        )
 
     # -- targets -------------------------------------------------------------------------------
     def get_targets(self, target_ids: list[str]) -> dict[str, TargetState]:

@@ -20,15 +20,16 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from tagpin.config import ConfigLoader, FollowedImage, TagpinConfig
+from tagpin.credentials import CredentialStore, EcrTokens
 from tagpin.detect import Detector, now_ms
 from tagpin.followed import Followed
 from tagpin.queue import SqsChangeQueue
-from tagpin.credentials import CredentialStore, EcrTokens
 from tagpin.registry import RegistryAccess, RegistryClient
 from tagpin.state import StateStore
 
 if TYPE_CHECKING:
     from tagpin.clusters import ClusterConnector
+    from tagpin.poll import Poller
     from tagpin.reconcile import Reconciler
     from tagpin.rollout import Applier
     from tagpin.webhooks.service import WebhookService
@@ -129,6 +130,18 @@ def detector() -> Detector:
     return Detector(registry_client(), state(), SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")))
 
 
+def followed_images() -> list[FollowedImage]:
+    """Every followed tag the poller checks: the configuration's and the discovered ones."""
+    return list(followed().values())
+
+
+@cache
+def poller() -> Poller:
+    from tagpin.poll import Poller
+
+    return Poller(detector(), registry_client(), state(), lambda host: config().registry(host))
+
+
 @cache
 def webhook_service() -> WebhookService:
     from tagpin.webhooks.deliveries import DeliveryStore
@@ -222,7 +235,9 @@ def reset() -> None:
     if registry_client.cache_info().currsize:
         registry_client().close()  # its event loop thread and connections
     registry_client.cache_clear()
-    for built in (aws, config_loader, state, detector, webhook_service, idempotency_guard, credential_store):
+    for built in (aws, config_loader, state, detector, poller, webhook_service, idempotency_guard):
+        built.cache_clear()
+    for built in (credential_store,):
         built.cache_clear()
     for built in (idempotency_config, applier, cluster_connector, reconciler):
         built.cache_clear()

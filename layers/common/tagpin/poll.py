@@ -1,0 +1,233 @@
+"""The scheduled poll: every followed tag resolved once, cheaply, within the Lambda time budget.
+
+- Each distinct tag is resolved once per run, however many listings and targets share it.
+- Tags are resolved concurrently in chunks by the registry client (its global and per-registry
+  bounds, retries and circuit breakers apply); while one chunk's results are recorded, the next
+  chunk is already being resolved.
+- State is read in batches; a tag whose digest is unchanged and whose targets all run it costs
+  no write. Anything else goes through ``Detector.observe`` (conditional write, enqueue when a
+  target is behind), and errors are recorded on each tag of the failing registry.
+- When the remaining time runs short the poll stops starting new work, persists the first tag
+  it did not finish as the cursor, and the next run starts there: no tag is starved.
+- Optionally (per registry, ``ignore_attestation_changes``) an index whose only change is in
+  its attestation manifests (BuildKit provenance, platform ``unknown/unknown``) is not a change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+from tagpin.config import FollowedImage, Registry
+from tagpin.detect import CheckResult, Detector, merge_followed, now_ms
+from tagpin.models import Trigger
+from tagpin.refs import ImageRef
+from tagpin.registry import RegistryError, Resolution
+from tagpin.state import StateStore, TargetStatus
+
+logger = logging.getLogger(__name__)
+
+ATTESTATION_TYPE = "attestation-manifest"
+
+
+class BatchResolver(Protocol):
+    def start_many(
+        self, refs: Iterable[ImageRef], *, deadline: float | None = None
+    ) -> Any: ...  # concurrent.futures.Future[dict[ImageRef, Resolution | RegistryError]]
+
+    def fetch_manifest(self, ref: ImageRef) -> tuple[str, bytes]: ...
+
+
+@dataclass
+class PollSummary:
+    checked: int = 0
+    unchanged: int = 0
+    changed: int = 0
+    enqueued: int = 0
+    errors: int = 0
+    ignored: int = 0  # attestation-only index changes
+    not_reached: int = 0  # left for the next run (time budget)
+    cursor: str | None = None
+    results: list[CheckResult] = field(default_factory=list)  # everything but "unchanged"
+
+    def counts(self) -> dict[str, int]:
+        return {
+            k: getattr(self, k)
+            for k in ("checked", "unchanged", "changed", "enqueued", "errors", "ignored", "not_reached")
+        }
+
+
+def platform_manifests(body: bytes) -> set[tuple[str, str]] | None:
+    """(digest, platform) of an index's entries, attestations left out; None if not an index."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    manifests = doc.get("manifests") if isinstance(doc, dict) else None
+    if not isinstance(manifests, list):
+        return None
+    out: set[tuple[str, str]] = set()
+    for entry in manifests:
+        if not isinstance(entry, dict):
+            return None
+        annotations = entry.get("annotations") or {}
+        platform = entry.get("platform") or {}
+        if annotations.get("vnd.docker.reference.type") == ATTESTATION_TYPE or (
+            platform.get("os") == "unknown" and platform.get("architecture") == "unknown"
+        ):
+            continue
+        out.add((str(entry.get("digest")), json.dumps(platform, sort_keys=True)))
+    return out
+
+
+class Poller:
+    def __init__(
+        self,
+        detector: Detector,
+        resolver: BatchResolver,
+        state: StateStore,
+        registry_settings: Callable[[str], Registry],
+        *,
+        clock: Callable[[], int] = now_ms,
+        monotonic: Callable[[], float] = time.monotonic,
+        chunk: int = 1000,
+        workers: int = 16,
+        reserve_seconds: float = 15.0,
+    ) -> None:
+        self._detector = detector
+        self._resolver = resolver
+        self._state = state
+        self._settings = registry_settings
+        self._clock = clock
+        self._monotonic = monotonic
+        self._chunk = chunk
+        self._workers = workers
+        self._reserve = reserve_seconds
+        self._attestation_only: dict[tuple[str, str], bool] = {}  # (old, new) -> verdict, warm cache
+
+    def run(
+        self,
+        followed: Iterable[FollowedImage],
+        *,
+        trigger: Trigger = "poll",
+        correlation_id: str | None = None,
+        remaining_ms: Callable[[], int] | None = None,
+    ) -> PollSummary:
+        items = {f.image: f for f in merge_followed(followed)}
+        order = sorted(items)
+        cursor = self._state.get_poll_cursor() if order else None
+        if cursor is not None:  # start where the last run stopped; the rest follows, wrapping around
+            first = next((i for i, image in enumerate(order) if image >= cursor), 0)
+            order = order[first:] + order[:first]
+        deadline = None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
+        chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
+        summary = PollSummary()
+
+        def start(chunk: list[str]) -> Any:
+            return self._resolver.start_many([items[i].ref for i in chunk], deadline=deadline)
+
+        with ThreadPoolExecutor(max_workers=self._workers) as pool:
+            pending = start(chunks[0]) if chunks else None
+            for n, chunk in enumerate(chunks):
+                assert pending is not None
+                resolved: dict[ImageRef, Resolution | RegistryError] = pending.result()
+                out_of_time = deadline is not None and self._monotonic() >= deadline
+                pending = start(chunks[n + 1]) if n + 1 < len(chunks) and not out_of_time else None
+                unfinished = [i for i in chunk if items[i].ref not in resolved]
+                self._record(pool, [items[i] for i in chunk], resolved, summary, trigger, correlation_id)
+                if unfinished or pending is None:
+                    rest = unfinished + [i for c in chunks[n + 1 :] for i in c]
+                    summary.not_reached = len(rest)
+                    summary.cursor = rest[0] if rest else None
+                    break
+        if order:
+            self._state.put_poll_cursor(summary.cursor, self._clock())
+        if summary.cursor:
+            logger.warning(
+                "poll stopped for the time budget; the next run continues",
+                extra={"cursor": summary.cursor, "not_reached": summary.not_reached},
+            )
+        return summary
+
+    def _record(
+        self,
+        pool: ThreadPoolExecutor,
+        chunk: list[FollowedImage],
+        resolved: dict[ImageRef, Resolution | RegistryError],
+        summary: PollSummary,
+        trigger: Trigger,
+        correlation_id: str | None,
+    ) -> None:
+        done = [f for f in chunk if f.ref in resolved]
+        ok = [f for f in done if isinstance(resolved[f.ref], Resolution)]
+        stored = self._state.get_tags([f.image for f in ok])
+        targets = self._state.get_targets([t.id for f in ok for t in f.targets])
+        work: list[Callable[[], CheckResult]] = []
+        for f in done:
+            answer = resolved[f.ref]
+            summary.checked += 1
+            if not isinstance(answer, Resolution):
+                work.append(partial(self._detector.record_error, f, answer))
+                continue
+            known = stored.get(f.image)
+            if (
+                known is not None
+                and known.digest == answer.digest
+                and not known.last_error
+                and all(
+                    (st := targets.get(t.id)) is not None
+                    and st.digest == answer.digest
+                    and st.status is TargetStatus.APPLIED
+                    for t in f.targets
+                )
+            ):
+                summary.unchanged += 1
+                continue
+            if (
+                known is not None
+                and known.digest
+                and known.digest != answer.digest
+                and self._settings(f.ref.registry).ignore_attestation_changes
+                and self._attestations_only(f.ref, known.digest, answer)
+            ):
+                summary.ignored += 1
+                summary.results.append(
+                    CheckResult(f.image, "ignored", digest=answer.digest, previous_digest=known.digest)
+                )
+                continue
+            work.append(
+                partial(self._detector.observe, f, answer, trigger=trigger, correlation_id=correlation_id)
+            )
+        for result in pool.map(lambda call: call(), work):
+            summary.results.append(result)
+            summary.changed += result.outcome == "changed"
+            summary.enqueued += result.enqueued
+            summary.errors += result.outcome == "error"
+            summary.unchanged += result.outcome == "unchanged"
+
+    def _attestations_only(self, ref: ImageRef, old: str, new: Resolution) -> bool:
+        """True when both digests are indexes whose platform manifests are the same."""
+        if not new.is_index:
+            return False
+        key = (old, new.digest)
+        if key not in self._attestation_only:
+            try:
+                _t, old_body = self._resolver.fetch_manifest(ref.with_digest(old))
+                _t, new_body = self._resolver.fetch_manifest(ref.with_digest(new.digest))
+            except RegistryError as exc:  # e.g. the old index is gone: treat it as a real change
+                logger.info("cannot compare indexes; treating as a change", extra={"error": str(exc)})
+                return False
+            before, after = platform_manifests(old_body), platform_manifests(new_body)
+            self._attestation_only[key] = before is not None and before == after
+            if self._attestation_only[key]:
+                logger.info(
+                    "index changed only in its attestations; not rolling",
+                    extra={"image": ref.tagged, "digest": new.digest, "kept": old},
+                )
+        return self._attestation_only[key]
