@@ -3,6 +3,7 @@
 #   make test      unit + integration + e2e tests
 #   make lint      ruff + mypy;  make validate: sam validate --lint + cfn-lint;  make build: sam build
 #   make bench     benchmarks (cold start and size of the built functions)
+#   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -72,4 +73,7 @@ docs: venv
 bench: venv build
 	PYENV_VERSION=3.11.7:3.13.0 $(PY) bench/coldstart.py
 
-.PHONY: help venv tools demo local test lint validate build bench docs
+bench-reconcile: venv
+	$(PY) bench/reconcile.py
+
+.PHONY: help venv tools demo local test lint validate build bench docs bench-reconcile
