@@ -2,7 +2,7 @@
 #   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, Kubernetes simulator)
 #   make test      unit + integration + e2e tests
 #   make lint      ruff + mypy;  make validate: sam validate --lint + cfn-lint;  make build: sam build
-#   make bench     benchmarks (cold start and size of the built functions)
+#   make bench     benchmarks: poll throughput (bench-poll) and cold start/size (bench-coldstart)
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
@@ -38,6 +38,7 @@ tools:
 	@missing=""; \
 	[ -x /usr/bin/docker-registry ] || missing="$$missing docker-registry"; \
 	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (Debian packages)"; \
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq $$missing) >/dev/null; \
@@ -70,10 +71,16 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: venv build
+bench: bench-poll bench-coldstart
+
+# Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
+bench-poll: venv tools
+	$(PY) bench/poll.py
+
+bench-coldstart: venv build
 	PYENV_VERSION=3.11.7:3.13.0 $(PY) bench/coldstart.py
 
 bench-reconcile: venv
 	$(PY) bench/reconcile.py
 
-.PHONY: help venv tools demo local test lint validate build bench docs bench-reconcile
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile

@@ -333,6 +333,7 @@ def test_secrets_never_shown(caplog: pytest.LogCaptureFixture) -> None:
     assert SECRET not in repr(creds) and SECRET not in str(creds)
     assert SECRET not in repr(RegistryAccess(credentials=creds))
     caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="tagpin.registry")
     client_for(FakeRegistry(auth="bearer"), creds).resolve(REF)
     with pytest.raises(AuthError) as info:
         client_for(FakeRegistry(auth="bearer", accept_tokens=lambda _t: False), creds).resolve(REF)
@@ -508,8 +509,14 @@ def test_global_and_per_registry_bounds() -> None:
     def access(host: str) -> RegistryAccess:
         return RegistryAccess(max_concurrency=2 if host == "small.example.com" else None)
 
-    client = RegistryClient(access=access, transport=SlowTransport(FakeRegistry()), max_concurrency=5, per_registry=4)
-    refs = [ImageRef.parse(f"{h}/team/app{i}:v1") for h in ("small.example.com", "a.example.com", "b.example.com") for i in range(12)]
+    client = RegistryClient(
+        access=access, transport=SlowTransport(FakeRegistry()), max_concurrency=5, per_registry=4
+    )
+    refs = [
+        ImageRef.parse(f"{h}/team/app{i}:v1")
+        for h in ("small.example.com", "a.example.com", "b.example.com")
+        for i in range(12)
+    ]
     result = client.resolve_many(refs)
     assert len(result) == 36 and all(not isinstance(v, Exception) for v in result.values())
     assert peak["small.example.com"] == 2

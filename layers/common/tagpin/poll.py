@@ -96,7 +96,7 @@ class Poller:
         *,
         clock: Callable[[], int] = now_ms,
         monotonic: Callable[[], float] = time.monotonic,
-        chunk: int = 1000,
+        chunk: int = 250,
         workers: int = 16,
         reserve_seconds: float = 15.0,
     ) -> None:
