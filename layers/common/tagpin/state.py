@@ -236,13 +236,11 @@ class StateStore:
         return None if item is None else _s(item, "image")
 
     def put_poll_cursor(self, image: str | None, at: int) -> None:
-        key = {"pk": {"S": POLL}, "sk": {"S": CURSOR}}
-        if image is None:
-            self._db.delete_item(TableName=self._table, Key=key)
-            return
-        self._db.put_item(
-            TableName=self._table, Item={**key, "image": {"S": image}, "at": {"N": str(at)}}
-        )
+        """``None``: the last run finished every tag (producers never delete: the item stays, empty)."""
+        item: dict[str, Any] = {"pk": {"S": POLL}, "sk": {"S": CURSOR}, "at": {"N": str(at)}}
+        if image is not None:
+            item["image"] = {"S": image}
+        self._db.put_item(TableName=self._table, Item=item)
 
     # -- targets -------------------------------------------------------------------------------
     def get_targets(self, target_ids: list[str]) -> dict[str, TargetState]:
