@@ -177,6 +177,7 @@ class FakeWorkloads:
             dict(workload.containers),
             dict(workload.init_containers),
             dict(workload.template_annotations),
+            annotations=dict(workload.annotations),
         )
 
     def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None:
@@ -250,7 +251,9 @@ def clusters() -> Clusters:
 
 
 def make_applier(store: StateStore, clusters: Clusters, guard: Any = None) -> Applier:
-    return Applier(followed=lambda: CONFIG.followed, state=store, workloads=clusters, clock=Clock(), guard=guard)
+    return Applier(
+        followed=lambda: CONFIG.followed, state=store, workloads=clusters, clock=Clock(), guard=guard
+    )
 
 
 @pytest.fixture
@@ -528,3 +531,35 @@ def test_guard_does_not_store_transient_failures(store: StateStore, clusters: Cl
     clusters.unreachable.clear()  # the SQS retry
     assert applier.apply(change())[0]["outcome"] == "patched"
     assert store.get_target(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+
+
+def test_a_paused_workload_is_recorded_not_patched_nor_cached(
+    store: StateStore, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+) -> None:
+    workload = clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")]
+    workload.annotations["tagpin.dev/paused"] = "true"
+    applier = make_applier(store, clusters, guard)
+    (outcome,) = applier.apply(change())
+    assert outcome["outcome"] == "paused" and "tagpin.dev/paused" in outcome["error"]
+    assert clusters.dev.patches == []
+    assert store.get_target(WEB_TARGET).status is TargetStatus.PAUSED  # type: ignore[union-attr]
+    assert dynamodb.scan(TableName=idempotency_table)["Items"] == []
+    del workload.annotations["tagpin.dev/paused"]  # un-paused: the next change applies
+    assert applier.apply(change())[0]["outcome"] == "patched"
+
+
+def test_a_reconcile_run_is_applied_again_after_a_manual_edit_and_stays_idempotent(
+    store: StateStore, clusters: Clusters, guard: Any
+) -> None:
+    applier = make_applier(store, clusters, guard)
+    assert applier.apply(change())[0]["outcome"] == "patched"
+    # someone puts the old image back by hand; the same change again is answered by the guard...
+    clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers["app"] = WEB
+    assert applier.apply(change())[0]["outcome"] == "patched"
+    assert len(clusters.dev.patches) == 1
+    # ...the reconciler's healing change (its run id joins the key) patches it again, once
+    healing = change(trigger="reconcile", reconcile_run="run-9")
+    assert applier.apply(healing)[0]["outcome"] == "patched"
+    assert applier.apply(healing)[0]["outcome"] == "patched"  # an SQS redelivery: from the guard
+    assert len(clusters.dev.patches) == 2
+    assert clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers["app"].endswith("@" + D1)
