@@ -17,17 +17,19 @@ from tests.unit.test_template import (
     policy_statements,
     resources,
     statements_for,
-    template,  # noqa: F401  (the module-scoped fixture)
 )
+from tests.unit.test_template import template as _template_fixture
+
+cfn = _template_fixture  # the module-scoped loaded template, under this module's own name
 
 
-def _schedule(template: dict[str, Any]) -> dict[str, Any]:
-    (event,) = events_of_type(function_props(template, "ReconcilerFunction"), "Schedule")
+def _schedule(cfn: dict[str, Any]) -> dict[str, Any]:
+    (event,) = events_of_type(function_props(cfn, "ReconcilerFunction"), "Schedule")
     return event
 
 
-def test_reconciler_gets_the_kubernetes_layer(template):
-    props = function_props(template, "ReconcilerFunction")
+def test_reconciler_gets_the_kubernetes_layer(cfn):
+    props = function_props(cfn, "ReconcilerFunction")
     assert props["Layers"] == [{"Ref": "CommonLayer"}, {"Ref": "KubernetesLayer"}]
     assert props["CodeUri"] == "functions/reconciler/"
     assert props["Environment"]["Variables"]["TAGPIN_QUEUE_URL"] == {"Ref": "ChangesQueue"}
@@ -36,17 +38,17 @@ def test_reconciler_gets_the_kubernetes_layer(template):
 @pytest.mark.parametrize(
     ("schedule", "enabled"), [("rate(10 minutes)", True), ("cron(0/15 * * * ? *)", True), ("off", False)]
 )
-def test_reconcile_schedule_off_disables_the_rule(template, schedule, enabled):
-    event = evaluate(template, _schedule(template), {"ReconcileSchedule": schedule})
+def test_reconcile_schedule_off_disables_the_rule(cfn, schedule, enabled):
+    event = evaluate(cfn, _schedule(cfn), {"ReconcileSchedule": schedule})
     assert _rule_enabled(event) is enabled
     assert str(event["Schedule"]).startswith(("rate(", "cron("))
     if enabled:
         assert event["Schedule"] == schedule
-    assert evaluate(template, _schedule(template), {})["Schedule"] == "rate(10 minutes)"
+    assert evaluate(cfn, _schedule(cfn), {})["Schedule"] == "rate(10 minutes)"
 
 
-def test_reconciler_permissions_are_least_privilege(template):
-    props = function_props(template, "ReconcilerFunction")
+def test_reconciler_permissions_are_least_privilege(cfn):
+    props = function_props(cfn, "ReconcilerFunction")
     actions = actions_of(props)
     assert {
         "dynamodb:Query",
@@ -68,14 +70,14 @@ def test_reconciler_permissions_are_least_privilege(template):
 
 
 @pytest.mark.parametrize("fn", ["PollerFunction", "WebhookFunction", "ReconcilerFunction"])
-def test_the_level_check_may_batch_read_target_states(template, fn):
-    assert "dynamodb:BatchGetItem" in actions_of(function_props(template, fn))
+def test_the_level_check_may_batch_read_target_states(cfn, fn):
+    assert "dynamodb:BatchGetItem" in actions_of(function_props(cfn, fn))
 
 
-def test_eks_access_entries_are_optional(template):
-    entries = {k: v for k, v in resources(template).items() if v["Type"] == "AWS::EKS::AccessEntry"}
+def test_eks_access_entries_are_optional(cfn):
+    entries = {k: v for k, v in resources(cfn).items() if v["Type"] == "AWS::EKS::AccessEntry"}
     assert set(entries) == {"ConsumerAccessEntry", "ReconcilerAccessEntry"}
-    assert template["Conditions"]["HasEksAccessEntry"] == {
+    assert cfn["Conditions"]["HasEksAccessEntry"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "EksAccessEntryCluster"}, ""]}]
     }
     groups = {}
@@ -90,4 +92,4 @@ def test_eks_access_entries_are_optional(template):
         "ConsumerAccessEntry": ["tagpin-consumer"],
         "ReconcilerAccessEntry": ["tagpin-reconciler"],
     }
-    assert template["Parameters"]["EksAccessEntryCluster"]["Default"] == ""
+    assert cfn["Parameters"]["EksAccessEntryCluster"]["Default"] == ""
