@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         const=environment.LOCAL_FILE,
         type=Path,
         metavar="FILE",
-        help=f"use the local stack started by `tagpin local` (endpoints file, default {environment.LOCAL_FILE})",
+        help=f"use the local stack started by `tagpin local` (default {environment.LOCAL_FILE})",
     )
     parser.add_argument("--region", default=None, help="AWS region of the stack")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
