@@ -22,7 +22,11 @@ from tagpin.registry import Credentials
 
 REGION = "us-east-1"
 ECR_HOST = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
-SA_KEY = {"type": "service_account", "client_email": "tagpin@p.iam.gserviceaccount.com", "private_key": "-----"}
+SA_KEY = {
+    "type": "service_account",
+    "client_email": "tagpin@p.iam.gserviceaccount.com",
+    "private_key": "-----",
+}
 
 
 @pytest.mark.parametrize(
@@ -48,9 +52,9 @@ def test_secret_shapes_by_kind() -> None:
     basic = {"username": "org+robot", "password": "pw"}
     for kind in (RegistryKind.GENERIC, RegistryKind.QUAY, RegistryKind.ACR, RegistryKind.GHCR):
         assert secret_credentials(kind, basic, "s") == Credentials("org+robot", "pw")
-    assert secret_credentials(RegistryKind.DOCKERHUB, {"username": "me", "token": "dckr_pat"}, "s") == Credentials(
-        "me", "dckr_pat"
-    )
+    assert secret_credentials(
+        RegistryKind.DOCKERHUB, {"username": "me", "token": "dckr_pat"}, "s"
+    ) == Credentials("me", "dckr_pat")
     key = secret_credentials(RegistryKind.GAR, SA_KEY, "s")
     assert key.username == GAR_KEY_USER and json.loads(key.password) == SA_KEY
     assert secret_credentials(RegistryKind.GAR, {"_json_key": SA_KEY}, "s").username == GAR_KEY_USER

@@ -205,7 +205,9 @@ class TagpinConfig(_Strict):
                 and not (registry.ecr and registry.ecr.region)
                 and ecr_host_parts(host) is None
             ):
-                raise ValueError(f"registries.{host}.ecr.region: required when the host is not an ECR host name")
+                raise ValueError(
+                    f"registries.{host}.ecr.region: required when the host is not an ECR host name"
+                )
         seen: set[str] = set()
         for i, followed in enumerate(self.images):
             if followed.image in seen:
