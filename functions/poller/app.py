@@ -4,12 +4,13 @@ Stops cleanly before the Lambda time runs out; the next run continues where this
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
-from tagpin.observability import logger, metrics
+from tagpin.observability import logger, metrics, registry_metrics
 
 MAX_RESULTS = 100  # per-tag details in the response (the counts cover everything)
 
@@ -17,6 +18,7 @@ MAX_RESULTS = 100  # per-tag details in the response (the counts cover everythin
 @logger.inject_lambda_context(correlation_id_path="id")  # the schedule event's id
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    started = time.monotonic()
     summary = wiring.poller().run(
         wiring.followed_images(),
         trigger="poll",
@@ -27,7 +29,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     for name, value in counts.items():
         metric = "Poll" + "".join(part.capitalize() for part in name.split("_"))
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=value)
+    # A run that reached the end of its tags; the "poll runs that did not finish" alarm watches it.
+    metrics.add_metric(name="PollRunsCompleted", unit=MetricUnit.Count, value=int(summary.not_reached == 0))
+    metrics.add_metric(
+        name="PollDuration", unit=MetricUnit.Milliseconds, value=(time.monotonic() - started) * 1000
+    )
     rate_limits = wiring.registry_client().rate_limits
+    registry_metrics(summary.results, rate_limits)
     logger.info("poll finished", extra={**counts, "cursor": summary.cursor, "rate_limits": rate_limits})
     return {
         **counts,
