@@ -4,9 +4,12 @@
 - Tags are resolved concurrently in chunks by the registry client (its global and per-registry
   bounds, retries and circuit breakers apply); while one chunk's results are recorded, the next
   chunk is already being resolved.
-- State is read in batches; a tag whose digest is unchanged and whose targets all run it costs
-  no write. Anything else goes through ``Detector.observe`` (conditional write, enqueue when a
-  target is behind), and errors are recorded on each tag of the failing registry.
+- State is read in batches of 100 keys (BatchGetItem's limit), several at a time on a small
+  thread pool, started together with the chunk's resolution: the reads do not depend on the
+  answers, so they overlap the registry round trips instead of following them. A tag whose
+  digest is unchanged and whose targets all run it costs no write. Anything else goes through
+  ``Detector.observe`` (conditional write, enqueue when a target is behind), and errors are
+  recorded on each tag of the failing registry.
 - When the remaining time runs short the poll stops starting new work, persists the first tag
   it did not finish as the cursor, and the next run starts there: no tag is starved.
 - Optionally (per registry, ``ignore_attestation_changes``) an index whose only change is in
@@ -19,7 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -29,11 +32,12 @@ from tagpin.detect import CheckResult, Detector, merge_followed, now_ms
 from tagpin.models import Trigger
 from tagpin.refs import ImageRef
 from tagpin.registry import RegistryError, Resolution
-from tagpin.state import StateStore, TargetStatus
+from tagpin.state import StateStore, TagState, TargetState, TargetStatus
 
 logger = logging.getLogger(__name__)
 
 ATTESTATION_TYPE = "attestation-manifest"
+BATCH_KEYS = 100  # BatchGetItem: at most 100 keys per call
 
 
 class BatchResolver(Protocol):
@@ -86,6 +90,23 @@ def platform_manifests(body: bytes) -> set[tuple[str, str]] | None:
     return out
 
 
+@dataclass
+class _StateReads:
+    """A chunk's state reads in flight: one future per BatchGetItem-sized slice."""
+
+    tags: list[Future[dict[str, TagState]]]
+    targets: list[Future[dict[str, TargetState]]]
+
+    def result(self) -> tuple[dict[str, TagState], dict[str, TargetState]]:
+        tags: dict[str, TagState] = {}
+        targets: dict[str, TargetState] = {}
+        for f in self.tags:
+            tags.update(f.result())
+        for g in self.targets:
+            targets.update(g.result())
+        return tags, targets
+
+
 class Poller:
     def __init__(
         self,
@@ -129,18 +150,22 @@ class Poller:
         chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
         summary = PollSummary()
 
-        def start(chunk: list[str]) -> Any:
-            return self._resolver.start_many([items[i].ref for i in chunk], deadline=deadline)
+        def start(pool: ThreadPoolExecutor, chunk: list[str]) -> tuple[Any, _StateReads]:
+            resolving = self._resolver.start_many([items[i].ref for i in chunk], deadline=deadline)
+            return resolving, self._read_state(pool, [items[i] for i in chunk])
 
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
-            pending = start(chunks[0]) if chunks else None
+            pending = start(pool, chunks[0]) if chunks else None
             for n, chunk in enumerate(chunks):
                 assert pending is not None
-                resolved: dict[ImageRef, Resolution | RegistryError] = pending.result()
+                resolving, reads = pending
+                resolved: dict[ImageRef, Resolution | RegistryError] = resolving.result()
                 out_of_time = deadline is not None and self._monotonic() >= deadline
-                pending = start(chunks[n + 1]) if n + 1 < len(chunks) and not out_of_time else None
+                pending = start(pool, chunks[n + 1]) if n + 1 < len(chunks) and not out_of_time else None
                 unfinished = [i for i in chunk if items[i].ref not in resolved]
-                self._record(pool, [items[i] for i in chunk], resolved, summary, trigger, correlation_id)
+                self._record(
+                    pool, [items[i] for i in chunk], resolved, reads, summary, trigger, correlation_id
+                )
                 if unfinished or pending is None:
                     rest = unfinished + [i for c in chunks[n + 1 :] for i in c]
                     summary.not_reached = len(rest)
@@ -155,19 +180,32 @@ class Poller:
             )
         return summary
 
+    def _read_state(self, pool: ThreadPoolExecutor, chunk: list[FollowedImage]) -> _StateReads:
+        images = [f.image for f in chunk]
+        ids = list(dict.fromkeys(t.id for f in chunk for t in f.targets))
+        return _StateReads(
+            tags=[
+                pool.submit(self._state.get_tags, images[i : i + BATCH_KEYS])
+                for i in range(0, len(images), BATCH_KEYS)
+            ],
+            targets=[
+                pool.submit(self._state.get_targets, ids[i : i + BATCH_KEYS])
+                for i in range(0, len(ids), BATCH_KEYS)
+            ],
+        )
+
     def _record(
         self,
         pool: ThreadPoolExecutor,
         chunk: list[FollowedImage],
         resolved: dict[ImageRef, Resolution | RegistryError],
+        reads: _StateReads,
         summary: PollSummary,
         trigger: Trigger,
         correlation_id: str | None,
     ) -> None:
         done = [f for f in chunk if f.ref in resolved]
-        ok = [f for f in done if isinstance(resolved[f.ref], Resolution)]
-        stored = self._state.get_tags([f.image for f in ok])
-        targets = self._state.get_targets([t.id for f in ok for t in f.targets])
+        stored, targets = reads.result()
         work: list[Callable[[], CheckResult]] = []
         for f in done:
             answer = resolved[f.ref]
