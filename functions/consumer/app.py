@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -18,10 +19,15 @@ processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 
 def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
     change = Change.model_validate_json(record.body)
-    logger.append_keys(image=change.image, digest=change.digest, correlation_id=change.correlation_id)
+    # The id of the webhook delivery or the poll run that saw the change, carried by the message.
+    logger.set_correlation_id(change.correlation_id)
+    logger.append_keys(image=change.image, digest=change.digest, trigger=change.trigger)
+    metrics.add_metric(name="ChangesReceived", unit=MetricUnit.Count, value=1)
     outcomes = wiring.applier().apply(change)
-    patched = sum(o.get("outcome") == "patched" for o in outcomes)
-    metrics.add_metric(name="TargetsPatched", unit=MetricUnit.Count, value=patched)
+    for outcome, count in Counter(str(o.get("outcome")) for o in outcomes).items():
+        metrics.add_metric(
+            name=f"Targets{outcome.title().replace('-', '')}", unit=MetricUnit.Count, value=count
+        )
     logger.info("change applied", extra={"outcomes": outcomes})
     return outcomes
 
