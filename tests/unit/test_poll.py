@@ -1,0 +1,222 @@
+"""The Poller against a scripted registry and the state table in moto: one resolution per distinct
+tag, only real changes enqueued, the time budget and its cursor, errors recorded per registry."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterable
+
+import pytest
+from tagpin.config import FollowedImage, Registry, Target
+from tagpin.detect import Detector
+from tagpin.poll import Poller
+from tagpin.queue import ListQueue
+from tagpin.refs import ImageRef
+from tagpin.registry import OCI_MANIFEST, RegistryError, RegistryUnavailable, Resolution
+from tagpin.state import StateStore, TargetStatus
+
+A = "registry-a.example"
+B = "registry-b.example"
+
+
+def digest(n: int) -> str:
+    return f"sha256:{n:064x}"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ScriptedRegistry:
+    """``start_many`` answers from ``tags`` (image -> digest) or ``down`` (registry -> error).
+    Each resolution costs ``cost`` seconds of the fake clock; a ref that would finish after the
+    deadline is left out, as the real client cancels it."""
+
+    def __init__(self, clock: Clock | None = None, cost: float = 0.0) -> None:
+        self.tags: dict[str, str] = {}
+        self.down: dict[str, RegistryError] = {}
+        self.requested: list[str] = []
+        self.clock = clock or Clock()
+        self.cost = cost
+
+    def start_many(
+        self, refs: Iterable[ImageRef], *, deadline: float | None = None
+    ) -> concurrent.futures.Future[dict[ImageRef, Resolution | RegistryError]]:
+        out: dict[ImageRef, Resolution | RegistryError] = {}
+        for ref in refs:
+            if deadline is not None and self.clock.now + self.cost > deadline:
+                continue
+            self.clock.now += self.cost
+            self.requested.append(ref.tagged)
+            if ref.registry in self.down:
+                out[ref] = self.down[ref.registry]
+            else:
+                out[ref] = Resolution(ref, self.tags[ref.tagged], OCI_MANIFEST, "HEAD")
+        future: concurrent.futures.Future[dict[ImageRef, Resolution | RegistryError]] = (
+            concurrent.futures.Future()
+        )
+        future.set_result(out)
+        return future
+
+    def resolve(self, ref: ImageRef) -> Resolution:
+        return Resolution(ref, self.tags[ref.tagged], OCI_MANIFEST, "HEAD")
+
+    def fetch_manifest(self, ref: ImageRef) -> tuple[str, bytes]:
+        raise AssertionError("no attestation comparison in these tests")
+
+
+def target(name: str) -> Target:
+    return Target(cluster="c", name=name, container="app")
+
+
+def poller(registry: ScriptedRegistry, store: StateStore, queue: ListQueue, **kw: object) -> Poller:
+    return Poller(
+        Detector(registry, store, queue),
+        registry,
+        store,
+        lambda _host: Registry(),
+        monotonic=registry.clock,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def apply_all(store: StateStore, followed: list[FollowedImage], digests: dict[str, str]) -> None:
+    """What the consumer does after patching: every target runs its tag's digest."""
+    for f in followed:
+        for t in f.targets:
+            assert store.claim_target(t.id, f.image, digests[f.image], 1, "poll", 2)
+            assert store.finish_target(t.id, digests[f.image], TargetStatus.APPLIED, 3, trigger="poll")
+
+
+def test_each_distinct_tag_resolved_once(store: StateStore) -> None:
+    registry = ScriptedRegistry()
+    shared, other = f"{A}/team/web:stable", f"{A}/team/api:1"
+    registry.tags = {shared: digest(1), other: digest(2)}
+    followed = [
+        FollowedImage(image=shared, targets=[target("web-1")]),
+        FollowedImage(image=other, targets=[target("api")]),
+        FollowedImage(image=shared, targets=[target("web-2"), target("web-3")]),
+        FollowedImage(image=shared, targets=[target("web-1")]),  # listed twice: one target
+    ]
+    queue = ListQueue()
+    summary = poller(registry, store, queue, chunk=1).run(followed)
+    assert sorted(registry.requested) == sorted([shared, other])
+    assert (summary.checked, summary.changed, summary.enqueued) == (2, 2, 2)
+    assert sorted((c.image, c.digest) for c in queue.sent) == [(other, digest(2)), (shared, digest(1))]
+    shared_result = next(r for r in summary.results if r.image == shared)
+    assert shared_result.behind == 3  # web-1, web-2, web-3: the targets of every listing
+
+
+def test_only_real_changes_are_enqueued(store: StateStore) -> None:
+    registry = ScriptedRegistry()
+    images = [f"{A}/team/app{i}:stable" for i in range(5)]
+    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    followed = [FollowedImage(image=image, targets=[target(f"app{i}")]) for i, image in enumerate(images)]
+    queue = ListQueue()
+    p = poller(registry, store, queue, chunk=2)
+    assert p.run(followed).enqueued == 5
+    apply_all(store, followed, registry.tags)
+    queue.sent.clear()
+
+    steady = p.run(followed)  # nothing moved and every target runs its digest
+    assert (steady.checked, steady.unchanged, steady.changed, steady.enqueued) == (5, 5, 0, 0)
+    assert queue.sent == [] and steady.results == []
+
+    registry.tags[images[3]] = digest(33)  # one tag moves
+    moved = p.run(followed)
+    assert (moved.unchanged, moved.changed, moved.enqueued) == (4, 1, 1)
+    assert [(c.image, c.digest) for c in queue.sent] == [(images[3], digest(33))]
+    stored = store.get_tag(images[3])
+    assert stored is not None and stored.digest == digest(33)
+
+
+def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: StateStore) -> None:
+    clock = Clock()
+    registry = ScriptedRegistry(clock, cost=1.0)  # one second per tag
+    images = [f"{A}/team/svc{i:02d}:stable" for i in range(10)]
+    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    followed = [FollowedImage(image=image, targets=[target(f"svc{i}")]) for i, image in enumerate(images)]
+    queue = ListQueue()
+    p = poller(registry, store, queue, chunk=2, reserve_seconds=1.0)
+
+    first = p.run(followed, remaining_ms=lambda: 5_000)  # 4 s after the reserve: 4 tags
+    assert first.checked == 4 and first.not_reached == 6
+    assert first.cursor == images[4] and store.get_poll_cursor() == images[4]
+    assert {r.image for r in first.results} == set(images[:4])
+
+    registry.requested.clear()
+    second = p.run(followed, remaining_ms=lambda: 5_000)
+    assert registry.requested == images[4:8]  # continues where the first stopped
+    assert second.cursor == images[8] and store.get_poll_cursor() == images[8]
+
+    registry.requested.clear()
+    third = p.run(followed, remaining_ms=lambda: 5_000)
+    assert registry.requested == images[8:] + images[:2]  # wraps around: no tag starves
+    assert third.cursor == images[2]
+
+    registry.requested.clear()
+    full = p.run(followed, remaining_ms=lambda: 60_000)
+    assert registry.requested == images[2:] + images[:2]
+    assert (full.cursor, full.not_reached, full.checked) == (None, 0, 10)
+    assert store.get_poll_cursor() is None
+    # Every tag was enqueued once while the budget was short, and the full run adds nothing new.
+    assert sorted({c.image for c in queue.sent}) == images
+
+
+def test_out_of_time_before_anything_resolves_keeps_the_cursor(store: StateStore) -> None:
+    registry = ScriptedRegistry(Clock(), cost=1.0)
+    images = [f"{A}/team/x{i}:stable" for i in range(3)]
+    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    followed = [FollowedImage(image=image, targets=[target(f"x{i}")]) for i, image in enumerate(images)]
+    store.put_poll_cursor(images[1], 1)
+    summary = poller(registry, store, ListQueue(), reserve_seconds=10.0).run(
+        followed, remaining_ms=lambda: 5_000
+    )
+    assert (summary.checked, summary.not_reached, summary.cursor) == (0, 3, images[1])
+    assert store.get_poll_cursor() == images[1]
+
+
+def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: StateStore) -> None:
+    registry = ScriptedRegistry()
+    down = [f"{A}/team/down{i}:stable" for i in range(3)]
+    healthy = [f"{B}/team/up{i}:stable" for i in range(3)]
+    registry.tags = {image: digest(i) for i, image in enumerate(down + healthy)}
+    followed = [
+        FollowedImage(image=image, targets=[target(f"t{i}")]) for i, image in enumerate(down + healthy)
+    ]
+    queue = ListQueue()
+    p = poller(registry, store, queue, chunk=4)
+    p.run(followed)  # every tag known, with a digest
+    queue.sent.clear()
+
+    registry.down[A] = RegistryUnavailable(f"{A}: skipped, the registry failed 5 times in a row", host=A)
+    registry.tags.update({image: digest(100 + i) for i, image in enumerate(healthy)})  # B's tags move
+    summary = p.run(followed)
+    assert (summary.errors, summary.changed, summary.enqueued) == (3, 3, 3)
+    for i, image in enumerate(down):
+        stored = store.get_tag(image)
+        assert stored is not None
+        assert stored.digest == digest(i)  # the working digest is kept
+        assert stored.last_error is not None and "failed 5 times" in stored.last_error
+    for i, image in enumerate(healthy):
+        stored = store.get_tag(image)
+        assert stored is not None and stored.digest == digest(100 + i) and not stored.last_error
+    assert {c.image for c in queue.sent} == set(healthy)
+    errors = {r.image: r.error for r in summary.results if r.outcome == "error"}
+    assert set(errors) == set(down) and all("RegistryUnavailable" in (e or "") for e in errors.values())
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 250])
+def test_chunk_size_does_not_change_the_outcome(store: StateStore, chunk: int) -> None:
+    registry = ScriptedRegistry()
+    images = [f"{A}/team/c{i}:stable" for i in range(7)]
+    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    followed = [FollowedImage(image=image, targets=[target(f"c{i}")]) for i, image in enumerate(images)]
+    queue = ListQueue()
+    summary = poller(registry, store, queue, chunk=chunk).run(followed)
+    assert (summary.checked, summary.changed, summary.enqueued) == (7, 7, 7)
+    assert sorted(registry.requested) == images
