@@ -1,7 +1,8 @@
 """A tiny OCI image pusher for tests and the demo (no docker daemon needed).
 
 Uploads a layer blob and a config blob (monolithic POST + PUT), then an OCI image manifest under the
-tag, or one manifest per platform plus an OCI image index under the tag.
+tag, or one manifest per platform plus an OCI image index under the tag, optionally with BuildKit-style
+attestation manifests (provenance; platform ``unknown/unknown``) next to the platform manifests.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
+IN_TOTO = "application/vnd.in-toto+json"
+SLSA_PROVENANCE = "https://slsa.dev/provenance/v0.2"
 
 
 def _sha256(data: bytes) -> str:
@@ -80,6 +83,28 @@ def _image_manifest(
     return _canonical(manifest)
 
 
+def _attestation_manifest(
+    http: httpx.Client, base: str, repository: str, subject: str, statement: bytes
+) -> bytes:
+    """An attestation manifest as BuildKit writes it: an in-toto provenance layer for ``subject``."""
+    config_desc = upload_blob(
+        http, base, repository, _canonical({"architecture": "unknown", "os": "unknown"})
+    )
+    body = _canonical(
+        {"_type": "https://in-toto.io/Statement/v0.1", "subject": subject, "note": statement.hex()}
+    )
+    layer = upload_blob(http, base, repository, body)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, **config_desc},
+        "layers": [
+            {"mediaType": IN_TOTO, **layer, "annotations": {"in-toto.io/predicate-type": SLSA_PROVENANCE}}
+        ],
+    }
+    return _canonical(manifest)
+
+
 def _platform(text: str) -> dict[str, str]:
     parts = text.split("/")
     if len(parts) not in (2, 3) or not all(parts):
@@ -97,12 +122,17 @@ def push_image(
     *,
     content: bytes | None = None,
     platforms: list[str] | None = None,
+    attestation: bytes | None = None,
     http: httpx.Client | None = None,
 ) -> str:
     """Push a small image (random layer unless ``content`` is given); returns the tag's digest.
 
     With ``platforms`` (e.g. ``["linux/amd64", "linux/arm64"]``) every platform gets its own manifest
-    and the tag points at an OCI image index; the index digest is returned.
+    and the tag points at an OCI image index; the index digest is returned. With ``attestation`` too,
+    the index also lists, per platform, an attestation manifest carrying that statement (as BuildKit's
+    provenance does: platform ``unknown/unknown``, ``vnd.docker.reference.type: attestation-manifest``).
+    The same ``content`` and platforms with another statement give an index that differs only in its
+    attestations.
     """
     base = registry_url.rstrip("/")
     client = http or httpx.Client(timeout=30.0)
@@ -119,6 +149,22 @@ def push_image(
             entries.append(
                 {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body), "platform": platform}
             )
+        if attestation is not None:
+            for subject in [e["digest"] for e in entries]:
+                body = _attestation_manifest(client, base, repository, subject, attestation)
+                digest = put_manifest(client, base, repository, _sha256(body), body, media_type=OCI_MANIFEST)
+                entries.append(
+                    {
+                        "mediaType": OCI_MANIFEST,
+                        "digest": digest,
+                        "size": len(body),
+                        "platform": {"architecture": "unknown", "os": "unknown"},
+                        "annotations": {
+                            "vnd.docker.reference.digest": subject,
+                            "vnd.docker.reference.type": "attestation-manifest",
+                        },
+                    }
+                )
         index = _canonical({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries})
         return put_manifest(client, base, repository, tag, index, media_type=OCI_INDEX)
     finally:
