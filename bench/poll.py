@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -142,8 +142,16 @@ def target_id(image: str) -> str:
 # --- measurements --------------------------------------------------------------------------------
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def worker(args: argparse.Namespace) -> None:
-    """One poll in this (fresh) process; prints {seconds, tags_per_s, peak_rss_mb, counts}."""
+    """One poll in this (fresh) process; prints {seconds, tags_per_s, peak_rss_mb, counts} and
+    where the time went: CPU seconds of this process, the moto server and the registry during the
+    measured poll, and each phase alone (resolution; state reads as the poller issues them)."""
     from tagpin.config import FollowedImage, Registry, Target
     from tagpin.detect import Detector
     from tagpin.poll import Poller
@@ -164,9 +172,12 @@ def worker(args: argparse.Namespace) -> None:
     ) as client:
         poller = Poller(Detector(client, state, queue), client, state, lambda _h: Registry(insecure=True))
         poller.run(followed[:20])  # connections and the state client warmed, as in a warm container
+        pids = {"poller": os.getpid(), "moto": args.moto_pid, "registry": args.registry_pid}
+        cpu_before = {k: cpu_seconds(p) for k, p in pids.items() if p}
         started = time.perf_counter()
         summary = poller.run(followed, remaining_ms=lambda: 900_000)
         seconds = time.perf_counter() - started
+        cpu = {k: round(cpu_seconds(p) - cpu_before[k], 2) for k, p in pids.items() if p}
         started = time.perf_counter()
         resolved = client.resolve_many([f.ref for f in followed])
         resolve_seconds = time.perf_counter() - started
@@ -175,6 +186,21 @@ def worker(args: argparse.Namespace) -> None:
         state.get_tags([f.image for f in followed])
         state.get_targets([t.id for f in followed for t in f.targets])
         state_seconds = time.perf_counter() - started
+        moto_before = cpu_seconds(args.moto_pid) if args.moto_pid else 0.0
+        started = time.perf_counter()
+        with ThreadPoolExecutor(16) as pool:  # as Poller._read_state issues them
+            images_ = [f.image for f in followed]
+            ids = [t.id for f in followed for t in f.targets]
+            futures: list[Future[Any]] = [
+                pool.submit(state.get_tags, images_[i : i + 100]) for i in range(0, len(images_), 100)
+            ]
+            futures += [pool.submit(state.get_targets, ids[i : i + 100]) for i in range(0, len(ids), 100)]
+            for fut in futures:
+                fut.result()
+        state_concurrent_seconds = time.perf_counter() - started
+        moto_cpu_per_call_ms = (
+            (cpu_seconds(args.moto_pid) - moto_before) / len(futures) * 1000 if args.moto_pid else 0.0
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(
@@ -185,12 +211,18 @@ def worker(args: argparse.Namespace) -> None:
                 "counts": summary.counts(),
                 "resolve_only_per_s": args.n / resolve_seconds,
                 "state_reads_s": state_seconds,
+                "state_reads_concurrent_s": state_concurrent_seconds,
+                "batch_get_calls": len(futures),
+                "moto_cpu_per_batch_get_ms": moto_cpu_per_call_ms,
+                "cpu_s": cpu,
             }
         )
     )
 
 
-def run_worker(n: int, registry_host: str, host: str, aws: str) -> dict[str, Any]:
+def run_worker(
+    n: int, registry_host: str, host: str, aws: str, moto_pid: int = 0, registry_pid: int = 0
+) -> dict[str, Any]:
     out = subprocess.run(
         [
             sys.executable,
@@ -204,6 +236,10 @@ def run_worker(n: int, registry_host: str, host: str, aws: str) -> dict[str, Any
             host,
             "--aws",
             aws,
+            "--moto-pid",
+            str(moto_pid),
+            "--registry-pid",
+            str(registry_pid),
         ],
         capture_output=True,
         text=True,
@@ -266,6 +302,8 @@ def main() -> None:
     parser.add_argument("--registry-host", default="")
     parser.add_argument("--host", default="")
     parser.add_argument("--aws", default="")
+    parser.add_argument("--moto-pid", type=int, default=0)
+    parser.add_argument("--registry-pid", type=int, default=0)
     args = parser.parse_args()
     if args.worker:
         worker(args)
@@ -284,6 +322,7 @@ def main() -> None:
     )
     aws = f"http://127.0.0.1:{port}"
     rows: list[dict[str, Any]] = []
+    breakdowns: list[dict[str, Any]] = []
     try:
         with RegistryServer() as registry:
             deadline = time.monotonic() + 20
@@ -296,14 +335,15 @@ def main() -> None:
                         raise
                     time.sleep(0.1)
             started = time.perf_counter()
-            digest = populate_registry(registry.url, max(sizes))
-            print(f"pushed {max(sizes)} tags in {time.perf_counter() - started:.1f}s", flush=True)
+            pushed = max(*sizes, 1000)  # the latency run polls 1,000
+            digest = populate_registry(registry.url, pushed)
+            print(f"pushed {pushed} tags in {time.perf_counter() - started:.1f}s", flush=True)
             os.environ.update(ENV)
-            populate_state(aws, registry.host, max(sizes), digest)
+            populate_state(aws, registry.host, pushed, digest)
             with FaultProxy(registry.url, latency=LATENCY) as proxy:
                 populate_state_alias(aws, registry.host, proxy.host, 1000, digest)
                 for n in sizes:
-                    result = run_worker(n, registry.host, registry.host, aws)
+                    result = run_worker(n, registry.host, registry.host, aws, moto.pid, registry.pid or 0)
                     assert result["counts"]["unchanged"] == n, result
                     row = {
                         "n": n,
@@ -315,11 +355,17 @@ def main() -> None:
                     }
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-                    print(
-                        f"  resolution alone {result['resolve_only_per_s']:.0f}/s, "
-                        f"state reads alone {result['state_reads_s']:.2f}s",
-                        flush=True,
-                    )
+                    breakdown = {
+                        "n": n,
+                        "poll_cpu_s": result["cpu_s"],
+                        "resolve_only_per_s": round(result["resolve_only_per_s"], 1),
+                        "state_reads_sequential_s": round(result["state_reads_s"], 2),
+                        "state_reads_concurrent_s": round(result["state_reads_concurrent_s"], 2),
+                        "batch_get_calls": result["batch_get_calls"],
+                        "moto_cpu_per_batch_get_ms": round(result["moto_cpu_per_batch_get_ms"], 1),
+                    }
+                    breakdowns.append(breakdown)
+                    print(f"  where the time went: {json.dumps(breakdown)}", flush=True)
                 latency = run_worker(1000, registry.host, proxy.host, aws)
                 assert latency["counts"]["unchanged"] == 1000, latency
     finally:
@@ -342,6 +388,7 @@ def main() -> None:
         },
         "results": rows,
         "latency_50ms": latency_row,
+        "breakdown": breakdowns,
         "targets": {"ceiling_ratio": 0.7, "skopeo_ratio": 20, "seconds_10000": 60, "peak_rss_mb": 256},
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

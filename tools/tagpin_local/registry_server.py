@@ -110,6 +110,11 @@ class RegistryServer:
         return f"http://{self.host}"
 
     @property
+    def pid(self) -> int | None:
+        """The registry process (None when not running)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def log_path(self) -> Path | None:
         return Path(self._tmp.name) / "registry.log" if self._tmp else None
 
