@@ -141,7 +141,7 @@ def push_image(
         if not platforms:
             body = _image_manifest(client, base, repository, layer, {"os": "linux", "architecture": "amd64"})
             return put_manifest(client, base, repository, tag, body, media_type=OCI_MANIFEST)
-        entries = []
+        entries: list[dict[str, Any]] = []
         for text in platforms:
             platform = _platform(text)
             body = _image_manifest(client, base, repository, layer, platform)
@@ -150,7 +150,7 @@ def push_image(
                 {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body), "platform": platform}
             )
         if attestation is not None:
-            for subject in [e["digest"] for e in entries]:
+            for subject in [str(e["digest"]) for e in entries]:
                 body = _attestation_manifest(client, base, repository, subject, attestation)
                 digest = put_manifest(client, base, repository, _sha256(body), body, media_type=OCI_MANIFEST)
                 entries.append(
