@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+from collections.abc import Generator
 from typing import Any
 
 import httpx
@@ -20,6 +22,40 @@ OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 IN_TOTO = "application/vnd.in-toto+json"
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v0.2"
+
+
+class RegistryAuth(httpx.Auth):
+    """Credentials for pushing to a registry that asks for them: Basic (htpasswd) answered directly,
+    Bearer through the challenge's token realm for the scope asked (cached per scope)."""
+
+    requires_response_body = True
+
+    def __init__(self, username: str, password: str) -> None:
+        self._basic = httpx.BasicAuth(username, password)
+        self._tokens: dict[str, str] = {}
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
+        response = yield request
+        if response.status_code != 401:
+            return
+        challenge = response.headers.get("www-authenticate", "")
+        scheme, _, rest = challenge.partition(" ")
+        if scheme.lower() == "basic":
+            yield from self._basic.auth_flow(request)
+            return
+        params = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+        scope = params.get("scope", "")
+        token = self._tokens.get(scope)
+        if token is None:
+            query = {k: params[k] for k in ("service", "scope") if k in params}
+            token_request = httpx.Request("GET", params["realm"], params=query)
+            token_request = next(self._basic.auth_flow(token_request))
+            answer = yield token_request
+            answer.read()
+            _check(answer, f"fetching a push token from {params['realm']}")
+            token = self._tokens[scope] = str(answer.json()["token"])
+        request.headers["Authorization"] = f"Bearer {token}"
+        yield request
 
 
 def _sha256(data: bytes) -> str:
@@ -123,6 +159,7 @@ def push_image(
     content: bytes | None = None,
     platforms: list[str] | None = None,
     attestation: bytes | None = None,
+    auth: tuple[str, str] | None = None,
     http: httpx.Client | None = None,
 ) -> str:
     """Push a small image (random layer unless ``content`` is given); returns the tag's digest.
@@ -132,10 +169,10 @@ def push_image(
     the index also lists, per platform, an attestation manifest carrying that statement (as BuildKit's
     provenance does: platform ``unknown/unknown``, ``vnd.docker.reference.type: attestation-manifest``).
     The same ``content`` and platforms with another statement give an index that differs only in its
-    attestations.
+    attestations. ``auth`` (username, password) answers a registry's Basic or Bearer challenge.
     """
     base = registry_url.rstrip("/")
-    client = http or httpx.Client(timeout=30.0)
+    client = http or httpx.Client(timeout=30.0, auth=RegistryAuth(*auth) if auth else None)
     try:
         layer = upload_blob(client, base, repository, os.urandom(256) if content is None else content)
         if not platforms:

@@ -1,7 +1,10 @@
 """Run the real CNCF registry (Debian's ``docker-registry``, distribution 2.8.x) for tests and the demo.
 
-No auth, filesystem storage in a temp dir, plain HTTP on 127.0.0.1, and optionally a notification
-endpoint that receives push events (``application/vnd.docker.distribution.events.v1+json``).
+Filesystem storage in a temp dir, plain HTTP on 127.0.0.1, optionally a notification endpoint that
+receives push events (``application/vnd.docker.distribution.events.v1+json``), and optionally
+authentication: ``HtpasswdAuth`` (``auth.htpasswd``: Basic, bcrypt hashes; see ``write_htpasswd``) or
+``TokenAuth`` (``auth.token``: bearer tokens from a token server, e.g. ``tagpin_local.tokenserver``).
+Without ``auth`` every request is anonymous and allowed.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import httpx
 import yaml
@@ -51,8 +55,58 @@ def free_port() -> int:
         return port
 
 
+@dataclass(frozen=True)
+class HtpasswdAuth:
+    """Basic authentication against an htpasswd file of bcrypt hashes (``write_htpasswd``)."""
+
+    path: Path
+    realm: str = "tagpin-local"
+
+
+@dataclass(frozen=True)
+class TokenAuth:
+    """Bearer tokens: ``realm`` is the token endpoint; tokens must be issued by ``issuer`` for
+    ``service`` and signed by a certificate that chains to ``root_bundle``."""
+
+    realm: str
+    service: str
+    issuer: str
+    root_bundle: Path
+
+
+def write_htpasswd(path: Path, users: dict[str, str]) -> HtpasswdAuth:
+    """An htpasswd file with bcrypt hashes (the only kind distribution accepts)."""
+    import bcrypt
+
+    lines = [
+        f"{user}:{bcrypt.hashpw(pw.encode(), bcrypt.gensalt(rounds=5)).decode()}"
+        for user, pw in users.items()
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return HtpasswdAuth(path)
+
+
+def auth_config(auth: HtpasswdAuth | TokenAuth | None) -> dict[str, Any]:
+    if isinstance(auth, HtpasswdAuth):
+        return {"htpasswd": {"realm": auth.realm, "path": str(auth.path)}}
+    if isinstance(auth, TokenAuth):
+        return {
+            "token": {
+                "realm": auth.realm,
+                "service": auth.service,
+                "issuer": auth.issuer,
+                "rootcertbundle": str(auth.root_bundle),
+            }
+        }
+    return {}
+
+
 def registry_config(
-    root: Path, port: int, notify_url: str | None, notify_headers: dict[str, str] | None
+    root: Path,
+    port: int,
+    notify_url: str | None,
+    notify_headers: dict[str, str] | None,
+    auth: HtpasswdAuth | TokenAuth | None = None,
 ) -> dict[str, Any]:
     """The registry config. Notification keys checked against distribution 2.8.2 (see tests)."""
     config: dict[str, Any] = {
@@ -65,6 +119,8 @@ def registry_config(
         },
         "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
     }
+    if auth is not None:
+        config["auth"] = auth_config(auth)
     if notify_url:
         config["notifications"] = {
             "endpoints": [
@@ -93,7 +149,9 @@ class RegistryServer:
         notify_headers: dict[str, str] | None = None,
         port: int = 0,
         binary: str | None = None,
+        auth: HtpasswdAuth | TokenAuth | None = None,
     ) -> None:
+        self.auth = auth
         self.notify_url = notify_url
         self.notify_headers = notify_headers
         self.port = port
@@ -128,7 +186,7 @@ class RegistryServer:
         for _attempt in range(3):  # a free port may be taken between probing and binding
             self.port = fixed_port or free_port()
             config_path = root / "config.yml"
-            config = registry_config(root, self.port, self.notify_url, self.notify_headers)
+            config = registry_config(root, self.port, self.notify_url, self.notify_headers, self.auth)
             config_path.write_text(yaml.safe_dump(config, sort_keys=False))
             with (root / "registry.log").open("ab") as log:
                 self._proc = subprocess.Popen(
@@ -152,22 +210,32 @@ class RegistryServer:
             while time.monotonic() < deadline:
                 if self._proc.poll() is not None:
                     return False
-                try:
-                    if http.get(f"{self.url}/v2/").status_code == 200:
+                try:  # with auth, an anonymous /v2/ is a 401: the registry is up
+                    if http.get(f"{self.url}/v2/").status_code in ((200,) if self.auth is None else (401,)):
                         return True
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.05)
         return False
 
-    def reconfigure(self, notify_url: str | None, notify_headers: dict[str, str] | None = None) -> Self:
-        """Restart on the same port and storage with other notification settings (e.g. none)."""
+    def reconfigure(
+        self,
+        notify_url: str | None,
+        notify_headers: dict[str, str] | None = None,
+        *,
+        auth: HtpasswdAuth | TokenAuth | Literal["keep"] | None = "keep",
+    ) -> Self:
+        """Restart on the same port and storage with other notification settings (and auth, when
+        given; ``None`` turns it off)."""
         assert self._tmp is not None, "start() first"
         self._terminate()
         self.notify_url, self.notify_headers = notify_url, notify_headers
+        if auth != "keep":
+            self.auth = auth
+        auth = self.auth
         root = Path(self._tmp.name)
         binary = ensure_registry_binary(self._binary)
-        config = registry_config(root, self.port, notify_url, notify_headers)
+        config = registry_config(root, self.port, notify_url, notify_headers, auth)
         (root / "config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
         with (root / "registry.log").open("ab") as log:
             self._proc = subprocess.Popen(
