@@ -37,17 +37,25 @@ class _Strict(BaseModel):
 class EksAccess(_Strict):
     """An EKS cluster: endpoint and CA from eks:DescribeCluster, a token presigned from STS."""
 
-    name: str = Field(min_length=1, max_length=100)
-    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
-    role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+    name: str = Field(min_length=1, max_length=100, description="EKS cluster name.")
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$", description="AWS region of the cluster.")
+    role_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$",
+        description="Role to assume for a cluster in another account (list it in `ClusterRoleArns`).",
+    )
 
 
 class KubeconfigAccess(_Strict):
     """A kubeconfig held in Secrets Manager (``secret``) or, for local use, a file (``file``)."""
 
-    secret: str | None = None
-    file: str | None = None
-    context: str | None = None
+    secret: str | None = Field(
+        default=None, description="Secrets Manager secret (under `tagpin/`) holding the kubeconfig."
+    )
+    file: str | None = Field(default=None, description="Path of a kubeconfig file (local use).")
+    context: str | None = Field(
+        default=None, description="Context to use; default: the kubeconfig's current context."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -61,13 +69,19 @@ class ServiceAccountAccess(_Strict):
     ``{"endpoint": "https://...", "ca.crt": "<PEM>", "token": "<token>"}`` (the keys of a
     Kubernetes service-account token Secret, plus the endpoint)."""
 
-    secret: str = Field(min_length=1)
+    secret: str = Field(
+        min_length=1, description="Secrets Manager secret (under `tagpin/`) holding the JSON."
+    )
 
 
 class Cluster(_Strict):
-    eks: EksAccess | None = None
-    kubeconfig: KubeconfigAccess | None = None
-    service_account: ServiceAccountAccess | None = None
+    eks: EksAccess | None = Field(default=None, description="Reach an EKS cluster with IAM.")
+    kubeconfig: KubeconfigAccess | None = Field(
+        default=None, description="Reach a cluster through a kubeconfig."
+    )
+    service_account: ServiceAccountAccess | None = Field(
+        default=None, description="Reach a cluster with endpoint, CA and token from one secret."
+    )
 
     @model_validator(mode="after")
     def _one_access(self) -> Self:
@@ -130,21 +144,38 @@ def ecr_host_parts(host: str) -> tuple[str, str] | None:
 class EcrSettings(_Strict):
     """ECR: region (default: the host's) and an optional role to assume for cross-account access."""
 
-    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
-    role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+    region: str | None = Field(
+        default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$", description="Default: from the ECR host name."
+    )
+    role_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$",
+        description="Role (named `tagpin-registry-*`) to assume for a registry in another account.",
+    )
 
 
 class Registry(_Strict):
     """How to reach one registry host. ``credentials_secret`` names a Secrets Manager secret (its
     shape depends on ``kind``, see ``RegistryKind``); without it access is anonymous."""
 
-    insecure: bool = False  # plain HTTP (local registries only)
-    credentials_secret: str | None = None
-    kind: RegistryKind | None = None  # None: from the host name
-    ecr: EcrSettings | None = None
-    max_concurrency: int | None = Field(default=None, ge=1, le=256)  # requests in flight to this host
-    head_only: bool | None = None  # None: only Docker Hub (where a manifest GET counts as a pull)
-    ignore_attestation_changes: bool = False  # an index change touching only attestations is no change
+    insecure: bool = Field(default=False, description="Plain HTTP (local registries only).")
+    credentials_secret: str | None = Field(
+        default=None, description="Secrets Manager secret (under `tagpin/`) with this registry's credentials."
+    )
+    kind: RegistryKind | None = Field(
+        default=None, description="Credential kind; default: worked out from the host."
+    )
+    ecr: EcrSettings | None = Field(default=None, description="ECR account, region and cross-account role.")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, le=256, description="Requests in flight to this host."
+    )
+    head_only: bool | None = Field(
+        default=None,
+        description="Never GET a manifest; default: only for Docker Hub, where a GET counts as a pull.",
+    )
+    ignore_attestation_changes: bool = Field(
+        default=False, description="An index change that touches only attestation manifests is no change."
+    )
 
     def kind_for(self, host: str) -> RegistryKind:
         return self.kind or registry_kind(host)
@@ -163,11 +194,15 @@ class Kind(StrEnum):
 class Target(_Strict):
     """A container of a workload that runs the followed tag."""
 
-    cluster: str
-    namespace: Annotated[str, Field(pattern=_LABEL, max_length=63)] = "default"
-    kind: Kind = Kind.DEPLOYMENT
-    name: Annotated[str, Field(pattern=_NAME, max_length=253)]
-    container: Annotated[str, Field(pattern=_CONTAINER, max_length=63)]
+    cluster: str = Field(description="A name under `clusters`.")
+    namespace: Annotated[str, Field(pattern=_LABEL, max_length=63)] = Field(
+        default="default", description="Namespace of the workload."
+    )
+    kind: Kind = Field(default=Kind.DEPLOYMENT, description="Workload kind.")
+    name: Annotated[str, Field(pattern=_NAME, max_length=253)] = Field(description="Workload name.")
+    container: Annotated[str, Field(pattern=_CONTAINER, max_length=63)] = Field(
+        description="Container (or init container) whose image follows the tag."
+    )
 
     @property
     def id(self) -> str:
@@ -175,8 +210,10 @@ class Target(_Strict):
 
 
 class FollowedImage(_Strict):
-    image: str
-    targets: list[Target] = Field(min_length=1)
+    image: str = Field(
+        description="The followed tag, e.g. `registry.example.com/team/web:stable` (no digest)."
+    )
+    targets: list[Target] = Field(min_length=1, description="Where it runs.")
 
     @field_validator("image")
     @classmethod
@@ -335,9 +372,15 @@ class RolloutSettings(_Strict):
 
 
 class TagpinConfig(_Strict):
-    clusters: dict[str, Cluster] = Field(default_factory=dict)
-    registries: dict[str, Registry] = Field(default_factory=dict)
-    images: list[FollowedImage] = Field(default_factory=list)
+    clusters: dict[str, Cluster] = Field(default_factory=dict, description="Clusters by name.")
+    registries: dict[str, Registry] = Field(
+        default_factory=dict,
+        description="Per registry host (`host[:port]`); absent hosts are anonymous HTTPS.",
+    )
+    images: list[FollowedImage] = Field(
+        default_factory=list,
+        description="Followed tags with explicit targets (labelled workloads need none).",
+    )
     rollout: RolloutSettings = Field(
         default_factory=RolloutSettings,
         description="Verification, rollback, waves, maintenance windows, dry-run, notifications.",
