@@ -683,7 +683,9 @@ class RegistryClient:
                 f"{host}: HTTP 401 without a usable WWW-Authenticate challenge", host=host, status=401
             )
         self._challenges[host] = challenge
-        headers["Authorization"] = await self._authorize(host, challenge, scope, access, refresh=True)
+        headers["Authorization"] = await self._authorize(
+            host, challenge, scope, access, refresh=True, rejected=cached
+        )
         response = await self._send(method, url, host, headers)
         if response.status == 401:
             if access.invalidate is not None:
@@ -714,15 +716,26 @@ class RegistryClient:
         return "Basic " + base64.b64encode(pair).decode("ascii")
 
     async def _authorize(
-        self, host: str, challenge: Challenge, scope: str, access: RegistryAccess, *, refresh: bool
+        self,
+        host: str,
+        challenge: Challenge,
+        scope: str,
+        access: RegistryAccess,
+        *,
+        refresh: bool,
+        rejected: str | None = None,
     ) -> str:
         """Authorization header: Basic, or a bearer token from the cache or the realm. ``refresh``
-        (after a 401) drops any cached token first. One fetch per key at a time."""
+        (after a 401) drops the cached token if it is the one the registry ``rejected``; a token
+        another request fetched meanwhile (e.g. the first requests of a cold client all get a 401)
+        is used as it is. One fetch per key at a time."""
         if challenge.scheme == "basic":
             return self._basic(access, host)
         key = self._token_key(challenge, scope, access)
         if refresh:
-            self._tokens.pop(key, None)
+            cached = self._tokens.get(key)
+            if cached is None or f"Bearer {cached[0]}" == rejected:
+                self._tokens.pop(key, None)
         entry = self._tokens.get(key)
         if entry and entry[1] > self._clock():
             return f"Bearer {entry[0]}"
