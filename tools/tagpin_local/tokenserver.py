@@ -7,9 +7,9 @@ registry trusts the CA through ``rootcertbundle``. Known users get the actions t
 what they are granted; wrong credentials get 401; anonymous requests get a token with the access
 ``anonymous`` allows (none by default), so the registry answers 401 as a real one does.
 
-Every request is recorded (``requests``) so tests can count token fetches; ``issue_expired`` makes
-the next n tokens already expired while announcing the normal ``expires_in`` (a token revoked or
-expired early: the registry refuses it and a client must fetch a new one).
+Every request is recorded (``requests``) so tests can count token fetches. ``rotate_key`` replaces
+the signing key and the CA (restart the registry to load the new bundle): tokens issued before are
+refused from then on, as after a key rotation, and a client must fetch new ones.
 """
 
 from __future__ import annotations
@@ -114,14 +114,19 @@ class TokenServer:
         self.issuer = issuer
         self.expires_in = expires_in
         self.anonymous = anonymous  # actions granted without credentials
-        self.issue_expired = 0
         self.requests: list[TokenRequest] = []
         self._lock = threading.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="tagpin-token-")
-        self._key, self._leaf_der, ca_pem = _certificates()
         self.root_bundle = Path(self._tmp.name) / "root.pem"
-        self.root_bundle.write_bytes(ca_pem)
+        self.rotate_key()
         self._server: http.server.ThreadingHTTPServer | None = None
+
+    def rotate_key(self) -> None:
+        """A new signing key and CA; the registry trusts it once restarted (it reads the bundle at start)."""
+        key, leaf_der, ca_pem = _certificates()
+        with self._lock:
+            self._key, self._leaf_der = key, leaf_der
+        self.root_bundle.write_bytes(ca_pem)
 
     @property
     def url(self) -> str:
@@ -170,22 +175,19 @@ class TokenServer:
 
     def _token(self, user: str | None, scopes: list[str]) -> dict[str, object]:
         now = int(time.time())
-        with self._lock:
-            expired = self.issue_expired > 0
-            self.issue_expired -= expired
-        issued = now - 3600 if expired else now
         claims = {
             "iss": self.issuer,
             "sub": user or "",
             "aud": self.service,
-            "iat": issued,
-            "nbf": issued - 10,
-            "exp": issued + self.expires_in,
+            "iat": now,
+            "nbf": now - 10,
+            "exp": now + self.expires_in,
             "jti": secrets.token_hex(8),
             "access": self._access(user, scopes),
         }
-        headers = {"x5c": [base64.b64encode(self._leaf_der).decode()]}
-        token = jwt.encode(claims, self._key, algorithm="RS256", headers=headers)
+        with self._lock:
+            headers = {"x5c": [base64.b64encode(self._leaf_der).decode()]}
+            token = jwt.encode(claims, self._key, algorithm="RS256", headers=headers)
         return {
             "token": token,
             "access_token": token,
