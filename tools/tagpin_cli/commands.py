@@ -34,7 +34,7 @@ def status() -> list[dict[str, Any]]:
                 condition = "unknown"
             elif st.status in (TargetStatus.FAILED, TargetStatus.GONE):
                 condition = st.status.value
-            elif tag is not None and st.digest == tag.digest and st.status is TargetStatus.APPLIED:
+            elif tag is not None and st.settled_at(tag.digest):
                 condition = "current"
             elif st.status is TargetStatus.PENDING:
                 condition = "pending"

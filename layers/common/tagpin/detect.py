@@ -22,7 +22,7 @@ from tagpin.models import Change, Trigger
 from tagpin.queue import ChangeQueue
 from tagpin.refs import ImageRef
 from tagpin.registry import Resolution
-from tagpin.state import StateStore, TagUpdate, TargetStatus
+from tagpin.state import StateStore, TagUpdate
 
 logger = logging.getLogger(__name__)
 
@@ -151,16 +151,11 @@ class Detector:
         ids = [t.id for t in followed.targets]
         targets = self._state.get_targets(ids)
         behind = [
-            i
-            for i in ids
-            if not (
-                (st := targets.get(i)) is not None
-                and st.digest == current.digest
-                and st.status is TargetStatus.APPLIED
-            )
+            i for i in ids if not ((st := targets.get(i)) is not None and st.settled_at(current.digest))
         ]
         enqueued = False
-        if behind and record.result is not TagUpdate.STALE:
+        # A digest whose rollout failed (marked bad) is not enqueued until the tag moves.
+        if behind and record.result is not TagUpdate.STALE and not current.blocked:
             self._queue.send(
                 Change(
                     image=image,

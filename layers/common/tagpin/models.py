@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tagpin.refs import is_digest
 
-Trigger = Literal["webhook", "poll", "reconcile", "manual", "ecr"]
+# "promote": the verifier started the next wave of a promotion, or retried a deferred rollout.
+Trigger = Literal["webhook", "poll", "reconcile", "manual", "ecr", "promote"]
 
 
 class Change(BaseModel):
@@ -30,6 +31,9 @@ class Change(BaseModel):
     # already have applied it (a manual edit, a rollback): the run's id joins the idempotency and
     # deduplication keys, so the change is applied again instead of being answered from the cache.
     reconcile_run: str | None = Field(default=None, max_length=128)
+    # Set by the verifier on a promotion's own changes (the next wave, a deferred retry): joins the
+    # deduplication id only, so the FIFO queue does not drop it as a repeat of the first change.
+    round: str | None = Field(default=None, max_length=128)
 
     def model_post_init(self, _context: object) -> None:
         if not is_digest(self.digest):

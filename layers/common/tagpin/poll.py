@@ -32,7 +32,7 @@ from tagpin.detect import CheckResult, Detector, merge_followed, now_ms
 from tagpin.models import Trigger
 from tagpin.refs import ImageRef
 from tagpin.registry import RegistryError, Resolution
-from tagpin.state import StateStore, TagState, TargetState, TargetStatus
+from tagpin.state import StateStore, TagState, TargetState
 
 logger = logging.getLogger(__name__)
 
@@ -219,10 +219,7 @@ class Poller:
                 and known.digest == answer.digest
                 and not known.last_error
                 and all(
-                    (st := targets.get(t.id)) is not None
-                    and st.digest == answer.digest
-                    and st.status is TargetStatus.APPLIED
-                    for t in f.targets
+                    (st := targets.get(t.id)) is not None and st.settled_at(answer.digest) for t in f.targets
                 )
             ):
                 summary.unchanged += 1

@@ -17,10 +17,17 @@ def group_id(image: str) -> str:
     return image if len(image) <= 128 else hashlib.sha256(image.encode()).hexdigest()
 
 
-def deduplication_id(image: str, digest: str, reconcile_run: str | None = None) -> str:
+def deduplication_id(
+    image: str, digest: str, reconcile_run: str | None = None, round: str | None = None
+) -> str:
     """The same (image, digest) sent twice within SQS's 5-minute window is delivered once; a
-    reconciler's healing change (``reconcile_run``) is distinct from the change it heals."""
-    key = f"{image}@{digest}" if reconcile_run is None else f"{image}@{digest}#{reconcile_run}"
+    reconciler's healing change (``reconcile_run``) and a promotion's next wave or retry
+    (``round``) are distinct from the change they follow."""
+    key = f"{image}@{digest}"
+    if reconcile_run is not None:
+        key += f"#{reconcile_run}"
+    if round is not None:
+        key += f"~{round}"
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -34,7 +41,9 @@ class SqsChangeQueue:
             QueueUrl=self._url,
             MessageBody=change.model_dump_json(),
             MessageGroupId=group_id(change.image),
-            MessageDeduplicationId=deduplication_id(change.image, change.digest, change.reconcile_run),
+            MessageDeduplicationId=deduplication_id(
+                change.image, change.digest, change.reconcile_run, change.round
+            ),
         )
 
 

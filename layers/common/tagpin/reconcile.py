@@ -419,6 +419,9 @@ class Reconciler:
         tag = self._state.get_tag(followed.image)
         if tag is None:
             return 0
+        if tag.blocked:  # its rollout failed and was rolled back: never re-applied by healing
+            logger.info("tag's digest is marked bad; not healed", extra={"image": followed.image})
+            return 0
         behind = [o for o in observed if o.running != tag.digest]
         if not behind:
             return 0

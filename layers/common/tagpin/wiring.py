@@ -10,6 +10,8 @@ Environment:
   TAGPIN_QUEUE_URL                               changes queue (poller, webhook)
   TAGPIN_IDEMPOTENCY_TABLE                       powertools idempotency table (consumer)
   TAGPIN_WEBHOOK_SECRET                          Secrets Manager secret: {"<source>": {...}} (webhooks.auth)
+  TAGPIN_CHECKS_QUEUE_URL                        rollout checks queue, SQS standard (consumer, verifier)
+  TAGPIN_NOTIFY_TOPIC_ARN                        SNS topic for rollout notifications (consumer, verifier)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from tagpin.config import ConfigLoader, FollowedImage, TagpinConfig
+from tagpin.config import ConfigLoader, FollowedImage, RolloutSettings, TagpinConfig
 from tagpin.credentials import CredentialStore, EcrTokens
 from tagpin.detect import Detector, now_ms
 from tagpin.followed import Followed
@@ -28,10 +30,14 @@ from tagpin.registry import RegistryAccess, RegistryClient
 from tagpin.state import StateStore
 
 if TYPE_CHECKING:
+    from tagpin.checks import SqsCheckQueue
     from tagpin.clusters import ClusterConnector
+    from tagpin.notify import Notifier
     from tagpin.poll import Poller
+    from tagpin.promote import Promoter
     from tagpin.reconcile import Reconciler
     from tagpin.rollout import Applier
+    from tagpin.verify import Verifier
     from tagpin.webhooks.service import WebhookService
 
 SECRET_MAX_AGE = 300
@@ -116,7 +122,11 @@ def registry_client() -> RegistryClient:
 
 @cache
 def state() -> StateStore:
-    return StateStore(aws("dynamodb"), env("TAGPIN_STATE_TABLE"))
+    return StateStore(
+        aws("dynamodb"),
+        env("TAGPIN_STATE_TABLE"),
+        retention_days=lambda: config().rollout.history_retention_days,
+    )
 
 
 def followed() -> Mapping[str, FollowedImage]:
@@ -198,6 +208,44 @@ def cluster_connector() -> ClusterConnector:
     return ClusterConnector(config, secret_text)
 
 
+def rollout_settings() -> RolloutSettings:
+    return config().rollout
+
+
+@cache
+def checks_queue() -> SqsCheckQueue:
+    from tagpin.checks import SqsCheckQueue
+
+    return SqsCheckQueue(aws("sqs"), env("TAGPIN_CHECKS_QUEUE_URL"))
+
+
+@cache
+def notifier() -> Notifier:
+    from tagpin.notify import Notifier
+
+    return Notifier(
+        settings=lambda: config().rollout.notifications,
+        sns=aws("sns"),
+        topic_arn=os.environ.get("TAGPIN_NOTIFY_TOPIC_ARN") or None,
+        secret=secret_json,
+    )
+
+
+@cache
+def promoter() -> Promoter:
+    from tagpin.promote import Promoter
+
+    return Promoter(
+        state=state(),
+        followed=followed,
+        settings=rollout_settings,
+        checks=checks_queue(),
+        changes=SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")),
+        notifier=notifier(),
+        clock=now_ms,
+    )
+
+
 @cache
 def applier() -> Applier:
     from tagpin.rollout import Applier
@@ -208,6 +256,26 @@ def applier() -> Applier:
         workloads=cluster_connector(),
         clock=now_ms,
         guard=idempotency_guard(),
+        settings=rollout_settings,
+        checks=checks_queue(),
+        promoter=promoter(),
+        notifier=notifier(),
+    )
+
+
+@cache
+def verifier() -> Verifier:
+    from tagpin.verify import Verifier
+
+    return Verifier(
+        state=state(),
+        workloads=cluster_connector(),
+        followed=followed,
+        settings=rollout_settings,
+        checks=checks_queue(),
+        promoter=promoter(),
+        notifier=notifier(),
+        clock=now_ms,
     )
 
 
@@ -241,5 +309,7 @@ def reset() -> None:
         built.cache_clear()
     for built in (idempotency_config, applier, cluster_connector, reconciler):
         built.cache_clear()
+    for rollout_part in (checks_queue, notifier, promoter, verifier):
+        rollout_part.cache_clear()
     parameters.clear_caches()  # type: ignore[no-untyped-call]
     base.DEFAULT_PROVIDERS.clear()  # type: ignore[attr-defined]
