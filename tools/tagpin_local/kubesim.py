@@ -763,6 +763,8 @@ class KubeSim:
     Knobs (plain attributes): ``image_id_for`` (``image -> digest | imageID | None``),
     ``rollout_delay`` (seconds before a rollout completes; 0 = in the same write),
     ``fail_rollouts`` (rollouts end with Progressing=False/ProgressDeadlineExceeded and old Pods stay),
+    ``broken`` (digests or image references: a pod template with a container image that contains one
+    of them never becomes available: the same failure, for that image only; see :meth:`break_image`),
     ``nodes`` (DaemonSet Pods per DaemonSet).
     """
 
@@ -773,6 +775,7 @@ class KubeSim:
         self.ca_pem: bytes | None = None  # ...and its PEM text
         self.rollout_delay = rollout_delay
         self.fail_rollouts = False
+        self.broken: set[str] = set()
         self.nodes = 1
         self.image_id_for: Callable[[str], str | None] | None = None
         self.requests: list[RequestRecord] = []
@@ -888,6 +891,23 @@ class KubeSim:
         with self._lock:
             self._faults.append(fault)
         return fault
+
+    def break_image(self, digest_or_image: str) -> None:
+        """Pods of this digest (or image reference) never become available: every rollout to it
+        fails (Deployment: Progressing=False/ProgressDeadlineExceeded; StatefulSet and DaemonSet:
+        the update never progresses) and the old Pods stay."""
+        with self._lock:
+            self.broken.add(digest_or_image)
+
+    def _broken(self, obj: Obj) -> bool:
+        if self.fail_rollouts:
+            return True
+        spec = (pod_template_of(obj) or {}).get("spec") or {}
+        images = [
+            str(c.get("image", ""))
+            for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+        ]
+        return any(bad in image for bad in self.broken for image in images)
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -1274,6 +1294,33 @@ class KubeSim:
         elif obj["kind"] == "DaemonSet":
             st.update(observedGeneration=gen, updatedNumberScheduled=0)
 
+    def _fail_rollout(self, obj: Obj, thash: str, want: int) -> None:
+        """A rollout whose Pods never become available: the old Pods stay."""
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        gen = obj["metadata"]["generation"]
+        st = obj["status"]
+        st["observedGeneration"] = gen
+        if kind == "StatefulSet":
+            st.update(updatedReplicas=0, updateRevision=f"{name}-{thash}")
+        elif kind == "DaemonSet":
+            st.update(updatedNumberScheduled=0, numberUnavailable=want)
+        if kind == "Deployment":
+            st["conditions"] = [
+                self._condition(
+                    "Available",
+                    "True",
+                    "MinimumReplicasAvailable",
+                    "Deployment has minimum availability.",
+                ),
+                self._condition(
+                    "Progressing",
+                    "False",
+                    "ProgressDeadlineExceeded",
+                    f'ReplicaSet "{name}-{thash}" has timed out progressing.',
+                ),
+            ]
+            st["updatedReplicas"] = 0
+
     def _finish_rollout(self, obj: Obj) -> None:
         """Replace the workload's Pods with ones from the current template and report success."""
         kind, ns, name = obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -1282,25 +1329,8 @@ class KubeSim:
         want = self._desired(obj)
         tmpl = pod_template_of(obj) or {}
         thash = _hash10(tmpl)
-        if self.fail_rollouts:
-            st = obj["status"]
-            st["observedGeneration"] = gen
-            if kind == "Deployment":
-                st["conditions"] = [
-                    self._condition(
-                        "Available",
-                        "True",
-                        "MinimumReplicasAvailable",
-                        "Deployment has minimum availability.",
-                    ),
-                    self._condition(
-                        "Progressing",
-                        "False",
-                        "ProgressDeadlineExceeded",
-                        f'ReplicaSet "{name}-{thash}" has timed out progressing.',
-                    ),
-                ]
-                st["updatedReplicas"] = 0
+        if self._broken(obj):
+            self._fail_rollout(obj, thash, want)
             return
         rev = thash if kind == "Deployment" else f"{name}-{thash}"
         hash_label = "pod-template-hash" if kind == "Deployment" else "controller-revision-hash"

@@ -9,7 +9,11 @@
 - the Kubernetes API simulator holding the workloads, reached through a kubeconfig kept in
   Secrets Manager, exactly as a non-EKS cluster is reached in AWS; ``StackOptions.clusters`` adds
   more simulated clusters (one simulator each, each with its own kubeconfig secret);
-- a scheduler for the reconciler (``reconcile_interval``), or ``run_reconciler()`` on demand.
+- a scheduler for the reconciler (``reconcile_interval``), or ``run_reconciler()`` on demand;
+- the rollout checks queue (SQS standard, delayed messages) and a loop that invokes the real
+  verifier handler with it (with ``consume``), or ``verify_once()`` on demand; the SNS topic of
+  rollout notifications, with an SQS queue subscribed to it so that ``notifications()`` shows
+  what was published.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class StackOptions:
     consume: bool = True  # run the SQS loop; tests that drive the consumer themselves turn it off
     clusters: list[str] = field(default_factory=list)  # more simulated clusters besides "local"
     reconcile_interval: float | None = None  # seconds between scheduled reconciler runs; None = off
+    rollout: dict[str, Any] | None = None  # the configuration's ``rollout`` section
+    rollout_delay: float = 0.0  # seconds each simulated rollout takes (KubeSim.rollout_delay)
     log_level: str = "WARNING"
 
 
@@ -108,11 +114,13 @@ class LocalStack:
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
         self.webhook_token = secrets.token_urlsafe(24)
-        self.kube = KubeSim(token=secrets.token_urlsafe(16), tls=True)  # kubectl sends tokens only over TLS
+        delay = self.options.rollout_delay
+        # kubectl sends tokens only over TLS
+        self.kube = KubeSim(token=secrets.token_urlsafe(16), tls=True, rollout_delay=delay)
         # Every simulated cluster by its name in the configuration; "local" is ``self.kube``.
         self.kubes: dict[str, KubeSim] = {"local": self.kube}
         for name in self.options.clusters:
-            self.kubes[name] = KubeSim(token=secrets.token_urlsafe(16))
+            self.kubes[name] = KubeSim(token=secrets.token_urlsafe(16), rollout_delay=delay)
         self.registry: RegistryServer | None = None
         self._moto: Any = None
         self._adapter: _WebhookAdapter | None = None
@@ -124,6 +132,11 @@ class LocalStack:
         self.queue_url = ""
         self.dlq_url = ""
         self.queue_arn = ""
+        self.checks_url = ""
+        self.checks_dlq_url = ""
+        self.checks_arn = ""
+        self.topic_arn = ""
+        self.observer_url = ""
         self.consumer_errors: list[str] = []
         self._saved_env: dict[str, str | None] = {}
 
@@ -162,13 +175,14 @@ class LocalStack:
         from tagpin import wiring
 
         wiring.reset()
-        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0}
+        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "verifier": 60.0}
         for name, timeout in timeouts.items():
             self.functions[name] = LocalFunction(name, timeout_s=timeout)
         assert self._adapter is not None
         self._adapter.function = self.functions["webhook"]
         if self.options.consume:
             self._spawn(self._sqs_loop, "sqs-consumer")
+            self._spawn(self._checks_loop, "sqs-verifier")
         self._spawn(self._scheduler, "scheduler")
         self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
 
@@ -214,6 +228,8 @@ class LocalStack:
             "aws_endpoint": self.aws_endpoint,
             "queue_url": self.queue_url,
             "dead_letter_queue_url": self.dlq_url,
+            "checks_queue_url": self.checks_url,
+            "notification_topic_arn": self.topic_arn,
             "state_table": "tagpin-state",
             "config_parameter": CONFIG_PARAMETER,
         }
@@ -236,13 +252,16 @@ class LocalStack:
             },
             *self.options.images,
         ]
-        return {
+        document: dict[str, Any] = {
             "clusters": {
                 name: {"kubeconfig": {"secret": cluster_secret(name), "context": name}} for name in self.kubes
             },
             "registries": {self.registry.host: {"insecure": True}},
             "images": images,
         }
+        if self.options.rollout is not None:
+            document["rollout"] = self.options.rollout
+        return document
 
     def write_config(self, document: dict[str, Any] | None = None) -> None:
         text = yaml.safe_dump(document or self.config_document(), sort_keys=False)
@@ -336,6 +355,38 @@ class LocalStack:
             "Attributes"
         ]["QueueArn"]
         os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
+        checks_dlq = sqs.create_queue(
+            QueueName="tagpin-checks-dlq", Attributes={"MessageRetentionPeriod": "1209600"}
+        )
+        self.checks_dlq_url = checks_dlq["QueueUrl"]
+        checks_dlq_arn = sqs.get_queue_attributes(QueueUrl=self.checks_dlq_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.checks_url = sqs.create_queue(
+            QueueName="tagpin-checks",
+            Attributes={
+                "VisibilityTimeout": str(self.options.visibility_timeout),
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": checks_dlq_arn, "maxReceiveCount": self.options.max_receive_count}
+                ),
+            },
+        )["QueueUrl"]
+        self.checks_arn = sqs.get_queue_attributes(QueueUrl=self.checks_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        os.environ["TAGPIN_CHECKS_QUEUE_URL"] = self.checks_url
+        self.topic_arn = self.client("sns").create_topic(Name="tagpin-notifications")["TopicArn"]
+        os.environ["TAGPIN_NOTIFY_TOPIC_ARN"] = self.topic_arn
+        self.observer_url = sqs.create_queue(QueueName="tagpin-notifications-observer")["QueueUrl"]
+        observer_arn = sqs.get_queue_attributes(QueueUrl=self.observer_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.client("sns").subscribe(
+            TopicArn=self.topic_arn,
+            Protocol="sqs",
+            Endpoint=observer_arn,
+            Attributes={"RawMessageDelivery": "true"},
+        )
         self._put_secret(WEBHOOK_SECRET, json.dumps({"distribution": self.webhook_token}))
 
     def _put_secret(self, name: str, value: str) -> None:
@@ -412,6 +463,57 @@ class LocalStack:
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
         return len(messages)
+
+    def verify_once(self, wait_s: int = 1) -> int:
+        """Receive up to 10 due checks and invoke the verifier, as Lambda's SQS poller does (a
+        standard queue: partial batch failures reappear after the visibility timeout)."""
+        sqs = self.client("sqs")
+        messages = sqs.receive_message(
+            QueueUrl=self.checks_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=wait_s,
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return 0
+        try:
+            response = self.functions["verifier"].invoke(sqs_event(messages, self.checks_arn)) or {}
+            failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        except Exception as exc:
+            log.warning("verifier invocation failed: %s", exc)
+            self.consumer_errors.append(f"verifier: {type(exc).__name__}: {exc}")
+            failed = {m["MessageId"] for m in messages}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=self.checks_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        return len(messages)
+
+    def notifications(self) -> list[dict[str, Any]]:
+        """What was published on the notification topic since the last call (oldest first)."""
+        sqs = self.client("sqs")
+        found: list[dict[str, Any]] = []
+        while True:
+            messages = sqs.receive_message(
+                QueueUrl=self.observer_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            ).get("Messages", [])
+            if not messages:
+                return sorted(found, key=lambda m: int(m.get("at", 0)))
+            for m in messages:
+                found.append(json.loads(m["Body"]))
+                sqs.delete_message(QueueUrl=self.observer_url, ReceiptHandle=m["ReceiptHandle"])
+
+    def _checks_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.verify_once()
+            except Exception:
+                if self._stop.is_set():
+                    return
+                log.exception("receive_message (checks) failed")
+                time.sleep(0.5)
 
     def _sqs_loop(self) -> None:
         while not self._stop.is_set():
