@@ -2,8 +2,9 @@
 #   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, Kubernetes simulator)
 #   make test      unit + integration + e2e tests
 #   make lint      ruff + mypy;  make validate: sam validate --lint + cfn-lint;  make build: sam build
-#   make bench     benchmarks: poll throughput (bench-poll) and cold start/size (bench-coldstart)
+#   make bench     benchmarks: poll throughput (bench-poll), cold start/size (bench-coldstart), cost (bench-cost)
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
+#   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -71,7 +72,7 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-coldstart
+bench: bench-poll bench-coldstart bench-cost
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
@@ -83,4 +84,8 @@ bench-coldstart: venv build
 bench-reconcile: venv
 	$(PY) bench/reconcile.py
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile
+# The real handlers on the local stack; about 15 minutes on 2 cores (10,000 tags dominate).
+bench-cost: venv tools
+	$(PY) bench/cost.py
+
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost
