@@ -242,6 +242,9 @@ def test_environment_contract(template: dict[str, Any]) -> None:
         "ConsumerFunction": {
             "POWERTOOLS_SERVICE_NAME": "consumer",
             "TAGPIN_IDEMPOTENCY_TABLE": {"Ref": "IdempotencyTable"},
+            "TAGPIN_QUEUE_URL": {"Ref": "ChangesQueue"},
+            "TAGPIN_CHECKS_QUEUE_URL": {"Ref": "ChecksQueue"},
+            "TAGPIN_NOTIFY_TOPIC_ARN": {"Ref": "RolloutTopic"},
         },
     }
     for fn, own in expected.items():
@@ -425,7 +428,12 @@ def test_consumer_permissions(template: dict[str, Any]) -> None:
         "secretsmanager:GetSecretValue",
         "eks:DescribeCluster",
     } <= actions
-    assert "sqs:SendMessage" not in actions
+    # sends only delayed rollout checks and a promotion's next wave (tests/unit/test_rollout_template.py)
+    (send,) = statements_for(props, "sqs:SendMessage")
+    assert send["Resource"] == [
+        {"Fn::GetAtt": ["ChecksQueue", "Arn"]},
+        {"Fn::GetAtt": ["ChangesQueue", "Arn"]},
+    ]
     # cross-account clusters: only the role ARNs given as a parameter, only when given
     (assume,) = statements_for(props, "sts:AssumeRole")
     assert assume["Resource"] == {"Ref": "ClusterRoleArns"}

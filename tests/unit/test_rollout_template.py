@@ -1,0 +1,63 @@
+"""template.yaml invariants of safe rollouts: the verifier, its delayed checks queue and its DLQ,
+the rollout notification topic, least-privilege IAM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.test_template import (
+    actions_of,
+    events_of_type,
+    function_props,
+    resources,
+    statements_for,
+    template,  # noqa: F401 (the module fixture)
+)
+
+CHECKS_ARN = {"Fn::GetAtt": ["ChecksQueue", "Arn"]}
+CHANGES_ARN = {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
+
+
+def test_verifier_consumes_the_checks_queue_with_partial_failures(template: dict[str, Any]) -> None:  # noqa: F811
+    props = function_props(template, "VerifierFunction")
+    (event,) = events_of_type(props, "SQS")
+    assert event["Queue"] == CHECKS_ARN
+    assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["Layers"] == [{"Ref": "CommonLayer"}, {"Ref": "KubernetesLayer"}]
+    queue = resources(template)["ChecksQueue"]["Properties"]
+    assert queue["VisibilityTimeout"] >= 6 * props["Timeout"]
+    assert "FifoQueue" not in queue  # per-message DelaySeconds needs a standard queue
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["ChecksDeadLetterQueue", "Arn"]}
+    dlq = resources(template)["ChecksDeadLetterQueue"]["Properties"]
+    assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600 and dlq["SqsManagedSseEnabled"] is True
+    alarm = resources(template)["ChecksDeadLetterAlarm"]["Properties"]
+    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["ChecksDeadLetterQueue", "QueueName"]}
+
+
+@pytest.mark.parametrize("fn", ["ConsumerFunction", "VerifierFunction"])
+def test_rollout_permissions_are_scoped(template: dict[str, Any], fn: str) -> None:  # noqa: F811
+    props = function_props(template, fn)
+    env = props["Environment"]["Variables"]
+    assert env["TAGPIN_CHECKS_QUEUE_URL"] == {"Ref": "ChecksQueue"}
+    assert env["TAGPIN_NOTIFY_TOPIC_ARN"] == {"Ref": "RolloutTopic"}
+    (send,) = statements_for(props, "sqs:SendMessage")
+    assert send["Resource"] == [CHECKS_ARN, CHANGES_ARN]
+    (publish,) = statements_for(props, "sns:Publish")
+    assert publish["Resource"] == {"Ref": "RolloutTopic"}
+    for statement in statements_for(props, "secretsmanager:GetSecretValue"):
+        assert str(statement["Resource"]["Fn::Sub"]).endswith(":secret:tagpin/*")
+    if fn == "VerifierFunction":  # never deletes state; never touches the idempotency table
+        assert "dynamodb:DeleteItem" not in actions_of(props)
+        assert {s["Resource"]["Fn::GetAtt"][0] for s in statements_for(props, "dynamodb:GetItem")} == {
+            "StateTable"
+        }
+
+
+def test_verifier_reads_no_idempotency_table_and_patches_through_rbac_only(template: dict[str, Any]) -> None:  # noqa: F811
+    props = function_props(template, "VerifierFunction")
+    receive = statements_for(props, "sqs:ReceiveMessage")
+    assert [s["Resource"] for s in receive] == [CHECKS_ARN]
+    assert "TAGPIN_IDEMPOTENCY_TABLE" not in props["Environment"]["Variables"]
+    assert resources(template)["RolloutTopic"]["Properties"]["KmsMasterKeyId"] == "alias/aws/sns"
