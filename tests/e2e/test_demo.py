@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 
 def test_demo_rolls_the_deployment_through_both_paths(capsys):
     require_binary("docker-registry", "/usr/bin/docker-registry")
-    steps = demo.run(poll_interval=0.5)
+    steps, rolled_back = demo.run(poll_interval=0.5)
     first, webhook, poll = steps
     assert first.before.endswith("/demo/web:stable")  # the unpinned tag the team deployed
     for step, trigger in ((first, "webhook"), (webhook, "webhook"), (poll, "poll")):
@@ -34,6 +34,17 @@ def test_demo_rolls_the_deployment_through_both_paths(capsys):
     assert len({first.digest, webhook.digest, poll.digest}) == 3
     out = capsys.readouterr().out
     assert "before :" in out and "after  :" in out and "push -> patch" in out
+    # the bad push: rolled back in stage, prod untouched, one notification per event
+    assert rolled_back.stage_before.endswith("@" + rolled_back.good_digest)
+    assert rolled_back.stage_after == rolled_back.stage_before
+    assert rolled_back.prod_after.endswith("@" + rolled_back.good_digest)
+    assert rolled_back.stage_status == "rolled_back"
+    assert [(n["event"], n["wave"]) for n in rolled_back.notifications] == [
+        ("applied", "stage"),
+        ("rolled_back", "stage"),
+    ]
+    assert rolled_back.push_to_verified_s["prod"] >= rolled_back.push_to_verified_s["stage"] + demo.SOAK_S
+    assert "rolled back" in out and "(untouched)" in out
 
 
 def test_tagpin_local_serves_until_stopped_and_kubectl_sees_the_rollout():

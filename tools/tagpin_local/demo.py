@@ -4,9 +4,14 @@
 2. Webhook path: a new image is pushed under the same tag; the registry's real push notification
    reaches the webhook handler, which re-resolves the tag and enqueues; the consumer patches.
 3. Scheduled path: notifications switched off, polling on; another push; the poller notices.
+4. Safe rollout: a Deployment ``shop`` runs in two more clusters, ``stage`` (wave 1, with the
+   local cluster) and ``prod`` (wave 2). A good image walks through both waves (verified in stage,
+   soak, then prod); then a broken image is pushed (its pods never become available): stage
+   fails to roll out, tagpin restores the previous image there, marks the digest bad and halts
+   the promotion; prod is never touched. The SNS notifications are shown.
 
-Prints the image before and after each step and the time from push to patch. Exits non-zero if a
-step does not happen within its deadline.
+Prints the image before and after each step, the time from push to patch, and from push to
+verified. Exits non-zero if a step does not happen within its deadline.
 """
 
 from __future__ import annotations
@@ -17,11 +22,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tagpin.state import StateStore, TargetStatus
+
 from tagpin_local.kubesim import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 DEADLINE_S = 30.0
+SOAK_S = 3
+ROLLOUT = {
+    "verify_interval_seconds": 1,
+    "verify_timeout_seconds": 30,
+    "soak_seconds": SOAK_S,
+    "waves": [{"name": "stage", "clusters": ["local", "stage"]}, {"name": "prod", "clusters": ["prod"]}],
+}
+SHOP = ("stage/shop/Deployment/shop/shop", "prod/shop/Deployment/shop/shop")
 
 
 @dataclass
@@ -67,9 +82,105 @@ def report(step: Step) -> None:
     print(f"   pod-template annotations: {json.dumps(step.annotations, sort_keys=True)}")
 
 
-def run(poll_interval: float = 1.0) -> list[Step]:
+@dataclass
+class Rollback:
+    good_digest: str
+    bad_digest: str
+    push_to_verified_s: dict[str, float]  # the good image, per wave
+    stage_before: str
+    stage_after: str
+    prod_after: str
+    stage_status: str
+    notifications: list[dict[str, Any]]
+
+
+def _shop_image(stack: LocalStack, cluster: str) -> str:
+    image: str = stack.kubes[cluster].get("Deployment", "shop", "shop")["spec"]["template"]["spec"][
+        "containers"
+    ][0]["image"]
+    return image
+
+
+def _wait(what: str, condition: Any) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < DEADLINE_S:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(0.02)
+    raise SystemExit(f"FAILED: {what} did not happen within {DEADLINE_S:.0f} s")
+
+
+def rollback_scenario(stack: LocalStack) -> Rollback:
+    """A good push through both waves, then a bad push rolled back in stage, prod untouched."""
+    assert stack.registry is not None
+    state = StateStore(stack.client("dynamodb"), "tagpin-state")
+    image = f"{stack.registry.host}/demo/shop:stable"
+    for cluster in ("stage", "prod"):
+        stack.kubes[cluster].create(deployment("shop", "shop", image, container="shop", replicas=3))
+    targets = [
+        {"cluster": c, "namespace": "shop", "kind": "Deployment", "name": "shop", "container": "shop"}
+        for c in ("stage", "prod")
+    ]
+    stack.options.images = [{"image": image, "targets": targets}]
+    stack.write_config()
+
+    def status(target: str, digest: str) -> TargetStatus | None:
+        st = state.get_target(target)
+        return st.status if st is not None and st.digest == digest else None
+
+    print(
+        f"\n== safe rollout: Deployment shop/shop runs {image} in clusters stage (wave 1) and prod (wave 2)"
+    )
+    good = push_image(stack.registry.url, "demo/shop", "stable")
+    started = time.monotonic()
+    timings = {}
+    for wave, target in zip(("stage", "prod"), SHOP, strict=True):
+        _wait(f"{wave} verified", lambda t=target: status(t, good) is TargetStatus.VERIFIED)  # type: ignore[misc]
+        timings[wave] = time.monotonic() - started
+    print(f"   good image {good[:19]}…: verified in stage after {timings['stage']:.1f} s,")
+    print(f"   then (soak {SOAK_S} s) in prod after {timings['prod']:.1f} s (push -> verified)")
+    stack.notifications()
+
+    stage_before = _shop_image(stack, "stage")
+    bad = push_image(stack.registry.url, "demo/shop", "stable")
+    for cluster in ("stage", "prod"):  # its pods would never become available anywhere
+        stack.kubes[cluster].break_image(bad)
+    print(f"   broken image {bad[:19]}… pushed (its pods never become available)")
+    elapsed = _wait("the rollback in stage", lambda: status(SHOP[0], bad) is TargetStatus.ROLLED_BACK)
+    time.sleep(SOAK_S + 1)  # long enough for prod to have been promoted, had stage been verified
+    result = Rollback(
+        good_digest=good,
+        bad_digest=bad,
+        push_to_verified_s=timings,
+        stage_before=stage_before,
+        stage_after=_shop_image(stack, "stage"),
+        prod_after=_shop_image(stack, "prod"),
+        stage_status=str(state.get_target(SHOP[0]).status),  # type: ignore[union-attr]
+        notifications=[n for n in stack.notifications() if n["digest"] == bad],
+    )
+    detail = next((h.get("detail", "") for h in state.history(SHOP[0]) if h.get("status") == "failed"), "")
+    print(f"   stage: failed ({detail[:90]}), rolled back after {elapsed:.1f} s")
+    print(f"   stage before : {result.stage_before}")
+    print(f"   stage after  : {result.stage_after}")
+    print(f"   prod         : {result.prod_after} (untouched)")
+    tag = state.get_tag(image)
+    print(f"   tag marked bad: {tag is not None and tag.blocked}; promotion halted in wave stage")
+    for n in result.notifications:
+        print(f"   notification (SNS): {n['event']:<11} wave {n['wave']:<5} {', '.join(n['targets'])}")
+    return result
+
+
+def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback]:
     steps: list[Step] = []
-    with LocalStack(StackOptions(notifications=True, poll_interval=None)) as stack:
+    options = StackOptions(
+        notifications=True,
+        poll_interval=None,
+        clusters=["stage", "prod"],
+        rollout=ROLLOUT,
+        rollout_delay=0.3,
+        log_level="CRITICAL",  # the rollback logs errors on purpose; the demo prints what happened
+    )
+    with LocalStack(options) as stack:
         assert stack.registry is not None
         print("tagpin local stack:", json.dumps(stack.endpoints()))
         image = f"{stack.registry.host}/demo/web:stable"
@@ -86,23 +197,28 @@ def run(poll_interval: float = 1.0) -> list[Step]:
             push_and_wait(stack, f"new image, notifications off, scheduled poller every {poll_interval:g} s")
         )
         report(steps[-1])
+        rolled_back = rollback_scenario(stack)
         history = stack.functions["consumer"].invocations
         print(f"\nconsumer invocations: {history}; consumer errors: {len(stack.consumer_errors)}")
         if stack.consumer_errors:
             raise SystemExit("FAILED: consumer errors: " + "; ".join(stack.consumer_errors))
-    return steps
+    return steps, rolled_back
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    steps = run()
+    steps, rolled_back = run()
     summary: dict[str, Any] = {
         "webhook_push_to_patch_ms": round(steps[1].push_to_patch_s * 1000),
         "poll_push_to_patch_ms": round(steps[2].push_to_patch_s * 1000),
+        "push_to_verified_stage_ms": round(rolled_back.push_to_verified_s["stage"] * 1000),
+        "push_to_verified_prod_ms": round(rolled_back.push_to_verified_s["prod"] * 1000),
     }
     if "--json" in args:
         print(json.dumps(summary))
-    print("\nOK: both paths rolled the Deployment.", json.dumps(summary))
+    print(
+        "\nOK: both paths rolled the Deployment; the bad push was rolled back in stage.", json.dumps(summary)
+    )
     return 0
 
 
