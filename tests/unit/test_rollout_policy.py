@@ -1,0 +1,219 @@
+"""Pure parts of safe rollouts: health of a rollout, waves, maintenance windows, notifications,
+the configuration's errors, the bad-digest mark in the state table."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from tagpin.config import ConfigError, Kind, NotificationSettings, RolloutSettings, Target, parse_config
+from tagpin.health import Progress, evaluate
+from tagpin.notify import Notifier, RolloutEvent
+from tagpin.state import StateStore
+from tagpin.waves import plan, window_gate
+
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+
+
+# -- health ----------------------------------------------------------------------------------------
+def deployment_status(**status: Any) -> dict[str, Any]:
+    return {"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3, "availableReplicas": 3, **status}
+
+
+@pytest.mark.parametrize(
+    ("status", "progress"),
+    [
+        (deployment_status(), Progress.COMPLETE),
+        (deployment_status(observedGeneration=1), Progress.PROGRESSING),
+        (deployment_status(updatedReplicas=1), Progress.PROGRESSING),
+        (deployment_status(replicas=4), Progress.PROGRESSING),  # an old pod still terminating
+        (deployment_status(availableReplicas=2), Progress.PROGRESSING),
+        (
+            deployment_status(
+                updatedReplicas=1,
+                conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
+            ),
+            Progress.FAILED,
+        ),
+    ],
+)
+def test_deployment_rollout(status: dict[str, Any], progress: Progress) -> None:
+    assert evaluate(Kind.DEPLOYMENT, 2, {"replicas": 3}, status).progress is progress
+
+
+def test_statefulset_and_daemonset_and_cronjob() -> None:
+    done = {
+        "observedGeneration": 1,
+        "readyReplicas": 2,
+        "updatedReplicas": 2,
+        "currentRevision": "a",
+        "updateRevision": "a",
+    }
+    assert evaluate(Kind.STATEFULSET, 1, {"replicas": 2}, done).progress is Progress.COMPLETE
+    moving = {**done, "updateRevision": "b", "updatedReplicas": 1}
+    assert evaluate(Kind.STATEFULSET, 1, {"replicas": 2}, moving).progress is Progress.PROGRESSING
+    partitioned = {
+        "replicas": 2,
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}},
+    }
+    assert evaluate(Kind.STATEFULSET, 1, partitioned, moving).progress is Progress.COMPLETE
+    on_delete = {"replicas": 2, "updateStrategy": {"type": "OnDelete"}}
+    assert evaluate(Kind.STATEFULSET, 1, on_delete, {"observedGeneration": 1}).progress is Progress.COMPLETE
+    ds = {
+        "observedGeneration": 3,
+        "desiredNumberScheduled": 2,
+        "updatedNumberScheduled": 2,
+        "numberAvailable": 1,
+    }
+    assert evaluate(Kind.DAEMONSET, 3, {}, ds).progress is Progress.PROGRESSING
+    assert evaluate(Kind.DAEMONSET, 3, {}, {**ds, "numberAvailable": 2}).progress is Progress.COMPLETE
+    assert evaluate(Kind.CRONJOB, 5, {}, {}).progress is Progress.COMPLETE
+
+
+# -- waves and windows -------------------------------------------------------------------------------
+def target(cluster: str, namespace: str = "shop") -> Target:
+    return Target(cluster=cluster, namespace=namespace, kind=Kind.DEPLOYMENT, name="web", container="web")
+
+
+def test_targets_join_the_first_matching_wave_and_the_rest_comes_last() -> None:
+    settings = RolloutSettings.model_validate(
+        {
+            "waves": [
+                {"name": "canary", "clusters": ["prod"], "namespaces": ["canary"]},
+                {"name": "stage", "clusters": ["stage"]},
+                {"name": "prod", "clusters": ["prod"]},
+            ]
+        }
+    )
+    waves = plan(settings, [target("prod"), target("prod", "canary"), target("stage"), target("lab")])
+    assert [(w.name, [t.id.split("/")[0] + "/" + t.namespace for t in w.targets]) for w in waves] == [
+        ("canary", ["prod/canary"]),
+        ("stage", ["stage/shop"]),
+        ("prod", ["prod/shop"]),
+        ("rest", ["lab/shop"]),
+    ]
+    assert [w.name for w in plan(RolloutSettings(), [target("a")])] == ["all"]
+
+
+def ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def test_maintenance_windows() -> None:
+    settings = RolloutSettings.model_validate(
+        {
+            "maintenance_windows": [
+                {"clusters": ["prod"], "days": ["mon", "tue"], "start": "22:00", "end": "02:00"},
+                {"targets": ["lab/*"], "start": "09:00", "end": "10:00", "timezone": "Europe/Paris"},
+            ]
+        }
+    )
+    assert window_gate(settings, target("stage"), ms("2026-11-18T12:00:00")).open  # not covered
+    monday_night, tuesday_early = ms("2026-11-16T23:00:00"), ms("2026-11-17T01:30:00")
+    assert window_gate(settings, target("prod"), monday_night).open
+    assert window_gate(settings, target("prod"), tuesday_early).open  # over midnight
+    closed = window_gate(settings, target("prod"), ms("2026-11-17T12:00:00"))  # Tuesday noon
+    assert not closed.open and closed.opens_in_s == 10 * 3600 and "2026-11-17T22:00:00Z" in closed.reason
+    wednesday_early = window_gate(settings, target("prod"), ms("2026-11-19T01:00:00"))  # opened Wednesday? no
+    assert not wednesday_early.open
+    assert window_gate(settings, target("lab"), ms("2026-11-18T08:30:00")).open  # 09:30 in Paris
+    assert not window_gate(settings, target("lab"), ms("2026-11-18T09:30:00")).open
+
+
+def test_configuration_errors_name_the_field() -> None:
+    base = "clusters: {stage: {kubeconfig: {file: k}}}\n"
+    cases = {
+        "rollout: {waves: [{name: a, clusters: [prod]}]}": "rollout.waves.0.clusters.0: unknown cluster",
+        "rollout: {waves: [{name: a, clusters: [stage]}, {name: a, clusters: [stage]}]}": "waves.1.name",
+        "rollout: {maintenance_windows: [{start: '09:00', end: '09:00'}]}": "rollout.maintenance_windows.0",
+        "rollout: {maintenance_windows: [{start: '09:00', end: '10:00', timezone: Nowhere/X}]}": "timezone",
+        "rollout: {verify_interval_seconds: 0}": "rollout.verify_interval_seconds",
+        "rollout: {notifications: {webhooks_secret: other/x}}": "rollout.notifications.webhooks_secret",
+        "rollout: {max_concurrent_per_cluster: 0}": "rollout.max_concurrent_per_cluster",
+    }
+    for text, expected in cases.items():
+        with pytest.raises(ConfigError, match=expected.replace(".", r"\.")):
+            parse_config(base + text)
+
+
+# -- notifications -----------------------------------------------------------------------------------
+class FakeSns:
+    def __init__(self) -> None:
+        self.published: list[dict[str, Any]] = []
+
+    def publish(self, **kwargs: Any) -> None:
+        self.published.append(kwargs)
+
+
+def event() -> RolloutEvent:
+    return RolloutEvent(
+        event="rolled_back",
+        image="r/x:stable",
+        digest=D1,
+        wave="stage",
+        targets=["stage/a/Deployment/x/x"],
+        at=1,
+    )
+
+
+def test_one_event_goes_to_sns_and_every_configured_webhook(caplog: pytest.LogCaptureFixture) -> None:
+    sns, posted = FakeSns(), []
+    secret = "https://hooks.example/T000/SECRET-TOKEN"
+
+    def post(url: str, body: dict[str, Any]) -> None:
+        posted.append((url, body))
+        if "teams" in url:
+            raise OSError("teams is down")
+
+    notifier = Notifier(
+        settings=lambda: NotificationSettings(webhooks_secret="tagpin/notify"),
+        sns=sns,
+        topic_arn="arn:aws:sns:us-east-1:123456789012:tagpin-rollouts",
+        secret=lambda name: {
+            "slack": secret,
+            "teams": "https://teams.example/x",
+            "http": "https://h.example/y",
+        },
+        post=post,
+    )
+    with caplog.at_level(logging.WARNING):
+        notifier.send(event())
+    (message,) = sns.published
+    assert json.loads(message["Message"])["event"] == "rolled_back"
+    assert message["MessageAttributes"]["event"]["StringValue"] == "rolled_back"
+    assert "rolled back" in message["Subject"]
+    bodies = {url: body for url, body in posted}
+    assert "FAILED in wave stage and rolled back" in bodies[secret]["text"]
+    assert bodies["https://teams.example/x"]["@type"] == "MessageCard"
+    assert bodies["https://h.example/y"]["targets"] == ["stage/a/Deployment/x/x"]
+    (failure,) = [r for r in caplog.records if r.getMessage() == "notification webhook failed"]
+    assert failure.kind == "teams"  # type: ignore[attr-defined]  # logged, not raised
+    assert all("SECRET-TOKEN" not in str(r.__dict__) for r in caplog.records)
+
+
+def test_sns_off_and_no_secret_sends_nothing() -> None:
+    sns = FakeSns()
+    Notifier(settings=lambda: NotificationSettings(sns=False), sns=sns, topic_arn="arn", secret=dict).send(
+        event()
+    )
+    assert sns.published == []
+
+
+# -- the bad-digest mark ----------------------------------------------------------------------------
+def test_a_bad_digest_blocks_the_tag_until_it_moves(store: StateStore) -> None:
+    image = "r/x:stable"
+    store.record_tag(image, D1, 100, "poll")
+    assert store.mark_bad(image, D1, "stage/…: ProgressDeadlineExceeded", 110)
+    assert store.get_tag(image).blocked  # type: ignore[union-attr]
+    store.record_tag(image, D1, 200, "poll")  # seen again: still blocked
+    assert store.get_tag(image).blocked  # type: ignore[union-attr]
+    assert not store.mark_bad(image, D2, "not the tag's digest", 120)
+    store.record_tag(image, D2, 300, "poll")  # the tag moved: the mark is gone
+    tag = store.get_tag(image)
+    assert tag is not None and not tag.blocked and tag.bad_digest is None
+    store.record_tag(image, D1, 400, "poll")  # and back: D1 may be tried again
+    assert not store.get_tag(image).blocked  # type: ignore[union-attr]
