@@ -237,7 +237,7 @@ def test_a_newer_digest_mid_promotion_supersedes_the_older_one(st: LocalStack) -
 
 
 def test_a_maintenance_window_defers_the_rollout_then_applies_it(st: LocalStack) -> None:
-    image, (target,) = follow(
+    _image, (target,) = follow(
         st, "demo/pay", [("prod", deployment("pay", "pay", "placeholder", container="app"))]
     )
     opens = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5)

@@ -135,7 +135,7 @@ def rollback_scenario(stack: LocalStack) -> Rollback:
     started = time.monotonic()
     timings = {}
     for wave, target in zip(("stage", "prod"), SHOP, strict=True):
-        _wait(f"{wave} verified", lambda t=target: status(t, good) is TargetStatus.VERIFIED)  # type: ignore[misc]
+        _wait(f"{wave} verified", lambda t=target: status(t, good) is TargetStatus.VERIFIED)
         timings[wave] = time.monotonic() - started
     print(f"   good image {good[:19]}…: verified in stage after {timings['stage']:.1f} s,")
     print(f"   then (soak {SOAK_S} s) in prod after {timings['prod']:.1f} s (push -> verified)")

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from tagpin.checks import Check, CheckQueue
 from tagpin.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.health import Progress, evaluate
-from tagpin.notify import Notifier, RolloutEvent
+from tagpin.notify import Event, Notifier, RolloutEvent
 from tagpin.promote import Promoter
 from tagpin.rollout import NotFound, Workloads, restore
 from tagpin.state import PromotionStatus, StateStore, TargetState, TargetStatus
@@ -177,7 +177,7 @@ class Verifier:
                 continue
             restored += self._restore(target, st, check, why, settings)
         if self._state.claim_notice(image, digest, "failed", self._clock()):
-            event = "rolled_back" if settings.rollback else "failed"
+            event: Event = "rolled_back" if settings.rollback else "failed"
             self._state.image_event(
                 image, digest, event, self._clock(), detail=why + "; restored: " + ", ".join(restored)
             )
