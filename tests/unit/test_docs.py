@@ -10,5 +10,7 @@ def test_configuration_reference_is_current():
 
 
 def test_every_field_is_described():
-    undescribed = [line for line in docgen.render().splitlines() if line.startswith("| `") and line.endswith("|  |")]
+    undescribed = [
+        line for line in docgen.render().splitlines() if line.startswith("| `") and line.endswith("|  |")
+    ]
     assert undescribed == [], f"fields without a description in tagpin/config.py: {undescribed}"
