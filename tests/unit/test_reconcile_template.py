@@ -76,7 +76,7 @@ def test_the_level_check_may_batch_read_target_states(cfn, fn):
 
 def test_eks_access_entries_are_optional(cfn):
     entries = {k: v for k, v in resources(cfn).items() if v["Type"] == "AWS::EKS::AccessEntry"}
-    assert set(entries) == {"ConsumerAccessEntry", "ReconcilerAccessEntry"}
+    assert set(entries) == {"ConsumerAccessEntry", "ReconcilerAccessEntry", "VerifierAccessEntry"}
     assert cfn["Conditions"]["HasEksAccessEntry"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "EksAccessEntryCluster"}, ""]}]
     }
@@ -91,5 +91,6 @@ def test_eks_access_entries_are_optional(cfn):
     assert groups == {
         "ConsumerAccessEntry": ["tagpin-consumer"],
         "ReconcilerAccessEntry": ["tagpin-reconciler"],
+        "VerifierAccessEntry": ["tagpin-consumer"],  # reads rollouts, patches back on rollback
     }
     assert cfn["Parameters"]["EksAccessEntryCluster"]["Default"] == ""
