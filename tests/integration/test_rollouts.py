@@ -220,7 +220,7 @@ def test_a_newer_digest_mid_promotion_supersedes_the_older_one(st: LocalStack) -
             ("prod", deployment("cart", "cart", "placeholder", container="app")),
         ],
     )
-    configure(st, st.options.images, soak_seconds=4)
+    configure(st, st.options.images, soak_seconds=3)
     first = push(st, "demo/cart")
     wait_for("the first digest verified in stage", lambda: status(st, stage, first) is TargetStatus.VERIFIED)
     assert status(st, prod, first) is None  # soaking in stage

@@ -189,11 +189,11 @@ class LocalStack:
     def stop(self) -> None:
         self._stop.set()
         self._poll_wake.set()
-        for thread in self._threads:
-            thread.join(timeout=10)
-        if self._adapter is not None:
+        if self._adapter is not None:  # first: its serve_forever thread ends only on shutdown()
             self._adapter.shutdown()
             self._adapter.server_close()
+        for thread in self._threads:
+            thread.join(timeout=10)
         if self.registry is not None:
             self.registry.stop()
         for kube in self.kubes.values():
