@@ -12,7 +12,7 @@ import pytest
 from tagpin.config import ConfigError, Kind, NotificationSettings, RolloutSettings, Target, parse_config
 from tagpin.health import Progress, evaluate
 from tagpin.notify import Notifier, RolloutEvent
-from tagpin.state import StateStore
+from tagpin.state import PromotionStatus, StateStore
 from tagpin.waves import plan, window_gate
 
 D1 = "sha256:" + "1" * 64
@@ -217,3 +217,46 @@ def test_a_bad_digest_blocks_the_tag_until_it_moves(store: StateStore) -> None:
     assert tag is not None and not tag.blocked and tag.bad_digest is None
     store.record_tag(image, D1, 400, "poll")  # and back: D1 may be tried again
     assert not store.get_tag(image).blocked  # type: ignore[union-attr]
+
+
+# -- promotions and concurrency slots in the state table ---------------------------------------------
+def test_cluster_slots_limit_concurrent_rollouts_and_reclaim_stale_ones(store: StateStore) -> None:
+    assert store.acquire_slot("prod", "t1", D1, 1, 1_000, 10_000)
+    assert store.acquire_slot("prod", "t1", D1, 1, 1_001, 10_000)  # held already
+    assert not store.acquire_slot("prod", "t2", D1, 1, 1_002, 10_000)  # full
+    assert store.acquire_slot("prod", "t2", D1, 1, 20_000, 10_000)  # t1's verification never ended
+    store.release_slot("prod", "t2", D2)  # another digest's check does not release it
+    assert store.slot_holders("prod") == {"t2": D1}
+    store.release_slot("prod", "t2", D1)
+    assert store.slot_holders("prod") == {}
+
+
+def test_promotion_transitions_happen_once(store: StateStore) -> None:
+    image = "r/x:stable"
+    first = store.start_promotion(image, D1, 10, 11, trigger="poll", correlation_id=None, dry_run=False)
+    assert first is not None and first.started and first.status is PromotionStatus.ROLLING
+    again = store.start_promotion(image, D1, 20, 21, trigger="poll", correlation_id=None, dry_run=False)
+    assert again is not None and not again.started  # the same digest seen later: the same promotion
+    assert store.wave_verified(image, D1, 0, 30) and not store.wave_verified(image, D1, 0, 31)
+    assert store.advance_promotion(image, D1, 0, 40) and not store.advance_promotion(image, D1, 0, 41)
+    assert store.claim_notice(image, D1, "verified_0", 1) and not store.claim_notice(
+        image, D1, "verified_0", 2
+    )
+    newer = store.start_promotion(image, D2, 50, 51, trigger="webhook", correlation_id="c", dry_run=False)
+    assert newer is not None and newer.started and newer.wave == 0  # supersedes, from wave 1 again
+    assert (
+        store.start_promotion(image, D1, 30, 52, trigger="poll", correlation_id=None, dry_run=False) is None
+    )
+    assert not store.advance_promotion(image, D1, 1, 60)  # the older digest advances no more
+    assert store.end_promotion(image, D2, PromotionStatus.HALTED, 70, "failed")
+    assert not store.end_promotion(image, D2, PromotionStatus.COMPLETE, 71, "late")
+
+
+def test_dry_run_promotion_is_replaced_when_dry_run_is_turned_off(store: StateStore) -> None:
+    image = "r/y:stable"
+    plan = store.start_promotion(image, D1, 10, 11, trigger="poll", correlation_id=None, dry_run=True)
+    assert plan is not None and plan.status is PromotionStatus.DRY_RUN
+    again = store.start_promotion(image, D1, 20, 21, trigger="poll", correlation_id=None, dry_run=True)
+    assert again is not None and not again.started  # the plan is recorded once
+    live = store.start_promotion(image, D1, 30, 31, trigger="poll", correlation_id=None, dry_run=False)
+    assert live is not None and live.started and live.status is PromotionStatus.ROLLING
