@@ -176,3 +176,19 @@ def test_a_failing_message_goes_to_the_dead_letter_queue(stack):
             assert dead[0]["Body"] == '{"image": "not json'
             return
     pytest.fail("the poison message never reached the dead-letter queue")
+
+
+def test_a_tag_returning_to_an_earlier_digest_rolls_back_to_it(stack):
+    """B -> C -> B within the idempotency window: the return to B is a new change, applied."""
+    b = push_image(stack.registry.url, "demo/web", "stable", content=b"image B")
+    stack.run_poller()
+    drain(stack)
+    assert image_of(stack).endswith("@" + b)
+    c = push_image(stack.registry.url, "demo/web", "stable", content=b"image C")
+    stack.run_poller()
+    drain(stack)
+    assert image_of(stack).endswith("@" + c)
+    assert push_image(stack.registry.url, "demo/web", "stable", content=b"image B") == b
+    assert stack.run_poller()["enqueued"] == 1
+    drain(stack)
+    assert image_of(stack).endswith("@" + b)

@@ -161,6 +161,7 @@ class Detector:
                     image=image,
                     digest=current.digest,
                     observed_at=current.observed_at,
+                    changed_at=current.changed_at,
                     trigger=trigger,
                     correlation_id=correlation_id,
                 )

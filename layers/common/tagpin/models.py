@@ -31,6 +31,9 @@ class Change(BaseModel):
     # already have applied it (a manual edit, a rollback): the run's id joins the idempotency and
     # deduplication keys, so the change is applied again instead of being answered from the cache.
     reconcile_run: str | None = Field(default=None, max_length=128)
+    # When the tag moved to ``digest`` (the state's changed_at): identifies the move. A tag that
+    # returns to a digest it had before (B -> C -> B) is a new change, not a repeat of the first.
+    changed_at: int | None = Field(default=None, ge=0)
     # Set by the verifier on a promotion's own changes (the next wave, a deferred retry): joins the
     # deduplication id only, so the FIFO queue does not drop it as a repeat of the first change.
     round: str | None = Field(default=None, max_length=128)
@@ -57,3 +60,4 @@ class TargetChange(BaseModel):
     trigger: Trigger
     correlation_id: str | None = None
     reconcile_run: str | None = None
+    changed_at: int | None = None

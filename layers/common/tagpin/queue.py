@@ -18,12 +18,19 @@ def group_id(image: str) -> str:
 
 
 def deduplication_id(
-    image: str, digest: str, reconcile_run: str | None = None, round: str | None = None
+    image: str,
+    digest: str,
+    reconcile_run: str | None = None,
+    round: str | None = None,
+    changed_at: int | None = None,
 ) -> str:
-    """The same (image, digest) sent twice within SQS's 5-minute window is delivered once; a
-    reconciler's healing change (``reconcile_run``) and a promotion's next wave or retry
-    (``round``) are distinct from the change they follow."""
+    """The same move of a tag (image, digest, and when it moved there) sent twice within SQS's
+    5-minute window is delivered once, whoever noticed it; a reconciler's healing change
+    (``reconcile_run``) and a promotion's next wave or retry (``round``) are distinct from the
+    change they follow, and so is a later return of the tag to the same digest (``changed_at``)."""
     key = f"{image}@{digest}"
+    if changed_at is not None:
+        key += f"@{changed_at}"
     if reconcile_run is not None:
         key += f"#{reconcile_run}"
     if round is not None:
@@ -42,7 +49,7 @@ class SqsChangeQueue:
             MessageBody=change.model_dump_json(),
             MessageGroupId=group_id(change.image),
             MessageDeduplicationId=deduplication_id(
-                change.image, change.digest, change.reconcile_run, change.round
+                change.image, change.digest, change.reconcile_run, change.round, change.changed_at
             ),
         )
 

@@ -441,6 +441,7 @@ class Reconciler:
                 image=followed.image,
                 digest=tag.digest,
                 observed_at=tag.observed_at,
+                changed_at=tag.changed_at,
                 trigger="reconcile",
                 correlation_id=run,
                 reconcile_run=run,

@@ -307,6 +307,7 @@ class Applier:
             trigger=change.trigger,
             correlation_id=change.correlation_id,
             reconcile_run=change.reconcile_run,
+            changed_at=change.changed_at,
         )
         try:
             outcome = self._apply_target(target_change=work)

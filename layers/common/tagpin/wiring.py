@@ -194,9 +194,10 @@ def idempotency_config() -> Any:
 
     # One roll per (target, digest). A day covers SQS retries and the DLQ redrive window that
     # matters; after that the state's conditional claim and the "already current" check still hold.
-    # reconcile_run is null except on the reconciler's healing changes (see models.Change).
+    # reconcile_run is null except on the reconciler's healing changes; changed_at identifies the
+    # move, so a tag returning to an earlier digest within the day is applied (see models.Change).
     return IdempotencyConfig(
-        event_key_jmespath="[target_id, digest, reconcile_run]", expires_after_seconds=24 * 3600
+        event_key_jmespath="[target_id, digest, changed_at, reconcile_run]", expires_after_seconds=24 * 3600
     )
 
 
