@@ -11,9 +11,10 @@ import boto3
 import httpx
 import pytest
 from moto import mock_aws
+from tagpin.attestations import AttestationFilter, platform_manifests
 from tagpin.config import FollowedImage, Registry, Target
 from tagpin.detect import Detector
-from tagpin.poll import Poller, platform_manifests
+from tagpin.poll import Poller
 from tagpin.queue import ListQueue
 from tagpin.registry import OCI_INDEX, RegistryAccess, RegistryClient
 from tagpin.state import StateStore, TargetStatus
@@ -148,3 +149,30 @@ def test_a_platform_change_rolls_even_with_the_option_on(registry: RegistryServe
         )
     assert (summary.ignored, summary.changed, summary.enqueued) == (0, 1, 1)
     assert [(c.image, c.digest) for c in queue.sent] == [(image, rebuilt)]
+
+
+@pytest.mark.parametrize("ignore", [True, False])
+def test_the_webhook_path_applies_the_same_filter(
+    registry: RegistryServer, state: StateStore, ignore: bool
+) -> None:
+    """A push notification for an attestation-only change: the same filter as the poller's."""
+    repository = f"attest/webhook-{str(ignore).lower()}"
+    image = f"{registry.host}/{repository}:stable"
+    followed = FollowedImage(image=image, targets=[Target(cluster="c", name="web", container="app")])
+    queue = ListQueue()
+    settings = Registry(insecure=True, ignore_attestation_changes=ignore)
+    with RegistryClient(access=lambda _h: RegistryAccess(insecure=True)) as client:
+        detector = Detector(client, state, queue, attestations=AttestationFilter(client, lambda _h: settings))
+        first = push_image(registry.url, repository, "stable", content=LAYER, platforms=PLATFORMS)
+        assert detector.check(followed, trigger="webhook", hint_digest=first).enqueued
+        second = push_image(
+            registry.url, repository, "stable", content=LAYER, platforms=PLATFORMS, attestation=b"build 2"
+        )
+        queue.sent.clear()
+        result = detector.check(followed, trigger="webhook", hint_digest=second)
+    if ignore:
+        assert result.outcome == "ignored" and queue.sent == []
+        stored = state.get_tag(image)
+        assert stored is not None and stored.digest == first
+    else:
+        assert result.outcome == "changed" and [c.digest for c in queue.sent] == [second]

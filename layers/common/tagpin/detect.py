@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from tagpin.attestations import AttestationFilter
 from tagpin.config import FollowedImage, Target
 from tagpin.models import Change, Trigger
 from tagpin.queue import ChangeQueue
@@ -69,7 +70,9 @@ class Detector:
         concurrency: int = 8,
         confirm_delays: tuple[float, ...] = (0.2, 0.4, 0.8, 1.6),
         sleep: Callable[[float], None] = time.sleep,
+        attestations: AttestationFilter | None = None,
     ) -> None:
+        self._attestations = attestations
         self._resolver = resolver
         self._state = state
         self._queue = queue
@@ -113,6 +116,12 @@ class Detector:
             )
             self._state.record_tag_error(image, message, self._clock())
             return CheckResult(image, "error", error=message)
+        if self._attestations is not None and self._attestations.enabled(followed.ref):
+            known = self._state.get_tag(image)
+            if known is not None and self._attestations.only_attestations(
+                followed.ref, known.digest, resolution
+            ):
+                return CheckResult(image, "ignored", digest=resolution.digest, previous_digest=known.digest)
         return self.observe(
             followed, resolution, trigger=trigger, correlation_id=correlation_id, hint_digest=hint_digest
         )

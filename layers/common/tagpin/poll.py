@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from tagpin.attestations import AttestationFilter
 from tagpin.config import FollowedImage, Registry
 from tagpin.detect import CheckResult, Detector, merge_followed, now_ms
 from tagpin.models import Trigger
@@ -36,7 +36,6 @@ from tagpin.state import StateStore, TagState, TargetState
 
 logger = logging.getLogger(__name__)
 
-ATTESTATION_TYPE = "attestation-manifest"
 BATCH_KEYS = 100  # BatchGetItem: at most 100 keys per call
 
 
@@ -65,29 +64,6 @@ class PollSummary:
             k: getattr(self, k)
             for k in ("checked", "unchanged", "changed", "enqueued", "errors", "ignored", "not_reached")
         }
-
-
-def platform_manifests(body: bytes) -> set[tuple[str, str]] | None:
-    """(digest, platform) of an index's entries, attestations left out; None if not an index."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return None
-    manifests = doc.get("manifests") if isinstance(doc, dict) else None
-    if not isinstance(manifests, list):
-        return None
-    out: set[tuple[str, str]] = set()
-    for entry in manifests:
-        if not isinstance(entry, dict):
-            return None
-        annotations = entry.get("annotations") or {}
-        platform = entry.get("platform") or {}
-        if annotations.get("vnd.docker.reference.type") == ATTESTATION_TYPE or (
-            platform.get("os") == "unknown" and platform.get("architecture") == "unknown"
-        ):
-            continue
-        out.add((str(entry.get("digest")), json.dumps(platform, sort_keys=True)))
-    return out
 
 
 @dataclass
@@ -130,7 +106,7 @@ class Poller:
         self._chunk = chunk
         self._workers = workers
         self._reserve = reserve_seconds
-        self._attestation_only: dict[tuple[str, str], bool] = {}  # (old, new) -> verdict, warm cache
+        self._attestations = AttestationFilter(resolver, registry_settings)
 
     def run(
         self,
@@ -224,13 +200,7 @@ class Poller:
             ):
                 summary.unchanged += 1
                 continue
-            if (
-                known is not None
-                and known.digest
-                and known.digest != answer.digest
-                and self._settings(f.ref.registry).ignore_attestation_changes
-                and self._attestations_only(f.ref, known.digest, answer)
-            ):
+            if known is not None and self._attestations.only_attestations(f.ref, known.digest, answer):
                 summary.ignored += 1
                 summary.results.append(
                     CheckResult(f.image, "ignored", digest=answer.digest, previous_digest=known.digest)
@@ -245,24 +215,3 @@ class Poller:
             summary.enqueued += result.enqueued
             summary.errors += result.outcome == "error"
             summary.unchanged += result.outcome == "unchanged"
-
-    def _attestations_only(self, ref: ImageRef, old: str, new: Resolution) -> bool:
-        """True when both digests are indexes whose platform manifests are the same."""
-        if not new.is_index:
-            return False
-        key = (old, new.digest)
-        if key not in self._attestation_only:
-            try:
-                _t, old_body = self._resolver.fetch_manifest(ref.with_digest(old))
-                _t, new_body = self._resolver.fetch_manifest(ref.with_digest(new.digest))
-            except RegistryError as exc:  # e.g. the old index is gone: treat it as a real change
-                logger.info("cannot compare indexes; treating as a change", extra={"error": str(exc)})
-                return False
-            before, after = platform_manifests(old_body), platform_manifests(new_body)
-            self._attestation_only[key] = before is not None and before == after
-            if self._attestation_only[key]:
-                logger.info(
-                    "index changed only in its attestations; not rolling",
-                    extra={"image": ref.tagged, "digest": new.digest, "kept": old},
-                )
-        return self._attestation_only[key]

@@ -137,7 +137,14 @@ def followed() -> Mapping[str, FollowedImage]:
 
 @cache
 def detector() -> Detector:
-    return Detector(registry_client(), state(), SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")))
+    from tagpin.attestations import AttestationFilter
+
+    return Detector(
+        registry_client(),
+        state(),
+        SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")),
+        attestations=AttestationFilter(registry_client(), lambda host: config().registry(host)),
+    )
 
 
 def followed_images() -> list[FollowedImage]:
