@@ -64,4 +64,6 @@ def test_the_webhook_request_id_reaches_the_consumer_logs(stack, consumer_logs):
     applied = [x for x in log_lines(out) if x.get("message") == "applied"]
     assert applied, "the consumer logged no applied change: " + out[-2000:]
     assert {x.get("function_name") for x in applied} == {"tagpin-consumer"}
-    assert {x.get("correlation_id") for x in applied} == {request_id}
+    # Which webhook, the sender's delivery id (the distribution event's id), the API request id.
+    delivery = json.loads(event["body"])["events"][0]["id"]
+    assert {x.get("correlation_id") for x in applied} == {f"webhook:distribution/{delivery}/{request_id}"}

@@ -225,7 +225,7 @@ def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
         IMAGE,
         D1,
         "webhook",
-        "corr-1",
+        "webhook:distribution/a/corr-1",  # which webhook, the delivery id, the API request id
     )
     (check,) = result.body["events"]
     assert check["outcome"] == "changed"

@@ -58,6 +58,14 @@ def delivery_key(source: str, delivery_id: str, image: str) -> str:
     return hashlib.sha256(f"{source}\0{delivery_id}\0{image}".encode()).hexdigest()
 
 
+def event_correlation(request_id: str | None, source: str, delivery_id: str | None) -> str:
+    """The correlation id a webhook-triggered change carries to the consumer's logs and the audit
+    trail: which webhook (source), the sender's delivery id and the API request id, e.g.
+    ``webhook:github/72d3162e-.../Xyz1gHhIAMEabc=``."""
+    parts = [f"webhook:{source}", *(p for p in (delivery_id, request_id) if p)]
+    return "/".join(part[:100] for part in parts)[:256]
+
+
 class WebhookService:
     def __init__(
         self,
@@ -167,7 +175,10 @@ class WebhookService:
                 )
                 continue
             check = self._detector().check(
-                followed, trigger="webhook", correlation_id=correlation_id, hint_digest=event.digest
+                followed,
+                trigger="webhook",
+                correlation_id=event_correlation(correlation_id, source, event.delivery_id),
+                hint_digest=event.digest,
             )
             if check.outcome == "error" and isinstance(claim, str):
                 self._log().release_delivery(claim)  # let the sender's retry try again
