@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import httpx
@@ -47,15 +48,27 @@ def test_demo_rolls_the_deployment_through_both_paths(capsys):
     assert "rolled back" in out and "(untouched)" in out
 
 
-def test_tagpin_local_serves_until_stopped_and_kubectl_sees_the_rollout():
+def endpoints_for_cli(line: str) -> dict:
+    """What `tagpin local` prints is what it writes for `tagpin --local`."""
+    return json.loads(line)
+
+
+def test_tagpin_local_serves_until_stopped_and_kubectl_sees_the_rollout(tmp_path):
+    endpoints_file = tmp_path / "endpoints.json"
     require_binary("docker-registry", "/usr/bin/docker-registry")
     kubectl = require_binary("kubectl")
     tagpin = os.path.join(os.path.dirname(sys.executable), "tagpin")
     proc = subprocess.Popen(
-        [tagpin, "local", "--poll-interval", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [tagpin, "local", "--poll-interval", "0", "--endpoints-file", str(endpoints_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         line = proc.stdout.readline()
+        # Keep reading what the stack logs, so a full pipe never blocks it.
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
+        assert json.loads(endpoints_file.read_text()) == endpoints_for_cli(line)
         endpoints = json.loads(line)
         assert {"webhook_url", "registry_url", "kubernetes_url", "aws_endpoint"} <= endpoints.keys()
         for key in ("webhook_url", "registry_url", "kubernetes_url", "aws_endpoint"):
@@ -92,3 +105,4 @@ def test_tagpin_local_serves_until_stopped_and_kubectl_sees_the_rollout():
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+    assert not endpoints_file.exists()  # the CLI's --local file goes away with the stack
