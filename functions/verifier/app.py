@@ -20,9 +20,8 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 def record_handler(record: SQSRecord) -> str:
     check = Check.model_validate_json(record.body)
-    logger.append_keys(
-        image=check.image, digest=check.digest, target=check.target_id, correlation_id=check.correlation_id
-    )
+    logger.set_correlation_id(check.correlation_id)  # the change's, carried by the check
+    logger.append_keys(image=check.image, digest=check.digest, target=check.target_id)
     outcome = wiring.verifier().handle(check)
     if outcome in ("verified", "rolled_back", "failed"):
         metrics.add_metric(name="Rollouts" + outcome.title().replace("_", ""), unit=MetricUnit.Count, value=1)
