@@ -84,7 +84,7 @@ bench-coldstart: venv build
 bench-reconcile: venv
 	$(PY) bench/reconcile.py
 
-# The real handlers on the local stack; about 15 minutes on 2 cores (10,000 tags dominate).
+# The real handlers on the local stack; about 11 minutes on 2 cores (10,000 tags dominate).
 bench-cost: venv tools
 	$(PY) bench/cost.py
 
