@@ -240,6 +240,21 @@ class StateStore:
         """Store an observation of ``image`` -> ``digest``; say whether it changed anything."""
         key = {"pk": {"S": TAG + image}, "sk": {"S": STATE}}
         values = {":d": {"S": digest}, ":t": {"N": str(observed_at)}, ":tr": {"S": trigger}}
+        # The common case first (a tag that did not move): only move the "last checked" mark
+        # forward, one write. A moved tag costs a failed conditional write, then the change.
+        try:
+            new = self._db.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression="SET observed_at = :t, checked_at = :t REMOVE last_error, error_at",
+                ConditionExpression="digest = :d AND observed_at < :t",
+                ExpressionAttributeValues={":d": values[":d"], ":t": values[":t"]},
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+            return TagRecord(TagUpdate.UNCHANGED, _tag_state(image, new), digest)
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
         try:
             old = self._db.update_item(
                 TableName=self._table,
@@ -256,20 +271,6 @@ class StateStore:
             previous = _s(old, "digest")
             state = TagState(image, digest, observed_at, observed_at, observed_at)
             return TagRecord(TagUpdate.CHANGED, state, previous)
-        except ClientError as exc:
-            if not _is_condition_failure(exc):
-                raise
-        # Same digest, or a newer observation exists: only move the "last checked" mark forward.
-        try:
-            new = self._db.update_item(
-                TableName=self._table,
-                Key=key,
-                UpdateExpression="SET observed_at = :t, checked_at = :t REMOVE last_error, error_at",
-                ConditionExpression="digest = :d AND observed_at < :t",
-                ExpressionAttributeValues={":d": values[":d"], ":t": values[":t"]},
-                ReturnValues="ALL_NEW",
-            )["Attributes"]
-            return TagRecord(TagUpdate.UNCHANGED, _tag_state(image, new), digest)
         except ClientError as exc:
             if not _is_condition_failure(exc):
                 raise
