@@ -16,3 +16,13 @@ def require_binary(name: str, path: str | None = None) -> str:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_cached_clients():
+    """Close the composition root's cached clients (the registry client's event loop and
+    connections) when the session ends, as a Lambda container's shutdown would."""
+    yield
+    from tagpin import wiring
+
+    wiring.reset()
