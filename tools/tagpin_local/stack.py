@@ -200,6 +200,9 @@ class LocalStack:
             kube.stop()
         if self._moto is not None:
             self._moto.stop()
+        from tagpin import wiring
+
+        wiring.reset()  # the functions' cached clients (the registry client's loop and connections)
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
