@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import httpx
 import pytest
-from moto import mock_aws
 from tagpin.attestations import AttestationFilter, platform_manifests
 from tagpin.config import FollowedImage, Registry, Target
 from tagpin.detect import Detector
@@ -22,7 +20,6 @@ from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer
 
 from tests.conftest import require_binary
-from tests.unit.conftest import create_table
 
 pytestmark = pytest.mark.integration
 
@@ -35,17 +32,6 @@ def registry() -> Iterator[RegistryServer]:
     require_binary("docker-registry", "/usr/bin/docker-registry")
     with RegistryServer() as server:
         yield server
-
-
-@pytest.fixture
-def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[StateStore]:
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(db, "state", ("pk", "sk"))
-        yield StateStore(db, "state")
 
 
 def index(registry: RegistryServer, repository: str, digest: str) -> dict[str, Any]:

@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
-from moto import mock_aws
 from tagpin.config import FollowedImage, Registry, RegistryKind, TagpinConfig, Target
 from tagpin.credentials import CredentialStore
 from tagpin.detect import Detector
@@ -32,7 +30,6 @@ from tagpin_local.registry_server import RegistryServer, write_htpasswd
 from tagpin_local.tokenserver import TokenServer
 
 from tests.conftest import require_binary
-from tests.unit.conftest import create_table
 
 pytestmark = pytest.mark.integration
 
@@ -164,17 +161,6 @@ def test_token_credentials_resolve(
     assert token_server.fetches(spec.user) == before + 1  # the token was issued to this kind's user
     last = token_server.requests[-1]
     assert (last.user, last.scopes) == (spec.user, ("repository:auth/token:pull",))
-
-
-@pytest.fixture
-def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[StateStore]:
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(db, "state", ("pk", "sk"))
-        yield StateStore(db, "state")
 
 
 def test_wrong_credentials_fail_only_their_registry(

@@ -8,9 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from tagpin.config import FollowedImage, Registry, Target
 from tagpin.detect import Detector
 from tagpin.poll import Poller
@@ -23,7 +21,6 @@ from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer
 
 from tests.conftest import require_binary
-from tests.unit.conftest import create_table
 
 pytestmark = pytest.mark.integration
 
@@ -39,18 +36,6 @@ def registry() -> Iterator[RegistryServer]:
 def proxy(registry: RegistryServer) -> Iterator[FaultProxy]:
     with FaultProxy(registry.url) as p:
         yield p
-
-
-@pytest.fixture
-def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[StateStore]:
-    """A state table in moto, in process (the registry is the real one; AWS need not be)."""
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(db, "state", ("pk", "sk"))
-        yield StateStore(db, "state")
 
 
 def client(**kw: Any) -> RegistryClient:
