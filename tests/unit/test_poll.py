@@ -220,3 +220,29 @@ def test_chunk_size_does_not_change_the_outcome(store: StateStore, chunk: int) -
     summary = poller(registry, store, queue, chunk=chunk).run(followed)
     assert (summary.checked, summary.changed, summary.enqueued) == (7, 7, 7)
     assert sorted(registry.requested) == images
+
+
+class FlakyQueue(ListQueue):
+    """SQS refusing one send (a throttle): our own infrastructure failing for one tag."""
+
+    def __init__(self, refuse: str) -> None:
+        super().__init__()
+        self.refuse = refuse
+
+    def send(self, change) -> None:  # type: ignore[no-untyped-def]
+        if change.image == self.refuse:
+            raise RuntimeError("ThrottlingException")
+        super().send(change)
+
+
+def test_a_failing_send_for_one_tag_does_not_end_the_run(store: StateStore) -> None:
+    registry = ScriptedRegistry()
+    images = [f"{A}/team/app{i}:stable" for i in range(4)]
+    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    followed = [FollowedImage(image=image, targets=[target(f"app{i}")]) for i, image in enumerate(images)]
+    queue = FlakyQueue(refuse=images[1])
+    summary = poller(registry, store, queue, chunk=2).run(followed)
+    assert summary.checked == 4 and summary.errors == 1 and summary.enqueued == 3
+    assert sorted(c.image for c in queue.sent) == sorted(set(images) - {images[1]})
+    (failed,) = [r for r in summary.results if r.outcome == "error"]
+    assert failed.image == images[1] and "ThrottlingException" in (failed.error or "")

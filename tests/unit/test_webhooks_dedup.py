@@ -83,3 +83,18 @@ def test_store_claim_and_release(dynamodb: Any, state_table: str) -> None:
     assert log.claim_delivery("k", now=202, expires_at=400)
     (item,) = [i for i in dynamodb.scan(TableName=state_table)["Items"] if i["pk"]["S"] == "DELIVERY#k"]
     assert item["expires_at"] == {"N": "400"}
+
+
+def test_a_check_that_raises_releases_the_claim(hook: Hook, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Our own store or queue failing (the handler answers 5xx): the sender's retry is checked."""
+
+    def refuse(change: Any) -> None:
+        raise RuntimeError("SQS unavailable")
+
+    monkeypatch.setattr(hook.queue, "send", refuse)
+    with pytest.raises(RuntimeError):
+        post(hook, generic())
+    monkeypatch.undo()
+    retried = post(hook, generic())
+    assert retried["duplicates"] == 0 and retried["events"][0]["outcome"] != "duplicate"
+    assert len(hook.queue.sent) == 1

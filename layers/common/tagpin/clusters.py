@@ -356,7 +356,12 @@ class ClusterConnector:
         except (ClientError, BotoCoreError) as exc:
             raise Unreachable(f"cannot reach cluster {name!r}: {exc}") from None
         except (ValueError, OSError, yaml.YAMLError) as exc:  # malformed secret, unreadable file
-            raise Unreachable(f"cannot reach cluster {name!r}: {type(exc).__name__}: {exc}") from None
+            # Never quote the parser's message: it can contain the secret's text (a token).
+            where = getattr(exc, "problem_mark", None)
+            at = f" at line {where.line + 1}" if where is not None else ""
+            raise Unreachable(
+                f"cannot reach cluster {name!r}: unusable credentials ({type(exc).__name__}{at})"
+            ) from None
         with self._lock:
             self._clients[name] = (cluster, workloads)
         return workloads

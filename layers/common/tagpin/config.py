@@ -304,7 +304,7 @@ class MaintenanceWindow(_Strict):
 class NotificationSettings(_Strict):
     """Where rollout events go: the stack's SNS topic, and optionally chat and HTTP webhooks."""
 
-    sns: bool = Field(default=True, description="Publish to the stack's SNS topic (`NotificationTopic`).")
+    sns: bool = Field(default=True, description="Publish to the stack's SNS topic (`RolloutTopic`).")
     webhooks_secret: str | None = Field(
         default=None,
         pattern=r"^tagpin/.+$",

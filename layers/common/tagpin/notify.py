@@ -108,7 +108,6 @@ class Notifier:
         self._topic = topic_arn
         self._secret = secret
         self._post = post
-        self.sent: list[RolloutEvent] = []  # what this instance delivered (logs, tests)
 
     def send(self, event: RolloutEvent) -> None:
         settings = self._settings()
@@ -127,7 +126,6 @@ class Notifier:
                 logger.warning("SNS publish failed", extra={"error": f"{type(exc).__name__}: {exc}"})
         if settings.webhooks_secret:
             self._webhooks(settings.webhooks_secret, event)
-        self.sent.append(event)
 
     def _webhooks(self, secret_name: str, event: RolloutEvent) -> None:
         try:

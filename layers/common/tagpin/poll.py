@@ -66,6 +66,21 @@ class PollSummary:
         }
 
 
+def _guarded(call: Callable[[], CheckResult]) -> CheckResult:
+    """Run one tag's recording; a failure of our own store or queue (a throttle, say) is that
+    tag's error for this run, not the end of the run: the others go on and the cursor is kept."""
+    try:
+        return call()
+    except Exception as exc:
+        followed = call.args[0] if isinstance(call, partial) and call.args else None
+        image = getattr(followed, "image", "?")
+        message = f"{type(exc).__name__}: {exc}"
+        logger.warning(
+            "recording a tag failed; the next run retries it", extra={"image": image, "error": message}
+        )
+        return CheckResult(image, "error", error=message)
+
+
 @dataclass
 class _StateReads:
     """A chunk's state reads in flight: one future per BatchGetItem-sized slice."""
@@ -209,7 +224,7 @@ class Poller:
             work.append(
                 partial(self._detector.observe, f, answer, trigger=trigger, correlation_id=correlation_id)
             )
-        for result in pool.map(lambda call: call(), work):
+        for result in pool.map(_guarded, work):
             summary.results.append(result)
             summary.changed += result.outcome == "changed"
             summary.enqueued += result.enqueued

@@ -46,7 +46,7 @@ class WebhookResult:
 
 
 class DeliveryLog(Protocol):
-    """Remembers delivery ids (tagpin.state.StateStore implements it)."""
+    """Remembers delivery ids (tagpin.webhooks.deliveries.DeliveryStore implements it)."""
 
     def claim_delivery(self, key: str, now: int, expires_at: int) -> bool: ...
 
@@ -174,14 +174,21 @@ class WebhookService:
                     {"image": tagged, "outcome": "duplicate", "delivery_id": (event.delivery_id or "")[:200]}
                 )
                 continue
-            check = self._detector().check(
-                followed,
-                trigger="webhook",
-                correlation_id=event_correlation(correlation_id, source, event.delivery_id),
-                hint_digest=event.digest,
-            )
+            try:
+                check = self._detector().check(
+                    followed,
+                    trigger="webhook",
+                    correlation_id=event_correlation(correlation_id, source, event.delivery_id),
+                    hint_digest=event.digest,
+                )
+            except BaseException:  # our own store or queue failed: the sender's retry must be heard
+                if isinstance(claim, str):
+                    self._log().release_delivery(claim)
+                raise
             if check.outcome == "error" and isinstance(claim, str):
-                self._log().release_delivery(claim)  # let the sender's retry try again
+                # The registry could not be asked: a redelivery of this notification is checked
+                # again (the poller and the reconciler pick the tag up in any case).
+                self._log().release_delivery(claim)
             results.append(check.as_dict())
         accepted = len(results) - ignored - duplicates
         return WebhookResult(
