@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 
 import pytest
+from tagpin_local.kubesim import deployment
+from tagpin_local.stack import LocalStack, StackOptions
 
 
 def require_binary(name: str, path: str | None = None) -> str:
@@ -26,3 +29,14 @@ def _close_cached_clients():
     from tagpin import wiring
 
     wiring.reset()
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[LocalStack]:
+    """The local stack with notifications, polling and the SQS loop off: each test drives every
+    step itself. A Deployment default/web runs <registry>/demo/web:stable."""
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    with LocalStack(StackOptions(notifications=False, poll_interval=None, consume=False)) as st:
+        assert st.registry is not None
+        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
+        yield st
