@@ -1,7 +1,7 @@
 # tagpin developer entry points. Everything installs what it needs by itself.
 #   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, Kubernetes simulator)
 #   make test      unit + integration + e2e tests
-#   make lint      ruff + mypy;  make validate: sam validate --lint + cfn-lint;  make build: sam build
+#   make lint      ruff + mypy + the import contract (layers);  make validate: sam validate --lint + cfn-lint;  make build: sam build
 #   make bench     benchmarks: poll throughput (bench-poll), cold start/size (bench-coldstart), cost (bench-cost)
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
@@ -61,6 +61,7 @@ lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy layers/common/tagpin functions tools bench
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 validate: venv $(SAM_VENV)/.installed
 	$(SAM_ENV) sam validate --lint

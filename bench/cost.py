@@ -21,7 +21,7 @@ answers a DynamoDB call in milliseconds) and the bytes it logs (INFO, plus EMF m
 
 Setup that is not measured: the tags are pushed (one manifest under many tags), N labelled,
 pinned Deployments are created, a first reconcile discovers them (index + tag states, the real
-path), and each target's state is recorded as applied through the real ``StateStore`` API
+path), and each target's state is recorded as applied through the real state repositories
 (``claim_target`` + ``finish_target``, what the consumer does) instead of N consumer runs.
 
 The monthly cost is then computed from these figures at the template's defaults (read from
@@ -434,17 +434,19 @@ def workload_name(image: str) -> str:
 
 
 def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
-    """Every target applied at ``digest`` through the real StateStore API (what the consumer writes)."""
-    from tagpin.state import StateStore, TargetStatus
+    """Every target applied at ``digest`` through the real state repositories (what the consumer writes)."""
+    from tagpin.adapters.dynamodb import dynamodb_state
+    from tagpin.domain.messages import Trigger
+    from tagpin.ports.state import TargetStatus
 
-    store = StateStore(stack.client("dynamodb"), "tagpin-state")
+    store = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
     now = time.time_ns() // 1_000_000
 
     def seed(chunk: list[tuple[int, str]]) -> None:
         for i, image in chunk:
             target = f"local/team{i % NAMESPACES}/Deployment/{workload_name(image)}/app"
-            assert store.claim_target(target, image, digest, now, "reconcile", now)
-            assert store.finish_target(target, digest, TargetStatus.APPLIED, now, trigger="reconcile")
+            assert store.targets.claim(target, image, digest, now, Trigger.RECONCILE, now)
+            assert store.targets.finish(target, digest, TargetStatus.APPLIED, now, trigger=Trigger.RECONCILE)
 
     work = list(enumerate(tags))
     with ThreadPoolExecutor(8) as pool:
@@ -452,10 +454,12 @@ def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
 
 
 def seed_index(stack: Any, tags: list[str], digest: str) -> None:
-    """The index entries and tag states the first reconcile writes, through the real StateStore."""
-    from tagpin.state import IndexEntry, StateStore
+    """The index entries and tag states the first reconcile writes, through the real state repositories."""
+    from tagpin.adapters.dynamodb import dynamodb_state
+    from tagpin.domain.messages import Trigger
+    from tagpin.ports.state import IndexEntry
 
-    store = StateStore(stack.client("dynamodb"), "tagpin-state")
+    store = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
     now = time.time_ns() // 1_000_000
     entries = [
         IndexEntry(
@@ -473,11 +477,11 @@ def seed_index(stack: Any, tags: list[str], digest: str) -> None:
     with ThreadPoolExecutor(8) as pool:
         list(
             pool.map(
-                lambda part: store.update_index(part, []),
+                lambda part: store.index.update(part, []),
                 [entries[i : i + 500] for i in range(0, len(entries), 500)],
             )
         )
-        list(pool.map(lambda image: store.record_tag(image, digest, now, "reconcile"), tags))
+        list(pool.map(lambda image: store.tags.record(image, digest, now, Trigger.RECONCILE), tags))
 
 
 def table_bytes(stack: Any) -> dict[str, int]:
@@ -557,11 +561,11 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
         tags = images(host, n)
         # checks queue for the verifier (when the consumer sends rollout checks)
         sqs = stack.client("sqs")
-        checks_url = sqs.create_queue(QueueName="tagpin-checks")["QueueUrl"]
-        checks_arn = sqs.get_queue_attributes(QueueUrl=checks_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        os.environ["TAGPIN_CHECKS_QUEUE_URL"] = checks_url
+        verification_url = sqs.create_queue(QueueName="tagpin-verifications")["QueueUrl"]
+        verification_arn = sqs.get_queue_attributes(QueueUrl=verification_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        os.environ["TAGPIN_VERIFICATION_QUEUE_URL"] = verification_url
         document = {
             "clusters": {"local": {"kubeconfig": {"secret": cluster_secret("local"), "context": "local"}}},
             "registries": {host: {"insecure": True}, stack.registry.host: {"insecure": True}},
@@ -605,7 +609,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
 
         # the targets' states first (so discovery finds nothing behind and enqueues nothing), then
         # discovery: the first reconcile (the real path) where its run is measured, else the index
-        # and the tags' states written through the same StateStore calls it makes
+        # and the tags' states written through the same repository calls it makes
         t0 = time.perf_counter()
         seed_target_states(stack, tags, digest)
         timings["seed_s"] = time.perf_counter() - t0
@@ -648,7 +652,9 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
             "containers"
         ][0]["image"]
         assert deployment_image.endswith(changed_digest), deployment_image
-        out["verifier_one_change"] = verify_checks(stack, meter, sqs, checks_url, checks_arn, sqs_event)
+        out["verifier_one_change"] = run_verifications(
+            stack, meter, sqs, verification_url, verification_arn, sqs_event
+        )
 
         # (b') one change through a registry notification (the webhook), then the consumer
         second = tags[1] if n > 1 else tags[0]
@@ -667,7 +673,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
         assert answer.status_code == 202, answer.text
         out["webhook_one_change"] = hook.as_dict()
         out["consumer_webhook_change"] = consume("consumer, webhook change").as_dict()
-        verify_checks(stack, meter, sqs, checks_url, checks_arn, sqs_event)
+        run_verifications(stack, meter, sqs, verification_url, verification_arn, sqs_event)
 
         # (c) steady-state reconcile
         if n <= args.reconcile_max:
@@ -682,7 +688,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
     return out
 
 
-def verify_checks(
+def run_verifications(
     stack: Any, meter: Meter, sqs: Any, url: str, arn: str, sqs_event: Callable[..., dict[str, Any]]
 ) -> dict[str, Any] | None:
     """Run the verifier on the rollout checks the consumer queued (delayed messages), as Lambda's

@@ -34,7 +34,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "poll.json"
-sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "tools")]
+sys.path[:0] = [
+    str(ROOT / "layers" / "common"),
+    str(ROOT / "tools"),
+    str(ROOT),
+]  # tests.support: the in-memory queue
 
 import boto3  # noqa: E402
 import httpx  # noqa: E402
@@ -152,15 +156,17 @@ def worker(args: argparse.Namespace) -> None:
     """One poll in this (fresh) process; prints {seconds, tags_per_s, peak_rss_mb, counts} and
     where the time went: CPU seconds of this process, the moto server and the registry during the
     measured poll, and each phase alone (resolution; state reads as the poller issues them)."""
-    from tagpin.config import FollowedImage, Registry, Target
-    from tagpin.detect import Detector
-    from tagpin.poll import Poller
-    from tagpin.queue import ListQueue
-    from tagpin.registry import RegistryAccess, RegistryClient
-    from tagpin.state import StateStore
+    from tagpin.adapters.dynamodb import dynamodb_state
+    from tagpin.adapters.registry.client import RegistryClient
+    from tagpin.domain.config import FollowedImage, Registry, Target
+    from tagpin.ports.registry import RegistryAccess
+    from tagpin.usecases.detect import Detector
+    from tagpin.usecases.poll import Poller
+
+    from tests.support.queues import ListQueue
 
     db = boto3.client("dynamodb", endpoint_url=args.aws, region_name="us-east-1")
-    state = StateStore(db, TABLE)
+    state = dynamodb_state(db, TABLE)
     followed = []
     for image in images(args.host, args.n):
         repo, tag = image.rsplit("/", 1)[-1].split(":")
@@ -183,8 +189,8 @@ def worker(args: argparse.Namespace) -> None:
         resolve_seconds = time.perf_counter() - started
         assert len(resolved) == len(followed)
         started = time.perf_counter()
-        state.get_tags([f.image for f in followed])
-        state.get_targets([t.id for f in followed for t in f.targets])
+        state.tags.get_many([f.image for f in followed])
+        state.targets.get_many([t.id for f in followed for t in f.targets])
         state_seconds = time.perf_counter() - started
         moto_before = cpu_seconds(args.moto_pid) if args.moto_pid else 0.0
         started = time.perf_counter()
@@ -192,9 +198,11 @@ def worker(args: argparse.Namespace) -> None:
             images_ = [f.image for f in followed]
             ids = [t.id for f in followed for t in f.targets]
             futures: list[Future[Any]] = [
-                pool.submit(state.get_tags, images_[i : i + 100]) for i in range(0, len(images_), 100)
+                pool.submit(state.tags.get_many, images_[i : i + 100]) for i in range(0, len(images_), 100)
             ]
-            futures += [pool.submit(state.get_targets, ids[i : i + 100]) for i in range(0, len(ids), 100)]
+            futures += [
+                pool.submit(state.targets.get_many, ids[i : i + 100]) for i in range(0, len(ids), 100)
+            ]
             for fut in futures:
                 fut.result()
         state_concurrent_seconds = time.perf_counter() - started
@@ -257,7 +265,7 @@ def ceiling(url: str, n: int, seconds: int = 5) -> float:
     wrk = shutil.which("wrk")
     if wrk is None:
         raise SystemExit("wrk is not installed (make tools installs it)")
-    from tagpin.registry import ACCEPT
+    from tagpin.adapters.registry.client import ACCEPT
 
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "paths.lua"

@@ -40,17 +40,17 @@ sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "tools")]
 import boto3  # noqa: E402
 import yaml  # noqa: E402
 from moto import mock_aws  # noqa: E402
-from tagpin.clusters import ClusterConnector  # noqa: E402
-from tagpin.config import parse_config  # noqa: E402
-from tagpin.detect import Detector  # noqa: E402
-from tagpin.followed import Followed  # noqa: E402
-from tagpin.models import Change  # noqa: E402
-from tagpin.queue import SqsChangeQueue  # noqa: E402
-from tagpin.reconcile import Reconciler  # noqa: E402
-from tagpin.refs import ImageRef  # noqa: E402
-from tagpin.registry import Resolution  # noqa: E402
-from tagpin.rollout import Applier  # noqa: E402
-from tagpin.state import StateStore  # noqa: E402
+from tagpin.adapters.dynamodb import dynamodb_state  # noqa: E402
+from tagpin.adapters.kubernetes.clusters import ClusterConnector  # noqa: E402
+from tagpin.adapters.sqs import SqsChangeQueue  # noqa: E402
+from tagpin.domain.config import parse_config  # noqa: E402
+from tagpin.domain.messages import Change  # noqa: E402
+from tagpin.domain.refs import ImageRef  # noqa: E402
+from tagpin.ports.registry import Resolution  # noqa: E402
+from tagpin.usecases.apply import Applier  # noqa: E402
+from tagpin.usecases.detect import Detector  # noqa: E402
+from tagpin.usecases.followed import Followed  # noqa: E402
+from tagpin.usecases.reconcile import Reconciler  # noqa: E402
 from tagpin_local.kubesim import KubeSim, cronjob, daemonset, deployment, statefulset  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "reconcile.json"
@@ -182,7 +182,7 @@ def main() -> None:
         url = sqs.create_queue(
             QueueName="changes.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"}
         )["QueueUrl"]
-        store = StateStore(ddb, "state")
+        store = dynamodb_state(ddb, "state")
         queue = SqsChangeQueue(sqs, url)
         connector = ClusterConnector(lambda: config, kubeconfigs.__getitem__)
         reconciler = Reconciler(

@@ -10,8 +10,10 @@ from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, proce
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
-from tagpin.models import Change
+from tagpin.domain.messages import Change
 from tagpin.observability import logger, metrics
+
+wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 # One group per image: a failing record fails only the later records of its own image.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
@@ -23,11 +25,12 @@ def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
     logger.set_correlation_id(change.correlation_id)
     logger.append_keys(image=change.image, digest=change.digest, trigger=change.trigger)
     metrics.add_metric(name="ChangesReceived", unit=MetricUnit.Count, value=1)
-    outcomes = wiring.applier().apply(change)
-    for outcome, count in Counter(str(o.get("outcome")) for o in outcomes).items():
+    results = wiring.applier().apply(change)
+    for outcome, count in Counter(r.outcome for r in results).items():
         metrics.add_metric(
-            name=f"Targets{outcome.title().replace('-', '')}", unit=MetricUnit.Count, value=count
+            name=f"Targets{outcome.value.title().replace('-', '')}", unit=MetricUnit.Count, value=count
         )
+    outcomes = [r.model_dump(mode="json", exclude_none=True) for r in results]
     logger.info("change applied", extra={"outcomes": outcomes})
     return outcomes
 

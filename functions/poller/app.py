@@ -10,7 +10,10 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
+from tagpin.domain.messages import Trigger
 from tagpin.observability import logger, metrics, registry_metrics
+
+wiring.check_settings("poller")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 MAX_RESULTS = 100  # per-tag details in the response (the counts cover everything)
 
@@ -21,7 +24,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     started = time.monotonic()
     summary = wiring.poller().run(
         wiring.followed_images(),
-        trigger="poll",
+        trigger=Trigger.POLL,
         correlation_id=logger.get_correlation_id(),
         remaining_ms=context.get_remaining_time_in_millis,
     )

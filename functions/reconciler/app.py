@@ -10,6 +10,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
 from tagpin.observability import logger, metrics
 
+wiring.check_settings("reconciler")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
+
 
 @logger.inject_lambda_context(correlation_id_path="id")  # the schedule event's id
 @metrics.log_metrics

@@ -1,7 +1,8 @@
 """Verifier: follow rollouts after the patch, roll back failed digests, promote waves.
 
-Consumes the checks queue (SQS standard, delayed messages; see tagpin.checks) with partial batch
-failures: a check whose cluster cannot be reached is retried, then dead-lettered."""
+Consumes the verification queue (SQS standard, delayed messages; see
+tagpin.domain.messages.Verification) with partial batch failures: a verification whose cluster
+cannot be reached is retried, then dead-lettered."""
 
 from __future__ import annotations
 
@@ -12,21 +13,38 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
-from tagpin.checks import Check
+from tagpin.domain.messages import Verification
+from tagpin.domain.outcomes import VerificationOutcome
 from tagpin.observability import logger, metrics
 
+wiring.check_settings("verifier")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
+
 processor = BatchProcessor(event_type=EventType.SQS)
+# Counted once per rollout: a duplicate verification answers ALREADY_DECIDED and is not counted.
+COUNTED = frozenset(
+    {VerificationOutcome.VERIFIED, VerificationOutcome.ROLLED_BACK, VerificationOutcome.FAILED}
+)
 
 
 def record_handler(record: SQSRecord) -> str:
-    check = Check.model_validate_json(record.body)
-    logger.set_correlation_id(check.correlation_id)  # the change's, carried by the check
-    logger.append_keys(image=check.image, digest=check.digest, target=check.target_id)
-    outcome = wiring.verifier().handle(check)
-    if outcome in ("verified", "rolled_back", "failed"):
-        metrics.add_metric(name="Rollouts" + outcome.title().replace("_", ""), unit=MetricUnit.Count, value=1)
-    logger.info("check done", extra={"kind": check.kind, "attempt": check.attempt, "outcome": outcome})
-    return outcome
+    verification = Verification.model_validate_json(record.body)
+    logger.set_correlation_id(verification.correlation_id)  # the change's, carried along
+    logger.append_keys(image=verification.image, digest=verification.digest, target=verification.target_id)
+    result = wiring.verifier().handle(verification)
+    if result.outcome in COUNTED:
+        metrics.add_metric(
+            name="Rollouts" + result.outcome.value.title().replace("_", ""), unit=MetricUnit.Count, value=1
+        )
+    logger.info(
+        "verification done",
+        extra={
+            "kind": verification.kind,
+            "attempt": verification.attempt,
+            "outcome": result.outcome,
+            "detail": result.detail,
+        },
+    )
+    return result.outcome.value
 
 
 @logger.inject_lambda_context

@@ -16,9 +16,11 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
+from tagpin.adapters.webhooks.ecr import is_ecr_event
 from tagpin.observability import logger, metrics
-from tagpin.webhooks.ecr import is_ecr_event
-from tagpin.webhooks.service import WebhookResult
+from tagpin.usecases.webhook import WebhookResult
+
+wiring.check_settings("webhook")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 app = APIGatewayHttpResolver()
 

@@ -5,13 +5,14 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from moto import mock_aws
-from tagpin.state import StateStore
+from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.ports.state import State
 
 from tests.unit.conftest import create_table
 
 
 @pytest.fixture
-def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[StateStore]:
+def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[State]:
     """A state table in moto, in process, for tests whose real component is the registry."""
     for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
         monkeypatch.setenv(name, value)
@@ -19,4 +20,4 @@ def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[StateStore]:
     with mock_aws():
         db = boto3.client("dynamodb", region_name="us-east-1")
         create_table(db, "state", ("pk", "sk"))
-        yield StateStore(db, "state")
+        yield dynamodb_state(db, "state")

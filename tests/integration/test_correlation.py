@@ -34,7 +34,7 @@ def consumer_logs():
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
-    loggers = [domain, logging.getLogger("tagpin.rollout")]
+    loggers = [domain, logging.getLogger("tagpin.usecases.apply")]
     levels = [x.level for x in loggers]
     domain.addHandler(handler)
     for x in loggers:

@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-from tagpin.models import Change
+from tagpin.domain.messages import Change
 from tagpin_local.lambda_runtime import sqs_event
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack

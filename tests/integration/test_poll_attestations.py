@@ -9,17 +9,18 @@ from typing import Any
 
 import httpx
 import pytest
-from tagpin.attestations import AttestationFilter, platform_manifests
-from tagpin.config import FollowedImage, Registry, Target
-from tagpin.detect import Detector
-from tagpin.poll import Poller
-from tagpin.queue import ListQueue
-from tagpin.registry import OCI_INDEX, RegistryAccess, RegistryClient
-from tagpin.state import StateStore, TargetStatus
+from tagpin.adapters.registry.client import RegistryClient
+from tagpin.domain.config import FollowedImage, Registry, Target
+from tagpin.ports.registry import OCI_INDEX, RegistryAccess
+from tagpin.ports.state import State, TargetStatus
+from tagpin.usecases.attestations import AttestationFilter, platform_manifests
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.poll import Poller
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer
 
 from tests.conftest import require_binary
+from tests.support.queues import ListQueue
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,7 @@ def index(registry: RegistryServer, repository: str, digest: str) -> dict[str, A
 
 
 def run_scenario(
-    registry: RegistryServer, state: StateStore, repository: str, *, ignore: bool
+    registry: RegistryServer, state: State, repository: str, *, ignore: bool
 ) -> tuple[str, str, ListQueue, Any]:
     """Push an index, poll, let every target run it; push the same image with a provenance
     attestation added; poll again. Returns (first digest, second digest, queue, second summary)."""
@@ -59,8 +60,8 @@ def run_scenario(
         first = push_image(registry.url, repository, "stable", content=LAYER, platforms=PLATFORMS)
         assert poller.run(followed).enqueued == 1
         target_id = followed[0].targets[0].id
-        assert state.claim_target(target_id, image, first, 1, "poll", 2)
-        assert state.finish_target(target_id, first, TargetStatus.APPLIED, 3, trigger="poll")
+        assert state.targets.claim(target_id, image, first, 1, "poll", 2)
+        assert state.targets.finish(target_id, first, TargetStatus.APPLIED, 3, trigger="poll")
         assert poller.run(followed).unchanged == 1
         queue.sent.clear()
 
@@ -97,7 +98,7 @@ def test_the_pushed_indexes_differ_only_in_attestations(registry: RegistryServer
 
 
 def test_attestation_only_change_is_ignored_when_the_option_is_on(
-    registry: RegistryServer, state: StateStore
+    registry: RegistryServer, state: State
 ) -> None:
     first, second, queue, summary = run_scenario(registry, state, "attest/on", ignore=True)
     assert first != second
@@ -105,19 +106,17 @@ def test_attestation_only_change_is_ignored_when_the_option_is_on(
     assert queue.sent == []
     ignored = [r for r in summary.results if r.outcome == "ignored"]
     assert [(r.digest, r.previous_digest) for r in ignored] == [(second, first)]
-    stored = state.get_tag(f"{registry.host}/attest/on:stable")
+    stored = state.tags.get(f"{registry.host}/attest/on:stable")
     assert stored is not None and stored.digest == first  # the workloads keep what they run
 
 
-def test_attestation_only_change_rolls_when_the_option_is_off(
-    registry: RegistryServer, state: StateStore
-) -> None:
+def test_attestation_only_change_rolls_when_the_option_is_off(registry: RegistryServer, state: State) -> None:
     _first, second, queue, summary = run_scenario(registry, state, "attest/off", ignore=False)
     assert (summary.ignored, summary.changed, summary.enqueued) == (0, 1, 1)
     assert [(c.image, c.digest) for c in queue.sent] == [(f"{registry.host}/attest/off:stable", second)]
 
 
-def test_a_platform_change_rolls_even_with_the_option_on(registry: RegistryServer, state: StateStore) -> None:
+def test_a_platform_change_rolls_even_with_the_option_on(registry: RegistryServer, state: State) -> None:
     _first, _second, queue, _summary = run_scenario(registry, state, "attest/real", ignore=True)
     image = f"{registry.host}/attest/real:stable"
     rebuilt = push_image(
@@ -139,7 +138,7 @@ def test_a_platform_change_rolls_even_with_the_option_on(registry: RegistryServe
 
 @pytest.mark.parametrize("ignore", [True, False])
 def test_the_webhook_path_applies_the_same_filter(
-    registry: RegistryServer, state: StateStore, ignore: bool
+    registry: RegistryServer, state: State, ignore: bool
 ) -> None:
     """A push notification for an attestation-only change: the same filter as the poller's."""
     repository = f"attest/webhook-{str(ignore).lower()}"
@@ -150,15 +149,15 @@ def test_the_webhook_path_applies_the_same_filter(
     with RegistryClient(access=lambda _h: RegistryAccess(insecure=True)) as client:
         detector = Detector(client, state, queue, attestations=AttestationFilter(client, lambda _h: settings))
         first = push_image(registry.url, repository, "stable", content=LAYER, platforms=PLATFORMS)
-        assert detector.check(followed, trigger="webhook", hint_digest=first).enqueued
+        assert detector.detect(followed, trigger="webhook", hint_digest=first).enqueued
         second = push_image(
             registry.url, repository, "stable", content=LAYER, platforms=PLATFORMS, attestation=b"build 2"
         )
         queue.sent.clear()
-        result = detector.check(followed, trigger="webhook", hint_digest=second)
+        result = detector.detect(followed, trigger="webhook", hint_digest=second)
     if ignore:
         assert result.outcome == "ignored" and queue.sent == []
-        stored = state.get_tag(image)
+        stored = state.tags.get(image)
         assert stored is not None and stored.digest == first
     else:
         assert result.outcome == "changed" and [c.digest for c in queue.sent] == [second]

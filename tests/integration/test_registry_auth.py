@@ -17,19 +17,20 @@ from typing import Any
 
 import httpx
 import pytest
-from tagpin.config import FollowedImage, Registry, RegistryKind, TagpinConfig, Target
-from tagpin.credentials import CredentialStore
-from tagpin.detect import Detector
-from tagpin.poll import Poller
-from tagpin.queue import ListQueue
-from tagpin.refs import ImageRef
-from tagpin.registry import OCI_MANIFEST, AuthError, RegistryClient, RetryPolicy
-from tagpin.state import StateStore
+from tagpin.adapters.registry.client import RegistryClient, RetryPolicy
+from tagpin.adapters.registry.credentials import CredentialStore
+from tagpin.domain.config import FollowedImage, Registry, RegistryKind, TagpinConfig, Target
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import OCI_MANIFEST, AuthError
+from tagpin.ports.state import State
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.poll import Poller
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer, write_htpasswd
 from tagpin_local.tokenserver import TokenServer
 
 from tests.conftest import require_binary
+from tests.support.queues import ListQueue
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +165,7 @@ def test_token_credentials_resolve(
 
 
 def test_wrong_credentials_fail_only_their_registry(
-    auth_registry: RegistryServer, open_registry: RegistryServer, state: StateStore
+    auth_registry: RegistryServer, open_registry: RegistryServer, state: State
 ) -> None:
     names = ["one", "two"]
     for n in names:
@@ -183,14 +184,14 @@ def test_wrong_credentials_fail_only_their_registry(
     queue = ListQueue()
     with client(registries, wrong) as c:
         summary = Poller(Detector(c, state, queue), c, state, lambda h: registries[h]).run(followed)
-    assert (summary.checked, summary.errors, summary.changed, summary.enqueued) == (4, 2, 2, 2)
+    assert (summary.resolved, summary.errors, summary.changed, summary.enqueued) == (4, 2, 2, 2)
     assert {ch.image for ch in queue.sent} == {f"{open_registry.host}/auth/{n}:stable" for n in names}
     for n in names:
-        stored = state.get_tag(f"{auth_registry.host}/auth/{n}:stable")
+        stored = state.tags.get(f"{auth_registry.host}/auth/{n}:stable")
         assert stored is not None and not stored.digest  # never resolved: nothing to roll to
         assert stored.last_error is not None and stored.last_error.startswith("AuthError")
         assert "not-the-password" not in stored.last_error
-        fine = state.get_tag(f"{open_registry.host}/auth/{n}:stable")
+        fine = state.tags.get(f"{open_registry.host}/auth/{n}:stable")
         assert fine is not None and fine.digest and not fine.last_error
 
 

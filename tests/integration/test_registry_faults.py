@@ -9,18 +9,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tagpin.config import FollowedImage, Registry, Target
-from tagpin.detect import Detector
-from tagpin.poll import Poller
-from tagpin.queue import ListQueue
-from tagpin.refs import ImageRef
-from tagpin.registry import RegistryAccess, RegistryClient, RegistryError, RegistryUnavailable, RetryPolicy
-from tagpin.state import StateStore
+from tagpin.adapters.registry.client import RegistryClient, RetryPolicy
+from tagpin.domain.config import FollowedImage, Registry, Target
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import RegistryAccess, RegistryError, RegistryUnavailable
+from tagpin.ports.state import State
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.poll import Poller
 from tagpin_local.faultproxy import Fault, FaultProxy
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer
 
 from tests.conftest import require_binary
+from tests.support.queues import ListQueue
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +71,7 @@ def test_proxy_forwards_and_injects(registry: RegistryServer, proxy: FaultProxy)
 
 
 def test_every_change_enqueued_exactly_once_under_faults(
-    registry: RegistryServer, proxy: FaultProxy, state: StateStore
+    registry: RegistryServer, proxy: FaultProxy, state: State
 ) -> None:
     names = [f"app{i}" for i in range(12)]
     for n in names:
@@ -94,7 +95,7 @@ def test_every_change_enqueued_exactly_once_under_faults(
         proxy.add(Fault("status", 500, match="app9/"))
         second = poller.run(items)
         assert (second.errors, second.changed) == (1, 1)
-        assert state.get_tag(f"{proxy.host}/faults/app9:stable").last_error  # type: ignore[union-attr]
+        assert state.tags.get(f"{proxy.host}/faults/app9:stable").last_error  # type: ignore[union-attr]
         proxy.clear()
         third = poller.run(items)
         assert third.errors == 0
@@ -106,7 +107,7 @@ def test_every_change_enqueued_exactly_once_under_faults(
 
 
 def test_failing_registry_is_skipped_and_does_not_hold_up_the_others(
-    registry: RegistryServer, proxy: FaultProxy, state: StateStore
+    registry: RegistryServer, proxy: FaultProxy, state: State
 ) -> None:
     names = [f"svc{i}" for i in range(40)]
     for n in names[:2]:
@@ -131,7 +132,7 @@ def test_failing_registry_is_skipped_and_does_not_hold_up_the_others(
         started = time.monotonic()
         summary = poller.run(slow + healthy)
         elapsed = time.monotonic() - started
-    assert summary.checked == 80
+    assert summary.resolved == 80
     assert summary.errors == 40 and summary.changed == 40
     assert {ch.image for ch in queue.sent} == {f.image for f in healthy}
     errors = [r.error or "" for r in summary.results if r.outcome == "error"]
@@ -142,7 +143,7 @@ def test_failing_registry_is_skipped_and_does_not_hold_up_the_others(
 
 
 def test_time_budget_cursor_continues_next_run(
-    registry: RegistryServer, proxy: FaultProxy, state: StateStore
+    registry: RegistryServer, proxy: FaultProxy, state: State
 ) -> None:
     names = [f"budget{i:02d}" for i in range(20)]
     for n in names:
@@ -161,10 +162,10 @@ def test_time_budget_cursor_continues_next_run(
         )
         first = poller.run(items, remaining_ms=lambda: 1200)
         assert first.cursor is not None and first.not_reached > 0
-        assert state.get_poll_cursor() == first.cursor
+        assert state.cursor.get() == first.cursor
         seen_first = {r.image for r in first.results}
         proxy.clear()
         second = poller.run(items, remaining_ms=lambda: 60_000)
-    assert second.cursor is None and state.get_poll_cursor() is None
+    assert second.cursor is None and state.cursor.get() is None
     assert second.results[0].image == first.cursor  # the next run starts where the last stopped
     assert seen_first | {r.image for r in second.results} == {f.image for f in items}

@@ -13,8 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from tagpin.refs import ImageRef
-from tagpin.registry import OCI_INDEX, OCI_MANIFEST, ManifestNotFound, RegistryAccess, RegistryClient
+from tagpin.adapters.registry.client import RegistryClient
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import OCI_INDEX, OCI_MANIFEST, ManifestNotFound, RegistryAccess
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import EVENTS_MEDIA_TYPE, REGISTRY_BINARY, RegistryServer
 

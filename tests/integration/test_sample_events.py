@@ -51,7 +51,7 @@ def test_webhook_sample(stack):
 
 def test_poller_sample(stack):
     result = stack.functions["poller"].invoke(load("poller-scheduled.json", stack))
-    assert result["checked"] == 1 and result["errors"] == 0
+    assert result["resolved"] == 1 and result["errors"] == 0
 
 
 def test_consumer_sample_replayed_after_newer_state_changes_nothing(stack):

@@ -10,7 +10,8 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from tagpin.state import StateStore
+from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.ports.state import State
 
 REGION = "us-east-1"
 STATE_TABLE = "tagpin-state"
@@ -141,5 +142,5 @@ class SerializedClient:
 
 
 @pytest.fixture
-def store(dynamodb: Any, state_table: str) -> StateStore:
-    return StateStore(SerializedClient(dynamodb), state_table)
+def store(dynamodb: Any, state_table: str) -> State:
+    return dynamodb_state(SerializedClient(dynamodb), state_table)

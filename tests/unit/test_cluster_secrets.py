@@ -6,9 +6,9 @@ import pytest
 
 
 def test_a_malformed_kubeconfig_secret_is_never_quoted() -> None:
-    from tagpin.clusters import ClusterConnector
-    from tagpin.config import parse_config
-    from tagpin.rollout import Unreachable
+    from tagpin.adapters.kubernetes.clusters import ClusterConnector
+    from tagpin.domain.config import parse_config
+    from tagpin.ports.workloads import Unreachable
 
     config = parse_config("clusters: {lab: {kubeconfig: {secret: tagpin/clusters/lab}}}")
     secret = "users:\n- user:\n    token: SECRETTOKEN123: {bad\n"

@@ -7,10 +7,10 @@ import textwrap
 import boto3
 import pytest
 from aws_lambda_powertools.utilities import parameters
-from tagpin import config as config_module
-from tagpin.config import (
+from tagpin.adapters import config_source as config_module
+from tagpin.adapters.config_source import ConfigLoader
+from tagpin.domain.config import (
     ConfigError,
-    ConfigLoader,
     Kind,
     TagpinConfig,
     parse_config,
@@ -208,14 +208,6 @@ def test_loader_needs_exactly_one_source() -> None:
         ConfigLoader()
     with pytest.raises(ConfigError, match="exactly one"):
         ConfigLoader(parameter="/tagpin/config", file="tagpin.yaml")
-
-
-def test_loader_from_env() -> None:
-    loader = ConfigLoader.from_env({"TAGPIN_CONFIG_FILE": "/etc/tagpin.yaml", "TAGPIN_CONFIG_PARAMETER": ""})
-    assert loader._file == "/etc/tagpin.yaml"
-    assert loader._parameter is None
-    with pytest.raises(ConfigError):
-        ConfigLoader.from_env({})
 
 
 def test_file_loader_caches_until_the_text_changes(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,12 +6,14 @@ import itertools
 import threading
 
 import pytest
-from tagpin.config import FollowedImage, parse_config
-from tagpin.detect import Detector
-from tagpin.queue import ListQueue
-from tagpin.refs import ImageRef
-from tagpin.registry import RegistryError, Resolution
-from tagpin.state import StateStore, TagUpdate, TargetStatus
+from tagpin.domain.config import FollowedImage, parse_config
+from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import RegistryError, Resolution
+from tagpin.ports.state import State, TargetStatus
+from tagpin.usecases.detect import Detector
+
+from tests.support.queues import ListQueue
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -76,26 +78,26 @@ def queue() -> ListQueue:
 
 
 @pytest.fixture
-def detector(resolver: FakeResolver, store: StateStore, queue: ListQueue) -> Detector:
+def detector(resolver: FakeResolver, store: State, queue: ListQueue) -> Detector:
     return Detector(resolver, store, queue, clock=Clock(), sleep=lambda _s: None)
 
 
-def apply_all(store: StateStore, followed: FollowedImage, digest: str, observed_at: int) -> None:
+def apply_all(store: State, followed: FollowedImage, digest: str, observed_at: int) -> None:
     """What the consumer does when every target is patched."""
     for target in followed.targets:
-        assert store.claim_target(target.id, followed.image, digest, observed_at, "poll", now=observed_at)
-        assert store.finish_target(target.id, digest, TargetStatus.APPLIED, observed_at, trigger="poll")
+        assert store.targets.claim(target.id, followed.image, digest, observed_at, "poll", now=observed_at)
+        assert store.targets.finish(target.id, digest, TargetStatus.APPLIED, observed_at, trigger="poll")
 
 
 def test_changed_enqueues_with_the_states_observed_at(detector: Detector, store, queue) -> None:
-    result = detector.check(NGINX, trigger="poll", correlation_id="sched-1")
+    result = detector.detect(NGINX, trigger="poll", correlation_id="sched-1")
     assert result.outcome == "changed"
     assert result.digest == D1
     assert result.previous_digest is None
     assert result.enqueued is True
     assert result.behind == 2
     (change,) = queue.sent
-    stored = store.get_tag(NGINX.image)
+    stored = store.tags.get(NGINX.image)
     assert stored is not None
     assert (change.image, change.digest, change.trigger, change.correlation_id) == (
         NGINX.image,
@@ -114,10 +116,10 @@ def test_changed_enqueues_with_the_states_observed_at(detector: Detector, store,
 
 
 def test_moved_tag_reports_the_previous_digest(detector: Detector, resolver, store, queue) -> None:
-    detector.check(NGINX, trigger="poll")
+    detector.detect(NGINX, trigger="poll")
     apply_all(store, NGINX, D1, queue.sent[0].observed_at)
     resolver.answers[NGINX.image] = D2
-    result = detector.check(NGINX, trigger="poll")
+    result = detector.detect(NGINX, trigger="poll")
     assert (result.outcome, result.digest, result.previous_digest) == ("changed", D2, D1)
     assert result.enqueued is True
     assert [c.digest for c in queue.sent] == [D1, D2]
@@ -125,9 +127,9 @@ def test_moved_tag_reports_the_previous_digest(detector: Detector, resolver, sto
 
 
 def test_unchanged_and_all_applied_enqueues_nothing(detector: Detector, store, queue) -> None:
-    detector.check(NGINX, trigger="poll")
+    detector.detect(NGINX, trigger="poll")
     apply_all(store, NGINX, D1, queue.sent[0].observed_at)
-    result = detector.check(NGINX, trigger="poll")
+    result = detector.detect(NGINX, trigger="poll")
     assert result.outcome == "unchanged"
     assert result.enqueued is False
     assert result.behind == 0
@@ -138,35 +140,35 @@ def test_unchanged_with_a_target_on_an_older_digest_enqueues_again(
     detector: Detector, resolver, store, queue
 ) -> None:
     # Both targets were applied at D1; the tag moves to D2 but only one target gets there.
-    detector.check(NGINX, trigger="poll")
+    detector.detect(NGINX, trigger="poll")
     apply_all(store, NGINX, D1, queue.sent[0].observed_at)
     resolver.answers[NGINX.image] = D2
-    detector.check(NGINX, trigger="poll")
+    detector.detect(NGINX, trigger="poll")
     moved = queue.sent[-1]
     first, second = NGINX.targets
-    store.claim_target(first.id, NGINX.image, D2, moved.observed_at, "poll", now=1)
-    store.finish_target(first.id, D2, TargetStatus.APPLIED, 2, trigger="poll")
+    store.targets.claim(first.id, NGINX.image, D2, moved.observed_at, "poll", now=1)
+    store.targets.finish(first.id, D2, TargetStatus.APPLIED, 2, trigger="poll")
 
-    result = detector.check(NGINX, trigger="poll")
+    result = detector.detect(NGINX, trigger="poll")
     assert result.outcome == "unchanged"
     assert result.enqueued is True
     assert result.behind == 1
     healing = queue.sent[-1]
     assert healing.digest == D2
-    assert healing.observed_at == store.get_tag(NGINX.image).observed_at  # type: ignore[union-attr]
-    assert store.get_target(second.id).digest == D1  # type: ignore[union-attr]
+    assert healing.observed_at == store.tags.get(NGINX.image).observed_at  # type: ignore[union-attr]
+    assert store.targets.get(second.id).digest == D1  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("status", [TargetStatus.FAILED, TargetStatus.PENDING, TargetStatus.GONE])
 def test_unchanged_with_a_target_not_applied_enqueues_again(
     detector: Detector, store, queue, status: TargetStatus
 ) -> None:
-    detector.check(API, trigger="poll")
+    detector.detect(API, trigger="poll")
     (target,) = API.targets
-    store.claim_target(target.id, API.image, D1, queue.sent[0].observed_at, "poll", now=1)
+    store.targets.claim(target.id, API.image, D1, queue.sent[0].observed_at, "poll", now=1)
     if status is not TargetStatus.PENDING:
-        store.finish_target(target.id, D1, status, 2, trigger="poll", detail="Unreachable: timeout")
-    result = detector.check(API, trigger="poll")
+        store.targets.finish(target.id, D1, status, 2, trigger="poll", detail="Unreachable: timeout")
+    result = detector.detect(API, trigger="poll")
     assert result.outcome == "unchanged"
     assert result.enqueued is True
     assert result.behind == 1
@@ -175,76 +177,64 @@ def test_unchanged_with_a_target_not_applied_enqueues_again(
 
 def test_unchanged_with_a_lost_message_enqueues_again(detector: Detector, queue) -> None:
     """The first change was recorded but never applied (message lost): the next poll heals it."""
-    detector.check(WORKER, trigger="webhook")
+    detector.detect(WORKER, trigger="webhook")
     queue.sent.clear()
-    result = detector.check(WORKER, trigger="poll")
+    result = detector.detect(WORKER, trigger="poll")
     assert result.outcome == "unchanged"
     assert [(c.digest, c.trigger) for c in queue.sent] == [(D2, "poll")]
 
 
 def test_stale_observation_enqueues_nothing(resolver, store, queue) -> None:
     # Another invocation already recorded a newer observation than this clock will produce.
-    store.record_tag(NGINX.image, D2, 10**12, "webhook")
+    store.tags.record(NGINX.image, D2, 10**12, "webhook")
     detector = Detector(resolver, store, queue, clock=Clock())
-    result = detector.check(NGINX, trigger="poll")
-    assert result.outcome == TagUpdate.STALE.value
+    result = detector.detect(NGINX, trigger="poll")
+    assert result.outcome == TagOutcome.STALE.value
     assert result.digest == D2  # the stored, newer digest
     assert result.enqueued is False
     assert queue.sent == []
-    assert store.get_tag(NGINX.image).digest == D2  # type: ignore[union-attr]
+    assert store.tags.get(NGINX.image).digest == D2  # type: ignore[union-attr]
 
 
 def test_hint_confirmation(detector: Detector, queue) -> None:
-    assert detector.check(NGINX, trigger="webhook", hint_digest=D1).hint_confirmed is True
-    wrong = detector.check(NGINX, trigger="webhook", hint_digest=D2)
+    assert detector.detect(NGINX, trigger="webhook", hint_digest=D1).hint_confirmed is True
+    wrong = detector.detect(NGINX, trigger="webhook", hint_digest=D2)
     assert wrong.hint_confirmed is False
     assert wrong.digest == D1
     assert all(c.digest == D1 for c in queue.sent)
-    assert detector.check(NGINX, trigger="poll").hint_confirmed is None
+    assert detector.detect(NGINX, trigger="poll").hint_confirmed is None
 
 
 def test_resolver_error_records_and_does_not_enqueue(detector: Detector, resolver, store, queue) -> None:
-    detector.check(API, trigger="poll")
+    detector.detect(API, trigger="poll")
     resolver.answers[API.image] = RegistryError("503 from ghcr.io", host="ghcr.io", status=503)
-    result = detector.check(API, trigger="poll")
+    result = detector.detect(API, trigger="poll")
     assert result.outcome == "error"
     assert result.error == "RegistryError: 503 from ghcr.io"
     assert result.enqueued is False
     assert len(queue.sent) == 1
-    stored = store.get_tag(API.image)
+    stored = store.tags.get(API.image)
     assert stored is not None
     assert stored.digest == D1
     assert stored.last_error == "RegistryError: 503 from ghcr.io"
 
 
-def test_check_all_continues_past_a_failing_registry(detector: Detector, resolver, store, queue) -> None:
+def test_one_failing_registry_is_that_tags_error_only(detector: Detector, resolver, store, queue) -> None:
     resolver.answers[API.image] = TimeoutError("ghcr.io timed out")
-    results = detector.check_all(CONFIG.images, trigger="poll", correlation_id="sched-2")
+    results = [detector.detect(f, trigger="poll", correlation_id="sched-2") for f in CONFIG.images]
     assert [r.image for r in results] == [NGINX.image, API.image, WORKER.image]
-    assert [r.outcome for r in results] == ["changed", "error", "changed"]
-    assert sorted(resolver.calls) == sorted([NGINX.image, API.image, WORKER.image])
+    assert [r.outcome for r in results] == [TagOutcome.CHANGED, TagOutcome.ERROR, TagOutcome.CHANGED]
     assert sorted((c.image, c.digest) for c in queue.sent) == sorted([(NGINX.image, D1), (WORKER.image, D2)])
     assert all(c.correlation_id == "sched-2" for c in queue.sent)
-    assert store.get_tag(API.image).last_error == "TimeoutError: ghcr.io timed out"  # type: ignore[union-attr]
-    assert store.get_tag(API.image).digest == ""  # type: ignore[union-attr]  # never resolved yet
+    assert store.tags.get(API.image).last_error == "TimeoutError: ghcr.io timed out"  # type: ignore[union-attr]
+    assert store.tags.get(API.image).digest == ""  # type: ignore[union-attr]  # never resolved yet
 
     # The registry comes back: the first successful resolution is a change and is enqueued.
     resolver.answers[API.image] = D1
-    (again,) = detector.check_all([API], trigger="poll")
-    assert again.outcome == "changed"
+    again = detector.detect(API, trigger="poll")
+    assert again.outcome is TagOutcome.CHANGED
     assert again.enqueued is True
     assert (queue.sent[-1].image, queue.sent[-1].digest) == (API.image, D1)
-
-
-def test_check_all_empty(detector: Detector) -> None:
-    assert detector.check_all([], trigger="poll") == []
-
-
-def test_check_all_bounded_concurrency(resolver, store, queue) -> None:
-    detector = Detector(resolver, store, queue, clock=Clock(), concurrency=1)
-    results = detector.check_all(CONFIG.images, trigger="poll")
-    assert resolver.calls == [NGINX.image, API.image, WORKER.image]  # one at a time, in order
-    assert all(r.enqueued for r in results)
 
 
 class SequenceResolver:
@@ -266,7 +256,7 @@ def test_a_hint_not_yet_served_is_asked_again_until_the_registry_confirms(store,
     sleeps: list[float] = []
     resolver = SequenceResolver([D1, RegistryError("500", host="docker.io", status=500), D2])
     detector = Detector(resolver, store, queue, clock=Clock(), sleep=sleeps.append)
-    result = detector.check(NGINX, trigger="webhook", hint_digest=D2)
+    result = detector.detect(NGINX, trigger="webhook", hint_digest=D2)
     assert resolver.calls == 3 and len(sleeps) == 2
     assert result.digest == D2 and result.hint_confirmed is True
     assert [c.digest for c in queue.sent] == [D2]
@@ -276,7 +266,7 @@ def test_a_hint_the_registry_never_confirms_is_ignored(store, queue):
     sleeps: list[float] = []
     resolver = SequenceResolver([D1])
     detector = Detector(resolver, store, queue, clock=Clock(), sleep=sleeps.append, confirm_delays=(0.1, 0.2))
-    result = detector.check(NGINX, trigger="webhook", hint_digest=D2)
+    result = detector.detect(NGINX, trigger="webhook", hint_digest=D2)
     assert resolver.calls == 3 and sleeps == [0.1, 0.2]
     assert result.digest == D1 and result.hint_confirmed is False
     assert [c.digest for c in queue.sent] == [D1]  # the registry's answer, never the payload's
@@ -285,5 +275,5 @@ def test_a_hint_the_registry_never_confirms_is_ignored(store, queue):
 def test_without_a_hint_there_is_no_retry(store, queue):
     resolver = SequenceResolver([RegistryError("down", host="docker.io", status=503)])
     detector = Detector(resolver, store, queue, clock=Clock(), sleep=lambda _s: pytest.fail("slept"))
-    assert detector.check(NGINX, trigger="poll").outcome == "error"
+    assert detector.detect(NGINX, trigger="poll").outcome == "error"
     assert resolver.calls == 1 and queue.sent == []

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tagpin.webhooks import PushEvent, WebhookError, parsers
-from tagpin.webhooks.distribution import MANIFEST_TYPES, parse
+from tagpin.adapters.webhooks.distribution import MANIFEST_TYPES, parse
+from tagpin.adapters.webhooks.sources import SOURCES
+from tagpin.ports.webhooks import PushEvent, WebhookError
 
 V1 = "application/vnd.docker.distribution.events.v1+json"
 V2 = "application/vnd.docker.distribution.events.v2+json"
@@ -57,7 +58,7 @@ def headers(content_type: str | None = V1) -> dict[str, str]:
 
 
 def test_registered_as_distribution() -> None:
-    assert parsers()["distribution"] is parse
+    assert SOURCES["distribution"].parse is parse
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tagpin.detect import CheckResult
+from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.observability import registry_metrics
 
 
@@ -15,9 +15,9 @@ def emf_blobs(out: str) -> list[dict]:
 def test_registry_errors_by_host_and_rate_limit_remaining(capsys, monkeypatch):
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     results = [
-        CheckResult("ghcr.io/a/b:1", "error", error="down"),
-        CheckResult("ghcr.io/a/c:1", "error", error="down"),
-        CheckResult("quay.io/a/b:1", "changed"),
+        Observation("ghcr.io/a/b:1", TagOutcome.ERROR, error="down"),
+        Observation("ghcr.io/a/c:1", TagOutcome.ERROR, error="down"),
+        Observation("quay.io/a/b:1", TagOutcome.CHANGED),
     ]
     registry_metrics(results, {"registry-1.docker.io": {"ratelimit-remaining": "95;w=21600"}, "x": {}})
     blobs = emf_blobs(capsys.readouterr().out)

@@ -7,13 +7,14 @@ import concurrent.futures
 from collections.abc import Iterable
 
 import pytest
-from tagpin.config import FollowedImage, Registry, Target
-from tagpin.detect import Detector
-from tagpin.poll import Poller
-from tagpin.queue import ListQueue
-from tagpin.refs import ImageRef
-from tagpin.registry import OCI_MANIFEST, RegistryError, RegistryUnavailable, Resolution
-from tagpin.state import StateStore, TargetStatus
+from tagpin.domain.config import FollowedImage, Registry, Target
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import OCI_MANIFEST, RegistryError, RegistryUnavailable, Resolution
+from tagpin.ports.state import State, TargetStatus
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.poll import Poller
+
+from tests.support.queues import ListQueue
 
 A = "registry-a.example"
 B = "registry-b.example"
@@ -73,7 +74,7 @@ def target(name: str) -> Target:
     return Target(cluster="c", name=name, container="app")
 
 
-def poller(registry: ScriptedRegistry, store: StateStore, queue: ListQueue, **kw: object) -> Poller:
+def poller(registry: ScriptedRegistry, store: State, queue: ListQueue, **kw: object) -> Poller:
     return Poller(
         Detector(registry, store, queue),
         registry,
@@ -84,15 +85,15 @@ def poller(registry: ScriptedRegistry, store: StateStore, queue: ListQueue, **kw
     )
 
 
-def apply_all(store: StateStore, followed: list[FollowedImage], digests: dict[str, str]) -> None:
+def apply_all(store: State, followed: list[FollowedImage], digests: dict[str, str]) -> None:
     """What the consumer does after patching: every target runs its tag's digest."""
     for f in followed:
         for t in f.targets:
-            assert store.claim_target(t.id, f.image, digests[f.image], 1, "poll", 2)
-            assert store.finish_target(t.id, digests[f.image], TargetStatus.APPLIED, 3, trigger="poll")
+            assert store.targets.claim(t.id, f.image, digests[f.image], 1, "poll", 2)
+            assert store.targets.finish(t.id, digests[f.image], TargetStatus.APPLIED, 3, trigger="poll")
 
 
-def test_each_distinct_tag_resolved_once(store: StateStore) -> None:
+def test_each_distinct_tag_resolved_once(store: State) -> None:
     registry = ScriptedRegistry()
     shared, other = f"{A}/team/web:stable", f"{A}/team/api:1"
     registry.tags = {shared: digest(1), other: digest(2)}
@@ -105,13 +106,13 @@ def test_each_distinct_tag_resolved_once(store: StateStore) -> None:
     queue = ListQueue()
     summary = poller(registry, store, queue, chunk=1).run(followed)
     assert sorted(registry.requested) == sorted([shared, other])
-    assert (summary.checked, summary.changed, summary.enqueued) == (2, 2, 2)
+    assert (summary.resolved, summary.changed, summary.enqueued) == (2, 2, 2)
     assert sorted((c.image, c.digest) for c in queue.sent) == [(other, digest(2)), (shared, digest(1))]
     shared_result = next(r for r in summary.results if r.image == shared)
     assert shared_result.behind == 3  # web-1, web-2, web-3: the targets of every listing
 
 
-def test_only_real_changes_are_enqueued(store: StateStore) -> None:
+def test_only_real_changes_are_enqueued(store: State) -> None:
     registry = ScriptedRegistry()
     images = [f"{A}/team/app{i}:stable" for i in range(5)]
     registry.tags = {image: digest(i) for i, image in enumerate(images)}
@@ -123,18 +124,18 @@ def test_only_real_changes_are_enqueued(store: StateStore) -> None:
     queue.sent.clear()
 
     steady = p.run(followed)  # nothing moved and every target runs its digest
-    assert (steady.checked, steady.unchanged, steady.changed, steady.enqueued) == (5, 5, 0, 0)
+    assert (steady.resolved, steady.unchanged, steady.changed, steady.enqueued) == (5, 5, 0, 0)
     assert queue.sent == [] and steady.results == []
 
     registry.tags[images[3]] = digest(33)  # one tag moves
     moved = p.run(followed)
     assert (moved.unchanged, moved.changed, moved.enqueued) == (4, 1, 1)
     assert [(c.image, c.digest) for c in queue.sent] == [(images[3], digest(33))]
-    stored = store.get_tag(images[3])
+    stored = store.tags.get(images[3])
     assert stored is not None and stored.digest == digest(33)
 
 
-def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: StateStore) -> None:
+def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: State) -> None:
     clock = Clock()
     registry = ScriptedRegistry(clock, cost=1.0)  # one second per tag
     images = [f"{A}/team/svc{i:02d}:stable" for i in range(10)]
@@ -144,14 +145,14 @@ def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: StateSt
     p = poller(registry, store, queue, chunk=2, reserve_seconds=1.0)
 
     first = p.run(followed, remaining_ms=lambda: 5_000)  # 4 s after the reserve: 4 tags
-    assert first.checked == 4 and first.not_reached == 6
-    assert first.cursor == images[4] and store.get_poll_cursor() == images[4]
+    assert first.resolved == 4 and first.not_reached == 6
+    assert first.cursor == images[4] and store.cursor.get() == images[4]
     assert {r.image for r in first.results} == set(images[:4])
 
     registry.requested.clear()
     second = p.run(followed, remaining_ms=lambda: 5_000)
     assert registry.requested == images[4:8]  # continues where the first stopped
-    assert second.cursor == images[8] and store.get_poll_cursor() == images[8]
+    assert second.cursor == images[8] and store.cursor.get() == images[8]
 
     registry.requested.clear()
     third = p.run(followed, remaining_ms=lambda: 5_000)
@@ -161,26 +162,26 @@ def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: StateSt
     registry.requested.clear()
     full = p.run(followed, remaining_ms=lambda: 60_000)
     assert registry.requested == images[2:] + images[:2]
-    assert (full.cursor, full.not_reached, full.checked) == (None, 0, 10)
-    assert store.get_poll_cursor() is None
+    assert (full.cursor, full.not_reached, full.resolved) == (None, 0, 10)
+    assert store.cursor.get() is None
     # Every tag was enqueued once while the budget was short, and the full run adds nothing new.
     assert sorted({c.image for c in queue.sent}) == images
 
 
-def test_out_of_time_before_anything_resolves_keeps_the_cursor(store: StateStore) -> None:
+def test_out_of_time_before_anything_resolves_keeps_the_cursor(store: State) -> None:
     registry = ScriptedRegistry(Clock(), cost=1.0)
     images = [f"{A}/team/x{i}:stable" for i in range(3)]
     registry.tags = {image: digest(i) for i, image in enumerate(images)}
     followed = [FollowedImage(image=image, targets=[target(f"x{i}")]) for i, image in enumerate(images)]
-    store.put_poll_cursor(images[1], 1)
+    store.cursor.put(images[1], 1)
     summary = poller(registry, store, ListQueue(), reserve_seconds=10.0).run(
         followed, remaining_ms=lambda: 5_000
     )
-    assert (summary.checked, summary.not_reached, summary.cursor) == (0, 3, images[1])
-    assert store.get_poll_cursor() == images[1]
+    assert (summary.resolved, summary.not_reached, summary.cursor) == (0, 3, images[1])
+    assert store.cursor.get() == images[1]
 
 
-def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: StateStore) -> None:
+def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: State) -> None:
     registry = ScriptedRegistry()
     down = [f"{A}/team/down{i}:stable" for i in range(3)]
     healthy = [f"{B}/team/up{i}:stable" for i in range(3)]
@@ -198,12 +199,12 @@ def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: StateSto
     summary = p.run(followed)
     assert (summary.errors, summary.changed, summary.enqueued) == (3, 3, 3)
     for i, image in enumerate(down):
-        stored = store.get_tag(image)
+        stored = store.tags.get(image)
         assert stored is not None
         assert stored.digest == digest(i)  # the working digest is kept
         assert stored.last_error is not None and "failed 5 times" in stored.last_error
     for i, image in enumerate(healthy):
-        stored = store.get_tag(image)
+        stored = store.tags.get(image)
         assert stored is not None and stored.digest == digest(100 + i) and not stored.last_error
     assert {c.image for c in queue.sent} == set(healthy)
     errors = {r.image: r.error for r in summary.results if r.outcome == "error"}
@@ -211,14 +212,14 @@ def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: StateSto
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 250])
-def test_chunk_size_does_not_change_the_outcome(store: StateStore, chunk: int) -> None:
+def test_chunk_size_does_not_change_the_outcome(store: State, chunk: int) -> None:
     registry = ScriptedRegistry()
     images = [f"{A}/team/c{i}:stable" for i in range(7)]
     registry.tags = {image: digest(i) for i, image in enumerate(images)}
     followed = [FollowedImage(image=image, targets=[target(f"c{i}")]) for i, image in enumerate(images)]
     queue = ListQueue()
     summary = poller(registry, store, queue, chunk=chunk).run(followed)
-    assert (summary.checked, summary.changed, summary.enqueued) == (7, 7, 7)
+    assert (summary.resolved, summary.changed, summary.enqueued) == (7, 7, 7)
     assert sorted(registry.requested) == images
 
 
@@ -235,14 +236,14 @@ class FlakyQueue(ListQueue):
         super().send(change)
 
 
-def test_a_failing_send_for_one_tag_does_not_end_the_run(store: StateStore) -> None:
+def test_a_failing_send_for_one_tag_does_not_end_the_run(store: State) -> None:
     registry = ScriptedRegistry()
     images = [f"{A}/team/app{i}:stable" for i in range(4)]
     registry.tags = {image: digest(i) for i, image in enumerate(images)}
     followed = [FollowedImage(image=image, targets=[target(f"app{i}")]) for i, image in enumerate(images)]
     queue = FlakyQueue(refuse=images[1])
     summary = poller(registry, store, queue, chunk=2).run(followed)
-    assert summary.checked == 4 and summary.errors == 1 and summary.enqueued == 3
+    assert summary.resolved == 4 and summary.errors == 1 and summary.enqueued == 3
     assert sorted(c.image for c in queue.sent) == sorted(set(images) - {images[1]})
     (failed,) = [r for r in summary.results if r.outcome == "error"]
     assert failed.image == images[1] and "ThrottlingException" in (failed.error or "")

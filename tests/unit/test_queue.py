@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from tagpin.models import Change
-from tagpin.queue import ListQueue, SqsChangeQueue, deduplication_id, group_id
+from tagpin.adapters.sqs import SqsChangeQueue, deduplication_id, group_id
+from tagpin.domain.messages import Change
+
+from tests.support.queues import ListQueue
 
 IMAGE = "docker.io/library/nginx:latest"
 D1 = "sha256:" + "1" * 64

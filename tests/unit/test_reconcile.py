@@ -8,22 +8,22 @@ import threading
 from typing import Any
 
 import pytest
-from tagpin.config import Kind, parse_config
-from tagpin.detect import Detector
-from tagpin.followed import Followed
-from tagpin.queue import ListQueue
-from tagpin.reconcile import (
-    Pod,
+from tagpin.domain.config import Kind, parse_config
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import Resolution
+from tagpin.ports.state import IndexEntry, State, TargetStatus
+from tagpin.ports.workloads import Forbidden, NotFound, Pod, Unreachable, Workload
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.followed import Followed
+from tagpin.usecases.reconcile import (
     Reconciler,
     discovered_targets,
     image_id_digest,
     running_digest,
     selector_matches,
 )
-from tagpin.refs import ImageRef
-from tagpin.registry import Resolution
-from tagpin.rollout import Forbidden, NotFound, Unreachable, Workload
-from tagpin.state import IndexEntry, StateStore, TargetStatus
+
+from tests.support.queues import ListQueue
 
 D0 = "sha256:" + "0" * 64
 D1 = "sha256:" + "1" * 64
@@ -248,7 +248,7 @@ class CountingRegistry:
 
 
 class World:
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: State) -> None:
         self.store = store
         self.clusters = {"east": FakeCluster(), "west": FakeCluster(), "lab": FakeCluster()}
         self.registry = CountingRegistry({APP: D1, SIDE: D2, "docker.io/library/nginx:1.27": D1})
@@ -275,7 +275,7 @@ class World:
 
 
 @pytest.fixture
-def world(store: StateStore) -> World:
+def world(store: State) -> World:
     return World(store)
 
 
@@ -307,16 +307,16 @@ def test_pods_are_listed_once_per_namespace_with_unpinned_targets(world):
     assert sorted(report.behind) == ["east/other/Deployment/c/web", "east/shop/Deployment/b/web"]
     (heal,) = world.heals()
     assert (heal.image, heal.digest, heal.trigger, heal.reconcile_run) == (APP, D1, "reconcile", "run-1")
-    assert heal.observed_at == world.store.get_tag(APP).observed_at
+    assert heal.observed_at == world.store.tags.get(APP).observed_at
 
 
 def test_a_manual_edit_is_behind_even_when_the_state_says_applied(world, store):
     world.clusters["east"].items.append(wl("web", {"web": f"{SIDE}@{D0}"}))
     target = "east/shop/Deployment/web/web"
     world.reconciler.run("run-1")
-    observed_at = store.get_tag(SIDE).observed_at
-    assert store.claim_target(target, SIDE, D2, observed_at, "poll", 1)
-    store.finish_target(target, D2, TargetStatus.APPLIED, 2, trigger="poll")  # the consumer did it
+    observed_at = store.tags.get(SIDE).observed_at
+    assert store.targets.claim(target, SIDE, D2, observed_at, "poll", 1)
+    store.targets.finish(target, D2, TargetStatus.APPLIED, 2, trigger="poll")  # the consumer did it
     world.queue.sent.clear()
     report = world.reconciler.run("run-2")
     assert report.behind == [target]
@@ -340,13 +340,13 @@ def test_unreachable_cluster_is_skipped_recorded_and_its_index_kept(world, store
     assert report.clusters["east"]["ok"] is False and "Forbidden" in report.clusters["east"]["error"]
     assert report.clusters["lab"]["ok"] is True
     assert report.removed == []  # nothing is dropped on a cluster that could not be listed
-    assert {e.target_id for e in store.index_entries()} == {
+    assert {e.target_id for e in store.index.entries()} == {
         "west/shop/Deployment/db/db",
         "east/shop/Deployment/web/web",
     }
-    recorded = store.get_cluster("west")
+    recorded = store.clusters.get("west")
     assert recorded is not None and not recorded.ok and "connection refused" in (recorded.error or "")
-    assert store.get_cluster("lab").ok
+    assert store.clusters.get("lab").ok
     # the skipped clusters' targets are still followed (resolved and level-checked)
     assert sorted(set(world.registry.calls)) == sorted([APP, SIDE])
 
@@ -360,19 +360,19 @@ def test_deleted_unlabelled_or_paused_targets_are_removed_and_recorded(world, st
     east.items[1] = wl("db", {"db": APP})  # the same container now follows another tag
     report = world.reconciler.run("run-2")
     assert sorted(report.removed) == ["east/shop/Deployment/api/api", "east/shop/Deployment/web/web"]
-    index = {(e.image, e.target_id) for e in store.index_entries()}
+    index = {(e.image, e.target_id) for e in store.index.entries()}
     assert index == {(APP, "east/shop/Deployment/db/db")}
-    history = store.history("east/shop/Deployment/web/web")
-    assert history[0]["status"] == "removed" and "deleted" in history[0]["detail"]
+    history = store.history.of_target("east/shop/Deployment/web/web")
+    assert history[0].status == "removed" and "deleted" in history[0].detail
 
 
 def test_a_cluster_dropped_from_the_configuration_loses_its_entries(world, store):
-    store.update_index(
+    store.index.update(
         [IndexEntry(APP, "gone/shop/Deployment/web/web", "gone", "shop", "Deployment", "web", "web")], []
     )
     report = world.reconciler.run("run-1")
     assert report.removed == ["gone/shop/Deployment/web/web"]
-    assert store.index_entries() == []
+    assert store.index.entries() == []
 
 
 def test_registry_failure_enqueues_nothing_for_that_tag_only(world):
@@ -393,7 +393,7 @@ def test_followed_merges_configuration_and_index(store):
         IndexEntry(SIDE, "mars/shop/Deployment/x/x", "mars", "shop", "Deployment", "x", "x"),  # unknown
         IndexEntry(SIDE, "west/shop/CronJob/job/c", "west", "shop", "CronJob", "job", "c"),
     ]
-    store.update_index(entries, [])
+    store.index.update(entries, [])
     followed = Followed(CONFIG, store)
     assert [t.id for t in followed[APP].targets] == [
         "lab/legacy/Deployment/old/app",

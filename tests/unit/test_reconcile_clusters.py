@@ -15,7 +15,7 @@ import pytest
 import yaml
 from botocore.credentials import Credentials
 from kubernetes.client import ApiClient, Configuration
-from tagpin.clusters import (
+from tagpin.adapters.kubernetes.clusters import (
     TOKEN_LIFETIME_S,
     TOKEN_MARGIN_S,
     ClusterConnector,
@@ -23,8 +23,8 @@ from tagpin.clusters import (
     KubeWorkloads,
     aws_credentials,
 )
-from tagpin.config import Kind, parse_config
-from tagpin.rollout import Forbidden, Unreachable
+from tagpin.domain.config import Kind, parse_config
+from tagpin.ports.workloads import Forbidden, Unreachable
 from tagpin_local.kubesim import KubeSim, cronjob, deployment
 
 RBAC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
@@ -133,7 +133,7 @@ def test_malformed_service_account_secrets_are_unreachable(secret, match):
 
 
 def test_service_account_ca_may_be_pem_or_base64(tmp_path):
-    from tagpin.clusters import service_account_api_client
+    from tagpin.adapters.kubernetes.clusters import service_account_api_client
 
     pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
     for ca in (pem, base64.b64encode(pem.encode()).decode()):

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tagpin.refs import ImageRef, InvalidReference, familiar, is_digest
+from tagpin.domain.refs import ImageRef, InvalidReference, familiar, is_digest
 
 D = "sha256:" + "f" * 64
 D2 = "sha256:e6693c20186f837fc393390135d8a598a96a833917917789d63766cab6c59582"

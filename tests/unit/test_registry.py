@@ -12,25 +12,27 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import pytest
-from tagpin.refs import ImageRef
-from tagpin.registry import (
+from tagpin.adapters.registry.client import (
     ACCEPT,
-    OCI_INDEX,
-    AuthError,
     CircuitBreaker,
-    Credentials,
     Headers,
     HttpRequest,
     HttpResponse,
-    ManifestNotFound,
-    RegistryAccess,
     RegistryClient,
-    RegistryError,
-    RegistryUnavailable,
     RetryPolicy,
     TransportError,
     parse_challenges,
     parse_retry_after,
+)
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import (
+    OCI_INDEX,
+    AuthError,
+    Credentials,
+    ManifestNotFound,
+    RegistryAccess,
+    RegistryError,
+    RegistryUnavailable,
 )
 
 BODY = b'{"schemaVersion": 2,\n  "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []}\n'
@@ -333,12 +335,12 @@ def test_secrets_never_shown(caplog: pytest.LogCaptureFixture) -> None:
     assert SECRET not in repr(creds) and SECRET not in str(creds)
     assert SECRET not in repr(RegistryAccess(credentials=creds))
     caplog.set_level(logging.DEBUG)
-    caplog.set_level(logging.DEBUG, logger="tagpin.registry")
+    caplog.set_level(logging.DEBUG, logger="tagpin.adapters.registry.client")
     client_for(FakeRegistry(auth="bearer"), creds).resolve(REF)
     with pytest.raises(AuthError) as info:
         client_for(FakeRegistry(auth="bearer", accept_tokens=lambda _t: False), creds).resolve(REF)
     text = caplog.text + str(info.value) + repr(info.value)
-    assert "tagpin.registry" in caplog.text
+    assert "tagpin.adapters.registry.client" in caplog.text
     assert SECRET not in text and TOKEN not in text
     assert base64.b64encode(f"bob:{SECRET}".encode()).decode() not in text
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
-from tagpin.config import RegistryKind, parse_config, registry_kind
-from tagpin.credentials import (
+from tagpin.adapters.registry.credentials import (
     GAR_KEY_USER,
     GAR_TOKEN_USER,
     CredentialsError,
@@ -18,7 +17,8 @@ from tagpin.credentials import (
     EcrTokens,
     secret_credentials,
 )
-from tagpin.registry import Credentials
+from tagpin.domain.config import RegistryKind, parse_config, registry_kind
+from tagpin.ports.registry import Credentials
 
 REGION = "us-east-1"
 ECR_HOST = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"

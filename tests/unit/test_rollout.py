@@ -9,25 +9,14 @@ from typing import Any
 
 import pytest
 from tagpin import wiring
-from tagpin.config import Kind, parse_config
-from tagpin.models import Change
-from tagpin.rollout import (
-    ANNOTATION_APPLIED_AT,
-    ANNOTATION_DIGESTS,
-    ANNOTATION_TRIGGER,
-    CONFLICT_RETRIES,
-    Applier,
-    ChangeFailed,
-    Conflict,
-    Forbidden,
-    NotFound,
-    Unreachable,
-    Workload,
-    image_patch,
-    pinned_image,
-    template_path,
-)
-from tagpin.state import StateStore, TargetStatus
+from tagpin.domain.annotations import ANNOTATION_APPLIED_AT, ANNOTATION_DIGESTS, ANNOTATION_TRIGGER
+from tagpin.domain.config import Kind, parse_config
+from tagpin.domain.messages import Change
+from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
+from tagpin.ports.state import State, TargetStatus
+from tagpin.ports.workloads import Conflict, Forbidden, NotFound, Unreachable, Workload
+from tagpin.usecases.apply import Applier, ChangeFailed
+from tagpin.usecases.patch import CONFLICT_RETRIES, image_patch, pinned_image, template_path
 
 OLD = "sha256:" + "0" * 64
 D1 = "sha256:" + "1" * 64
@@ -250,14 +239,14 @@ def clusters() -> Clusters:
     return Clusters()
 
 
-def make_applier(store: StateStore, clusters: Clusters, guard: Any = None) -> Applier:
+def make_applier(store: State, clusters: Clusters, guard: Any = None) -> Applier:
     return Applier(
         followed=lambda: CONFIG.followed, state=store, workloads=clusters, clock=Clock(), guard=guard
     )
 
 
 @pytest.fixture
-def applier(store: StateStore, clusters: Clusters) -> Applier:
+def applier(store: State, clusters: Clusters) -> Applier:
     return make_applier(store, clusters)
 
 
@@ -267,14 +256,14 @@ def change(image: str = WEB, digest: str = D1, observed_at: int = 1_000, **kwarg
     )
 
 
-def test_patched_once(applier: Applier, clusters: Clusters, store: StateStore) -> None:
+def test_patched_once(applier: Applier, clusters: Clusters, store: State) -> None:
     outcomes = applier.apply(change(correlation_id="corr-7"))
     assert outcomes == [
-        {
-            "target": WEB_TARGET,
-            "outcome": "patched",
-            "previous_image": f"127.0.0.1:5000/demo/web:stable@{OLD}",
-        }
+        ApplyResult(
+            outcome=ApplyOutcome.PATCHED,
+            target=WEB_TARGET,
+            previous_image=f"127.0.0.1:5000/demo/web:stable@{OLD}",
+        )
     ]
     ((namespace, kind, name, body),) = clusters.dev.patches
     assert (namespace, kind, name) == ("demo", Kind.DEPLOYMENT, "web")
@@ -292,7 +281,7 @@ def test_patched_once(applier: Applier, clusters: Clusters, store: StateStore) -
     )
     assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "sidecar") == "envoy:1.30"
 
-    target = store.get_target(WEB_TARGET)
+    target = store.targets.get(WEB_TARGET)
     assert target is not None
     assert (target.digest, target.status, target.observed_at, target.detail) == (
         D1,
@@ -301,17 +290,17 @@ def test_patched_once(applier: Applier, clusters: Clusters, store: StateStore) -
         "patched",
     )
     assert target.previous_image == f"127.0.0.1:5000/demo/web:stable@{OLD}"
-    (entry,) = store.history(WEB_TARGET)
-    assert (entry["status"], entry["digest"], entry["correlation_id"]) == ("applied", D1, "corr-7")
+    (entry,) = store.history.of_target(WEB_TARGET)
+    assert (entry.status, entry.digest, entry.correlation_id) == ("applied", D1, "corr-7")
 
     # The same change again (no guard): the workload already runs it; nothing is patched.
-    assert applier.apply(change())[0]["outcome"] == "already-current"
+    assert applier.apply(change())[0].outcome == "already-current"
     assert len(clusters.dev.patches) == 1
 
 
-def test_every_target_of_the_image(applier: Applier, clusters: Clusters, store: StateStore) -> None:
+def test_every_target_of_the_image(applier: Applier, clusters: Clusters, store: State) -> None:
     outcomes = applier.apply(change(NGINX, D2))
-    assert [(o["target"], o["outcome"]) for o in outcomes] == [
+    assert [(o.target, o.outcome) for o in outcomes] == [
         (NIGHTLY_TARGET, "patched"),
         (FRONT_TARGET, "patched"),
     ]
@@ -325,9 +314,9 @@ def test_every_target_of_the_image(applier: Applier, clusters: Clusters, store: 
         "init-nginx": D2,
     }
     assert clusters.prod.image("default", Kind.DEPLOYMENT, "front", "nginx") == f"nginx:1.27@{D2}"
-    assert outcomes[1]["previous_image"] == "nginx"
-    assert store.get_target(NIGHTLY_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
-    assert store.get_target(FRONT_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+    assert outcomes[1].previous_image == "nginx"
+    assert store.targets.get(NIGHTLY_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+    assert store.targets.get(FRONT_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
 
 
 def test_unreadable_digest_annotation_is_replaced(applier: Applier, clusters: Clusters) -> None:
@@ -339,63 +328,61 @@ def test_unreadable_digest_annotation_is_replaced(applier: Applier, clusters: Cl
     assert json.loads(body["spec"]["template"]["metadata"]["annotations"][ANNOTATION_DIGESTS]) == {"app": D1}
 
 
-def test_conflict_is_retried(applier: Applier, clusters: Clusters, store: StateStore) -> None:
+def test_conflict_is_retried(applier: Applier, clusters: Clusters, store: State) -> None:
     clusters.dev.conflicts = 1
     outcomes = applier.apply(change())
-    assert outcomes[0]["outcome"] == "patched"
+    assert outcomes[0].outcome == "patched"
     assert len(clusters.dev.gets) == 2  # re-read after the conflict
     assert [p[3]["metadata"]["resourceVersion"] for p in clusters.dev.patches] == ["100", "101"]
     assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "app").endswith(D1)
-    assert store.get_target(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+    assert store.targets.get(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
 
 
-def test_endless_conflicts_fail_the_change(applier: Applier, clusters: Clusters, store: StateStore) -> None:
+def test_endless_conflicts_fail_the_change(applier: Applier, clusters: Clusters, store: State) -> None:
     clusters.dev.conflicts = CONFLICT_RETRIES + 10
     with pytest.raises(ChangeFailed, match="still conflicting"):
         applier.apply(change())
     assert len(clusters.dev.patches) == CONFLICT_RETRIES
-    assert store.get_target(WEB_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
+    assert store.targets.get(WEB_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
 
 
-def test_not_found_is_gone_without_an_exception(
-    applier: Applier, clusters: Clusters, store: StateStore
-) -> None:
+def test_not_found_is_gone_without_an_exception(applier: Applier, clusters: Clusters, store: State) -> None:
     del clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")]
     outcomes = applier.apply(change())
     assert outcomes == [
-        {"target": WEB_TARGET, "outcome": "gone", "error": "NotFound: Deployment demo/web not found"}
+        ApplyResult(
+            outcome=ApplyOutcome.GONE, target=WEB_TARGET, error="NotFound: Deployment demo/web not found"
+        )
     ]
     assert clusters.dev.patches == []
-    target = store.get_target(WEB_TARGET)
+    target = store.targets.get(WEB_TARGET)
     assert target is not None
     assert (target.status, target.detail) == (TargetStatus.GONE, "NotFound: Deployment demo/web not found")
-    assert [e["status"] for e in store.history(WEB_TARGET)] == ["gone"]
+    assert [e.status for e in store.history.of_target(WEB_TARGET)] == ["gone"]
 
 
-def test_forbidden_is_failed_without_an_exception(
-    applier: Applier, clusters: Clusters, store: StateStore
-) -> None:
+def test_forbidden_is_failed_without_an_exception(applier: Applier, clusters: Clusters, store: State) -> None:
     clusters.dev.patch_error = Forbidden("deployments.apps is forbidden")
     outcomes = applier.apply(change())
     assert outcomes == [
-        {"target": WEB_TARGET, "outcome": "failed", "error": "Forbidden: deployments.apps is forbidden"}
+        ApplyResult(
+            outcome=ApplyOutcome.FAILED, target=WEB_TARGET, error="Forbidden: deployments.apps is forbidden"
+        )
     ]
-    assert store.get_target(WEB_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
+    assert store.targets.get(WEB_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
 
 
-def test_missing_container_is_a_permanent_failure(
-    applier: Applier, clusters: Clusters, store: StateStore
-) -> None:
+def test_missing_container_is_a_permanent_failure(applier: Applier, clusters: Clusters, store: State) -> None:
     clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers.pop("app")
     (outcome,) = applier.apply(change())
-    assert outcome["outcome"] == "failed"
-    assert "has no container 'app'" in outcome["error"]
+    assert outcome.outcome is ApplyOutcome.FAILED
+    assert "has no container 'app'" in (outcome.error or "")
     assert clusters.dev.patches == []
 
 
 @pytest.mark.parametrize("where", ["connect", "get"])
 def test_unreachable_raises_change_failed(
-    applier: Applier, clusters: Clusters, store: StateStore, where: str
+    applier: Applier, clusters: Clusters, store: State, where: str
 ) -> None:
     if where == "connect":
         clusters.unreachable.add("dev")
@@ -405,7 +392,7 @@ def test_unreachable_raises_change_failed(
         applier.apply(change())
     assert WEB_TARGET in str(info.value)
     assert clusters.dev.patches == []
-    target = store.get_target(WEB_TARGET)
+    target = store.targets.get(WEB_TARGET)
     assert target is not None
     assert target.status is TargetStatus.FAILED
     assert (target.detail or "").startswith("Unreachable: ")
@@ -420,41 +407,43 @@ def test_one_unreachable_cluster_does_not_stop_the_others(
     assert NIGHTLY_TARGET in str(info.value)
     assert FRONT_TARGET not in str(info.value)
     assert clusters.prod.image("default", Kind.DEPLOYMENT, "front", "nginx") == f"nginx:1.27@{D2}"
-    assert store.get_target(FRONT_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
-    assert store.get_target(NIGHTLY_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
+    assert store.targets.get(FRONT_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+    assert store.targets.get(NIGHTLY_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
 
 
 def test_an_image_no_longer_followed_is_skipped(applier: Applier, clusters: Clusters) -> None:
-    assert applier.apply(change("docker.io/library/redis:7")) == []
+    assert applier.apply(change("docker.io/library/redis:7")) == [
+        ApplyResult(outcome=ApplyOutcome.NOT_FOLLOWED, image="docker.io/library/redis:7")
+    ]
     assert clusters.dev.gets == [] and clusters.prod.gets == []
 
 
 def test_a_change_superseded_by_a_newer_tag_state_patches_nothing(
-    applier: Applier, clusters: Clusters, store: StateStore
+    applier: Applier, clusters: Clusters, store: State
 ) -> None:
-    store.record_tag(WEB, D2, 2_000, "webhook")
+    store.tags.record(WEB, D2, 2_000, "webhook")
     outcomes = applier.apply(change(WEB, D1, 1_000))
-    assert outcomes == [{"image": WEB, "outcome": "superseded", "current": D2}]
+    assert outcomes == [ApplyResult(outcome=ApplyOutcome.SUPERSEDED, image=WEB, detail=f"current: {D2}")]
     assert clusters.dev.gets == [] and clusters.dev.patches == []
-    assert store.get_target(WEB_TARGET) is None
+    assert store.targets.get(WEB_TARGET) is None
 
 
 def test_a_change_matching_the_tag_state_is_applied(applier: Applier, clusters: Clusters, store) -> None:
-    store.record_tag(WEB, D1, 1_000, "poll")
-    store.record_tag(WEB, D1, 5_000, "poll")  # checked again later: observed_at moves, digest does not
-    assert applier.apply(change(WEB, D1, 1_000))[0]["outcome"] == "patched"
+    store.tags.record(WEB, D1, 1_000, "poll")
+    store.tags.record(WEB, D1, 5_000, "poll")  # checked again later: observed_at moves, digest does not
+    assert applier.apply(change(WEB, D1, 1_000))[0].outcome == "patched"
 
 
 def test_an_older_change_after_a_newer_one_is_refused_by_the_claim(
-    applier: Applier, clusters: Clusters, store: StateStore
+    applier: Applier, clusters: Clusters, store: State
 ) -> None:
-    assert applier.apply(change(WEB, D3, 2_000))[0]["outcome"] == "patched"
+    assert applier.apply(change(WEB, D3, 2_000))[0].outcome == "patched"
     outcomes = applier.apply(change(WEB, D2, 1_000))  # delivered late; no tag state says otherwise
     # the promotion of the newer digest holds the tag (the target's claim would refuse it too)
-    assert [o["outcome"] for o in outcomes] == ["superseded"]
+    assert [o.outcome for o in outcomes] == [ApplyOutcome.SUPERSEDED]
     assert len(clusters.dev.patches) == 1
     assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "app") == f"127.0.0.1:5000/demo/web:stable@{D3}"
-    target = store.get_target(WEB_TARGET)
+    target = store.targets.get(WEB_TARGET)
     assert target is not None
     assert (target.digest, target.status, target.observed_at) == (D3, TargetStatus.APPLIED, 2_000)
 
@@ -481,17 +470,17 @@ def guard(aws, idempotency_table: str, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def test_guard_applies_the_same_change_once(
-    store: StateStore, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+    store: State, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
 ) -> None:
     clusters.dev.remember = False  # the workload never shows the new image: only the guard stops a re-patch
     applier = make_applier(store, clusters, guard)
     first = applier.apply(change())
     second = applier.apply(change(trigger="webhook", correlation_id="replayed"))
     assert first == second
-    assert first[0]["outcome"] == "patched"
+    assert first[0].outcome == "patched"
     assert len(clusters.dev.patches) == 1
     assert len(clusters.dev.gets) == 1
-    assert len(store.history(WEB_TARGET)) == 1
+    assert len(store.history.of_target(WEB_TARGET)) == 1
     records = dynamodb.scan(TableName=idempotency_table)["Items"]
     assert len(records) == 1
     assert records[0]["status"]["S"] == "COMPLETED"
@@ -502,7 +491,7 @@ def test_guard_applies_the_same_change_once(
     assert len(dynamodb.scan(TableName=idempotency_table)["Items"]) == 2
 
 
-def test_without_the_guard_the_same_change_patches_twice(store: StateStore, clusters: Clusters) -> None:
+def test_without_the_guard_the_same_change_patches_twice(store: State, clusters: Clusters) -> None:
     """The control for the test above: with a forgetful workload, only the guard prevents a re-patch."""
     clusters.dev.remember = False
     applier = make_applier(store, clusters)
@@ -512,55 +501,55 @@ def test_without_the_guard_the_same_change_patches_twice(store: StateStore, clus
 
 
 def test_guard_does_not_store_permanent_failures(
-    store: StateStore, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+    store: State, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
 ) -> None:
     workload = clusters.dev.workloads.pop(("demo", Kind.DEPLOYMENT, "web"))
     applier = make_applier(store, clusters, guard)
-    assert applier.apply(change())[0]["outcome"] == "gone"
+    assert applier.apply(change())[0].outcome == "gone"
     assert dynamodb.scan(TableName=idempotency_table)["Items"] == []
 
     clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")] = workload  # created later
-    assert applier.apply(change())[0]["outcome"] == "patched"
+    assert applier.apply(change())[0].outcome == "patched"
     assert len(clusters.dev.patches) == 1
 
 
-def test_guard_does_not_store_transient_failures(store: StateStore, clusters: Clusters, guard: Any) -> None:
+def test_guard_does_not_store_transient_failures(store: State, clusters: Clusters, guard: Any) -> None:
     applier = make_applier(store, clusters, guard)
     clusters.unreachable.add("dev")
     with pytest.raises(ChangeFailed):
         applier.apply(change())
     clusters.unreachable.clear()  # the SQS retry
-    assert applier.apply(change())[0]["outcome"] == "patched"
-    assert store.get_target(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+    assert applier.apply(change())[0].outcome == "patched"
+    assert store.targets.get(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
 
 
 def test_a_paused_workload_is_recorded_not_patched_nor_cached(
-    store: StateStore, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+    store: State, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
 ) -> None:
     workload = clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")]
     workload.annotations["tagpin.dev/paused"] = "true"
     applier = make_applier(store, clusters, guard)
     (outcome,) = applier.apply(change())
-    assert outcome["outcome"] == "paused" and "tagpin.dev/paused" in outcome["error"]
+    assert outcome.outcome is ApplyOutcome.PAUSED and "tagpin.dev/paused" in (outcome.error or "")
     assert clusters.dev.patches == []
-    assert store.get_target(WEB_TARGET).status is TargetStatus.PAUSED  # type: ignore[union-attr]
+    assert store.targets.get(WEB_TARGET).status is TargetStatus.PAUSED  # type: ignore[union-attr]
     assert dynamodb.scan(TableName=idempotency_table)["Items"] == []
     del workload.annotations["tagpin.dev/paused"]  # un-paused: the next change applies
-    assert applier.apply(change())[0]["outcome"] == "patched"
+    assert applier.apply(change())[0].outcome == "patched"
 
 
 def test_a_reconcile_run_is_applied_again_after_a_manual_edit_and_stays_idempotent(
-    store: StateStore, clusters: Clusters, guard: Any
+    store: State, clusters: Clusters, guard: Any
 ) -> None:
     applier = make_applier(store, clusters, guard)
-    assert applier.apply(change())[0]["outcome"] == "patched"
+    assert applier.apply(change())[0].outcome == "patched"
     # someone puts the old image back by hand; the same change again is answered by the guard...
     clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers["app"] = WEB
-    assert applier.apply(change())[0]["outcome"] == "patched"
+    assert applier.apply(change())[0].outcome == "patched"
     assert len(clusters.dev.patches) == 1
     # ...the reconciler's healing change (its run id joins the key) patches it again, once
     healing = change(trigger="reconcile", reconcile_run="run-9")
-    assert applier.apply(healing)[0]["outcome"] == "patched"
-    assert applier.apply(healing)[0]["outcome"] == "patched"  # an SQS redelivery: from the guard
+    assert applier.apply(healing)[0].outcome == "patched"
+    assert applier.apply(healing)[0].outcome == "patched"  # an SQS redelivery: from the guard
     assert len(clusters.dev.patches) == 2
     assert clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers["app"].endswith("@" + D1)

@@ -9,11 +9,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tagpin.config import ConfigError, Kind, NotificationSettings, RolloutSettings, Target, parse_config
-from tagpin.health import Progress, evaluate
-from tagpin.notify import Notifier, RolloutEvent
-from tagpin.state import PromotionStatus, StateStore
-from tagpin.waves import plan, window_gate
+from tagpin.adapters.notify import Notifier
+from tagpin.domain.config import (
+    ConfigError,
+    Kind,
+    NotificationSettings,
+    RolloutSettings,
+    Target,
+    parse_config,
+)
+from tagpin.ports.notify import RolloutEvent
+from tagpin.ports.state import PromotionStatus, State
+from tagpin.usecases.health import Progress, evaluate
+from tagpin.usecases.waves import plan, window_gate
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -204,59 +212,61 @@ def test_sns_off_and_no_secret_sends_nothing() -> None:
 
 
 # -- the bad-digest mark ----------------------------------------------------------------------------
-def test_a_bad_digest_blocks_the_tag_until_it_moves(store: StateStore) -> None:
+def test_a_bad_digest_blocks_the_tag_until_it_moves(store: State) -> None:
     image = "r/x:stable"
-    store.record_tag(image, D1, 100, "poll")
-    assert store.mark_bad(image, D1, "stage/…: ProgressDeadlineExceeded", 110)
-    assert store.get_tag(image).blocked  # type: ignore[union-attr]
-    store.record_tag(image, D1, 200, "poll")  # seen again: still blocked
-    assert store.get_tag(image).blocked  # type: ignore[union-attr]
-    assert not store.mark_bad(image, D2, "not the tag's digest", 120)
-    store.record_tag(image, D2, 300, "poll")  # the tag moved: the mark is gone
-    tag = store.get_tag(image)
+    store.tags.record(image, D1, 100, "poll")
+    assert store.tags.mark_bad(image, D1, "stage/…: ProgressDeadlineExceeded", 110)
+    assert store.tags.get(image).blocked  # type: ignore[union-attr]
+    store.tags.record(image, D1, 200, "poll")  # seen again: still blocked
+    assert store.tags.get(image).blocked  # type: ignore[union-attr]
+    assert not store.tags.mark_bad(image, D2, "not the tag's digest", 120)
+    store.tags.record(image, D2, 300, "poll")  # the tag moved: the mark is gone
+    tag = store.tags.get(image)
     assert tag is not None and not tag.blocked and tag.bad_digest is None
-    store.record_tag(image, D1, 400, "poll")  # and back: D1 may be tried again
-    assert not store.get_tag(image).blocked  # type: ignore[union-attr]
+    store.tags.record(image, D1, 400, "poll")  # and back: D1 may be tried again
+    assert not store.tags.get(image).blocked  # type: ignore[union-attr]
 
 
 # -- promotions and concurrency slots in the state table ---------------------------------------------
-def test_cluster_slots_limit_concurrent_rollouts_and_reclaim_stale_ones(store: StateStore) -> None:
-    assert store.acquire_slot("prod", "t1", D1, 1, 1_000, 10_000)
-    assert store.acquire_slot("prod", "t1", D1, 1, 1_001, 10_000)  # held already
-    assert not store.acquire_slot("prod", "t2", D1, 1, 1_002, 10_000)  # full
-    assert store.acquire_slot("prod", "t2", D1, 1, 20_000, 10_000)  # t1's verification never ended
-    store.release_slot("prod", "t2", D2)  # another digest's check does not release it
-    assert store.slot_holders("prod") == {"t2": D1}
-    store.release_slot("prod", "t2", D1)
-    assert store.slot_holders("prod") == {}
+def test_cluster_slots_limit_concurrent_rollouts_and_reclaim_stale_ones(store: State) -> None:
+    assert store.slots.acquire("prod", "t1", D1, 1, 1_000, 10_000)
+    assert store.slots.acquire("prod", "t1", D1, 1, 1_001, 10_000)  # held already
+    assert not store.slots.acquire("prod", "t2", D1, 1, 1_002, 10_000)  # full
+    assert store.slots.acquire("prod", "t2", D1, 1, 20_000, 10_000)  # t1's verification never ended
+    store.slots.release("prod", "t2", D2)  # another digest's check does not release it
+    assert store.slots.holders("prod") == {"t2": D1}
+    store.slots.release("prod", "t2", D1)
+    assert store.slots.holders("prod") == {}
 
 
-def test_promotion_transitions_happen_once(store: StateStore) -> None:
+def test_promotion_transitions_happen_once(store: State) -> None:
     image = "r/x:stable"
-    first = store.start_promotion(image, D1, 10, 11, trigger="poll", correlation_id=None, dry_run=False)
+    first = store.promotions.start(image, D1, 10, 11, trigger="poll", correlation_id=None, dry_run=False)
     assert first is not None and first.started and first.status is PromotionStatus.ROLLING
-    again = store.start_promotion(image, D1, 20, 21, trigger="poll", correlation_id=None, dry_run=False)
+    again = store.promotions.start(image, D1, 20, 21, trigger="poll", correlation_id=None, dry_run=False)
     assert again is not None and not again.started  # the same digest seen later: the same promotion
-    assert store.wave_verified(image, D1, 0, 30) and not store.wave_verified(image, D1, 0, 31)
-    assert store.advance_promotion(image, D1, 0, 40) and not store.advance_promotion(image, D1, 0, 41)
-    assert store.claim_notice(image, D1, "verified_0", 1) and not store.claim_notice(
+    assert store.promotions.wave_verified(image, D1, 0, 30) and not store.promotions.wave_verified(
+        image, D1, 0, 31
+    )
+    assert store.promotions.advance(image, D1, 0, 40) and not store.promotions.advance(image, D1, 0, 41)
+    assert store.promotions.claim_notice(image, D1, "verified_0", 1) and not store.promotions.claim_notice(
         image, D1, "verified_0", 2
     )
-    newer = store.start_promotion(image, D2, 50, 51, trigger="webhook", correlation_id="c", dry_run=False)
+    newer = store.promotions.start(image, D2, 50, 51, trigger="webhook", correlation_id="c", dry_run=False)
     assert newer is not None and newer.started and newer.wave == 0  # supersedes, from wave 1 again
     assert (
-        store.start_promotion(image, D1, 30, 52, trigger="poll", correlation_id=None, dry_run=False) is None
+        store.promotions.start(image, D1, 30, 52, trigger="poll", correlation_id=None, dry_run=False) is None
     )
-    assert not store.advance_promotion(image, D1, 1, 60)  # the older digest advances no more
-    assert store.end_promotion(image, D2, PromotionStatus.HALTED, 70, "failed")
-    assert not store.end_promotion(image, D2, PromotionStatus.COMPLETE, 71, "late")
+    assert not store.promotions.advance(image, D1, 1, 60)  # the older digest advances no more
+    assert store.promotions.end(image, D2, PromotionStatus.HALTED, 70, "failed")
+    assert not store.promotions.end(image, D2, PromotionStatus.COMPLETE, 71, "late")
 
 
-def test_dry_run_promotion_is_replaced_when_dry_run_is_turned_off(store: StateStore) -> None:
+def test_dry_run_promotion_is_replaced_when_dry_run_is_turned_off(store: State) -> None:
     image = "r/y:stable"
-    plan = store.start_promotion(image, D1, 10, 11, trigger="poll", correlation_id=None, dry_run=True)
+    plan = store.promotions.start(image, D1, 10, 11, trigger="poll", correlation_id=None, dry_run=True)
     assert plan is not None and plan.status is PromotionStatus.DRY_RUN
-    again = store.start_promotion(image, D1, 20, 21, trigger="poll", correlation_id=None, dry_run=True)
+    again = store.promotions.start(image, D1, 20, 21, trigger="poll", correlation_id=None, dry_run=True)
     assert again is not None and not again.started  # the plan is recorded once
-    live = store.start_promotion(image, D1, 30, 31, trigger="poll", correlation_id=None, dry_run=False)
+    live = store.promotions.start(image, D1, 30, 31, trigger="poll", correlation_id=None, dry_run=False)
     assert live is not None and live.started and live.status is PromotionStatus.ROLLING

@@ -16,7 +16,7 @@ from tests.unit.test_template import (
     template,  # noqa: F401 (the module fixture)
 )
 
-CHECKS_ARN = {"Fn::GetAtt": ["ChecksQueue", "Arn"]}
+CHECKS_ARN = {"Fn::GetAtt": ["VerificationQueue", "Arn"]}
 CHANGES_ARN = {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
 
 
@@ -26,21 +26,23 @@ def test_verifier_consumes_the_checks_queue_with_partial_failures(template: dict
     assert event["Queue"] == CHECKS_ARN
     assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["Layers"] == [{"Ref": "CommonLayer"}, {"Ref": "KubernetesLayer"}]
-    queue = resources(template)["ChecksQueue"]["Properties"]
+    queue = resources(template)["VerificationQueue"]["Properties"]
     assert queue["VisibilityTimeout"] >= 6 * props["Timeout"]
     assert "FifoQueue" not in queue  # per-message DelaySeconds needs a standard queue
-    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["ChecksDeadLetterQueue", "Arn"]}
-    dlq = resources(template)["ChecksDeadLetterQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
+        "Fn::GetAtt": ["VerificationDeadLetterQueue", "Arn"]
+    }
+    dlq = resources(template)["VerificationDeadLetterQueue"]["Properties"]
     assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600 and dlq["SqsManagedSseEnabled"] is True
-    alarm = resources(template)["ChecksDeadLetterAlarm"]["Properties"]
-    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["ChecksDeadLetterQueue", "QueueName"]}
+    alarm = resources(template)["VerificationDeadLetterAlarm"]["Properties"]
+    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["VerificationDeadLetterQueue", "QueueName"]}
 
 
 @pytest.mark.parametrize("fn", ["ConsumerFunction", "VerifierFunction"])
 def test_rollout_permissions_are_scoped(template: dict[str, Any], fn: str) -> None:  # noqa: F811
     props = function_props(template, fn)
     env = props["Environment"]["Variables"]
-    assert env["TAGPIN_CHECKS_QUEUE_URL"] == {"Ref": "ChecksQueue"}
+    assert env["TAGPIN_VERIFICATION_QUEUE_URL"] == {"Ref": "VerificationQueue"}
     assert env["TAGPIN_NOTIFY_TOPIC_ARN"] == {"Ref": "RolloutTopic"}
     (send,) = statements_for(props, "sqs:SendMessage")
     assert send["Resource"] == [CHECKS_ARN, CHANGES_ARN]

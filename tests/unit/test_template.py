@@ -243,7 +243,7 @@ def test_environment_contract(template: dict[str, Any]) -> None:
             "POWERTOOLS_SERVICE_NAME": "consumer",
             "TAGPIN_IDEMPOTENCY_TABLE": {"Ref": "IdempotencyTable"},
             "TAGPIN_QUEUE_URL": {"Ref": "ChangesQueue"},
-            "TAGPIN_CHECKS_QUEUE_URL": {"Ref": "ChecksQueue"},
+            "TAGPIN_VERIFICATION_QUEUE_URL": {"Ref": "VerificationQueue"},
             "TAGPIN_NOTIFY_TOPIC_ARN": {"Ref": "RolloutTopic"},
         },
     }
@@ -431,7 +431,7 @@ def test_consumer_permissions(template: dict[str, Any]) -> None:
     # sends only delayed rollout checks and a promotion's next wave (tests/unit/test_rollout_template.py)
     (send,) = statements_for(props, "sqs:SendMessage")
     assert send["Resource"] == [
-        {"Fn::GetAtt": ["ChecksQueue", "Arn"]},
+        {"Fn::GetAtt": ["VerificationQueue", "Arn"]},
         {"Fn::GetAtt": ["ChangesQueue", "Arn"]},
     ]
     # cross-account clusters: only the role ARNs given as a parameter, only when given

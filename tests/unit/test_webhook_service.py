@@ -1,6 +1,6 @@
 """WebhookService: authentication, parsing, followed tags, re-resolution and enqueueing.
 
-A real Detector with a fake resolver, an in-memory queue and a moto StateStore.
+A real Detector with a fake resolver, an in-memory queue and moto's DynamoDB behind the state repositories.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from tagpin.config import TagpinConfig, parse_config
-from tagpin.detect import Detector
-from tagpin.queue import ListQueue
-from tagpin.refs import ImageRef
-from tagpin.registry import Resolution
-from tagpin.state import StateStore, TargetStatus
-from tagpin.webhooks.service import MAX_BODY, WebhookService
+from tagpin.adapters.webhooks.sources import SOURCES
+from tagpin.domain.config import TagpinConfig, parse_config
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import Resolution
+from tagpin.ports.state import State, TargetStatus
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.webhook import MAX_BODY, WebhookService
+
+from tests.support.queues import ListQueue
 
 TOKEN = "s3cret-webhook-token"
 IMAGE = "127.0.0.1:5000/demo/web:stable"
@@ -55,7 +57,7 @@ class FakeResolver:
 
 
 class Harness:
-    def __init__(self, store: StateStore, secrets: dict[str, str] | None = None) -> None:
+    def __init__(self, store: State, secrets: dict[str, str] | None = None) -> None:
         self.config: TagpinConfig = parse_config(CONFIG)
         self.resolver = FakeResolver({IMAGE: D1})
         self.queue = ListQueue()
@@ -65,6 +67,7 @@ class Harness:
             self.resolver, store, self.queue, clock=lambda: next(ticks), sleep=lambda _s: None
         )
         self.service = WebhookService(
+            sources=SOURCES,
             secrets=lambda: {"distribution": TOKEN} if secrets is None else secrets,
             config=lambda: self.config,
             detector=lambda: self.detector,
@@ -102,7 +105,7 @@ def envelope(*events: dict[str, Any]) -> bytes:
 
 
 @pytest.fixture
-def hook(store: StateStore) -> Harness:
+def hook(store: State) -> Harness:
     return Harness(store)
 
 
@@ -116,7 +119,7 @@ def test_unknown_source_is_404(hook: Harness) -> None:
     assert hook.queue.sent == [] and hook.resolver.calls == []
 
 
-def test_no_secret_configured_is_401(store: StateStore) -> None:
+def test_no_secret_configured_is_401(store: State) -> None:
     for secrets in ({}, {"distribution": ""}, {"other": TOKEN}):
         hook = Harness(store, secrets=secrets)
         result = hook.post(envelope(push()))
@@ -150,7 +153,7 @@ def test_header_names_are_case_insensitive(hook: Harness) -> None:
     assert result.status == 202
 
 
-def test_oversized_body_is_400(store: StateStore) -> None:
+def test_oversized_body_is_400(store: State) -> None:
     hook = Harness(store)
     body = envelope(push()) + b" " * MAX_BODY  # valid JSON: only the size is wrong
     assert len(body) > MAX_BODY
@@ -211,7 +214,7 @@ def test_unfollowed_image_is_ignored(hook: Harness) -> None:
     }
     assert all(e["outcome"] == "ignored" for e in result.body["events"])
     assert hook.queue.sent == [] and hook.resolver.calls == []
-    assert hook.store.get_tag("127.0.0.1:5000/demo/other:stable") is None
+    assert hook.store.tags.get("127.0.0.1:5000/demo/other:stable") is None
 
 
 def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
@@ -230,7 +233,7 @@ def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
     (check,) = result.body["events"]
     assert check["outcome"] == "changed"
     assert check["enqueued"] is True
-    stored = hook.store.get_tag(IMAGE)
+    stored = hook.store.tags.get(IMAGE)
     assert stored is not None
     assert stored.digest == D1
     assert change.observed_at == stored.observed_at
@@ -249,8 +252,8 @@ def test_replay_is_unchanged_and_enqueues_nothing_once_applied(hook: Harness) ->
     assert first.body["events"][0]["outcome"] == "changed"
     (change,) = hook.queue.sent
     # The consumer applied it.
-    assert hook.store.claim_target(TARGET_ID, IMAGE, D1, change.observed_at, "webhook", now=1)
-    assert hook.store.finish_target(TARGET_ID, D1, TargetStatus.APPLIED, 2, trigger="webhook")
+    assert hook.store.targets.claim(TARGET_ID, IMAGE, D1, change.observed_at, "webhook", now=1)
+    assert hook.store.targets.finish(TARGET_ID, D1, TargetStatus.APPLIED, 2, trigger="webhook")
 
     second = hook.post(body)
     assert second.status == 202
@@ -278,7 +281,7 @@ def test_hint_digest_is_not_trusted(hook: Harness) -> None:
     assert check["digest"] == D1
     (change,) = hook.queue.sent
     assert change.digest == D1
-    assert hook.store.get_tag(IMAGE).digest == D1  # type: ignore[union-attr]
+    assert hook.store.tags.get(IMAGE).digest == D1  # type: ignore[union-attr]
 
 
 def test_push_without_digest_still_resolves(hook: Harness) -> None:
@@ -291,7 +294,7 @@ def test_push_without_digest_still_resolves(hook: Harness) -> None:
 def test_registry_down_is_202_with_an_error_and_keeps_the_digest(hook: Harness) -> None:
     hook.post(envelope(push(digest=D1)))
     assert len(hook.queue.sent) == 1
-    before = hook.store.get_tag(IMAGE)
+    before = hook.store.tags.get(IMAGE)
     assert before is not None
 
     hook.resolver.answers[IMAGE] = ConnectionError("registry unreachable")
@@ -302,7 +305,7 @@ def test_registry_down_is_202_with_an_error_and_keeps_the_digest(hook: Harness) 
     assert "ConnectionError: registry unreachable" in check["error"]
     assert "enqueued" not in check or check["enqueued"] is False
     assert len(hook.queue.sent) == 1
-    after = hook.store.get_tag(IMAGE)
+    after = hook.store.tags.get(IMAGE)
     assert after is not None
     assert (after.digest, after.observed_at) == (D1, before.observed_at)
     assert after.last_error == "ConnectionError: registry unreachable"

@@ -12,18 +12,17 @@ from typing import Any
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from tagpin.state import StateStore
-from tagpin.webhooks import WebhookError
-from tagpin.webhooks.auth import (
+from tagpin.adapters.webhooks.auth import (
     HmacSignature,
     JFrogEventAuth,
     PubSubOidc,
-    Request,
     SourceSecret,
     StaticHeader,
     UrlToken,
     load_secret,
 )
+from tagpin.ports.state import State
+from tagpin.ports.webhooks import Request, WebhookError
 
 from tests.unit.conftest import STATE_TABLE
 from tests.unit.webhooks_support import Hook, http_parts, sample
@@ -118,7 +117,7 @@ def test_unusable_jwks_is_401_not_5xx() -> None:
     assert caught.value.status == 401
 
 
-def test_gar_accepts_an_oidc_token_or_the_url_token(store: StateStore, dynamodb: Any) -> None:
+def test_gar_accepts_an_oidc_token_or_the_url_token(store: State, dynamodb: Any) -> None:
     _, event, _ = sample("gar-pubsub")
     source, headers, body, _ = http_parts(event)
     hook = Hook(store, dynamodb, STATE_TABLE)
@@ -214,9 +213,7 @@ def test_secret_entries() -> None:
         assert "abc" not in caught.value.message  # names the field, never the value
 
 
-def test_secret_values_are_not_shown(
-    store: StateStore, dynamodb: Any, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_secret_values_are_not_shown(store: State, dynamodb: Any, caplog: pytest.LogCaptureFixture) -> None:
     hook = Hook(
         store, dynamodb, STATE_TABLE, secrets={"harbor": {"token": "s3cr3t-value", "typo": "s3cr3t-value"}}
     )

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
-from tagpin.state import StateStore
-from tagpin.webhooks.deliveries import DeliveryStore
-from tagpin.webhooks.service import DELIVERY_TTL_S
+from tagpin.adapters.dynamodb.deliveries import DeliveryStore
+from tagpin.ports.state import State
+from tagpin.usecases.webhook import DELIVERY_TTL_S
 
 from tests.unit.conftest import STATE_TABLE
 from tests.unit.webhooks_support import Hook, sample
@@ -18,7 +18,7 @@ KEY = "local-dev-webhook-token"
 
 
 @pytest.fixture
-def hook(store: StateStore, dynamodb: Any) -> Hook:
+def hook(store: State, dynamodb: Any) -> Hook:
     return Hook(store, dynamodb, STATE_TABLE)
 
 
@@ -35,7 +35,13 @@ def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
     again = post(hook, generic())
     assert (again["accepted"], again["duplicates"]) == (0, 1)
     assert again["events"] == [
-        {"image": "127.0.0.1:5000/demo/web:stable", "outcome": "duplicate", "delivery_id": "build-1"}
+        {
+            "image": "127.0.0.1:5000/demo/web:stable",
+            "outcome": "duplicate",
+            "enqueued": False,
+            "behind": 0,
+            "delivery_id": "build-1",
+        }
     ]
     assert len(hook.queue.sent) == 1 and len(hook.resolver.calls) == 1
 
@@ -79,7 +85,11 @@ def test_store_claim_and_release(dynamodb: Any, state_table: str) -> None:
     assert log.claim_delivery("k", now=100, expires_at=200)
     assert not log.claim_delivery("k", now=150, expires_at=250)
     assert log.claim_delivery("k", now=201, expires_at=300)  # expired (TTL deletes lazily)
-    log.release_delivery("k")
+    log.release_delivery("k", now=202)
+    (item,) = [i for i in dynamodb.scan(TableName=state_table)["Items"] if i["pk"]["S"] == "DELIVERY#k"]
+    assert (
+        0 < int(item["expires_at"]["N"]) < 202
+    )  # expired now: TTL deletes it (it ignores times 5 years past)
     assert log.claim_delivery("k", now=202, expires_at=400)
     (item,) = [i for i in dynamodb.scan(TableName=state_table)["Items"] if i["pk"]["S"] == "DELIVERY#k"]
     assert item["expires_at"] == {"N": "400"}

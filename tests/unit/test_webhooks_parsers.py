@@ -7,10 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from tagpin.webhooks import (
-    PushEvent,
-    SourceOptions,
-    WebhookError,
+from tagpin.adapters.webhooks import (
     acr,
     artifactory,
     dockerhub,
@@ -22,6 +19,7 @@ from tagpin.webhooks import (
     nexus,
     quay,
 )
+from tagpin.ports.webhooks import PushEvent, SourceOptions, WebhookError
 
 from tests.unit.webhooks_support import D, http_parts, sample
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from tagpin.state import StateStore
-from tagpin.webhooks import WebhookError
-from tagpin.webhooks.auth import SourceSecret
-from tagpin.webhooks.sources import SOURCES
+from tagpin.adapters.webhooks.auth import SourceSecret
+from tagpin.adapters.webhooks.sources import SOURCES
+from tagpin.ports.state import State
+from tagpin.ports.webhooks import WebhookError
 
 from tests.unit.conftest import STATE_TABLE
 from tests.unit.webhooks_support import (
@@ -129,7 +129,7 @@ def test_parser_returns_events_or_a_4xx(name: str, data: st.DataObject) -> None:
 
 
 @pytest.fixture
-def hook(store: StateStore, dynamodb: Any) -> Hook:
+def hook(store: State, dynamodb: Any) -> Hook:
     return Hook(store, dynamodb, STATE_TABLE)
 
 

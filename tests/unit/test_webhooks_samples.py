@@ -8,10 +8,9 @@ import json
 from typing import Any
 
 import pytest
-from tagpin.state import StateStore
-from tagpin.webhooks import parsers
-from tagpin.webhooks.auth import SourceSecret
-from tagpin.webhooks.sources import SOURCES
+from tagpin.adapters.webhooks.auth import SourceSecret
+from tagpin.adapters.webhooks.sources import SOURCES
+from tagpin.ports.state import State
 
 from tests.unit.conftest import STATE_TABLE
 from tests.unit.webhooks_support import FOLLOWED, SAMPLE_NAMES, Hook, http_parts, sample, secret
@@ -20,13 +19,13 @@ HTTP_SAMPLES = [n for n in SAMPLE_NAMES if n != "ecr"]
 
 
 @pytest.fixture
-def hook(store: StateStore, dynamodb: Any) -> Hook:
+def hook(store: State, dynamodb: Any) -> Hook:
     return Hook(store, dynamodb, STATE_TABLE)
 
 
 def test_every_source_has_a_sample_and_a_secret_entry() -> None:
     sources = {sample(n)[0] for n in SAMPLE_NAMES}
-    assert sources == set(SOURCES) == set(parsers())
+    assert sources == set(SOURCES)
     assert set(secret()) == set(SOURCES) - {"ecr"}  # ECR is authorised by IAM, not a secret
 
 
@@ -93,7 +92,7 @@ def test_sample_without_credentials_is_401(hook: Hook, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", HTTP_SAMPLES)
-def test_sample_with_another_secret_is_401(store: StateStore, dynamodb: Any, name: str) -> None:
+def test_sample_with_another_secret_is_401(store: State, dynamodb: Any, name: str) -> None:
     _, event, _ = sample(name)
     other = json.loads(json.dumps(secret()).replace("local-dev-webhook-token", "another-token"))
     hook = Hook(store, dynamodb, STATE_TABLE, secrets=other)

@@ -9,15 +9,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tagpin.config import TagpinConfig, parse_config
-from tagpin.detect import Detector
-from tagpin.queue import ListQueue
-from tagpin.refs import ImageRef
-from tagpin.registry import Resolution
-from tagpin.state import StateStore
-from tagpin.webhooks import PushEvent
-from tagpin.webhooks.deliveries import DeliveryStore
-from tagpin.webhooks.service import WebhookResult, WebhookService
+from tagpin.adapters.dynamodb.deliveries import DeliveryStore
+from tagpin.adapters.webhooks.sources import SOURCES
+from tagpin.domain.config import TagpinConfig, parse_config
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import Resolution
+from tagpin.ports.state import State
+from tagpin.ports.webhooks import PushEvent
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.webhook import WebhookResult, WebhookService
+
+from tests.support.queues import ListQueue
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "webhooks"
 SAMPLE_NAMES = sorted(p.name.removesuffix(".expected.json") for p in SAMPLES.glob("*.expected.json"))
@@ -82,7 +84,7 @@ class FakeResolver:
 
 
 class Hook:
-    def __init__(self, store: StateStore, db: Any, table: str, secrets: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: State, db: Any, table: str, secrets: dict[str, Any] | None = None) -> None:
         self.config = config_following(*FOLLOWED)
         self.secrets = secret() if secrets is None else secrets
         self.resolver = FakeResolver()
@@ -100,6 +102,7 @@ class Hook:
         self.deliveries = DeliveryStore(db, table)
         self.now = 1_763_702_400.0
         self.service = WebhookService(
+            sources=SOURCES,
             secrets=lambda: self.secrets,
             config=lambda: self.config,
             detector=lambda: self.detector,

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from tagpin import wiring
-from tagpin.config import FollowedImage, parse_config
-from tagpin.refs import ImageRef
-from tagpin.state import TargetStatus
+from tagpin.domain.config import FollowedImage, parse_config
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.state import TargetStatus
 
 
 def _ago(epoch_ms: int | None) -> str | None:
@@ -20,13 +20,13 @@ def _ago(epoch_ms: int | None) -> str | None:
 
 
 def status() -> list[dict[str, Any]]:
-    """Every followed tag: digest, last check and change, error; its targets and their state."""
+    """Every followed tag: digest, when last resolved and changed, error; its targets and their state."""
     config = wiring.config()
     store = wiring.state()
     rows: list[dict[str, Any]] = []
     for followed in config.images:
-        tag = store.get_tag(followed.image)
-        targets = store.get_targets([t.id for t in followed.targets])
+        tag = store.tags.get(followed.image)
+        targets = store.targets.get_many([t.id for t in followed.targets])
         target_rows = []
         for target in followed.targets:
             st = targets.get(target.id)
@@ -53,7 +53,7 @@ def status() -> list[dict[str, Any]]:
             {
                 "image": followed.image,
                 "digest": tag.digest if tag else None,
-                "checked": _ago(tag.checked_at) if tag else None,
+                "resolved": _ago(tag.resolved_at) if tag else None,
                 "changed": _ago(tag.changed_at) if tag else None,
                 "error": tag.last_error if tag else None,
                 "targets": target_rows,
@@ -80,16 +80,16 @@ def history(selector: str | None, limit: int = 50) -> list[dict[str, Any]]:
         raise LookupError(f"{selector!r} is neither a followed image nor a target id")
     events: list[dict[str, Any]] = []
     for target_id in ids:
-        for item in wiring.state().history(target_id, limit=limit):
+        for item in wiring.state().history.of_target(target_id, limit=limit):
             events.append(
                 {
-                    "at": _ago(int(item["at"])),
+                    "at": _ago(item.at),
                     "target": target_id,
-                    "digest": item.get("digest"),
-                    "status": item.get("status"),
-                    "trigger": item.get("trigger"),
-                    "detail": item.get("detail"),
-                    "previous_image": item.get("previous_image"),
+                    "digest": item.digest,
+                    "status": item.status,
+                    "trigger": item.trigger,
+                    "detail": item.detail,
+                    "previous_image": item.previous_image,
                 }
             )
     events.sort(key=lambda e: e["at"] or "", reverse=True)
@@ -116,9 +116,10 @@ def resolve(image: str) -> dict[str, Any]:
 def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """What would roll where right now: the registries' answers against what the clusters run.
     Reads only; changes nothing (no state write, no enqueue, no patch)."""
-    from tagpin.clusters import ClusterConnector
-    from tagpin.config import Kind
-    from tagpin.rollout import WorkloadError, pinned_image
+    from tagpin.adapters.kubernetes.clusters import ClusterConnector
+    from tagpin.domain.config import Kind
+    from tagpin.ports.workloads import WorkloadError
+    from tagpin.usecases.patch import pinned_image
 
     config = wiring.config()
     connector = ClusterConnector(wiring.config, wiring.secret_text)
@@ -172,7 +173,7 @@ def config_validate(path: Path) -> dict[str, Any]:
 
 def config_push(path: Path) -> dict[str, Any]:
     summary = config_validate(path)  # never push an invalid document
-    name = wiring.env("TAGPIN_CONFIG_PARAMETER")
+    name = wiring.setting("config_parameter")
     wiring.aws("ssm").put_parameter(
         Name=name, Value=path.read_text(encoding="utf-8"), Type="String", Overwrite=True
     )

@@ -56,7 +56,7 @@ def _status(args: argparse.Namespace) -> int:
 
     def render(data: list[dict[str, Any]]) -> None:
         tags = [r | {"digest": _short(r["digest"])} for r in data]
-        _table("followed tags", tags, ["image", "digest", "checked", "changed", "error"])
+        _table("followed tags", tags, ["image", "digest", "resolved", "changed", "error"])
         targets = [
             t | {"image": r["image"], "digest": _short(t["digest"])} for r in data for t in r["targets"]
         ]
@@ -116,7 +116,7 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
-    from tagpin.config import ConfigError
+    from tagpin.domain.config import ConfigError
 
     from tagpin_cli import commands
 

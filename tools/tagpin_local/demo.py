@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tagpin.state import StateStore, TargetStatus
+from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.ports.state import TargetStatus
 
 from tagpin_local.kubesim import deployment
 from tagpin_local.oci import push_image
@@ -113,7 +114,7 @@ def _wait(what: str, condition: Any) -> float:
 def rollback_scenario(stack: LocalStack) -> Rollback:
     """A good push through both waves, then a bad push rolled back in stage, prod untouched."""
     assert stack.registry is not None
-    state = StateStore(stack.client("dynamodb"), "tagpin-state")
+    state = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
     image = f"{stack.registry.host}/demo/shop:stable"
     for cluster in ("stage", "prod"):
         stack.kubes[cluster].create(deployment("shop", "shop", image, container="shop", replicas=3))
@@ -125,7 +126,7 @@ def rollback_scenario(stack: LocalStack) -> Rollback:
     stack.write_config()
 
     def status(target: str, digest: str) -> TargetStatus | None:
-        st = state.get_target(target)
+        st = state.targets.get(target)
         return st.status if st is not None and st.digest == digest else None
 
     print(
@@ -155,15 +156,15 @@ def rollback_scenario(stack: LocalStack) -> Rollback:
         stage_before=stage_before,
         stage_after=_shop_image(stack, "stage"),
         prod_after=_shop_image(stack, "prod"),
-        stage_status=str(state.get_target(SHOP[0]).status),  # type: ignore[union-attr]
+        stage_status=str(state.targets.get(SHOP[0]).status),  # type: ignore[union-attr]
         notifications=[n for n in stack.notifications() if n["digest"] == bad],
     )
-    detail = next((h.get("detail", "") for h in state.history(SHOP[0]) if h.get("status") == "failed"), "")
+    detail = next((h.detail or "" for h in state.history.of_target(SHOP[0]) if h.status == "failed"), "")
     print(f"   stage: failed ({detail[:90]}), rolled back after {elapsed:.1f} s")
     print(f"   stage before : {result.stage_before}")
     print(f"   stage after  : {result.stage_after}")
     print(f"   prod         : {result.prod_after} (untouched)")
-    tag = state.get_tag(image)
+    tag = state.tags.get(image)
     print(f"   tag marked bad: {tag is not None and tag.blocked}; promotion halted in wave stage")
     for n in result.notifications:
         print(f"   notification (SNS): {n['event']:<11} wave {n['wave']:<5} {', '.join(n['targets'])}")

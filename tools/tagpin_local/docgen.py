@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tagpin.config import TagpinConfig
+from tagpin.domain.config import TagpinConfig
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

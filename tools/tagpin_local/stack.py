@@ -132,9 +132,9 @@ class LocalStack:
         self.queue_url = ""
         self.dlq_url = ""
         self.queue_arn = ""
-        self.checks_url = ""
-        self.checks_dlq_url = ""
-        self.checks_arn = ""
+        self.verification_url = ""
+        self.verification_dlq_url = ""
+        self.verification_arn = ""
         self.topic_arn = ""
         self.observer_url = ""
         self.consumer_errors: list[str] = []
@@ -182,7 +182,7 @@ class LocalStack:
         self._adapter.function = self.functions["webhook"]
         if self.options.consume:
             self._spawn(self._sqs_loop, "sqs-consumer")
-            self._spawn(self._checks_loop, "sqs-verifier")
+            self._spawn(self._verification_loop, "sqs-verifier")
         self._spawn(self._scheduler, "scheduler")
         self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
 
@@ -231,7 +231,7 @@ class LocalStack:
             "aws_endpoint": self.aws_endpoint,
             "queue_url": self.queue_url,
             "dead_letter_queue_url": self.dlq_url,
-            "checks_queue_url": self.checks_url,
+            "verification_queue_url": self.verification_url,
             "notification_topic_arn": self.topic_arn,
             "state_table": "tagpin-state",
             "config_parameter": CONFIG_PARAMETER,
@@ -358,26 +358,29 @@ class LocalStack:
             "Attributes"
         ]["QueueArn"]
         os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
-        checks_dlq = sqs.create_queue(
-            QueueName="tagpin-checks-dlq", Attributes={"MessageRetentionPeriod": "1209600"}
+        verification_dlq = sqs.create_queue(
+            QueueName="tagpin-verifications-dlq", Attributes={"MessageRetentionPeriod": "1209600"}
         )
-        self.checks_dlq_url = checks_dlq["QueueUrl"]
-        checks_dlq_arn = sqs.get_queue_attributes(QueueUrl=self.checks_dlq_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        self.checks_url = sqs.create_queue(
-            QueueName="tagpin-checks",
+        self.verification_dlq_url = verification_dlq["QueueUrl"]
+        verification_dlq_arn = sqs.get_queue_attributes(
+            QueueUrl=self.verification_dlq_url, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        self.verification_url = sqs.create_queue(
+            QueueName="tagpin-verifications",
             Attributes={
                 "VisibilityTimeout": str(self.options.visibility_timeout),
                 "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": checks_dlq_arn, "maxReceiveCount": self.options.max_receive_count}
+                    {
+                        "deadLetterTargetArn": verification_dlq_arn,
+                        "maxReceiveCount": self.options.max_receive_count,
+                    }
                 ),
             },
         )["QueueUrl"]
-        self.checks_arn = sqs.get_queue_attributes(QueueUrl=self.checks_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        os.environ["TAGPIN_CHECKS_QUEUE_URL"] = self.checks_url
+        self.verification_arn = sqs.get_queue_attributes(
+            QueueUrl=self.verification_url, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        os.environ["TAGPIN_VERIFICATION_QUEUE_URL"] = self.verification_url
         self.topic_arn = self.client("sns").create_topic(Name="tagpin-notifications")["TopicArn"]
         os.environ["TAGPIN_NOTIFY_TOPIC_ARN"] = self.topic_arn
         self.observer_url = sqs.create_queue(QueueName="tagpin-notifications-observer")["QueueUrl"]
@@ -472,7 +475,7 @@ class LocalStack:
         standard queue: partial batch failures reappear after the visibility timeout)."""
         sqs = self.client("sqs")
         messages = sqs.receive_message(
-            QueueUrl=self.checks_url,
+            QueueUrl=self.verification_url,
             MaxNumberOfMessages=10,
             WaitTimeSeconds=wait_s,
             MessageSystemAttributeNames=["All"],
@@ -480,7 +483,7 @@ class LocalStack:
         if not messages:
             return 0
         try:
-            response = self.functions["verifier"].invoke(sqs_event(messages, self.checks_arn)) or {}
+            response = self.functions["verifier"].invoke(sqs_event(messages, self.verification_arn)) or {}
             failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         except Exception as exc:
             log.warning("verifier invocation failed: %s", exc)
@@ -489,7 +492,7 @@ class LocalStack:
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
             sqs.delete_message_batch(
-                QueueUrl=self.checks_url,
+                QueueUrl=self.verification_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
         return len(messages)
@@ -508,7 +511,7 @@ class LocalStack:
                 found.append(json.loads(m["Body"]))
                 sqs.delete_message(QueueUrl=self.observer_url, ReceiptHandle=m["ReceiptHandle"])
 
-    def _checks_loop(self) -> None:
+    def _verification_loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self.verify_once()

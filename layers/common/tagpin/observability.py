@@ -13,7 +13,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import utils
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from tagpin.detect import CheckResult
+from tagpin.domain.outcomes import Observation, TagOutcome
 
 logger = Logger()
 metrics = Metrics(namespace="tagpin")
@@ -21,10 +21,10 @@ metrics = Metrics(namespace="tagpin")
 utils.copy_config_to_registered_loggers(source_logger=logger, include={"tagpin"})
 
 
-def registry_metrics(results: Iterable[CheckResult], rate_limits: Mapping[str, Mapping[str, str]]) -> None:
+def registry_metrics(results: Iterable[Observation], rate_limits: Mapping[str, Mapping[str, str]]) -> None:
     """``RegistryErrors`` per registry host, and the ``RateLimitRemaining`` a registry reported
     (Docker Hub: ``ratelimit-remaining: 95;w=21600``)."""
-    errors = Counter(r.image.split("/", 1)[0] for r in results if r.outcome == "error")
+    errors = Counter(r.image.split("/", 1)[0] for r in results if r.outcome is TagOutcome.ERROR)
     for host, count in errors.items():
         with single_metric(
             name="RegistryErrors", unit=MetricUnit.Count, value=count, namespace="tagpin"

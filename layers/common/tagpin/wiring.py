@@ -1,57 +1,57 @@
-"""The composition root: builds the domain objects from the environment, once per container.
+"""The composition root: builds the use cases and their adapters from the settings, once per
+container (the top layer: nothing in the library imports it).
 
 Handlers call these; tests and the local stack can build the same objects with their own
-parts. AWS endpoints come from the standard SDK configuration (``AWS_ENDPOINT_URL``, region,
-credentials), so the same code runs on AWS and against a local moto server.
-
-Environment:
-  TAGPIN_CONFIG_PARAMETER | TAGPIN_CONFIG_FILE   where the YAML configuration lives
-  TAGPIN_STATE_TABLE                             DynamoDB table for tags and targets
-  TAGPIN_QUEUE_URL                               changes queue (poller, webhook)
-  TAGPIN_IDEMPOTENCY_TABLE                       powertools idempotency table (consumer)
-  TAGPIN_WEBHOOK_SECRET                          Secrets Manager secret: {"<source>": {...}} (webhooks.auth)
-  TAGPIN_CHECKS_QUEUE_URL                        rollout checks queue, SQS standard (consumer, verifier)
-  TAGPIN_NOTIFY_TOPIC_ARN                        SNS topic for rollout notifications (consumer, verifier)
+parts. Every ``TAGPIN_*`` variable is read by ``tagpin.settings``; AWS endpoints come from the
+standard SDK configuration (``AWS_ENDPOINT_URL``, region, credentials), so the same code runs on
+AWS and against a local moto server.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from tagpin.config import ConfigLoader, FollowedImage, RolloutSettings, TagpinConfig
-from tagpin.credentials import CredentialStore, EcrTokens
-from tagpin.detect import Detector, now_ms
-from tagpin.followed import Followed
-from tagpin.queue import SqsChangeQueue
-from tagpin.registry import RegistryAccess, RegistryClient
-from tagpin.state import StateStore
+from tagpin.adapters.config_source import ConfigLoader
+from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.adapters.registry.client import RegistryClient
+from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
+from tagpin.adapters.sqs import SqsChangeQueue
+from tagpin.domain.config import FollowedImage, RolloutSettings, TagpinConfig
+from tagpin.ports.registry import RegistryAccess
+from tagpin.ports.state import State
+from tagpin.settings import Function, Settings
+from tagpin.usecases.detect import Detector, now_ms
+from tagpin.usecases.followed import Followed
 
 if TYPE_CHECKING:
-    from tagpin.checks import SqsCheckQueue
-    from tagpin.clusters import ClusterConnector
-    from tagpin.notify import Notifier
-    from tagpin.poll import Poller
-    from tagpin.promote import Promoter
-    from tagpin.reconcile import Reconciler
-    from tagpin.rollout import Applier
-    from tagpin.verify import Verifier
-    from tagpin.webhooks.service import WebhookService
+    from tagpin.adapters.kubernetes.clusters import ClusterConnector
+    from tagpin.adapters.notify import Notifier
+    from tagpin.adapters.sqs import SqsVerificationQueue
+    from tagpin.usecases.apply import Applier, Guard
+    from tagpin.usecases.poll import Poller
+    from tagpin.usecases.promote import Promoter
+    from tagpin.usecases.reconcile import Reconciler
+    from tagpin.usecases.verify import Verifier
+    from tagpin.usecases.webhook import WebhookService
 
 SECRET_MAX_AGE = 300
 
 
-class MissingSetting(RuntimeError):
-    pass
+@cache
+def settings() -> Settings:
+    return Settings.from_env()
 
 
-def env(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        raise MissingSetting(f"environment variable {name} is not set")
-    return value
+def check_settings(function: Function) -> Settings:
+    """A handler's cold-start check: every variable ``function`` needs is set and well formed."""
+    return Settings.for_function(function)
+
+
+def setting(name: str) -> str:
+    """A ``TAGPIN_*`` variable that must be set where it is used (``SettingsError`` names it)."""
+    return settings().require(name)
 
 
 @cache
@@ -63,7 +63,7 @@ def aws(service: str) -> Any:
 
 @cache
 def config_loader() -> ConfigLoader:
-    return ConfigLoader.from_env()
+    return ConfigLoader(parameter=settings().config_parameter, file=settings().config_file)
 
 
 def config() -> TagpinConfig:
@@ -115,16 +115,16 @@ def registry_access(host: str) -> RegistryAccess:
 def registry_client() -> RegistryClient:
     return RegistryClient(
         access=registry_access,
-        max_concurrency=int(os.environ.get("TAGPIN_POLL_CONCURRENCY", "64")),
-        per_registry=int(os.environ.get("TAGPIN_REGISTRY_CONCURRENCY", "32")),
+        max_concurrency=settings().poll_concurrency,
+        per_registry=settings().registry_concurrency,
     )
 
 
 @cache
-def state() -> StateStore:
-    return StateStore(
+def state() -> State:
+    return dynamodb_state(
         aws("dynamodb"),
-        env("TAGPIN_STATE_TABLE"),
+        setting("state_table"),
         retention_days=lambda: config().rollout.history_retention_days,
     )
 
@@ -137,12 +137,12 @@ def followed() -> Mapping[str, FollowedImage]:
 
 @cache
 def detector() -> Detector:
-    from tagpin.attestations import AttestationFilter
+    from tagpin.usecases.attestations import AttestationFilter
 
     return Detector(
         registry_client(),
         state(),
-        SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")),
+        SqsChangeQueue(aws("sqs"), setting("queue_url")),
         attestations=AttestationFilter(registry_client(), lambda host: config().registry(host)),
     )
 
@@ -154,20 +154,22 @@ def followed_images() -> list[FollowedImage]:
 
 @cache
 def poller() -> Poller:
-    from tagpin.poll import Poller
+    from tagpin.usecases.poll import Poller
 
     return Poller(detector(), registry_client(), state(), lambda host: config().registry(host))
 
 
 @cache
 def webhook_service() -> WebhookService:
-    from tagpin.webhooks.deliveries import DeliveryStore
-    from tagpin.webhooks.service import WebhookService
+    from tagpin.adapters.dynamodb.deliveries import DeliveryStore
+    from tagpin.adapters.webhooks.sources import SOURCES
+    from tagpin.usecases.webhook import WebhookService
 
-    secret_name = env("TAGPIN_WEBHOOK_SECRET")
-    deliveries = DeliveryStore(aws("dynamodb"), env("TAGPIN_STATE_TABLE"))
+    secret_name = setting("webhook_secret")
+    deliveries = DeliveryStore(aws("dynamodb"), setting("state_table"))
     return WebhookService(
-        secrets=lambda: secret_json(secret_name),  # {"<source>": <entry>}, see tagpin.webhooks.auth
+        sources=SOURCES,
+        secrets=lambda: secret_json(secret_name),  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
         config=config,
         detector=detector,
         deliveries=lambda: deliveries,
@@ -176,19 +178,25 @@ def webhook_service() -> WebhookService:
 
 
 @cache
-def idempotency_guard() -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
+def idempotency_guard() -> Guard:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, idempotent_function
+    from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
+    from tagpin.domain.outcomes import ApplyResult
 
     persistence = DynamoDBPersistenceLayer(
-        table_name=env("TAGPIN_IDEMPOTENCY_TABLE"), boto3_client=aws("dynamodb")
+        table_name=setting("idempotency_table"), boto3_client=aws("dynamodb")
     )
 
-    def guard(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-        wrapped: Callable[..., dict[str, Any]] = idempotent_function(
+    def guard(fn: Callable[..., ApplyResult]) -> Callable[..., ApplyResult]:
+        wrapped: Callable[..., ApplyResult] = idempotent_function(
             fn,
             data_keyword_argument="target_change",
             persistence_store=persistence,
             config=idempotency_config(),
+            output_serializer=PydanticSerializer(model=ApplyResult),
+            # A stable prefix, not the function's module path: moving code never forgets results.
+            key_prefix="tagpin.apply_target",
         )
         return wrapped
 
@@ -211,7 +219,7 @@ def idempotency_config() -> Any:
 @cache
 def cluster_connector() -> ClusterConnector:
     """One API client per cluster, kept across warm invocations (consumer and reconciler only)."""
-    from tagpin.clusters import ClusterConnector
+    from tagpin.adapters.kubernetes.clusters import ClusterConnector
 
     return ClusterConnector(config, secret_text)
 
@@ -221,34 +229,34 @@ def rollout_settings() -> RolloutSettings:
 
 
 @cache
-def checks_queue() -> SqsCheckQueue:
-    from tagpin.checks import SqsCheckQueue
+def verification_queue() -> SqsVerificationQueue:
+    from tagpin.adapters.sqs import SqsVerificationQueue
 
-    return SqsCheckQueue(aws("sqs"), env("TAGPIN_CHECKS_QUEUE_URL"))
+    return SqsVerificationQueue(aws("sqs"), setting("verification_queue_url"))
 
 
 @cache
 def notifier() -> Notifier:
-    from tagpin.notify import Notifier
+    from tagpin.adapters.notify import Notifier
 
     return Notifier(
         settings=lambda: config().rollout.notifications,
         sns=aws("sns"),
-        topic_arn=os.environ.get("TAGPIN_NOTIFY_TOPIC_ARN") or None,
+        topic_arn=settings().notify_topic_arn or None,
         secret=secret_json,
     )
 
 
 @cache
 def promoter() -> Promoter:
-    from tagpin.promote import Promoter
+    from tagpin.usecases.promote import Promoter
 
     return Promoter(
         state=state(),
         followed=followed,
         settings=rollout_settings,
-        checks=checks_queue(),
-        changes=SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")),
+        verifications=verification_queue(),
+        changes=SqsChangeQueue(aws("sqs"), setting("queue_url")),
         notifier=notifier(),
         clock=now_ms,
     )
@@ -256,7 +264,7 @@ def promoter() -> Promoter:
 
 @cache
 def applier() -> Applier:
-    from tagpin.rollout import Applier
+    from tagpin.usecases.apply import Applier
 
     return Applier(
         followed=followed,
@@ -265,7 +273,7 @@ def applier() -> Applier:
         clock=now_ms,
         guard=idempotency_guard(),
         settings=rollout_settings,
-        checks=checks_queue(),
+        verifications=verification_queue(),
         promoter=promoter(),
         notifier=notifier(),
     )
@@ -273,14 +281,14 @@ def applier() -> Applier:
 
 @cache
 def verifier() -> Verifier:
-    from tagpin.verify import Verifier
+    from tagpin.usecases.verify import Verifier
 
     return Verifier(
         state=state(),
         workloads=cluster_connector(),
         followed=followed,
         settings=rollout_settings,
-        checks=checks_queue(),
+        verifications=verification_queue(),
         promoter=promoter(),
         notifier=notifier(),
         clock=now_ms,
@@ -289,15 +297,15 @@ def verifier() -> Verifier:
 
 @cache
 def reconciler() -> Reconciler:
-    from tagpin.queue import SqsChangeQueue
-    from tagpin.reconcile import Reconciler
+    from tagpin.adapters.sqs import SqsChangeQueue
+    from tagpin.usecases.reconcile import Reconciler
 
     return Reconciler(
         config=config,
         state=state(),
         clusters=cluster_connector(),
         detector=detector(),
-        queue=SqsChangeQueue(aws("sqs"), env("TAGPIN_QUEUE_URL")),
+        queue=SqsChangeQueue(aws("sqs"), setting("queue_url")),
         clock=now_ms,
     )
 
@@ -311,13 +319,25 @@ def reset() -> None:
     if registry_client.cache_info().currsize:
         registry_client().close()  # its event loop thread and connections
     registry_client.cache_clear()
-    for built in (aws, config_loader, state, detector, poller, webhook_service, idempotency_guard):
+    for built in (
+        settings,
+        aws,
+        config_loader,
+        credential_store,
+        state,
+        detector,
+        poller,
+        webhook_service,
+        idempotency_guard,
+        idempotency_config,
+        cluster_connector,
+        verification_queue,
+        notifier,
+        promoter,
+        applier,
+        verifier,
+        reconciler,
+    ):
         built.cache_clear()
-    for built in (credential_store,):
-        built.cache_clear()
-    for built in (idempotency_config, applier, cluster_connector, reconciler):
-        built.cache_clear()
-    for rollout_part in (checks_queue, notifier, promoter, verifier):
-        rollout_part.cache_clear()
     parameters.clear_caches()  # type: ignore[no-untyped-call]
     base.DEFAULT_PROVIDERS.clear()  # type: ignore[attr-defined]

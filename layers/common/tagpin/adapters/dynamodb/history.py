@@ -1,0 +1,115 @@
+"""``HIST#`` items: the audit trails, expiring after ``rollout.history_retention_days`` (TTL on
+``expires_at``, epoch seconds).
+
+- ``TARGET#<target id>`` / ``HIST#<epoch ms>#<digest prefix>#<status>``: each outcome of a target
+  (``status``: a target status or note; ``removed`` when the reconciler stops following it),
+  written by the consumer, the verifier and the reconciler.
+- ``IMAGE#<registry/repo:tag>`` / ``HIST#<epoch ms>#<digest prefix>#<event>``: each step of an
+  image's promotion (``event``), written by the consumer and the verifier.
+
+Read by the CLI (``tagpin history``), newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tagpin.adapters.dynamodb.table import (
+    HISTORY,
+    IMAGE,
+    TARGET,
+    Item,
+    N,
+    S,
+    Table,
+    digest_prefix,
+    key,
+    number,
+    text,
+)
+from tagpin.domain.messages import Trigger
+from tagpin.ports.state import HistoryEntry, ImageEvent
+
+DETAIL_LIMIT = 4000
+
+
+def history_key(pk: str, now: int, *parts: str) -> dict[str, dict[str, str]]:
+    return key(pk, f"{HISTORY}{now:013d}#" + "#".join(parts))
+
+
+def entry(item: Item) -> HistoryEntry:
+    return HistoryEntry(
+        at=number(item, "at") or 0,
+        digest=text(item, "digest"),
+        status=text(item, "status"),
+        event=text(item, "event"),
+        trigger=text(item, "trigger"),
+        detail=text(item, "detail"),
+        previous_image=text(item, "previous_image"),
+        correlation_id=text(item, "correlation_id"),
+        wave=text(item, "wave"),
+    )
+
+
+class DynamoHistory:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def target_item(
+        self,
+        target_id: str,
+        now: int,
+        sk_parts: tuple[str, ...],
+        fields: Mapping[str, str | None],
+        limit: int,
+    ) -> None:
+        """One item of a target's trail; empty fields are left out."""
+        item: Item = {
+            **history_key(TARGET + target_id, now, *sk_parts),
+            "at": N(now),
+            "expires_at": self._table.expires_at(now),
+        }
+        for name, value in fields.items():
+            if value:
+                item[name] = S(value, limit)
+        self._table.put(item)
+
+    def image_event(
+        self,
+        image: str,
+        digest: str,
+        event: ImageEvent,
+        now: int,
+        *,
+        detail: str = "",
+        wave: str | None = None,
+        trigger: Trigger | None = None,
+        correlation_id: str | None = None,
+    ) -> None:
+        item: Item = {
+            **history_key(IMAGE + image, now, digest_prefix(digest), event.value),
+            "digest": S(digest),
+            "event": S(event.value),
+            "at": N(now),
+            "expires_at": self._table.expires_at(now),
+        }
+        for name, value in (
+            ("detail", detail),
+            ("wave", wave),
+            ("trigger", trigger),
+            ("correlation_id", correlation_id),
+        ):
+            if value:
+                item[name] = S(value, DETAIL_LIMIT)
+        self._table.put(item)
+
+    def of_image(self, image: str, limit: int = 100) -> list[HistoryEntry]:
+        return [
+            entry(i) for i in self._table.query(IMAGE + image, prefix=HISTORY, newest_first=True, limit=limit)
+        ]
+
+    def of_target(self, target_id: str, limit: int = 50) -> list[HistoryEntry]:
+        return [
+            entry(i)
+            for i in self._table.query(TARGET + target_id, prefix=HISTORY, newest_first=True, limit=limit)
+        ]

@@ -1,0 +1,139 @@
+"""``ROLLOUT#<registry/repo:tag>`` / ``STATE``: the promotion of the tag's newest digest through the waves.
+
+Attributes: ``digest`` and its ``observed_at``; ``wave`` (the active wave's index), ``status`` (a
+promotion status), ``started_at``, ``updated_at``, ``wave_verified_at`` (when the active wave was
+verified: its soak started), ``trigger``, ``correlation_id``, ``detail``; ``notice_<name>`` for
+each notification sent (one per event, not per retry). Started by the consumer, moved on by the
+verifier; every step a conditional write on ``digest`` and ``status``.
+"""
+
+from __future__ import annotations
+
+from tagpin.adapters.dynamodb.table import ROLLOUT, TEXT_LIMIT, Item, N, S, Table, key, number, text
+from tagpin.adapters.dynamodb.targets import trigger_of
+from tagpin.domain.messages import Trigger
+from tagpin.ports.state import Promotion, PromotionStatus
+
+
+def promotion(image: str, item: Item, started: bool = False) -> Promotion:
+    return Promotion(
+        image=image,
+        digest=text(item, "digest") or "",
+        observed_at=number(item, "observed_at") or 0,
+        wave=number(item, "wave") or 0,
+        status=PromotionStatus(text(item, "status") or PromotionStatus.ROLLING),
+        started_at=number(item, "started_at") or 0,
+        updated_at=number(item, "updated_at") or 0,
+        wave_verified_at=number(item, "wave_verified_at"),
+        trigger=trigger_of(item),
+        correlation_id=text(item, "correlation_id"),
+        detail=text(item, "detail"),
+        started=started,
+    )
+
+
+class DynamoPromotions:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def start(
+        self,
+        image: str,
+        digest: str,
+        observed_at: int,
+        now: int,
+        *,
+        trigger: Trigger,
+        correlation_id: str | None,
+        dry_run: bool,
+    ) -> Promotion | None:
+        """A newer digest supersedes an older one's promotion; a dry-run promotion is replaced by a
+        real one when dry-run is off."""
+        status = PromotionStatus.DRY_RUN if dry_run else PromotionStatus.ROLLING
+        item: Item = {
+            **key(ROLLOUT + image),
+            "digest": S(digest),
+            "observed_at": N(observed_at),
+            "wave": N(0),
+            "status": S(status),
+            "started_at": N(now),
+            "updated_at": N(now),
+            "trigger": S(trigger),
+            "correlation_id": S(correlation_id or ""),
+        }
+        condition = "attribute_not_exists(pk) OR (digest <> :d AND observed_at < :t)"
+        values: Item = {":d": S(digest), ":t": N(observed_at)}
+        names = None
+        if not dry_run:
+            condition += " OR (digest = :d AND #status = :dry)"
+            values[":dry"] = S(PromotionStatus.DRY_RUN)
+            names = {"#status": "status"}
+        if self._table.put(item, condition=condition, names=names, values=values):
+            return promotion(image, item, started=True)
+        current = self.get(image)
+        return current if current is not None and current.digest == digest else None
+
+    def get(self, image: str) -> Promotion | None:
+        item = self._table.get(key(ROLLOUT + image))
+        return None if item is None else promotion(image, item)
+
+    def _step(self, image: str, digest: str, update: str, condition: str, values: Item) -> bool:
+        return (
+            self._table.update(
+                key(ROLLOUT + image),
+                update,
+                condition="digest = :d AND " + condition,
+                names={"#status": "status"},
+                values={":d": S(digest), **values},
+            )
+            is not None
+        )
+
+    def wave_verified(self, image: str, digest: str, wave: int, now: int) -> bool:
+        return self._step(
+            image,
+            digest,
+            "SET wave_verified_at = :now, updated_at = :now",
+            "wave = :w AND #status = :rolling AND attribute_not_exists(wave_verified_at)",
+            {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)},
+        )
+
+    def advance(self, image: str, digest: str, wave: int, now: int, to: int | None = None) -> bool:
+        return self._step(
+            image,
+            digest,
+            "SET wave = :next, updated_at = :now REMOVE wave_verified_at",
+            "wave = :w AND #status = :rolling AND attribute_exists(wave_verified_at)",
+            {
+                ":w": N(wave),
+                ":next": N(wave + 1 if to is None else to),
+                ":now": N(now),
+                ":rolling": S(PromotionStatus.ROLLING),
+            },
+        )
+
+    def end(self, image: str, digest: str, status: PromotionStatus, now: int, detail: str) -> bool:
+        return self._step(
+            image,
+            digest,
+            "SET #status = :s, updated_at = :now, detail = :detail",
+            "#status = :rolling",
+            {
+                ":s": S(status),
+                ":now": N(now),
+                ":detail": S(detail, TEXT_LIMIT),
+                ":rolling": S(PromotionStatus.ROLLING),
+            },
+        )
+
+    def claim_notice(self, image: str, digest: str, notice: str, now: int) -> bool:
+        return (
+            self._table.update(
+                key(ROLLOUT + image),
+                "SET #n = :now",
+                condition="digest = :d AND attribute_not_exists(#n)",
+                names={"#n": "notice_" + notice},
+                values={":d": S(digest), ":now": N(now)},
+            )
+            is not None
+        )

@@ -1,0 +1,221 @@
+"""The state table, low level: one conditional-write helper, batched reads and writes with retries,
+paged queries and the attribute codecs every repository of ``tagpin.adapters.dynamodb`` shares.
+
+``client`` is a boto3 DynamoDB client (low level, no resource layer): attribute values are
+DynamoDB's typed JSON (``{"S": ...}``, ``{"N": ...}``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+Item = dict[str, Any]
+Key = dict[str, dict[str, str]]
+
+# The key schema (docs/architecture.md has it as a table): partition key prefixes ...
+TAG = "TAG#"  # + registry/repo:tag
+TARGET = "TARGET#"  # + cluster/namespace/kind/name/container
+IMAGE = "IMAGE#"  # + registry/repo:tag (its audit trail)
+ROLLOUT = "ROLLOUT#"  # + registry/repo:tag (its promotion)
+CLUSTER = "CLUSTER#"  # + cluster name
+DELIVERY = "DELIVERY#"  # + sha256 of (source, delivery id, tag)
+FOLLOW = "FOLLOW"  # the index: one partition
+POLL = "POLL"
+# ... and sort keys.
+STATE = "STATE"  # the item that holds the state of its partition
+HISTORY = "HIST#"  # + epoch ms (13 digits) + ...: audit-trail items
+SLOTS = "SLOTS"
+CURSOR = "CURSOR"
+DAY_S = 86400
+TEXT_LIMIT = 1000  # characters kept of an error or a detail
+BATCH_GET_KEYS = 100  # BatchGetItem's limit
+BATCH_WRITE_ITEMS = 25  # BatchWriteItem's limit
+RETRY_BASE_S = 0.05
+RETRY_CAP_S = 2.0
+RETRY_ATTEMPTS = 10
+
+
+class UnprocessedError(RuntimeError):
+    """DynamoDB kept returning unprocessed keys or items (throughput exceeded) after every retry."""
+
+
+def key(pk: str, sk: str = STATE) -> Key:
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def text(item: Item, name: str) -> str | None:
+    value = item.get(name)
+    return None if value is None else str(value.get("S", value.get("N")))
+
+
+def number(item: Item, name: str) -> int | None:
+    value = item.get(name)
+    return None if value is None else int(value["N"])
+
+
+def S(value: str, limit: int | None = None) -> dict[str, str]:
+    return {"S": value if limit is None else value[:limit]}
+
+
+def N(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def digest_prefix(digest: str) -> str:
+    return digest.rsplit(":", maxsplit=1)[-1][:12]
+
+
+def plain(item: Item) -> dict[str, str]:
+    """An item's attributes as strings (for history entries)."""
+    return {k: str(next(iter(v.values()))) for k, v in item.items()}
+
+
+def _is_condition_failure(exc: ClientError) -> bool:
+    return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+class Table:
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        retention_days: Callable[[], int] = lambda: 90,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.name = name
+        self._retention_days = retention_days
+        self._sleep = sleep
+
+    def expires_at(self, now_ms: int) -> dict[str, str]:
+        """The TTL attribute (epoch seconds) of a history item written at ``now_ms``."""
+        return N(now_ms // 1000 + self._retention_days() * DAY_S)
+
+    # -- single items -----------------------------------------------------------------------------
+    def get(self, item_key: Key, *, consistent: bool = True) -> Item | None:
+        found: Item | None = self.client.get_item(
+            TableName=self.name, Key=item_key, ConsistentRead=consistent
+        ).get("Item")
+        return found
+
+    def put(
+        self,
+        item: Item,
+        *,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+        values: Item | None = None,
+    ) -> bool:
+        """Write ``item``; False when ``condition`` did not hold (nothing written)."""
+        request: dict[str, Any] = {"TableName": self.name, "Item": item}
+        return self._conditional(self.client.put_item, request, condition, names, values) is not None
+
+    def update(
+        self,
+        item_key: Key,
+        expression: str,
+        *,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+        values: Item | None = None,
+        returns: str | None = None,
+    ) -> Item | None:
+        """Apply ``expression``; the attributes ``returns`` asks for (``{}`` when none), or None when
+        ``condition`` did not hold (nothing written)."""
+        request: dict[str, Any] = {"TableName": self.name, "Key": item_key, "UpdateExpression": expression}
+        if returns is not None:
+            request["ReturnValues"] = returns
+        return self._conditional(self.client.update_item, request, condition, names, values)
+
+    def _conditional(
+        self,
+        call: Callable[..., Any],
+        request: dict[str, Any],
+        condition: str | None,
+        names: dict[str, str] | None,
+        values: Item | None,
+    ) -> Item | None:
+        """The one place a conditional write's failure becomes an answer instead of an error."""
+        if condition is not None:
+            request["ConditionExpression"] = condition
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = values
+        try:
+            response = call(**request)
+        except ClientError as exc:
+            if condition is not None and _is_condition_failure(exc):
+                return None
+            raise
+        attributes: Item = response.get("Attributes", {})
+        return attributes
+
+    # -- many items -------------------------------------------------------------------------------
+    def batch_get(self, keys: list[Key], *, consistent: bool) -> list[Item]:
+        """Every item found, ``BATCH_GET_KEYS`` keys a call; unprocessed keys are asked again after
+        a capped, jittered exponential backoff."""
+        found: list[Item] = []
+        for start in range(0, len(keys), BATCH_GET_KEYS):
+            request: Item = {
+                self.name: {"Keys": keys[start : start + BATCH_GET_KEYS], "ConsistentRead": consistent}
+            }
+            for attempt in self._attempts():
+                response = self.client.batch_get_item(RequestItems=request)
+                found.extend(response.get("Responses", {}).get(self.name, []))
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                self._backoff(attempt)
+        return found
+
+    def batch_write(self, requests: list[Item]) -> None:
+        """Put and delete requests, ``BATCH_WRITE_ITEMS`` a call; unprocessed ones retried as reads are."""
+        for start in range(0, len(requests), BATCH_WRITE_ITEMS):
+            pending: Item = {self.name: requests[start : start + BATCH_WRITE_ITEMS]}
+            for attempt in self._attempts():
+                pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                self._backoff(attempt)
+
+    def _attempts(self) -> Iterator[int]:
+        yield from range(RETRY_ATTEMPTS)
+
+    def _backoff(self, attempt: int) -> None:
+        if attempt + 1 >= RETRY_ATTEMPTS:
+            raise UnprocessedError(f"DynamoDB left items unprocessed after {RETRY_ATTEMPTS} attempts")
+        self._sleep(random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt)))  # noqa: S311 (jitter)
+
+    def query(
+        self, pk: str, *, prefix: str | None = None, newest_first: bool = False, limit: int | None = None
+    ) -> list[Item]:
+        """Items of partition ``pk`` (sort keys starting with ``prefix``): every page, or the first
+        ``limit`` items."""
+        condition = "pk = :pk"
+        values: Item = {":pk": S(pk)}
+        if prefix is not None:
+            condition += " AND begins_with(sk, :prefix)"
+            values[":prefix"] = S(prefix)
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": not newest_first,
+        }
+        if limit is not None:
+            request["Limit"] = limit
+        items: list[Item] = []
+        while True:
+            response = self.client.query(**request)
+            items.extend(response.get("Items", []))
+            last = response.get("LastEvaluatedKey")
+            if not last or (limit is not None and len(items) >= limit):
+                return items[:limit] if limit is not None else items
+            request["ExclusiveStartKey"] = last

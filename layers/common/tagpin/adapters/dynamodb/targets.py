@@ -1,0 +1,187 @@
+"""``TARGET#<cluster/namespace/kind/name/container>`` / ``STATE``: what each target runs or is moving to.
+
+Attributes: ``image``, ``digest`` and its ``observed_at``; ``status`` (a target status),
+``updated_at``, ``trigger``, ``detail``, ``previous_image`` (what tagpin replaced, for a rollback).
+Claimed and finished by the consumer, moved on by the verifier, marked removed by the reconciler;
+read by every function's level check. Each outcome also lands in the target's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tagpin.adapters.dynamodb.history import DynamoHistory
+from tagpin.adapters.dynamodb.table import (
+    TARGET,
+    TEXT_LIMIT,
+    Item,
+    N,
+    S,
+    Table,
+    digest_prefix,
+    key,
+    number,
+    text,
+)
+from tagpin.domain.messages import Trigger
+from tagpin.ports.state import TargetNote, TargetState, TargetStatus
+
+
+def trigger_of(item: Item) -> Trigger | None:
+    value = text(item, "trigger")
+    try:
+        return None if value is None else Trigger(value)
+    except ValueError:  # written by another version: shown as unknown, never an error
+        return None
+
+
+def target_state(item: Item) -> TargetState:
+    return TargetState(
+        target_id=(text(item, "pk") or "").removeprefix(TARGET),
+        image=text(item, "image") or "",
+        digest=text(item, "digest") or "",
+        observed_at=number(item, "observed_at") or 0,
+        status=TargetStatus(text(item, "status") or TargetStatus.PENDING),
+        updated_at=number(item, "updated_at") or 0,
+        trigger=trigger_of(item),
+        detail=text(item, "detail"),
+        previous_image=text(item, "previous_image"),
+    )
+
+
+class DynamoTargets:
+    def __init__(self, table: Table, history: DynamoHistory) -> None:
+        self._table = table
+        self._history = history
+
+    def get(self, target_id: str) -> TargetState | None:
+        return self.get_many([target_id]).get(target_id)
+
+    def get_many(self, target_ids: list[str]) -> dict[str, TargetState]:
+        keys = [key(TARGET + t) for t in dict.fromkeys(target_ids)]
+        states = (target_state(item) for item in self._table.batch_get(keys, consistent=True))
+        return {state.target_id: state for state in states}
+
+    def claim(
+        self,
+        target_id: str,
+        image: str,
+        digest: str,
+        observed_at: int,
+        trigger: Trigger,
+        now: int,
+        detail: str | None = None,
+    ) -> bool:
+        """Equal ``observed_at`` with the same digest is allowed, so a retried message re-claims; so
+        is an older observation of the digest the target already holds (a wave promoted later, a
+        deferred rollout started later), which leaves the newer ``observed_at`` in place."""
+        values: Item = {":d": S(digest), ":p": S(TargetStatus.PENDING), ":now": N(now), ":tr": S(trigger)}
+        tail = "REMOVE detail"
+        if detail is not None:
+            values[":detail"] = S(detail, TEXT_LIMIT)
+            tail = ", detail = :detail"
+        names = {"#status": "status", "#trigger": "trigger"}
+        item_key = key(TARGET + target_id)
+        newer = self._table.update(
+            item_key,
+            "SET image = :i, digest = :d, observed_at = :t, #status = :p, updated_at = :now, #trigger = :tr "
+            + tail,
+            condition="attribute_not_exists(pk) OR observed_at < :t OR (observed_at = :t AND digest = :d)",
+            names=names,
+            values={**values, ":i": S(image), ":t": N(observed_at)},
+        )
+        if newer is not None:
+            return True
+        same = self._table.update(
+            item_key,
+            "SET #status = :p, updated_at = :now, #trigger = :tr " + tail,
+            condition="digest = :d",
+            names=names,
+            values=values,
+        )
+        return same is not None
+
+    def finish(
+        self,
+        target_id: str,
+        digest: str,
+        status: TargetStatus,
+        now: int,
+        *,
+        trigger: Trigger,
+        detail: str | None = None,
+        previous_image: str | None = None,
+        correlation_id: str | None = None,
+        expected: frozenset[TargetStatus] | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> bool:
+        values: Item = {":d": S(digest), ":s": S(status), ":now": N(now)}
+        condition = "digest = :d"
+        if expected:
+            options = []
+            for i, allowed in enumerate(sorted(expected)):
+                values[f":e{i}"] = S(allowed)
+                options.append(f":e{i}")
+            condition += f" AND #status IN ({', '.join(options)})"
+        sets = ["#status = :s", "updated_at = :now"]
+        if detail is not None:
+            sets.append("detail = :detail")
+            values[":detail"] = S(detail, TEXT_LIMIT)
+        if previous_image is not None:
+            sets.append("previous_image = :prev")
+            values[":prev"] = S(previous_image)
+        held = (
+            self._table.update(
+                key(TARGET + target_id),
+                "SET " + ", ".join(sets),
+                condition=condition,
+                names={"#status": "status"},
+                values=values,
+            )
+            is not None
+        )
+        if expected and not held:
+            return False
+        self._history.target_item(
+            target_id,
+            now,
+            (digest_prefix(digest), status.value),
+            {
+                "digest": digest,
+                "status": status.value if held else TargetNote.SUPERSEDED.value,
+                "trigger": trigger,
+                "detail": detail,
+                "previous_image": previous_image,
+                "correlation_id": correlation_id,
+                **(extra or {}),
+            },
+            TEXT_LIMIT,
+        )
+        return held
+
+    def remove(self, target_id: str, now: int, reason: str) -> None:
+        self._table.update(
+            key(TARGET + target_id),
+            "SET #status = :s, updated_at = :now, detail = :r",
+            condition="attribute_exists(pk)",
+            names={"#status": "status"},
+            values={":s": S(TargetStatus.REMOVED), ":now": N(now), ":r": S(reason, TEXT_LIMIT)},
+        )
+        self._history.target_item(
+            target_id,
+            now,
+            ("removed",),
+            {"status": TargetStatus.REMOVED.value, "trigger": Trigger.RECONCILE.value, "detail": reason},
+            TEXT_LIMIT,
+        )
+
+    def note(
+        self, target_id: str, digest: str, note: TargetNote, now: int, detail: str, trigger: Trigger
+    ) -> None:
+        self._history.target_item(
+            target_id,
+            now,
+            (digest_prefix(digest), note.value),
+            {"digest": digest, "status": note.value, "trigger": trigger, "detail": detail},
+            TEXT_LIMIT,
+        )

@@ -1,0 +1,67 @@
+"""The two queues on SQS: changes (FIFO: one message group per image, deduplicated on the move of
+a tag) and verifications (standard, delayed)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from tagpin.domain.messages import Change, Verification
+from tagpin.ports.queues import MAX_DELAY_S
+
+
+def group_id(image: str) -> str:
+    """FIFO message group: one per followed tag, so the changes of one tag apply in order."""
+    return image if len(image) <= 128 else hashlib.sha256(image.encode()).hexdigest()
+
+
+def deduplication_id(
+    image: str,
+    digest: str,
+    reconcile_run: str | None = None,
+    round: str | None = None,
+    changed_at: int | None = None,
+) -> str:
+    """The same move of a tag (image, digest, and when it moved there) sent twice within SQS's
+    5-minute window is delivered once, whoever noticed it; a reconciler's healing change
+    (``reconcile_run``) and a promotion's next wave or retry (``round``) are distinct from the
+    change they follow, and so is a later return of the tag to the same digest (``changed_at``)."""
+    key = f"{image}@{digest}"
+    if changed_at is not None:
+        key += f"@{changed_at}"
+    if reconcile_run is not None:
+        key += f"#{reconcile_run}"
+    if round is not None:
+        key += f"~{round}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class SqsChangeQueue:
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._sqs = client
+        self._url = queue_url
+
+    def send(self, change: Change) -> None:
+        self._sqs.send_message(
+            QueueUrl=self._url,
+            MessageBody=change.model_dump_json(),
+            MessageGroupId=group_id(change.image),
+            MessageDeduplicationId=deduplication_id(
+                change.image, change.digest, change.reconcile_run, change.round, change.changed_at
+            ),
+        )
+
+
+class SqsVerificationQueue:
+    """The verification queue (SQS standard): per-message ``DelaySeconds`` up to ``MAX_DELAY_S``."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._sqs = client
+        self._url = queue_url
+
+    def send(self, verification: Verification, delay_s: int) -> None:
+        self._sqs.send_message(
+            QueueUrl=self._url,
+            MessageBody=verification.model_dump_json(exclude_none=True),
+            DelaySeconds=max(0, min(MAX_DELAY_S, int(delay_s))),
+        )

@@ -1,0 +1,18 @@
+"""The labels and annotations tagpin reads and writes on workloads (see docs/clusters.md)."""
+
+from __future__ import annotations
+
+# Opting in, on the workload.
+LABEL_FOLLOW = "tagpin.dev/follow"  # "true": discovered by the reconciler (server-side selection)
+FOLLOW_SELECTOR = f"{LABEL_FOLLOW}=true"
+ANNOTATION_PAUSED = "tagpin.dev/paused"  # "true": left alone (not discovered, not patched)
+ANNOTATION_CONTAINERS = "tagpin.dev/containers"  # "web,migrate": only these containers
+# Written by tagpin on the pod template, so a rollout is visible with `kubectl describe`.
+ANNOTATION_DIGESTS = "tagpin.dev/digests"  # container -> digest (JSON)
+ANNOTATION_APPLIED_AT = "tagpin.dev/applied-at"
+ANNOTATION_TRIGGER = "tagpin.dev/trigger"
+ANNOTATION_ROLLED_BACK = "tagpin.dev/rolled-back-from"  # the digest that failed
+
+
+def is_true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "yes", "1", "on")

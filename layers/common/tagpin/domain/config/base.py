@@ -1,0 +1,19 @@
+"""What every configuration model shares: strict validation and the Kubernetes name patterns."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+NAME_PATTERN = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # Kubernetes DNS-1123 subdomain
+)
+LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # DNS-1123 label (namespaces)
+CONTAINER_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names each offending field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)

@@ -1,0 +1,66 @@
+"""``clusters``: how tagpin reaches each cluster (EKS, a kubeconfig, or a service-account token)."""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import Field, model_validator
+
+from tagpin.domain.config.base import Strict
+
+
+class EksAccess(Strict):
+    """An EKS cluster: endpoint and CA from eks:DescribeCluster, a token presigned from STS."""
+
+    name: str = Field(min_length=1, max_length=100, description="EKS cluster name.")
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$", description="AWS region of the cluster.")
+    role_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$",
+        description="Role to assume for a cluster in another account (list it in `ClusterRoleArns`).",
+    )
+
+
+class KubeconfigAccess(Strict):
+    """A kubeconfig held in Secrets Manager (``secret``) or, for local use, a file (``file``)."""
+
+    secret: str | None = Field(
+        default=None, description="Secrets Manager secret (under `tagpin/`) holding the kubeconfig."
+    )
+    file: str | None = Field(default=None, description="Path of a kubeconfig file (local use).")
+    context: str | None = Field(
+        default=None, description="Context to use; default: the kubeconfig's current context."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.secret is None) == (self.file is None):
+            raise ValueError("give exactly one of 'secret' or 'file'")
+        return self
+
+
+class ServiceAccountAccess(Strict):
+    """Endpoint, CA and a service-account token held in one Secrets Manager secret: JSON
+    ``{"endpoint": "https://...", "ca.crt": "<PEM>", "token": "<token>"}`` (the keys of a
+    Kubernetes service-account token Secret, plus the endpoint)."""
+
+    secret: str = Field(
+        min_length=1, description="Secrets Manager secret (under `tagpin/`) holding the JSON."
+    )
+
+
+class Cluster(Strict):
+    eks: EksAccess | None = Field(default=None, description="Reach an EKS cluster with IAM.")
+    kubeconfig: KubeconfigAccess | None = Field(
+        default=None, description="Reach a cluster through a kubeconfig."
+    )
+    service_account: ServiceAccountAccess | None = Field(
+        default=None, description="Reach a cluster with endpoint, CA and token from one secret."
+    )
+
+    @model_validator(mode="after")
+    def _one_access(self) -> Self:
+        given = [a for a in (self.eks, self.kubeconfig, self.service_account) if a is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'eks', 'kubeconfig' or 'service_account'")
+        return self

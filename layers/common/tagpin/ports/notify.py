@@ -1,0 +1,52 @@
+"""Rollout notifications, as the use cases see them: one event per step of a rollout, sent once.
+
+``tagpin.adapters.notify`` sends them to SNS and, optionally, Slack, Teams and an HTTP webhook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class RolloutEventKind(StrEnum):
+    APPLIED = "applied"
+    VERIFIED = "verified"
+    FAILED = "failed"
+    ROLLED_BACK = "rolled_back"
+
+
+@dataclass(frozen=True)
+class RolloutEvent:
+    event: RolloutEventKind
+    image: str
+    digest: str
+    wave: str
+    targets: list[str]
+    at: int  # epoch ms
+    detail: str = ""
+    trigger: str | None = None
+    correlation_id: str | None = None
+    complete: bool = False  # verified: the last wave, the promotion is complete
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        short = self.digest.rsplit(":", 1)[-1][:12]
+        what = {
+            "applied": f"applied to wave {self.wave}",
+            "verified": f"verified in wave {self.wave}" + (" (promotion complete)" if self.complete else ""),
+            "failed": f"FAILED in wave {self.wave}",
+            "rolled_back": f"FAILED in wave {self.wave} and rolled back",
+        }[self.event]
+        return f"tagpin: {self.image}@{short} {what}"
+
+    def text(self) -> str:
+        lines = [self.summary(), "targets: " + ", ".join(self.targets)]
+        if self.detail:
+            lines.append(self.detail)
+        return "\n".join(lines)
+
+
+class Notifier(Protocol):
+    def send(self, event: RolloutEvent) -> None: ...

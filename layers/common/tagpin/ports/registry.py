@@ -1,0 +1,101 @@
+"""The registry side of tagpin, as the use cases see it: resolve a tag to the digest it points to
+now, fetch a manifest, and the errors and answers that cross that boundary.
+
+``tagpin.adapters.registry`` implements it over the Registry HTTP API v2 (OCI distribution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tagpin.domain.refs import ImageRef
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
+MANIFEST_TYPES = (OCI_INDEX, DOCKER_MANIFEST_LIST, OCI_MANIFEST, DOCKER_MANIFEST_V2)
+INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_MANIFEST_LIST})
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class RegistryAccess:
+    insecure: bool = False  # plain http://
+    credentials: Credentials | None = None
+    head_only: bool = False  # never GET a manifest (Docker Hub: a GET counts against the pull limit)
+    max_concurrency: int | None = None  # requests in flight to this registry (None: the client default)
+    # Called when the registry rejects the credentials: a provider drops its cached token.
+    invalidate: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    ref: ImageRef  # what was resolved (the tag, or the digest when the ref has no tag)
+    digest: str
+    media_type: str
+    method: str  # "HEAD" | "GET"
+    rate_limit: dict[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def pinned(self) -> ImageRef:
+        """``registry/repo:tag@digest``."""
+        return self.ref.with_digest(self.digest)
+
+    @property
+    def is_index(self) -> bool:
+        return self.media_type in INDEX_TYPES
+
+
+class RegistryError(Exception):
+    """A registry answered badly or not at all. Messages never carry credentials or tokens."""
+
+    def __init__(
+        self, message: str, *, host: str, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.host = host
+        self.status = status
+        self.retry_after = retry_after  # seconds the registry asked to wait (429 Retry-After)
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying: no answer, a timeout, 429 or a 5xx."""
+        return self.status is None or self.status in RETRY_STATUSES
+
+
+class ManifestNotFound(RegistryError):
+    pass
+
+
+class AuthError(RegistryError):
+    pass
+
+
+class RegistryUnavailable(RegistryError):
+    """The registry's circuit is open: it kept failing, so it is skipped for now."""
+
+
+class Resolver(Protocol):
+    def resolve(self, ref: ImageRef) -> Resolution: ...
+
+
+class ManifestFetcher(Protocol):
+    def fetch_manifest(self, ref: ImageRef) -> tuple[str, bytes]: ...
+
+
+class BatchResolver(ManifestFetcher, Protocol):
+    """Resolve many tags at once, bounded and time-limited (the poller)."""
+
+    def start_many(
+        self, refs: Iterable[ImageRef], *, deadline: float | None = None
+    ) -> Future[dict[ImageRef, Resolution | RegistryError]]: ...

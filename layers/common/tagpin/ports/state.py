@@ -1,0 +1,356 @@
+"""What tagpin keeps in its state table, as the use cases see it: the value types, one repository
+per item kind, and ``State``, the set of repositories a use case is given.
+
+``tagpin.adapters.dynamodb`` stores them in one DynamoDB table; the key schema (which item kind
+lives under which key, who writes it, who reads it) is the table in docs/architecture.md.
+
+Every write that decides something is conditional, so two concurrent invocations cannot both win
+and an older observation never replaces a newer one: the methods say what they decided (a
+``bool``, a ``TagOutcome``) instead of raising.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from tagpin.domain.messages import Trigger
+from tagpin.domain.outcomes import TagOutcome
+
+
+class TargetStatus(StrEnum):
+    PENDING = "pending"  # claimed, being patched, or deferred (maintenance window, concurrency)
+    APPLIED = "applied"  # patched; the rollout is being verified
+    VERIFIED = "verified"  # the workload rolled out completely on this digest
+    ROLLED_BACK = "rolled_back"  # the digest failed; the previous image was restored
+    FAILED = "failed"
+    GONE = "gone"
+    PAUSED = "paused"  # the workload is annotated tagpin.dev/paused
+    REMOVED = "removed"  # no longer followed: the workload was deleted, unlabelled or paused
+
+
+# A target in one of these states at the tag's digest needs nothing more from the level checks.
+SETTLED = frozenset({TargetStatus.APPLIED, TargetStatus.VERIFIED})
+
+
+class TargetNote(StrEnum):
+    """History items of a target that are not a state it is in."""
+
+    SUPERSEDED = "superseded"  # the outcome arrived after a newer digest claimed the target
+    PLANNED = "planned"  # dry run: what would have been done
+    DEFERRED = "deferred"  # a maintenance window or the concurrency limit held the start back
+
+
+class PromotionStatus(StrEnum):
+    ROLLING = "rolling"  # the active wave is being applied, verified or soaked
+    COMPLETE = "complete"  # every wave verified
+    HALTED = "halted"  # a target failed: the digest is bad, nothing more is promoted
+    DRY_RUN = "dry_run"  # the plan was recorded, nothing patched
+
+
+class ImageEvent(StrEnum):
+    """The steps of an image's audit trail (its promotion through the waves)."""
+
+    STARTED = "started"
+    DRY_RUN_STARTED = "dry-run-started"
+    DRY_RUN = "dry-run"  # the plan of a dry run
+    APPLIED = "applied"  # a wave's targets were patched
+    DEFERRED = "deferred"
+    VERIFIED = "verified"  # a wave was verified
+    WAVE_STARTED = "wave-started"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    ROLLED_BACK = "rolled_back"
+
+
+@dataclass(frozen=True)
+class TagState:
+    image: str
+    digest: str
+    observed_at: int  # the newest observation (epoch ms, tagpin's clock)
+    changed_at: int  # when the tag moved to ``digest``
+    resolved_at: int  # when the registry last answered for it
+    last_error: str | None = None
+    error_at: int | None = None
+    bad_digest: str | None = None  # a rollout of this digest failed; cleared when the tag moves
+    bad_reason: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        """The tag points to a digest that failed: nothing applies it until the tag moves."""
+        return self.bad_digest is not None and self.bad_digest == self.digest
+
+
+@dataclass(frozen=True)
+class TagRecord:
+    result: TagOutcome  # CHANGED, UNCHANGED or STALE
+    current: TagState  # the state after the write (the stored newer one when STALE)
+    previous_digest: str | None
+
+
+@dataclass(frozen=True)
+class TargetState:
+    target_id: str
+    image: str
+    digest: str
+    observed_at: int
+    status: TargetStatus
+    updated_at: int
+    trigger: Trigger | None = None
+    detail: str | None = None
+    previous_image: str | None = None
+
+    def settled_at(self, digest: str) -> bool:
+        """Applied or verified at ``digest``: not behind (the level checks skip it)."""
+        return self.digest == digest and self.status in SETTLED
+
+
+@dataclass(frozen=True)
+class Promotion:
+    image: str
+    digest: str
+    observed_at: int
+    wave: int
+    status: PromotionStatus
+    started_at: int
+    updated_at: int
+    wave_verified_at: int | None = None
+    trigger: Trigger | None = None
+    correlation_id: str | None = None
+    detail: str | None = None
+    started: bool = False  # this call created it (a new digest, or a new promotion of it)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """A label-discovered target of a followed tag."""
+
+    image: str
+    target_id: str
+    cluster: str
+    namespace: str
+    kind: str
+    name: str
+    container: str
+    seen_at: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    name: str
+    reconciled_at: int
+    ok: bool
+    error: str | None = None
+    workloads: int = 0
+    error_at: int | None = None
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One item of an audit trail: a target's (``status``) or an image's (``event``)."""
+
+    at: int
+    digest: str | None = None
+    status: str | None = None  # a TargetStatus or a TargetNote value
+    event: str | None = None  # an ImageEvent value
+    trigger: str | None = None
+    detail: str | None = None
+    previous_image: str | None = None
+    correlation_id: str | None = None
+    wave: str | None = None
+
+
+# -- repositories ---------------------------------------------------------------------------------
+
+
+class Tags(Protocol):
+    """``TAG#<image>``: the digest each followed tag points to."""
+
+    def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
+        """Store an observation of ``image`` -> ``digest``; say whether it changed anything."""
+        ...
+
+    def record_error(self, image: str, error: str, at: int) -> None:
+        """Keep the working digest; note the error and when it happened."""
+        ...
+
+    def get(self, image: str) -> TagState | None: ...
+
+    def get_many(self, images: list[str]) -> dict[str, TagState]:
+        """Eventually consistent: for skipping work when nothing changed, never for deciding."""
+        ...
+
+    def mark_bad(self, image: str, digest: str, reason: str, now: int) -> bool:
+        """Block ``digest`` for ``image`` while the tag points to it (False: the tag moved on)."""
+        ...
+
+
+class Targets(Protocol):
+    """``TARGET#<target id>``: what each target runs or is moving to (with its history)."""
+
+    def get(self, target_id: str) -> TargetState | None: ...
+
+    def get_many(self, target_ids: list[str]) -> dict[str, TargetState]: ...
+
+    def claim(
+        self,
+        target_id: str,
+        image: str,
+        digest: str,
+        observed_at: int,
+        trigger: Trigger,
+        now: int,
+        detail: str | None = None,
+    ) -> bool:
+        """Mark the target as moving to ``digest``; False when a newer observation holds it."""
+        ...
+
+    def finish(
+        self,
+        target_id: str,
+        digest: str,
+        status: TargetStatus,
+        now: int,
+        *,
+        trigger: Trigger,
+        detail: str | None = None,
+        previous_image: str | None = None,
+        correlation_id: str | None = None,
+        expected: frozenset[TargetStatus] | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Record how applying ``digest`` ended if the target still holds it, with a history item;
+        with ``expected``, only from those states (False, and no history, when another won)."""
+        ...
+
+    def remove(self, target_id: str, now: int, reason: str) -> None:
+        """The target is no longer followed (its state, if any, and a history item)."""
+        ...
+
+    def note(
+        self, target_id: str, digest: str, note: TargetNote, now: int, detail: str, trigger: Trigger
+    ) -> None:
+        """A history item only: the target's state is left alone."""
+        ...
+
+
+class History(Protocol):
+    """``HIST#`` items under a target or an image: the audit trail, expiring after the retention."""
+
+    def image_event(
+        self,
+        image: str,
+        digest: str,
+        event: ImageEvent,
+        now: int,
+        *,
+        detail: str = "",
+        wave: str | None = None,
+        trigger: Trigger | None = None,
+        correlation_id: str | None = None,
+    ) -> None: ...
+
+    def of_image(self, image: str, limit: int = 100) -> list[HistoryEntry]:
+        """Newest first."""
+        ...
+
+    def of_target(self, target_id: str, limit: int = 50) -> list[HistoryEntry]:
+        """Newest first."""
+        ...
+
+
+class Index(Protocol):
+    """``FOLLOW``: the label-discovered targets of each followed tag (written by the reconciler)."""
+
+    def entries(self, image: str | None = None) -> list[IndexEntry]:
+        """Every entry, or those of one tag."""
+        ...
+
+    def update(self, put: list[IndexEntry], delete: list[IndexEntry]) -> None: ...
+
+
+class Promotions(Protocol):
+    """``ROLLOUT#<image>``: the promotion of a tag's newest digest through the waves."""
+
+    def start(
+        self,
+        image: str,
+        digest: str,
+        observed_at: int,
+        now: int,
+        *,
+        trigger: Trigger,
+        correlation_id: str | None,
+        dry_run: bool,
+    ) -> Promotion | None:
+        """The promotion of ``digest`` (started here when it is newer than the stored one); None
+        when a newer digest holds the tag's promotion."""
+        ...
+
+    def get(self, image: str) -> Promotion | None: ...
+
+    def wave_verified(self, image: str, digest: str, wave: int, now: int) -> bool:
+        """Every target of the active wave is verified: start its soak (once)."""
+        ...
+
+    def advance(self, image: str, digest: str, wave: int, now: int, to: int | None = None) -> bool:
+        """Move from the verified, soaked ``wave`` to wave ``to`` (default: the next one); exactly
+        one caller wins."""
+        ...
+
+    def end(self, image: str, digest: str, status: PromotionStatus, now: int, detail: str) -> bool:
+        """Complete or halt a rolling promotion (exactly one caller wins)."""
+        ...
+
+    def claim_notice(self, image: str, digest: str, notice: str, now: int) -> bool:
+        """True once per (promotion, notice): one notification per event, not one per retry."""
+        ...
+
+
+class Slots(Protocol):
+    """``CLUSTER#<name>`` / ``SLOTS``: the rollouts in progress in a cluster."""
+
+    def acquire(self, cluster: str, target_id: str, digest: str, limit: int, now: int, stale_ms: int) -> bool:
+        """Hold one of ``limit`` slots (already held: True); holders older than ``stale_ms`` are
+        dropped when full."""
+        ...
+
+    def release(self, cluster: str, target_id: str, digest: str) -> None:
+        """Give the slot back, if ``target_id`` still holds it for ``digest``."""
+        ...
+
+    def holders(self, cluster: str) -> dict[str, str]: ...
+
+
+class Clusters(Protocol):
+    """``CLUSTER#<name>`` / ``STATE``: the last reconcile of each cluster."""
+
+    def record(self, name: str, now: int, *, error: str | None = None, workloads: int = 0) -> None: ...
+
+    def get(self, name: str) -> ClusterState | None: ...
+
+
+class PollCursor(Protocol):
+    """``POLL`` / ``CURSOR``: where the last poll that ran out of time stopped."""
+
+    def get(self) -> str | None: ...
+
+    def put(self, image: str | None, at: int) -> None:
+        """``None``: the last run finished every tag."""
+        ...
+
+
+@dataclass(frozen=True)
+class State:
+    """The repositories of the state table, one per item kind."""
+
+    tags: Tags
+    targets: Targets
+    history: History
+    index: Index
+    promotions: Promotions
+    slots: Slots
+    clusters: Clusters
+    cursor: PollCursor

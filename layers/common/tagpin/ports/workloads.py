@@ -1,0 +1,101 @@
+"""The cluster side of tagpin, as the use cases see it: workloads to read and patch (``Workloads``,
+the consumer and the verifier), and what the reconciler lists (``Inventory``).
+
+``tagpin.adapters.kubernetes`` implements both with the official client; tests use the API
+simulator through that same adapter, or the in-memory fakes of ``tests/support``.
+
+Errors split in two: ``transient`` ones (the cluster is unreachable, a 5xx, a conflict) are
+worth retrying; the others (the workload is gone, RBAC forbids, the container does not exist,
+the workload is paused) are recorded and not retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tagpin.domain.annotations import ANNOTATION_PAUSED, is_true
+from tagpin.domain.config import Kind
+
+
+class WorkloadError(Exception):
+    transient = True
+
+
+class Unreachable(WorkloadError):
+    """The cluster cannot be reached, is not ready, or rejected tagpin's credentials."""
+
+
+class Conflict(WorkloadError):
+    """409: the workload changed between read and patch."""
+
+
+class NotFound(WorkloadError):
+    transient = False
+
+
+class Forbidden(WorkloadError):
+    transient = False
+
+
+class MissingContainer(WorkloadError):
+    transient = False
+
+
+class Paused(WorkloadError):
+    """The workload asks to be left alone; recorded, not retried, applied once un-paused."""
+
+    transient = False
+
+
+@dataclass
+class Workload:
+    """A workload as tagpin reads it: its containers' images, annotations and pod selector."""
+
+    resource_version: str
+    containers: dict[str, str]
+    init_containers: dict[str, str] = field(default_factory=dict)
+    template_annotations: dict[str, str] = field(default_factory=dict)
+    kind: Kind = Kind.DEPLOYMENT
+    namespace: str = ""
+    name: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    selector: dict[str, Any] | None = None  # spec.selector (LabelSelector); None for CronJobs
+    generation: int = 0  # metadata.generation
+    spec: dict[str, Any] = field(default_factory=dict)  # as served (replicas, update strategy)
+    status: dict[str, Any] = field(default_factory=dict)  # as served (the rollout's progress)
+
+    @property
+    def paused(self) -> bool:
+        return is_true(self.annotations.get(ANNOTATION_PAUSED))
+
+    def image_of(self, container: str) -> str | None:
+        return self.containers.get(container, self.init_containers.get(container))
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    name: str
+    labels: dict[str, str]
+    image_ids: dict[str, str]  # container name -> status imageID (init containers too)
+
+
+class Workloads(Protocol):
+    """Read and patch workloads in one cluster (consumer, verifier)."""
+
+    def get(self, namespace: str, kind: Kind, name: str) -> Workload: ...
+
+    def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None: ...
+
+
+class Inventory(Protocol):
+    """What the reconciler reads from one cluster."""
+
+    def workloads(self, kind: Kind, selector: str) -> Iterable[Workload]: ...
+
+    def pods(self, namespace: str) -> Iterable[Pod]: ...
+
+    def get(self, namespace: str, kind: Kind, name: str) -> Workload: ...

@@ -1,0 +1,135 @@
+"""Every ``TAGPIN_*`` environment variable, read in one place and validated at cold start.
+
+The template sets them per function (``NEEDS`` says which function needs which; the template test
+checks the template against it); the local stack sets them for its in-process functions.
+``docs/configuration.md`` lists them, generated from this model (``make docs``).
+
+A handler calls ``Settings.for_function(name)`` when its module loads: a missing or malformed
+variable stops the cold start with one message naming the variable, instead of an error deep in
+the first request.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PREFIX = "TAGPIN_"
+Function = Literal["poller", "webhook", "consumer", "verifier", "reconciler"]
+CONFIG = "config"  # one of config_parameter or config_file
+
+# What each function reads. The template test checks each function's Environment against it.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "poller": (CONFIG, "state_table", "queue_url"),
+    "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret"),
+    "consumer": (
+        CONFIG,
+        "state_table",
+        "idempotency_table",
+        "queue_url",
+        "verification_queue_url",
+        "notify_topic_arn",
+    ),
+    "verifier": (CONFIG, "state_table", "queue_url", "verification_queue_url", "notify_topic_arn"),
+    "reconciler": (CONFIG, "state_table", "queue_url"),
+}
+OPTIONAL = frozenset({"notify_topic_arn"})  # read when set; absent means "not used"
+
+
+class SettingsError(RuntimeError):
+    """An environment variable is missing or malformed; the message names it."""
+
+
+def variable(field: str) -> str:
+    return PREFIX + field.upper()
+
+
+class Settings(BaseSettings):
+    # Empty variables count as unset (a template parameter left empty).
+    model_config = SettingsConfigDict(env_prefix=PREFIX, frozen=True, extra="ignore", env_ignore_empty=True)
+
+    config_parameter: str | None = Field(
+        default=None, min_length=1, description="SSM parameter holding the YAML configuration (on AWS)."
+    )
+    config_file: str | None = Field(
+        default=None, min_length=1, description="A file holding the YAML configuration instead (local use)."
+    )
+    state_table: str | None = Field(
+        default=None,
+        min_length=3,
+        description="DynamoDB table of tags, targets, promotions, index and history.",
+    )
+    idempotency_table: str | None = Field(
+        default=None, min_length=3, description="DynamoDB table of the consumer's idempotency records."
+    )
+    queue_url: str | None = Field(
+        default=None, min_length=1, description="URL of the changes queue (SQS FIFO)."
+    )
+    verification_queue_url: str | None = Field(
+        default=None, min_length=1, description="URL of the verification queue (SQS standard, delayed)."
+    )
+    webhook_secret: str | None = Field(
+        default=None,
+        min_length=1,
+        description='Secrets Manager secret of the webhook credentials: `{"<source>": {...}}`.',
+    )
+    notify_topic_arn: str | None = Field(
+        default=None, description="SNS topic for rollout notifications (optional: no SNS when empty)."
+    )
+    poll_concurrency: int = Field(
+        default=64,
+        ge=1,
+        le=1024,
+        description="Registry requests in flight in one poll, all registries together.",
+    )
+    registry_concurrency: int = Field(
+        default=32, ge=1, le=1024, description="Registry requests in flight to one registry host."
+    )
+
+    @model_validator(mode="after")
+    def _one_config_source(self) -> Settings:
+        if self.config_parameter is not None and self.config_file is not None:
+            raise ValueError(f"set only one of {variable('config_parameter')} and {variable('config_file')}")
+        return self
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Read and validate the environment; ``SettingsError`` names every bad variable."""
+        try:
+            return cls()
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors(include_url=False, include_input=False):
+                where = ".".join(str(p) for p in error["loc"])
+                name = variable(where) if where else "environment"
+                problems.append(f"{name}: {str(error['msg']).removeprefix('Value error, ')}")
+            raise SettingsError("; ".join(problems)) from None
+
+    @classmethod
+    def for_function(cls, function: Function) -> Settings:
+        """The settings, with every variable ``function`` needs present."""
+        settings = cls.from_env()
+        missing = [name for name in NEEDS[function] if name not in OPTIONAL and not settings.has(name)]
+        if missing:
+            names = ", ".join(
+                f"{variable('config_parameter')} (or {variable('config_file')})"
+                if m == CONFIG
+                else variable(m)
+                for m in missing
+            )
+            raise SettingsError(f"the {function} function needs {names}; see docs/configuration.md")
+        return settings
+
+    def has(self, name: str) -> bool:
+        if name == CONFIG:
+            return bool(self.config_parameter or self.config_file)
+        return bool(getattr(self, name))
+
+    def require(self, name: str) -> str:
+        """A variable that must be set where it is used."""
+        value = getattr(self, name)
+        if not value:
+            raise SettingsError(f"{variable(name)} is not set; see docs/configuration.md")
+        return str(value)

@@ -1,0 +1,69 @@
+"""An image's audit trail and its notifications: each rollout event recorded, and announced, once.
+
+At-least-once delivery means every step of a rollout may run more than once (an SQS retry, a
+duplicate verification, two consumers). ``once`` names the event in the promotion's item; only
+the invocation that claims it first records the history item and sends the notification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tagpin.domain.messages import Trigger
+from tagpin.ports.notify import Notifier, RolloutEvent, RolloutEventKind
+from tagpin.ports.state import ImageEvent, State
+
+
+class Audit:
+    def __init__(self, state: State, notifier: Notifier | None) -> None:
+        self._state = state
+        self._notifier = notifier
+
+    def record(
+        self,
+        image: str,
+        digest: str,
+        event: ImageEvent,
+        now: int,
+        *,
+        once: str | None = None,
+        detail: str = "",
+        wave: str | None = None,
+        trigger: Trigger | None = None,
+        correlation_id: str | None = None,
+        announce: RolloutEventKind | None = None,
+        targets: Sequence[str] = (),
+        message: str = "",
+        complete: bool = False,
+    ) -> bool:
+        """Record ``event`` in the image's history and, with ``announce``, notify (``targets`` and
+        ``message`` are the notification's). With ``once``, only the first caller for (the
+        promotion of ``digest``, ``once``) does either: False for the others."""
+        if once is not None and not self._state.promotions.claim_notice(image, digest, once, now):
+            return False
+        self._state.history.image_event(
+            image,
+            digest,
+            event,
+            now,
+            detail=detail,
+            wave=wave,
+            trigger=trigger,
+            correlation_id=correlation_id,
+        )
+        if announce is not None and self._notifier is not None:
+            self._notifier.send(
+                RolloutEvent(
+                    event=announce,
+                    image=image,
+                    digest=digest,
+                    wave=wave or "",
+                    targets=list(targets),
+                    at=now,
+                    detail=message,
+                    trigger=trigger,
+                    correlation_id=correlation_id,
+                    complete=complete,
+                )
+            )
+        return True

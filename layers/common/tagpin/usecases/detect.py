@@ -1,0 +1,169 @@
+"""Detect moved tags: resolve at the registry, record in state, enqueue what is behind.
+
+One mechanism serves the poller (every followed tag) and the webhook (one tag, with the
+payload's digest only as a hint): a tag is re-resolved at its registry, the observation is
+recorded with a conditional write, and a change is enqueued whenever a target of the tag does
+not yet run the digest the tag points to now. Comparing with the targets' state (the level),
+not only with the previous digest (the edge), heals a lost message or a failed apply on the
+next check.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from tagpin.domain.config import FollowedImage, Target
+from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.outcomes import Observation, TagOutcome
+from tagpin.ports.queues import ChangeQueue
+from tagpin.ports.registry import Resolution, Resolver
+from tagpin.ports.state import State
+from tagpin.usecases.attestations import AttestationFilter
+
+logger = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def merge_followed(followed: Iterable[FollowedImage]) -> list[FollowedImage]:
+    """One entry per tag, with the targets of every listing of it (first listing's order)."""
+    merged: dict[str, list[Target]] = {}
+    for f in followed:
+        targets = merged.setdefault(f.image, [])
+        targets.extend(t for t in f.targets if t not in targets)
+    return [FollowedImage(image=image, targets=targets) for image, targets in merged.items()]
+
+
+class Detector:
+    def __init__(
+        self,
+        resolver: Resolver,
+        state: State,
+        queue: ChangeQueue,
+        clock: Callable[[], int] = now_ms,
+        confirm_delays: tuple[float, ...] = (0.2, 0.4, 0.8, 1.6),
+        sleep: Callable[[float], None] = time.sleep,
+        attestations: AttestationFilter | None = None,
+    ) -> None:
+        self._attestations = attestations
+        self._resolver = resolver
+        self._state = state
+        self._queue = queue
+        self._clock = clock
+        self._confirm_delays = confirm_delays
+        self._sleep = sleep
+
+    def _resolve(self, followed: FollowedImage, hint_digest: str | None) -> Resolution:
+        """Resolve the tag. With a notification's digest as a hint, a registry that does not (yet)
+        serve it is asked again a few times: registries notify as the manifest is stored, which can
+        be before the tag points to it (distribution tags after the manifest event), and a tag
+        being rewritten can answer 5xx for a moment. The registry's answer always wins."""
+        for delay in (*self._confirm_delays, None):
+            try:
+                resolution = self._resolver.resolve(followed.ref)
+            except Exception:
+                if hint_digest is None or delay is None:
+                    raise
+            else:
+                if hint_digest is None or resolution.digest == hint_digest or delay is None:
+                    return resolution
+            self._sleep(delay)
+        raise AssertionError("unreachable")
+
+    def detect(
+        self,
+        followed: FollowedImage,
+        *,
+        trigger: Trigger,
+        correlation_id: str | None = None,
+        hint_digest: str | None = None,
+    ) -> Observation:
+        image = followed.image
+        try:
+            resolution = self._resolve(followed, hint_digest)
+        except Exception as exc:  # one registry's failure must not stop the others
+            message = f"{type(exc).__name__}: {exc}"
+            logger.warning(
+                "resolve failed; keeping the working digest", extra={"image": image, "error": message}
+            )
+            self._state.tags.record_error(image, message, self._clock())
+            return Observation(image, TagOutcome.ERROR, error=message)
+        if self._attestations is not None and self._attestations.enabled(followed.ref):
+            known = self._state.tags.get(image)
+            if known is not None and self._attestations.only_attestations(
+                followed.ref, known.digest, resolution
+            ):
+                return Observation(
+                    image,
+                    TagOutcome.IGNORED,
+                    digest=resolution.digest,
+                    previous_digest=known.digest,
+                    reason="attestation-only change",
+                )
+        return self.observe(
+            followed, resolution, trigger=trigger, correlation_id=correlation_id, hint_digest=hint_digest
+        )
+
+    def record_error(self, followed: FollowedImage, error: Exception) -> Observation:
+        """The tag could not be resolved: keep the working digest (nothing is enqueued), note why."""
+        message = f"{type(error).__name__}: {error}"
+        self._state.tags.record_error(followed.image, message, self._clock())
+        return Observation(followed.image, TagOutcome.ERROR, error=message)
+
+    def observe(
+        self,
+        followed: FollowedImage,
+        resolution: Resolution,
+        *,
+        trigger: Trigger,
+        correlation_id: str | None = None,
+        hint_digest: str | None = None,
+    ) -> Observation:
+        """Record what the registry answered and enqueue a change if any target is behind it."""
+        image = followed.image
+        observed_at = self._clock()
+        confirmed = None if hint_digest is None else hint_digest == resolution.digest
+        if confirmed is False:
+            logger.warning(
+                "notification digest not confirmed by the registry; using the registry's answer",
+                extra={"image": image, "hint": hint_digest, "registry_digest": resolution.digest},
+            )
+        record = self._state.tags.record(image, resolution.digest, observed_at, trigger)
+        current = record.current
+        if record.result is TagOutcome.CHANGED:
+            logger.info(
+                "tag moved",
+                extra={"image": image, "digest": current.digest, "previous": record.previous_digest},
+            )
+        ids = [t.id for t in followed.targets]
+        targets = self._state.targets.get_many(ids)
+        behind = [
+            i for i in ids if not ((st := targets.get(i)) is not None and st.settled_at(current.digest))
+        ]
+        enqueued = False
+        # A digest whose rollout failed (marked bad) is not enqueued until the tag moves.
+        if behind and record.result is not TagOutcome.STALE and not current.blocked:
+            self._queue.send(
+                Change(
+                    image=image,
+                    digest=current.digest,
+                    observed_at=current.observed_at,
+                    changed_at=current.changed_at,
+                    trigger=trigger,
+                    correlation_id=correlation_id,
+                )
+            )
+            enqueued = True
+        return Observation(
+            image,
+            record.result,
+            digest=current.digest,
+            previous_digest=record.previous_digest,
+            enqueued=enqueued,
+            behind=len(behind),
+            hint_confirmed=confirmed,
+        )

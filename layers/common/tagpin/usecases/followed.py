@@ -1,0 +1,95 @@
+"""What tagpin follows: the configuration's explicit targets merged with the label-discovered ones.
+
+The reconciler writes the index of followed tag -> targets found by label in the clusters
+(``State.index_entries``); the configuration lists targets for workloads that cannot be
+labelled. ``Followed`` is the one view of both that the poller, the webhook and the consumer read,
+so a newly labelled workload is followed without a redeploy or a configuration change.
+
+It is lazy: ``followed.get(image)`` costs one Query for that tag (the webhook, the consumer);
+iterating loads the whole index once (the poller).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+
+from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
+from tagpin.ports.state import IndexEntry, State
+
+logger = logging.getLogger(__name__)
+
+
+def entry_target(entry: IndexEntry) -> Target | None:
+    try:
+        return Target(
+            cluster=entry.cluster,
+            namespace=entry.namespace,
+            kind=Kind(entry.kind),
+            name=entry.name,
+            container=entry.container,
+        )
+    except ValueError as exc:  # pydantic.ValidationError is one
+        logger.warning(
+            "ignoring an unusable index entry", extra={"target": entry.target_id, "error": str(exc)}
+        )
+        return None
+
+
+def merge(
+    image: str, configured: FollowedImage | None, entries: list[IndexEntry], known: set[str]
+) -> FollowedImage | None:
+    """The configured targets first, then indexed ones not already listed (dedup by target id).
+    Entries of clusters no longer in the configuration are left out."""
+    targets: dict[str, Target] = {t.id: t for t in (configured.targets if configured else [])}
+    for entry in entries:
+        if entry.cluster not in known or entry.target_id in targets:
+            continue
+        target = entry_target(entry)
+        if target is not None and target.id == entry.target_id:
+            targets[target.id] = target
+    if not targets:
+        return None
+    return FollowedImage(image=image, targets=list(targets.values()))
+
+
+class Followed(Mapping[str, FollowedImage]):
+    """Followed images by canonical tagged reference (configuration + index)."""
+
+    def __init__(self, config: TagpinConfig, state: State) -> None:
+        self._config = config
+        self._state = state
+        self._all: dict[str, FollowedImage] | None = None
+
+    def _load(self) -> dict[str, FollowedImage]:
+        if self._all is None:
+            by_image: dict[str, list[IndexEntry]] = {}
+            for entry in self._state.index.entries():
+                by_image.setdefault(entry.image, []).append(entry)
+            known = set(self._config.clusters)
+            merged: dict[str, FollowedImage] = {}
+            for image in dict.fromkeys([*self._config.followed, *by_image]):
+                followed = merge(image, self._config.followed.get(image), by_image.get(image, []), known)
+                if followed is not None:
+                    merged[image] = followed
+            self._all = merged
+        return self._all
+
+    def __getitem__(self, image: str) -> FollowedImage:
+        if self._all is not None:
+            return self._all[image]
+        followed = merge(
+            image,
+            self._config.followed.get(image),
+            self._state.index.entries(image),
+            set(self._config.clusters),
+        )
+        if followed is None:
+            raise KeyError(image)
+        return followed
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())

@@ -1,0 +1,108 @@
+"""Has a rollout finished? The workload's status read the way ``kubectl rollout status`` reads it.
+
+- Deployment: the controller observed the new generation; ``Progressing`` is not
+  ``ProgressDeadlineExceeded`` (that is a failure, at once); every replica is updated, no old
+  replica is left and every updated replica is available.
+- StatefulSet (RollingUpdate): observed; every replica ready; the updated replicas cover the
+  ones above the partition; with no partition, ``currentRevision`` caught up with ``updateRevision``.
+  ``OnDelete`` rollouts happen when someone deletes pods: nothing to follow.
+- DaemonSet (RollingUpdate): observed; every scheduled node updated and available.
+- CronJob: the next run uses the new image; there is no rollout to follow.
+
+StatefulSets and DaemonSets have no progress deadline: a rollout that does not finish within
+``rollout.verify_timeout_seconds`` fails (the caller's clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from tagpin.domain.config import Kind
+
+
+class Progress(StrEnum):
+    PROGRESSING = "progressing"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Health:
+    progress: Progress
+    reason: str
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def evaluate(kind: Kind, generation: int, spec: dict[str, Any], status: dict[str, Any]) -> Health:
+    """``spec`` and ``status`` as the API serves them (JSON)."""
+    if kind is Kind.CRONJOB:
+        return Health(Progress.COMPLETE, "CronJob: the next run uses the new image")
+    observed = _int(status.get("observedGeneration"), -1)
+    if observed < generation:
+        return Health(Progress.PROGRESSING, f"waiting for the controller (generation {generation})")
+    if kind is Kind.DEPLOYMENT:
+        return _deployment(spec, status)
+    if kind is Kind.STATEFULSET:
+        return _statefulset(spec, status)
+    return _daemonset(spec, status)
+
+
+def _deployment(spec: dict[str, Any], status: dict[str, Any]) -> Health:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Progressing" and condition.get("reason") == "ProgressDeadlineExceeded":
+            return Health(
+                Progress.FAILED, f"ProgressDeadlineExceeded: {condition.get('message', '')}".strip()
+            )
+    want = _int(spec.get("replicas"), 1)
+    updated = _int(status.get("updatedReplicas"))
+    total = _int(status.get("replicas"))
+    available = _int(status.get("availableReplicas"))
+    if updated < want:
+        return Health(Progress.PROGRESSING, f"{updated} of {want} replicas updated")
+    if total > updated:
+        return Health(Progress.PROGRESSING, f"{total - updated} old replicas pending termination")
+    if available < updated:
+        return Health(Progress.PROGRESSING, f"{available} of {updated} updated replicas available")
+    return Health(Progress.COMPLETE, f"{updated} of {want} replicas updated and available")
+
+
+def _statefulset(spec: dict[str, Any], status: dict[str, Any]) -> Health:
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type") == "OnDelete":
+        return Health(Progress.COMPLETE, "OnDelete update strategy: pods change when deleted")
+    want = _int(spec.get("replicas"), 1)
+    ready = _int(status.get("readyReplicas"))
+    if ready < want:
+        return Health(Progress.PROGRESSING, f"{ready} of {want} pods ready")
+    partition = _int((strategy.get("rollingUpdate") or {}).get("partition"))
+    updated = _int(status.get("updatedReplicas"))
+    if partition > 0:
+        if updated < want - partition:
+            return Health(
+                Progress.PROGRESSING, f"{updated} of {want - partition} pods above the partition updated"
+            )
+        return Health(Progress.COMPLETE, f"partitioned rollout: {updated} pods updated")
+    if status.get("updateRevision") != status.get("currentRevision") or updated < want:
+        return Health(Progress.PROGRESSING, f"{updated} of {want} pods updated")
+    return Health(Progress.COMPLETE, f"{want} pods at revision {status.get('currentRevision')}")
+
+
+def _daemonset(spec: dict[str, Any], status: dict[str, Any]) -> Health:
+    if (spec.get("updateStrategy") or {}).get("type") == "OnDelete":
+        return Health(Progress.COMPLETE, "OnDelete update strategy: pods change when deleted")
+    want = _int(status.get("desiredNumberScheduled"))
+    updated = _int(status.get("updatedNumberScheduled"))
+    available = _int(status.get("numberAvailable"))
+    if updated < want:
+        return Health(Progress.PROGRESSING, f"{updated} of {want} nodes updated")
+    if available < want:
+        return Health(Progress.PROGRESSING, f"{available} of {want} pods available")
+    return Health(Progress.COMPLETE, f"{want} nodes updated and available")

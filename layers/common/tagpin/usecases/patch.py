@@ -1,0 +1,151 @@
+"""What tagpin writes on a workload: the pinned image of one container, as a strategic merge patch
+with ``resourceVersion`` as a precondition, and the annotations that make the change visible with
+``kubectl describe``. Also the inverse: putting the previous image back (a rollback).
+
+Containers merge by name, so the others are untouched. A 409 (the workload changed between read
+and patch) is retried with a fresh read, ``CONFLICT_RETRIES`` times.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from tagpin.domain.annotations import (
+    ANNOTATION_APPLIED_AT,
+    ANNOTATION_DIGESTS,
+    ANNOTATION_ROLLED_BACK,
+    ANNOTATION_TRIGGER,
+)
+from tagpin.domain.config import Kind, Target
+from tagpin.domain.outcomes import RestoreOutcome
+from tagpin.domain.refs import ImageRef, InvalidReference, familiar
+from tagpin.ports.workloads import Conflict, Workload, Workloads
+
+logger = logging.getLogger(__name__)
+
+CONFLICT_RETRIES = 5
+
+
+def pinned_image(current: str, image: str, digest: str) -> str:
+    """``<name as the workload writes it>:<tag>@<digest>``; the tag stays readable.
+
+    The workload's own spelling of the repository (``nginx``, ``docker.io/library/nginx``) is kept
+    when it names the followed repository; otherwise the followed image's familiar name is used.
+    """
+    followed = ImageRef.parse(image)
+    name = familiar(ImageRef(followed.registry, followed.repository, None, None))
+    try:
+        running = ImageRef.parse(current)
+    except InvalidReference:
+        running = None
+    if running is not None and running.name == followed.name:
+        written = current.split("@", 1)[0]
+        head, _, tail = written.rpartition(":")
+        name = head if head and "/" not in tail else written
+    return f"{name}:{followed.tag}@{digest}"
+
+
+def template_path(kind: Kind) -> list[str]:
+    """Where the pod template sits in a workload of this kind."""
+    return ["spec", "jobTemplate", "spec", "template"] if kind is Kind.CRONJOB else ["spec", "template"]
+
+
+def image_patch(
+    kind: Kind,
+    resource_version: str,
+    container: str,
+    init: bool,
+    image: str,
+    annotations: dict[str, str],
+) -> dict[str, Any]:
+    """A strategic merge patch for one container's image, with resourceVersion as a precondition."""
+    template: dict[str, Any] = {
+        "metadata": {"annotations": annotations},
+        "spec": {("initContainers" if init else "containers"): [{"name": container, "image": image}]},
+    }
+    body: dict[str, Any] = template
+    for part in reversed(template_path(kind)):
+        body = {part: body}
+    body["metadata"] = {"resourceVersion": resource_version}
+    return body
+
+
+def tagpin_annotations(
+    workload: Workload, container: str, digest: str | None, now_ms: int, trigger: str, **more: str
+) -> dict[str, str]:
+    """tagpin's pod-template annotations after moving ``container`` to ``digest`` (None: an image
+    without a digest, which leaves the container out of ``tagpin.dev/digests``)."""
+    digests = _json_map(workload.template_annotations.get(ANNOTATION_DIGESTS))
+    if digest is None:
+        digests.pop(container, None)
+    else:
+        digests[container] = digest
+    return {
+        ANNOTATION_DIGESTS: json.dumps(digests, sort_keys=True, separators=(",", ":")),
+        ANNOTATION_APPLIED_AT: datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        ANNOTATION_TRIGGER: trigger,
+        **more,
+    }
+
+
+def patch_with_retries[T](
+    workloads: Workloads,
+    kind: Kind,
+    namespace: str,
+    name: str,
+    step: Callable[[Workload], tuple[T, dict[str, Any] | None]],
+    what: str,
+) -> T:
+    """Read the workload, let ``step`` decide (its answer, and the patch to send or None), send it;
+    on a 409 read again. ``what`` names the target in the log."""
+    for _attempt in range(CONFLICT_RETRIES):
+        answer, body = step(workloads.get(namespace, kind, name))
+        if body is None:
+            return answer
+        try:
+            workloads.patch(namespace, kind, name, body)
+            return answer
+        except Conflict:
+            logger.info("conflict; re-reading", extra={"target": what})
+    raise Conflict(f"still conflicting after {CONFLICT_RETRIES} attempts")
+
+
+def restore(
+    workloads: Workloads, target: Target, previous: str | None, digest: str, now: int
+) -> RestoreOutcome:
+    """Put ``previous`` back on the target's container if it still runs ``digest``."""
+
+    def step(workload: Workload) -> tuple[RestoreOutcome, dict[str, Any] | None]:
+        current = workload.image_of(target.container)
+        if previous is not None and current == previous:
+            return RestoreOutcome.RESTORED, None  # by an earlier attempt
+        if current is None or not current.endswith("@" + digest):
+            return RestoreOutcome.NOT_RUNNING, None
+        if previous is None or previous.endswith("@" + digest):
+            return RestoreOutcome.NO_PREVIOUS, None
+        _name, at, was = previous.rpartition("@")
+        notes = tagpin_annotations(
+            workload,
+            target.container,
+            was if at else None,
+            now,
+            "rollback",
+            **{ANNOTATION_ROLLED_BACK: digest},
+        )
+        init = target.container not in workload.containers
+        body = image_patch(target.kind, workload.resource_version, target.container, init, previous, notes)
+        return RestoreOutcome.RESTORED, body
+
+    return patch_with_retries(workloads, target.kind, target.namespace, target.name, step, target.id)
+
+
+def _json_map(text: str | None) -> dict[str, str]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}

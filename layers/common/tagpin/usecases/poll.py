@@ -1,0 +1,231 @@
+"""The scheduled poll: every followed tag resolved once, cheaply, within the Lambda time budget.
+
+- Each distinct tag is resolved once per run, however many listings and targets share it.
+- Tags are resolved concurrently in chunks by the registry client (its global and per-registry
+  bounds, retries and circuit breakers apply); while one chunk's results are recorded, the next
+  chunk is already being resolved.
+- State is read in batches of 100 keys (BatchGetItem's limit), several at a time on a small
+  thread pool, started together with the chunk's resolution: the reads do not depend on the
+  answers, so they overlap the registry round trips instead of following them. A tag whose
+  digest is unchanged and whose targets all run it costs no write. Anything else goes through
+  ``Detector.observe`` (conditional write, enqueue when a target is behind), and errors are
+  recorded on each tag of the failing registry.
+- When the remaining time runs short the poll stops starting new work, persists the first tag
+  it did not finish as the cursor, and the next run starts there: no tag is starved.
+- Optionally (per registry, ``ignore_attestation_changes``) an index whose only change is in
+  its attestation manifests (BuildKit provenance, platform ``unknown/unknown``) is not a change.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from tagpin.domain.config import FollowedImage, Registry
+from tagpin.domain.messages import Trigger
+from tagpin.domain.outcomes import Observation, TagOutcome
+from tagpin.domain.refs import ImageRef
+from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
+from tagpin.ports.state import State, TagState, TargetState
+from tagpin.usecases.attestations import AttestationFilter
+from tagpin.usecases.detect import Detector, merge_followed, now_ms
+
+logger = logging.getLogger(__name__)
+
+BATCH_KEYS = 100  # BatchGetItem: at most 100 keys per call
+
+
+@dataclass
+class PollSummary:
+    resolved: int = 0  # tags the registries answered for (or failed to)
+    unchanged: int = 0
+    changed: int = 0
+    enqueued: int = 0
+    errors: int = 0
+    ignored: int = 0  # attestation-only index changes
+    not_reached: int = 0  # left for the next run (time budget)
+    cursor: str | None = None
+    results: list[Observation] = field(default_factory=list)  # everything but "unchanged"
+
+    def counts(self) -> dict[str, int]:
+        return {
+            k: getattr(self, k)
+            for k in ("resolved", "unchanged", "changed", "enqueued", "errors", "ignored", "not_reached")
+        }
+
+
+def _guarded(call: Callable[[], Observation]) -> Observation:
+    """Run one tag's recording; a failure of our own store or queue (a throttle, say) is that
+    tag's error for this run, not the end of the run: the others go on and the cursor is kept."""
+    try:
+        return call()
+    except Exception as exc:
+        followed = call.args[0] if isinstance(call, partial) and call.args else None
+        image = getattr(followed, "image", "?")
+        message = f"{type(exc).__name__}: {exc}"
+        logger.warning(
+            "recording a tag failed; the next run retries it", extra={"image": image, "error": message}
+        )
+        return Observation(image, TagOutcome.ERROR, error=message)
+
+
+@dataclass
+class _StateReads:
+    """A chunk's state reads in flight: one future per BatchGetItem-sized slice."""
+
+    tags: list[Future[dict[str, TagState]]]
+    targets: list[Future[dict[str, TargetState]]]
+
+    def result(self) -> tuple[dict[str, TagState], dict[str, TargetState]]:
+        tags: dict[str, TagState] = {}
+        targets: dict[str, TargetState] = {}
+        for f in self.tags:
+            tags.update(f.result())
+        for g in self.targets:
+            targets.update(g.result())
+        return tags, targets
+
+
+class Poller:
+    def __init__(
+        self,
+        detector: Detector,
+        resolver: BatchResolver,
+        state: State,
+        registry_settings: Callable[[str], Registry],
+        *,
+        clock: Callable[[], int] = now_ms,
+        monotonic: Callable[[], float] = time.monotonic,
+        chunk: int = 250,
+        workers: int = 16,
+        reserve_seconds: float = 15.0,
+    ) -> None:
+        self._detector = detector
+        self._resolver = resolver
+        self._state = state
+        self._settings = registry_settings
+        self._clock = clock
+        self._monotonic = monotonic
+        self._chunk = chunk
+        self._workers = workers
+        self._reserve = reserve_seconds
+        self._attestations = AttestationFilter(resolver, registry_settings)
+
+    def run(
+        self,
+        followed: Iterable[FollowedImage],
+        *,
+        trigger: Trigger = Trigger.POLL,
+        correlation_id: str | None = None,
+        remaining_ms: Callable[[], int] | None = None,
+    ) -> PollSummary:
+        items = {f.image: f for f in merge_followed(followed)}
+        order = sorted(items)
+        cursor = self._state.cursor.get() if order else None
+        if cursor is not None:  # start where the last run stopped; the rest follows, wrapping around
+            first = next((i for i, image in enumerate(order) if image >= cursor), 0)
+            order = order[first:] + order[:first]
+        deadline = None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
+        chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
+        summary = PollSummary()
+
+        def start(pool: ThreadPoolExecutor, chunk: list[str]) -> tuple[Any, _StateReads]:
+            resolving = self._resolver.start_many([items[i].ref for i in chunk], deadline=deadline)
+            return resolving, self._read_state(pool, [items[i] for i in chunk])
+
+        with ThreadPoolExecutor(max_workers=self._workers) as pool:
+            pending = start(pool, chunks[0]) if chunks else None
+            for n, chunk in enumerate(chunks):
+                assert pending is not None
+                resolving, reads = pending
+                resolved: dict[ImageRef, Resolution | RegistryError] = resolving.result()
+                out_of_time = deadline is not None and self._monotonic() >= deadline
+                pending = start(pool, chunks[n + 1]) if n + 1 < len(chunks) and not out_of_time else None
+                unfinished = [i for i in chunk if items[i].ref not in resolved]
+                self._record(
+                    pool, [items[i] for i in chunk], resolved, reads, summary, trigger, correlation_id
+                )
+                if unfinished or pending is None:
+                    rest = unfinished + [i for c in chunks[n + 1 :] for i in c]
+                    summary.not_reached = len(rest)
+                    summary.cursor = rest[0] if rest else None
+                    break
+        if order:
+            self._state.cursor.put(summary.cursor, self._clock())
+        if summary.cursor:
+            logger.warning(
+                "poll stopped for the time budget; the next run continues",
+                extra={"cursor": summary.cursor, "not_reached": summary.not_reached},
+            )
+        return summary
+
+    def _read_state(self, pool: ThreadPoolExecutor, chunk: list[FollowedImage]) -> _StateReads:
+        images = [f.image for f in chunk]
+        ids = list(dict.fromkeys(t.id for f in chunk for t in f.targets))
+        return _StateReads(
+            tags=[
+                pool.submit(self._state.tags.get_many, images[i : i + BATCH_KEYS])
+                for i in range(0, len(images), BATCH_KEYS)
+            ],
+            targets=[
+                pool.submit(self._state.targets.get_many, ids[i : i + BATCH_KEYS])
+                for i in range(0, len(ids), BATCH_KEYS)
+            ],
+        )
+
+    def _record(
+        self,
+        pool: ThreadPoolExecutor,
+        chunk: list[FollowedImage],
+        resolved: dict[ImageRef, Resolution | RegistryError],
+        reads: _StateReads,
+        summary: PollSummary,
+        trigger: Trigger,
+        correlation_id: str | None,
+    ) -> None:
+        done = [f for f in chunk if f.ref in resolved]
+        stored, targets = reads.result()
+        work: list[Callable[[], Observation]] = []
+        for f in done:
+            answer = resolved[f.ref]
+            summary.resolved += 1
+            if not isinstance(answer, Resolution):
+                work.append(partial(self._detector.record_error, f, answer))
+                continue
+            known = stored.get(f.image)
+            if (
+                known is not None
+                and known.digest == answer.digest
+                and not known.last_error
+                and all(
+                    (st := targets.get(t.id)) is not None and st.settled_at(answer.digest) for t in f.targets
+                )
+            ):
+                summary.unchanged += 1
+                continue
+            if known is not None and self._attestations.only_attestations(f.ref, known.digest, answer):
+                summary.ignored += 1
+                summary.results.append(
+                    Observation(
+                        f.image,
+                        TagOutcome.IGNORED,
+                        digest=answer.digest,
+                        previous_digest=known.digest,
+                        reason="attestation-only change",
+                    )
+                )
+                continue
+            work.append(
+                partial(self._detector.observe, f, answer, trigger=trigger, correlation_id=correlation_id)
+            )
+        for result in pool.map(_guarded, work):
+            summary.results.append(result)
+            summary.changed += result.outcome is TagOutcome.CHANGED
+            summary.enqueued += result.enqueued
+            summary.errors += result.outcome is TagOutcome.ERROR
+            summary.unchanged += result.outcome is TagOutcome.UNCHANGED

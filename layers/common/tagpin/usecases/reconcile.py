@@ -1,0 +1,428 @@
+"""Reconcile: follow what is labelled in the clusters, and heal whatever is not at its tag's digest.
+
+A scheduled run does, for every configured cluster at once:
+
+1. **Discover.** One label-selected, paged LIST per workload kind (``tagpin.dev/follow=true``) in
+   all namespaces; never a GET per workload. Every container (init containers too) whose image
+   has a tag is a target of that tag, unless ``tagpin.dev/containers`` narrows the choice or
+   ``tagpin.dev/paused`` asks tagpin to leave the workload alone. Workloads listed explicitly in
+   the configuration but not labelled are read with one GET each.
+2. **Index.** The followed tag -> targets index in the state table is brought in line with what
+   was found: new targets added, targets whose workload was deleted, unlabelled or paused removed
+   (and recorded as ``removed`` on the target). A cluster that cannot be listed (unreachable, not
+   ready, credentials rejected, RBAC) is skipped and recorded with its error; its entries are
+   kept until it answers again, and the other clusters proceed.
+3. **Compare.** What each target runs: the digest in its image field when pinned, else the
+   ``imageID`` its pods report (one paged LIST of pods per namespace that has such a target).
+   Unknown (no pods yet, a CronJob between runs, pods of several digests) counts as behind.
+4. **Heal.** Each distinct tag is resolved once (the ``Detector``: the registry, the state's
+   conditional write, the level check against the targets' state), then every target that does not
+   run the tag's digest is enqueued in one change per tag, marked with the run so that the consumer
+   applies it even when it believes it did so already (a manual edit, a rollback, a lost message).
+
+The cluster side is a port (``tagpin.ports.workloads.Inventory``); ``tagpin.adapters.kubernetes``
+implements it with the official client. This module never imports ``kubernetes``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from tagpin.domain.annotations import ANNOTATION_CONTAINERS, FOLLOW_SELECTOR
+from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
+from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
+from tagpin.ports.queues import ChangeQueue
+from tagpin.ports.state import IndexEntry, State
+from tagpin.ports.workloads import Inventory, NotFound, Pod, Workload, WorkloadError
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.followed import merge
+
+logger = logging.getLogger(__name__)
+
+MAX_LISTED = 50  # target ids listed per category in the run's report
+
+
+# -- reading what runs ---------------------------------------------------------------------------
+
+
+def image_id_digest(image_id: str, followed: ImageRef) -> str | None:
+    """The digest in a container status ``imageID`` when it names the followed repository.
+
+    Accepts ``repo@sha256:...`` with or without a runtime prefix (``docker-pullable://``,
+    ``docker://``) and familiar names (``nginx`` = ``docker.io/library/nginx``). A bare image
+    config id (``sha256:...`` without a repository) says nothing about the manifest: None.
+    """
+    text = image_id.split("://", 1)[-1]
+    name, at, digest = text.rpartition("@")
+    if not at or not name or not is_digest(digest):
+        return None
+    try:
+        ref = ImageRef.parse(name)
+    except InvalidReference:
+        return None
+    return digest if ref.name == followed.name else None
+
+
+def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A LabelSelector (``matchLabels`` and ``matchExpressions``) against a pod's labels. An empty
+    or missing selector matches nothing here: the pods of a workload are never guessed."""
+    if not selector:
+        return False
+    match_labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not match_labels and not expressions:
+        return False
+    if any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for expression in expressions:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = expression.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a target runs: a digest, or None when unknown (then it counts as behind)."""
+
+    target: Target
+    image: str
+    running: str | None
+    how: str  # "pinned", "pods", or why it is unknown
+
+
+def running_digest(
+    workload: Workload, container: str, followed: ImageRef, pods: Callable[[], list[Pod]]
+) -> tuple[str | None, str]:
+    image = workload.image_of(container)
+    if image is None:
+        return None, f"no container {container!r}"
+    try:
+        ref = ImageRef.parse(image)
+    except InvalidReference:
+        return None, "unparseable image"
+    if ref.name != followed.name:
+        return None, f"runs another repository ({ref.name})"
+    if ref.digest is not None:
+        return ref.digest, "pinned"
+    if workload.kind is Kind.CRONJOB:
+        return None, "unpinned CronJob"
+    digests: set[str | None] = set()
+    for pod in pods():
+        if pod.namespace == workload.namespace and selector_matches(workload.selector, pod.labels):
+            digests.add(image_id_digest(pod.image_ids.get(container, ""), followed))
+    if not digests:
+        return None, "no pods"
+    if len(digests) > 1 or None in digests:
+        return None, "pods disagree or report no digest"
+    return digests.pop(), "pods"
+
+
+# -- discovering what is followed ----------------------------------------------------------------
+
+
+def discovered_targets(cluster: str, workload: Workload) -> tuple[list[tuple[str, Target]], list[str]]:
+    """The (followed tag, target) pairs of a labelled workload, and notes on what was left out."""
+    where = f"{cluster}/{workload.namespace}/{workload.kind.value}/{workload.name}"
+    if workload.paused:
+        return [], [f"{where}: paused"]
+    wanted: set[str] | None = None
+    if (choice := workload.annotations.get(ANNOTATION_CONTAINERS)) is not None:
+        wanted = {c.strip() for c in choice.split(",") if c.strip()}
+    found: list[tuple[str, Target]] = []
+    notes: list[str] = []
+    images = {**workload.init_containers, **workload.containers}
+    for name in sorted(wanted - images.keys()) if wanted is not None else []:
+        notes.append(f"{where}: {ANNOTATION_CONTAINERS} names {name!r}, which it does not have")
+    for name, image in images.items():
+        if wanted is not None and name not in wanted:
+            continue
+        try:
+            tagged = ImageRef.parse(image).tagged
+            target = Target(
+                cluster=cluster,
+                namespace=workload.namespace,
+                kind=workload.kind,
+                name=workload.name,
+                container=name,
+            )
+        except ValueError as exc:  # a digest-only image has no tag to follow; pydantic errors too
+            notes.append(f"{where}/{name}: not followed: {exc}")
+            continue
+        found.append((tagged, target))
+    return found, notes
+
+
+@dataclass
+class ClusterScan:
+    name: str
+    error: str | None = None
+    workloads: int = 0
+    discovered: list[tuple[str, Target]] = field(default_factory=list)
+    observed: list[Observed] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReconcileReport:
+    run_id: str
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    images: int = 0
+    targets: int = 0
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    behind: list[str] = field(default_factory=list)
+    enqueued: int = 0
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "clusters": self.clusters,
+            "clusters_skipped": sum(not c["ok"] for c in self.clusters.values()),
+            "images": self.images,
+            "targets": self.targets,
+            "added": len(self.added),
+            "removed": len(self.removed),
+            "behind": len(self.behind),
+            "enqueued": self.enqueued,
+            "errors": self.errors[:MAX_LISTED],
+            "removed_targets": self.removed[:MAX_LISTED],
+            "behind_targets": self.behind[:MAX_LISTED],
+            "notes": self.notes[:MAX_LISTED],
+        }
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        config: Callable[[], TagpinConfig],
+        state: State,
+        clusters: Callable[[str], Inventory],
+        detector: Detector,
+        queue: ChangeQueue,
+        clock: Callable[[], int],
+        concurrency: int = 8,
+    ) -> None:
+        self._config = config
+        self._state = state
+        self._clusters = clusters
+        self._detector = detector
+        self._queue = queue
+        self._clock = clock
+        self._concurrency = concurrency
+
+    def run(self, run_id: str | None = None) -> ReconcileReport:
+        report = ReconcileReport(run_id or str(uuid.uuid4()))
+        config = self._config()
+        names = sorted(config.clusters)
+        with ThreadPoolExecutor(max_workers=max(1, min(self._concurrency, len(names) or 1))) as pool:
+            scans = list(pool.map(lambda n: self._scan(n, config), names))
+        index = self._state.index.entries()
+        self._update_index(config, scans, index, report)
+        followed = self._followed(config, scans, index)
+        observed: dict[str, list[Observed]] = {}
+        for scan in scans:
+            report.clusters[scan.name] = {"ok": scan.error is None, "workloads": scan.workloads}
+            if scan.error is not None:
+                report.clusters[scan.name]["error"] = scan.error
+                report.errors.append(f"{scan.name}: {scan.error}")
+            report.notes.extend(scan.notes)
+            for seen in scan.observed:
+                observed.setdefault(seen.image, []).append(seen)
+        report.images = len(followed)
+        report.targets = sum(len(f.targets) for f in followed.values())
+        with ThreadPoolExecutor(max_workers=max(1, min(self._concurrency, len(followed) or 1))) as pool:
+            outcomes = list(
+                pool.map(lambda f: self._heal(f, observed.get(f.image, []), report), followed.values())
+            )
+        report.enqueued = sum(outcomes)
+        logger.info("reconciled", extra=report.summary())
+        return report
+
+    # -- 1. discover and observe, one cluster --------------------------------------------------
+    def _scan(self, name: str, config: TagpinConfig) -> ClusterScan:
+        scan = ClusterScan(name)
+        try:
+            self._scan_cluster(scan, config)
+        except WorkloadError as exc:  # unreachable, not ready, 401, 403, 5xx: skip this cluster
+            scan.error = f"{type(exc).__name__}: {exc}"
+            logger.warning("cluster skipped", extra={"cluster": name, "error": scan.error})
+        except Exception as exc:  # one broken cluster must not stop the others
+            scan.error = f"{type(exc).__name__}: {exc}"
+            logger.exception("cluster skipped", extra={"cluster": name})
+        now = self._clock()
+        self._state.clusters.record(name, now, error=scan.error, workloads=scan.workloads)
+        return scan
+
+    def _scan_cluster(self, scan: ClusterScan, config: TagpinConfig) -> None:
+        inventory = self._clusters(scan.name)
+        listed: dict[tuple[str, Kind, str], Workload] = {}
+        for kind in Kind:
+            try:
+                for workload in inventory.workloads(kind, FOLLOW_SELECTOR):
+                    listed[(workload.namespace, kind, workload.name)] = workload
+            except NotFound:  # the API does not serve this kind (e.g. batch/v1 CronJob before 1.21)
+                scan.notes.append(f"{scan.name}: {kind.value} is not served")
+        scan.workloads = len(listed)
+        for workload in listed.values():
+            found, notes = discovered_targets(scan.name, workload)
+            scan.discovered.extend(found)
+            scan.notes.extend(notes)
+        pods_by_namespace: dict[str, list[Pod]] = {}
+
+        def pods_of(namespace: str) -> Callable[[], list[Pod]]:
+            def load() -> list[Pod]:
+                if namespace not in pods_by_namespace:
+                    pods_by_namespace[namespace] = list(inventory.pods(namespace))
+                return pods_by_namespace[namespace]
+
+            return load
+
+        targets: dict[str, tuple[str, Target]] = {t.id: (image, t) for image, t in scan.discovered}
+        for followed in config.images:
+            for target in followed.targets:
+                if target.cluster == scan.name:
+                    targets.setdefault(target.id, (followed.image, target))
+        for image, target in targets.values():
+            key = (target.namespace, target.kind, target.name)
+            current = listed.get(key)
+            if current is None:  # configured explicitly and not labelled: one GET
+                try:
+                    current = inventory.get(target.namespace, target.kind, target.name)
+                except NotFound:
+                    scan.notes.append(f"{target.id}: configured, but the workload does not exist")
+                    continue
+                listed[key] = current
+            if current.paused:
+                continue
+            running, how = running_digest(
+                current, target.container, ImageRef.parse(image), pods_of(target.namespace)
+            )
+            scan.observed.append(Observed(target, image, running, how))
+
+    # -- 2. the index --------------------------------------------------------------------------
+    def _update_index(
+        self, config: TagpinConfig, scans: list[ClusterScan], index: list[IndexEntry], report: ReconcileReport
+    ) -> None:
+        now = self._clock()
+        listed = {s.name for s in scans if s.error is None}
+        wanted = {
+            (image, target.id): IndexEntry(
+                image=image,
+                target_id=target.id,
+                cluster=target.cluster,
+                namespace=target.namespace,
+                kind=target.kind.value,
+                name=target.name,
+                container=target.container,
+                seen_at=now,
+            )
+            for scan in scans
+            if scan.error is None
+            for image, target in scan.discovered
+        }
+        have = {(e.image, e.target_id): e for e in index}
+        # Entries of a cluster that could not be listed stay as they are; a cluster no longer in
+        # the configuration loses its entries.
+        stale = [
+            e
+            for key, e in have.items()
+            if key not in wanted and (e.cluster in listed or e.cluster not in config.clusters)
+        ]
+        new = [e for key, e in wanted.items() if key not in have]
+        self._state.index.update(new, stale)
+        still = {target_id for _, target_id in wanted} | {
+            e.target_id for e in index if e.cluster not in listed and e.cluster in config.clusters
+        }
+        report.added = sorted({e.target_id for e in new} - {e.target_id for e in index})
+        for entry in stale:
+            if entry.target_id in still:
+                continue  # the same container now runs another followed tag: not removed
+            if entry.cluster not in config.clusters:
+                reason = f"cluster {entry.cluster!r} is no longer configured"
+            else:
+                reason = "no longer listed: workload deleted, unlabelled or paused, or container gone"
+            self._state.targets.remove(entry.target_id, now, reason)
+            report.removed.append(entry.target_id)
+            logger.info("target removed", extra={"target": entry.target_id, "reason": reason})
+
+    @staticmethod
+    def _followed(
+        config: TagpinConfig, scans: list[ClusterScan], index: list[IndexEntry]
+    ) -> dict[str, FollowedImage]:
+        """Configuration + what was discovered now + the kept entries of skipped clusters."""
+        skipped = {s.name for s in scans if s.error is not None}
+        entries: dict[str, list[IndexEntry]] = {}
+        for entry in index:
+            if entry.cluster in skipped:
+                entries.setdefault(entry.image, []).append(entry)
+        for scan in scans:
+            for image, t in scan.discovered if scan.error is None else []:
+                entries.setdefault(image, []).append(
+                    IndexEntry(image, t.id, t.cluster, t.namespace, t.kind.value, t.name, t.container)
+                )
+        known = set(config.clusters)
+        merged: dict[str, FollowedImage] = {}
+        for image in dict.fromkeys([*config.followed, *entries]):
+            followed = merge(image, config.followed.get(image), entries.get(image, []), known)
+            if followed is not None:
+                merged[image] = followed
+        return merged
+
+    # -- 3 + 4. compare and heal, one tag ------------------------------------------------------
+    def _heal(self, followed: FollowedImage, observed: list[Observed], report: ReconcileReport) -> int:
+        run = report.run_id
+        result = self._detector.detect(followed, trigger=Trigger.RECONCILE, correlation_id=run)
+        if result.outcome is TagOutcome.ERROR:
+            report.errors.append(f"{followed.image}: {result.error}")
+            return 0
+        tag = self._state.tags.get(followed.image)
+        if tag is None:
+            return 0
+        if tag.blocked:  # its rollout failed and was rolled back: never re-applied by healing
+            logger.info("tag's digest is marked bad; not healed", extra={"image": followed.image})
+            return 0
+        behind = [o for o in observed if o.running != tag.digest]
+        if not behind:
+            return 0
+        for seen in behind:
+            report.behind.append(seen.target.id)
+            logger.info(
+                "target behind",
+                extra={
+                    "target": seen.target.id,
+                    "running": seen.running,
+                    "how": seen.how,
+                    "digest": tag.digest,
+                },
+            )
+        self._queue.send(
+            Change(
+                image=followed.image,
+                digest=tag.digest,
+                observed_at=tag.observed_at,
+                changed_at=tag.changed_at,
+                trigger=Trigger.RECONCILE,
+                correlation_id=run,
+                reconcile_run=run,
+            )
+        )
+        return 1

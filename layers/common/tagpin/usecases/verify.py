@@ -1,0 +1,232 @@
+"""Follow a rollout after the patch, and roll back a digest that fails.
+
+The ``verifier`` function consumes the verification queue (``tagpin.domain.messages.Verification``).
+A ``verify`` verification reads the workload and asks ``tagpin.usecases.health`` whether the
+rollout is complete, progressing or failed:
+
+- complete: the target becomes ``verified`` (applied -> verified, conditional), its concurrency
+  slot is released, and the promotion may move on (``tagpin.usecases.promote``);
+- progressing, within ``rollout.verify_timeout_seconds``: the same verification comes back after
+  ``verify_interval_seconds`` (a delayed SQS message: nothing sleeps in a Lambda);
+- failed (``ProgressDeadlineExceeded``) or timed out: the target becomes ``failed``, the digest is
+  marked bad for the tag (so neither the poller, the webhook nor the reconciler applies it again
+  until the tag moves to another digest), the promotion is halted, and every target of the tag
+  that runs that digest gets its previous image back (``rolled_back``); one notification.
+
+Every step is a conditional write, and a rollback interrupted half-way is finished by the retried
+verification (the failed target stays ``failed`` until its rollback is done), so at-least-once
+delivery and concurrent verifications are safe. A cluster that cannot be reached raises: the
+verification is retried by SQS and ends in the verification dead-letter queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
+from tagpin.domain.messages import Trigger, Verification, VerificationKind
+from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome, VerificationResult
+from tagpin.ports.notify import Notifier, RolloutEventKind
+from tagpin.ports.queues import VerificationQueue
+from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetState, TargetStatus
+from tagpin.ports.workloads import NotFound, Workloads
+from tagpin.usecases.audit import Audit
+from tagpin.usecases.guards import StartGate
+from tagpin.usecases.health import Progress, evaluate
+from tagpin.usecases.patch import restore
+from tagpin.usecases.promote import Promoter
+from tagpin.usecases.waves import plan
+
+logger = logging.getLogger(__name__)
+
+ROLLBACK_FROM = frozenset(
+    {TargetStatus.PENDING, TargetStatus.APPLIED, TargetStatus.VERIFIED, TargetStatus.FAILED}
+)
+V = VerificationOutcome
+
+
+def target_from_id(target_id: str) -> Target:
+    cluster, namespace, kind, name, container = target_id.split("/")
+    return Target(cluster=cluster, namespace=namespace, kind=Kind(kind), name=name, container=container)
+
+
+class Verifier:
+    def __init__(
+        self,
+        *,
+        state: State,
+        workloads: Callable[[str], Workloads],
+        followed: Callable[[], Mapping[str, FollowedImage]],
+        settings: Callable[[], RolloutSettings],
+        verifications: VerificationQueue,
+        promoter: Promoter,
+        notifier: Notifier | None,
+        clock: Callable[[], int],
+    ) -> None:
+        self._state = state
+        self._workloads = workloads
+        self._followed = followed
+        self._settings = settings
+        self._verifications = verifications
+        self._promoter = promoter
+        self._audit = Audit(state, notifier)
+        self._gate = StartGate(state, self._audit)
+        self._clock = clock
+
+    def handle(self, verification: Verification) -> VerificationResult:
+        if verification.kind is VerificationKind.VERIFY:
+            return self.verify(verification)
+        if verification.kind is VerificationKind.ADVANCE:
+            return self._promoter.evaluate(verification.image, verification.digest)
+        return self._promoter.retry(verification)
+
+    def verify(self, verification: Verification) -> VerificationResult:
+        assert verification.target_id is not None, "a verify verification names its target"
+        digest = verification.digest
+        target = target_from_id(verification.target_id)
+        settings = self._settings()
+        st = self._state.targets.get(target.id)
+        if st is None or st.digest != digest:
+            self._gate.release(settings, target, digest)
+            return VerificationResult(V.SUPERSEDED)
+        if st.status is TargetStatus.FAILED:
+            promotion = self._state.promotions.get(verification.image)
+            if promotion is not None and promotion.digest == digest:
+                return self._roll_back(verification, st.detail or "failed", settings, target.id)
+            return VerificationResult(V.FAILED, st.detail or "")
+        if st.status is not TargetStatus.APPLIED:
+            return VerificationResult(V.ALREADY_DECIDED, st.status.value)
+        trigger = verification.trigger or Trigger.VERIFY
+        try:
+            workload = self._workloads(target.cluster).get(target.namespace, target.kind, target.name)
+        except NotFound:
+            if self._state.targets.finish(
+                target.id,
+                digest,
+                TargetStatus.GONE,
+                self._clock(),
+                trigger=trigger,
+                detail="the workload was deleted during its rollout",
+                expected=frozenset({TargetStatus.APPLIED}),
+            ):
+                self._gate.release(settings, target, digest)
+                self._promoter.evaluate(verification.image, digest)
+            return VerificationResult(V.GONE)
+        running = workload.image_of(target.container) or ""
+        if not running.endswith("@" + digest):
+            # Changed by someone else since the patch: not this digest's fault. The reconciler
+            # heals the target (and a new verification follows its patch).
+            logger.warning(
+                "the workload no longer runs the digest being verified",
+                extra={"target": target.id, "digest": digest, "running": running},
+            )
+            self._gate.release(settings, target, digest)
+            return VerificationResult(V.CHANGED, running)
+        health = evaluate(target.kind, workload.generation, workload.spec, workload.status)
+        now = self._clock()
+        elapsed_s = (now - (verification.applied_at or st.updated_at)) / 1000
+        if health.progress is Progress.COMPLETE:
+            if self._state.targets.finish(
+                target.id,
+                digest,
+                TargetStatus.VERIFIED,
+                now,
+                trigger=trigger,
+                detail=f"{health.reason} ({elapsed_s:.1f} s after the patch)",
+                correlation_id=verification.correlation_id,
+                expected=frozenset({TargetStatus.APPLIED}),
+            ):
+                logger.info("verified", extra={"target": target.id, "digest": digest, "after_s": elapsed_s})
+                self._gate.release(settings, target, digest)
+                self._promoter.evaluate(verification.image, digest)
+                return VerificationResult(V.VERIFIED, health.reason)
+            return VerificationResult(V.ALREADY_DECIDED, "verified by another verification")
+        if health.progress is Progress.PROGRESSING and elapsed_s < settings.verify_timeout_seconds:
+            self._verifications.send(verification.again(), settings.verify_interval_seconds)
+            return VerificationResult(V.PROGRESSING, health.reason)
+        reason = (
+            health.reason
+            if health.progress is Progress.FAILED
+            else f"not rolled out {settings.verify_timeout_seconds} s after the patch: {health.reason}"
+        )
+        if self._state.targets.finish(
+            target.id,
+            digest,
+            TargetStatus.FAILED,
+            now,
+            trigger=trigger,
+            detail=reason,
+            correlation_id=verification.correlation_id,
+            expected=frozenset({TargetStatus.APPLIED}),
+        ):
+            logger.error("rollout failed", extra={"target": target.id, "digest": digest, "reason": reason})
+        return self._roll_back(verification, reason, settings, target.id)
+
+    def _roll_back(
+        self, verification: Verification, reason: str, settings: RolloutSettings, culprit: str
+    ) -> VerificationResult:
+        """Mark the digest bad, halt its promotion, restore every target that runs it."""
+        now = self._clock()
+        image, digest = verification.image, verification.digest
+        why = f"{culprit}: {reason}"
+        self._state.tags.mark_bad(image, digest, why, now)
+        if self._state.promotions.end(image, digest, PromotionStatus.HALTED, now, why):
+            self._state.history.image_event(image, digest, ImageEvent.FAILED, now, detail=why)
+        followed = self._followed().get(image)
+        targets = list(followed.targets) if followed is not None else [target_from_id(culprit)]
+        states = self._state.targets.get_many([t.id for t in targets])
+        restored: list[str] = []
+        # The failing target last: until its own rollback is recorded it stays "failed", so a
+        # retried verification finishes a rollback that was interrupted half-way.
+        targets.sort(key=lambda t: t.id == culprit)
+        for target in targets:
+            st = states.get(target.id)
+            if st is None or st.digest != digest or st.status not in ROLLBACK_FROM:
+                continue
+            restored += self._restore(target, st, verification, why, settings)
+        waves = plan(settings, targets)
+        self._audit.record(
+            image,
+            digest,
+            ImageEvent.ROLLED_BACK if settings.rollback else ImageEvent.FAILED,
+            self._clock(),
+            once="failed",
+            detail=why + "; restored: " + ", ".join(restored),
+            wave=next((w.name for w in waves if any(t.id == culprit for t in w.targets)), "?"),
+            trigger=verification.trigger,
+            correlation_id=verification.correlation_id,
+            announce=RolloutEventKind.ROLLED_BACK if settings.rollback else RolloutEventKind.FAILED,
+            targets=[culprit, *[t for t in restored if t != culprit]],
+            message=why,
+        )
+        return VerificationResult(V.ROLLED_BACK if settings.rollback else V.FAILED, why)
+
+    def _restore(
+        self, target: Target, st: TargetState, verification: Verification, why: str, settings: RolloutSettings
+    ) -> list[str]:
+        now = self._clock()
+        status, detail = TargetStatus.FAILED, f"digest failed: {why}"
+        if settings.rollback:
+            outcome = restore(
+                self._workloads(target.cluster), target, st.previous_image, verification.digest, now
+            )
+            if outcome is RestoreOutcome.RESTORED:
+                status, detail = TargetStatus.ROLLED_BACK, f"restored {st.previous_image}; {why}"
+            else:
+                detail = f"not rolled back ({outcome.value}); {why}"
+        changed = self._state.targets.finish(
+            target.id,
+            verification.digest,
+            status,
+            now,
+            trigger=Trigger.ROLLBACK,
+            detail=detail,
+            previous_image=st.previous_image,
+            correlation_id=verification.correlation_id,
+            expected=ROLLBACK_FROM
+            if status is TargetStatus.ROLLED_BACK
+            else ROLLBACK_FROM - {TargetStatus.FAILED},
+        )
+        self._gate.release(settings, target, verification.digest)
+        return [target.id] if changed and status is TargetStatus.ROLLED_BACK else []

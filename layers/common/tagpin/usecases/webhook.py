@@ -1,0 +1,205 @@
+"""The webhook's domain: authenticate, parse, keep followed tags, deduplicate, re-resolve, enqueue.
+
+Every source is a ``tagpin.ports.webhooks.Source`` (authentication + parser; the table is
+``tagpin.adapters.webhooks.sources.SOURCES``); nothing here is specific to one sender.
+
+Answers: 404 unknown source, 401 missing/bad authentication (also when no secret is configured
+for the source: closed, not open), 400 malformed or oversized body, 202 with counts otherwise.
+Nothing a sender can put in a request leads to a 5xx.
+
+Replays: an event that carries a delivery id (GitHub/Nexus delivery headers, CloudEvents and
+Event Grid ids, Pub/Sub message ids, distribution event ids, EventBridge ids, the generic ``id``)
+is claimed in the state table, per (source, delivery id, tag), with a TTL; a second delivery
+with the same id is counted as a duplicate and not checked again. A claim is released when the
+check failed (registry down), so the sender's retry is not lost. Deliveries without an id, and
+replays under a new id, still enqueue at most once per (image, digest): the state write answers
+UNCHANGED, the target's APPLIED state stops the level check, and SQS FIFO deduplicates
+(image, digest) for 5 minutes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tagpin.domain.config import FollowedImage, TagpinConfig
+from tagpin.domain.messages import Trigger
+from tagpin.domain.outcomes import Observation, TagOutcome
+from tagpin.domain.refs import ImageRef, InvalidReference
+from tagpin.ports.webhooks import DeliveryLog, PushEvent, Request, Source, WebhookError
+from tagpin.usecases.detect import Detector
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY = 1024 * 1024
+DELIVERY_TTL_S = 7 * 24 * 3600  # longer than any sender retries or lets an operator redeliver
+
+
+@dataclass(frozen=True)
+class WebhookResult:
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def delivery_key(source: str, delivery_id: str, image: str) -> str:
+    """Fixed length whatever the sender put in the id; one source cannot use up another's ids."""
+    return hashlib.sha256(f"{source}\0{delivery_id}\0{image}".encode()).hexdigest()
+
+
+def event_correlation(request_id: str | None, source: str, delivery_id: str | None) -> str:
+    """The correlation id a webhook-triggered change carries to the consumer's logs and the audit
+    trail: which webhook (source), the sender's delivery id and the API request id, e.g.
+    ``webhook:github/72d3162e-.../Xyz1gHhIAMEabc=``."""
+    parts = [f"webhook:{source}", *(p for p in (delivery_id, request_id) if p)]
+    return "/".join(part[:100] for part in parts)[:256]
+
+
+class WebhookService:
+    def __init__(
+        self,
+        *,
+        sources: Mapping[str, Source],
+        secrets: Callable[[], Mapping[str, Any]],
+        config: Callable[[], TagpinConfig],
+        detector: Callable[[], Detector],
+        deliveries: Callable[[], DeliveryLog] | None = None,
+        clock: Callable[[], float] = time.time,
+        max_body: int = MAX_BODY,
+        followed: Callable[[], Mapping[str, FollowedImage]] | None = None,  # default: config's
+    ) -> None:
+        self._secrets = secrets
+        self._config = config
+        self._followed = followed or (lambda: self._config().followed)
+        self._detector = detector
+        self._deliveries = deliveries
+        self._clock = clock
+        self._max_body = max_body
+        self._sources = sources
+
+    def handle(
+        self,
+        source: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        correlation_id: str | None = None,
+        *,
+        query: Mapping[str, str] | None = None,
+    ) -> WebhookResult:
+        """An HTTP delivery on ``POST /webhooks/{source}``."""
+        request = Request({k.lower(): v for k, v in headers.items()}, dict(query or {}), body)
+        return self._answer(source, lambda: self._http(source, request), correlation_id)
+
+    def handle_trusted(self, source: str, body: bytes, correlation_id: str | None = None) -> WebhookResult:
+        """An event whose sender AWS has already authorised (EventBridge -> Lambda, by IAM): the
+        same parsing and the same path, without HTTP authentication."""
+
+        def parse() -> list[PushEvent]:
+            known = self._sources.get(source)
+            if known is None:
+                raise WebhookError(404, f"unknown source {source[:64]!r}")
+            return known.parse(body, {})
+
+        return self._answer(source, parse, correlation_id)
+
+    # -- steps ------------------------------------------------------------------------------------
+    def _answer(
+        self, source: str, parse: Callable[[], list[PushEvent]], correlation_id: str | None
+    ) -> WebhookResult:
+        try:
+            events = parse()
+            return self._act(source, events, correlation_id)
+        except WebhookError as exc:
+            logger.info(
+                "webhook rejected", extra={"source": source[:64], "status": exc.status, "reason": exc.message}
+            )
+            return WebhookResult(exc.status, {"error": exc.message})
+
+    def _http(self, source: str, request: Request) -> list[PushEvent]:
+        known = self._sources.get(source)
+        if known is None:
+            raise WebhookError(
+                404, f"unknown source {source[:64]!r}; known: {', '.join(sorted(self._sources))}"
+            )
+        # Authenticated before the size check: strangers learn nothing.
+        options = known.authenticate(source, request, self._secrets().get(source))
+        if len(request.body) > self._max_body:
+            raise WebhookError(
+                400, f"body of {len(request.body)} bytes exceeds the limit of {self._max_body}"
+            )
+        return known.parse(request.body, request.headers, options)
+
+    def _act(self, source: str, events: list[PushEvent], correlation_id: str | None) -> WebhookResult:
+        images: list[tuple[PushEvent, str]] = []
+        for event in events:  # validate every event before acting on any
+            try:
+                image = ImageRef(event.registry, event.repository, event.tag, None)
+                image = ImageRef.parse(str(image))  # validates and normalises every part
+                # Inside the try: parts that re-parse as a digest reference have no tag (ValueError).
+                images.append((event, image.tagged))
+            except (InvalidReference, ValueError) as exc:
+                raise WebhookError(400, f"invalid image in notification: {exc}") from None
+        followed_images = self._followed()  # configuration + label-discovered (tagpin.usecases.followed)
+        results: list[Observation] = []
+        ignored = duplicates = 0
+        seen: set[str] = set()
+        for event, tagged in images:
+            followed = followed_images.get(tagged)
+            if followed is None:
+                ignored += 1
+                results.append(Observation(tagged, TagOutcome.IGNORED, reason="not followed"))
+                continue
+            if tagged in seen:
+                continue  # several events for one tag in one delivery: one detection is enough
+            seen.add(tagged)
+            claim = self._claim(source, event, tagged)
+            if claim is False:
+                duplicates += 1
+                results.append(
+                    Observation(tagged, TagOutcome.DUPLICATE, delivery_id=(event.delivery_id or "")[:200])
+                )
+                continue
+            try:
+                observation = self._detector().detect(
+                    followed,
+                    trigger=Trigger.WEBHOOK,
+                    correlation_id=event_correlation(correlation_id, source, event.delivery_id),
+                    hint_digest=event.digest,
+                )
+            except BaseException:  # our own store or queue failed: the sender's retry must be heard
+                if isinstance(claim, str):
+                    self._log().release_delivery(claim, int(self._clock()))
+                raise
+            if observation.outcome is TagOutcome.ERROR and isinstance(claim, str):
+                # The registry could not be asked: a redelivery of this notification is detected
+                # again (the poller and the reconciler pick the tag up in any case).
+                self._log().release_delivery(claim, int(self._clock()))
+            results.append(observation)
+        accepted = len(results) - ignored - duplicates
+        return WebhookResult(
+            202,
+            {
+                "accepted": accepted,
+                "ignored": ignored,
+                "duplicates": duplicates,
+                "events": [r.as_dict() for r in results],
+            },
+        )
+
+    def _log(self) -> DeliveryLog:
+        assert self._deliveries is not None
+        return self._deliveries()
+
+    def _claim(self, source: str, event: PushEvent, tagged: str) -> str | bool | None:
+        """The claimed key; False when the delivery was seen before; None when not tracked."""
+        if self._deliveries is None or not event.delivery_id:
+            return None
+        key = delivery_key(source, event.delivery_id, tagged)
+        now = int(self._clock())
+        if not self._log().claim_delivery(key, now, now + DELIVERY_TTL_S):
+            logger.info("duplicate delivery", extra={"source": source, "image": tagged})
+            return False
+        return key

@@ -1,0 +1,25 @@
+"""In-memory queues: what was sent, in order."""
+
+from __future__ import annotations
+
+from tagpin.domain.messages import Change, Verification
+
+
+class ListQueue:
+    """The changes queue (``tagpin.ports.queues.ChangeQueue``)."""
+
+    def __init__(self) -> None:
+        self.sent: list[Change] = []
+
+    def send(self, change: Change) -> None:
+        self.sent.append(change)
+
+
+class ListVerificationQueue:
+    """The verification queue (``tagpin.ports.queues.VerificationQueue``): (verification, delay)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Verification, int]] = []
+
+    def send(self, verification: Verification, delay_s: int) -> None:
+        self.sent.append((verification, delay_s))
