@@ -36,6 +36,11 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "reconciler": (CONFIG, "state_table", "queue_url"),
 }
 OPTIONAL = frozenset({"notify_topic_arn"})  # read when set; absent means "not used"
+# Variables with a default, read by the functions that resolve tags (the registry client).
+TUNING: dict[str, tuple[str, ...]] = {
+    "poll_concurrency": ("poller", "webhook", "reconciler"),
+    "registry_concurrency": ("poller", "webhook", "reconciler"),
+}
 
 
 class SettingsError(RuntimeError):
