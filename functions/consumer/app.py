@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, proce
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
+from tagpin.domain.budget import Budget
 from tagpin.domain.messages import Change
 from tagpin.observability import logger, metrics
 
@@ -17,15 +18,21 @@ wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_*
 
 # One group per image: a failing record fails only the later records of its own image.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+# A target is started only while this much of the invocation is left: its two cluster calls (read,
+# patch) each end within the client's connect + read timeout (adapters.kubernetes). What is not
+# started is reported failed and delivered again, instead of the whole batch hitting the timeout.
+RESERVE_MS = 30_000
 
 
-def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> list[dict[str, Any]]:
+    budget = Budget(lambda_context.get_remaining_time_in_millis, RESERVE_MS)
+    budget.check(f"change {record.message_id}")
     change = Change.model_validate_json(record.body)
     # The id of the webhook delivery or the poll run that saw the change, carried by the message.
     logger.set_correlation_id(change.correlation_id)
     logger.append_keys(image=change.image, digest=change.digest, trigger=change.trigger)
     metrics.add_metric(name="ChangesReceived", unit=MetricUnit.Count, value=1)
-    results = wiring.applier().apply(change)
+    results = wiring.applier().apply(change, budget)
     for outcome, count in Counter(r.outcome for r in results).items():
         metrics.add_metric(
             name=f"Targets{outcome.value.title().replace('-', '')}", unit=MetricUnit.Count, value=count

@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
+from tagpin.domain.budget import Budget
 from tagpin.domain.messages import Verification
 from tagpin.domain.outcomes import VerificationOutcome
 from tagpin.observability import logger, metrics
@@ -20,13 +21,18 @@ from tagpin.observability import logger, metrics
 wiring.check_settings("verifier")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 processor = BatchProcessor(event_type=EventType.SQS)
+# A verification is started only while this much of the invocation is left (a rollback reads and
+# patches each target of the tag; each cluster call ends within the client's timeouts); the rest
+# are reported failed and delivered again.
+RESERVE_MS = 30_000
 # Counted once per rollout: a duplicate verification answers ALREADY_DECIDED and is not counted.
 COUNTED = frozenset(
     {VerificationOutcome.VERIFIED, VerificationOutcome.ROLLED_BACK, VerificationOutcome.FAILED}
 )
 
 
-def record_handler(record: SQSRecord) -> str:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> str:
+    Budget(lambda_context.get_remaining_time_in_millis, RESERVE_MS).check(f"verification {record.message_id}")
     verification = Verification.model_validate_json(record.body)
     logger.set_correlation_id(verification.correlation_id)  # the change's, carried along
     logger.append_keys(image=verification.image, digest=verification.digest, target=verification.target_id)

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import boto3
 import pytest
 import yaml
 from botocore.credentials import Credentials
@@ -153,8 +152,7 @@ def _decoded(token: str) -> str:
 
 def test_eks_token_is_presigned_and_regenerated_before_it_expires(aws_env):
     now = [1000.0]
-    sts = boto3.client("sts", region_name="eu-west-1")
-    hook = EksToken("prod", Credentials("AKIDEXAMPLE", "secret"), sts, "eu-west-1", clock=lambda: now[0])
+    hook = EksToken("prod", Credentials("AKIDEXAMPLE", "secret"), "eu-west-1", clock=lambda: now[0])
     configuration = Configuration(host="https://example.invalid")
     hook(configuration)
     first = configuration.api_key["authorization"]

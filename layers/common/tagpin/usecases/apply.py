@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from tagpin.domain.annotations import ANNOTATION_PAUSED
+from tagpin.domain.budget import UNLIMITED, Budget
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.messages import Change, TargetChange, Verification, VerificationKind
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
@@ -106,7 +107,9 @@ class Applier:
         self._gate = StartGate(state, self._audit)
         self._apply_target = guard(self.apply_target) if guard else self.apply_target
 
-    def apply(self, change: Change) -> list[ApplyResult]:
+    def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:
+        """Apply ``change`` to every target it may touch now; a target is started only while
+        ``budget`` lasts (the rest fail the change, so the queue delivers it again)."""
         followed = self._followed().get(change.image)
         if followed is None:
             logger.info(
@@ -156,6 +159,12 @@ class Applier:
         deferred: list[int] = []
         for wave in active:
             for target in wave.targets:
+                if budget.exhausted():
+                    failed.append(f"{target.id}: not started, out of time in this invocation")
+                    results.append(
+                        ApplyResult(outcome=ApplyOutcome.FAILED, target=target.id, error="out of time")
+                    )
+                    continue
                 wait = self._gate.deferral(settings, change, target, states.get(target.id), wave, now)
                 if wait is not None:
                     deferred.append(wait)

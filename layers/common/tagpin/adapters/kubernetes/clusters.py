@@ -28,8 +28,11 @@ import boto3
 import botocore.session
 import urllib3
 import yaml
+from botocore.config import Config as BotoConfig
 from botocore.credentials import AssumeRoleCredentialFetcher, Credentials, DeferredRefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.hooks import HierarchicalEmitter
+from botocore.model import ServiceId
 from botocore.signers import RequestSigner
 from kubernetes.client import ApiClient, AppsV1Api, BatchV1Api, Configuration, CoreV1Api
 from kubernetes.client.exceptions import ApiException
@@ -43,7 +46,11 @@ logger = logging.getLogger(__name__)
 
 TOKEN_LIFETIME_S = 14 * 60  # EKS honours a token 15 minutes after signing
 TOKEN_MARGIN_S = 60  # regenerate this long before the lifetime ends
-REQUEST_TIMEOUT = (3.0, 15.0)  # connect, read
+# Every cluster call ends within connect + read timeout, and is tried once by the client (no hidden
+# urllib3 retries): the consumer's and the verifier's time budgets (RESERVE_MS) rely on it.
+REQUEST_TIMEOUT = (3.0, 10.0)  # connect, read
+AWS_TIMEOUTS = BotoConfig(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "max_attempts": 3})
+DOWN_FOR_S = 30.0  # a cluster that did not answer is skipped this long (per warm container)
 PAGE_SIZE = 500  # items per LIST page (the API server's own default chunk size)
 
 _RESOURCES = {
@@ -54,15 +61,24 @@ _RESOURCES = {
 }
 
 
-def eks_token(cluster_name: str, credentials: Credentials, sts: Any, region: str) -> str:
-    """``k8s-aws-v1.<base64url presigned STS GetCallerIdentity URL>``."""
-    signer = RequestSigner(
-        sts.meta.service_model.service_id, region, "sts", "v4", credentials, sts.meta.events
-    )
+def sts_endpoint(region: str) -> str:
+    """The regional STS endpoint of ``region``. Always regional: EKS accepts a token only when it
+    was presigned for the host it expects for the cluster's region, and which host botocore picks
+    by itself depends on its version and ``AWS_STS_REGIONAL_ENDPOINTS`` (older versions, or
+    ``legacy``, give the global ``sts.amazonaws.com`` while signing for the region: a 401)."""
+    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"https://sts.{region}.{suffix}"
+
+
+def eks_token(cluster_name: str, credentials: Credentials, region: str) -> str:
+    """``k8s-aws-v1.<base64url presigned STS GetCallerIdentity URL>``, as ``aws eks get-token``
+    makes it: signed for ``region`` against its regional endpoint, with ``x-k8s-aws-id`` signed."""
+    events = HierarchicalEmitter()  # the signer keeps only a weak reference: keep it alive here
+    signer = RequestSigner(ServiceId("sts"), region, "sts", "v4", credentials, events)
     url = signer.generate_presigned_url(
         {
             "method": "GET",
-            "url": f"{sts.meta.endpoint_url}/?Action=GetCallerIdentity&Version=2011-06-15",
+            "url": f"{sts_endpoint(region)}/?Action=GetCallerIdentity&Version=2011-06-15",
             "body": {},
             "headers": {"x-k8s-aws-id": cluster_name},
             "context": {},
@@ -82,13 +98,11 @@ class EksToken:
         self,
         cluster_name: str,
         credentials: Credentials,
-        sts: Any,
         region: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._name = cluster_name
         self._credentials = credentials
-        self._sts = sts
         self._region = region
         self._clock = clock
         self._expires = 0.0
@@ -100,7 +114,7 @@ class EksToken:
             now = self._clock()
             if now < self._expires:
                 return
-            _bearer(configuration, eks_token(self._name, self._credentials, self._sts, self._region))
+            _bearer(configuration, eks_token(self._name, self._credentials, self._region))
             self._expires = now + TOKEN_LIFETIME_S - TOKEN_MARGIN_S
             self.generated += 1
 
@@ -135,7 +149,7 @@ def _client(service: str, credentials: Credentials, region: str) -> Any:
         aws_secret_access_key=frozen.secret_key,
         aws_session_token=frozen.token,
         region_name=region,
-    ).client(service)
+    ).client(service, config=AWS_TIMEOUTS)
 
 
 def _bearer(configuration: Configuration, token: str) -> None:
@@ -152,19 +166,29 @@ def eks_api_client(name: str, region: str, role_arn: str | None) -> ApiClient:
         raise Unreachable(f"EKS cluster {name} is not ready: {described.get('status')}")
     configuration = Configuration(host=described["endpoint"])
     configuration.ssl_ca_cert = _ca_file(base64.b64decode(described["certificateAuthority"]["data"]))
-    sts = boto3.session.Session().client("sts", region_name=region)  # regional, for the URL only
-    hook = EksToken(name, credentials, sts, region)
+    hook = EksToken(name, credentials, region)
     configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
     hook(configuration)
-    return ApiClient(configuration)
+    return api_client(configuration)
 
 
 def kubeconfig_api_client(document: dict[str, Any], context: str | None) -> ApiClient:
+    configuration = type.__call__(Configuration)  # a fresh one, not the client's process-wide default
     try:
-        client: ApiClient = new_client_from_config_dict(document, context=context)  # type: ignore[no-untyped-call]
+        new_client_from_config_dict(  # type: ignore[no-untyped-call]
+            document, context=context, client_configuration=configuration, persist_config=False
+        )
     except (ConfigException, KeyError, TypeError, ValueError) as exc:
         raise Unreachable(f"unusable kubeconfig: {exc}") from None
-    return client
+    return api_client(configuration)
+
+
+def api_client(configuration: Configuration) -> ApiClient:
+    """The client of one cluster. No hidden retries: the connection pool is built with the
+    configuration's ``retries`` when the client is made (setting it later changes nothing), and
+    every call ends within ``REQUEST_TIMEOUT`` (the time budgets rely on it)."""
+    configuration.retries = 0
+    return ApiClient(configuration)
 
 
 def service_account_api_client(secret: dict[str, Any]) -> ApiClient:
@@ -178,7 +202,7 @@ def service_account_api_client(secret: dict[str, Any]) -> ApiClient:
         pem = str(ca).encode()
         configuration.ssl_ca_cert = _ca_file(pem if b"-----BEGIN" in pem else base64.b64decode(pem))
     _bearer(configuration, token)
-    return ApiClient(configuration)
+    return api_client(configuration)
 
 
 def workload_from(kind: Kind, data: dict[str, Any]) -> Workload:
@@ -225,9 +249,12 @@ class KubeWorkloads:
     client. LISTs are read as JSON (``_preload_content=False``): a page of 500 workloads is not
     worth building 500 generated models for."""
 
-    def __init__(self, api: ApiClient, page_size: int = PAGE_SIZE) -> None:
+    def __init__(
+        self, api: ApiClient, page_size: int = PAGE_SIZE, breaker: ClusterBreaker | None = None
+    ) -> None:
         self._api = api
         self._page_size = page_size
+        self._breaker = breaker or ClusterBreaker("cluster")
         self.rejected = False  # the cluster answered 401: rebuild the client before the next use
         apps, batch, self._core = AppsV1Api(api), BatchV1Api(api), CoreV1Api(api)
         self._read: dict[Kind, Callable[..., Any]] = {
@@ -295,14 +322,40 @@ class KubeWorkloads:
                 return
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self._breaker.check()
         try:
-            return fn(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+            answer = fn(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
         except ApiException as exc:
             if exc.status == 401:
                 self.rejected = True
             raise _translate(exc, what) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._breaker.failure()
             raise Unreachable(f"cluster unreachable: {type(exc).__name__}: {exc}") from None
+        self._breaker.success()
+        return answer
+
+
+class ClusterBreaker:
+    """A cluster that did not answer (connection refused, timed out) is skipped for ``DOWN_FOR_S``:
+    the other targets of the batch in that cluster fail at once instead of each waiting for the
+    timeout, and the other clusters' targets get the invocation's time."""
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._name = name
+        self._clock = clock
+        self._until = 0.0
+
+    def check(self) -> None:
+        left = self._until - self._clock()
+        if left > 0:
+            raise Unreachable(f"cluster {self._name} did not answer; not asked again for {left:.0f} s")
+
+    def failure(self) -> None:
+        self._until = self._clock() + DOWN_FOR_S
+
+    def success(self) -> None:
+        self._until = 0.0
 
 
 class _Expired(Unreachable):
@@ -340,6 +393,7 @@ class ClusterConnector:
         self._config = config
         self._secret = secret
         self._clients: dict[str, tuple[Cluster, KubeWorkloads]] = {}
+        self._breakers: dict[str, ClusterBreaker] = {}
         self._lock = threading.Lock()
 
     def __call__(self, name: str) -> KubeWorkloads:
@@ -351,7 +405,9 @@ class ClusterConnector:
             if cached is not None and cached[0] == cluster and not cached[1].rejected:
                 return cached[1]
         try:
-            workloads = KubeWorkloads(self._connect(cluster))
+            breaker = self._breakers.setdefault(name, ClusterBreaker(name))
+            breaker.check()
+            workloads = KubeWorkloads(self._connect(cluster), breaker=breaker)
         except (ClientError, BotoCoreError) as exc:
             raise Unreachable(f"cannot reach cluster {name!r}: {exc}") from None
         except (ValueError, OSError, yaml.YAMLError) as exc:  # malformed secret, unreadable file
@@ -385,5 +441,4 @@ class ClusterConnector:
             if not isinstance(document, dict):
                 raise Unreachable("the kubeconfig is not a mapping")
             api = kubeconfig_api_client(document, source.context)
-        api.configuration.retries = 1
         return api

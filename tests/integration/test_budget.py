@@ -1,0 +1,135 @@
+"""A hung cluster costs the consumer one timeout, not the batch: the real consumer handler, a moto
+server, the real registry and two Kubernetes simulators, one of which stops answering (every
+request waits longer than the client's read timeout).
+
+- The other cluster's changes in the same batch are applied; only the hung cluster's records fail
+  (and go back to the queue).
+- With too little time left for another target, a record is not started: it is reported failed,
+  instead of the invocation running into the Lambda timeout and failing every record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from tagpin import wiring
+from tagpin_local.kubesim import deployment
+from tagpin_local.lambda_runtime import LocalFunction, sqs_event
+from tagpin_local.oci import push_image
+from tagpin_local.stack import LocalStack, StackOptions
+
+from tests.conftest import require_binary
+
+pytestmark = pytest.mark.integration
+
+HANG_S = 12.0  # longer than the client's read timeout (adapters.kubernetes.clusters.REQUEST_TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def st() -> Iterator[LocalStack]:
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    options = StackOptions(notifications=False, poll_interval=None, consume=False, clusters=["east"])
+    with LocalStack(options) as stack:
+        assert stack.registry is not None
+        document = stack.config_document()
+        for cluster, name in (("east", "e1"), ("east", "e2"), ("local", "l1"), ("local", "l2")):
+            image = f"{stack.registry.host}/budget/{name}:stable"
+            target = {"cluster": cluster, "namespace": "default", "name": name, "container": "app"}
+            document["images"].append({"image": image, "targets": [target]})
+            stack.kubes[cluster].create(deployment(name, "default", image))
+            push_image(stack.registry.url, f"budget/{name}", "stable")
+        stack.write_config(document)
+        yield stack
+
+
+def batch(st: LocalStack, names: list[str]) -> list[dict[str, Any]]:
+    """One change per tag (the poller's), received in ``names`` order: one SQS batch."""
+    assert st.registry is not None
+    st.run_poller()
+    sqs = st.client("sqs")
+    received: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + 10
+    while len(received) < 5 and time.monotonic() < deadline:
+        for message in sqs.receive_message(
+            QueueUrl=st.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", []):
+            received[message["Body"]] = message
+    by_name = {name: m for body, m in received.items() for name in names if f"/budget/{name}:" in body}
+    assert set(by_name) == set(names), f"changes received: {sorted(by_name)}"
+    return [by_name[name] for name in names]
+
+
+def invoke(st: LocalStack, messages: list[dict[str, Any]], timeout_s: float) -> tuple[set[str], float]:
+    """Invoke the consumer as Lambda's SQS event source does; the records it reports failed (all of
+    them when it raised: Lambda then delivers the whole batch again)."""
+    consumer = LocalFunction("consumer", timeout_s=timeout_s)
+    started = time.monotonic()
+    try:
+        response = consumer.invoke(sqs_event(messages, st.queue_arn)) or {}
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+    except BatchProcessingError:
+        failed = {m["MessageId"] for m in messages}
+    return failed, time.monotonic() - started
+
+
+def image_of(st: LocalStack, cluster: str, name: str) -> str:
+    return str(
+        st.kubes[cluster].get("Deployment", "default", name)["spec"]["template"]["spec"]["containers"][0][
+            "image"
+        ]
+    )
+
+
+def test_a_hung_cluster_fails_only_its_records_and_costs_one_timeout(st: LocalStack) -> None:
+    east = st.kubes["east"]
+    east.inject("*", "/apis/apps/", status=None, times=None, delay=HANG_S)
+    try:
+        messages = batch(st, ["e1", "l1", "e2", "l2"])
+        failed, elapsed = invoke(st, messages, timeout_s=60)
+    finally:
+        east.clear_faults()
+    ids = {name: m["MessageId"] for name, m in zip(["e1", "l1", "e2", "l2"], messages, strict=True)}
+    assert failed == {ids["e1"], ids["e2"]}
+    assert "@sha256:" in image_of(st, "local", "l1") and "@sha256:" in image_of(st, "local", "l2")
+    assert "@" not in image_of(st, "east", "e1") and "@" not in image_of(st, "east", "e2")
+    # e1 waited for the read timeout; e2 was not asked again (the cluster is skipped for a while).
+    assert elapsed < 2 * HANG_S, f"{elapsed:.1f} s"
+
+
+def test_a_record_is_not_started_without_time_for_it(st: LocalStack) -> None:
+    """Timeout 35 s and a 30 s reserve: after one hung call (about 10 s) no record is started;
+    the invocation ends in time and reports the rest as failed, nothing is lost."""
+    for name in ("e1", "e2", "l1", "l2"):  # back to the floating tags, so every tag is behind again
+        cluster = "east" if name.startswith("e") else "local"
+        st.kubes[cluster].patch(
+            "Deployment",
+            "default",
+            name,
+            {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "app", "image": f"{st.registry.host}/budget/{name}:stable"}
+                            ]
+                        }
+                    }
+                }
+            },  # type: ignore[union-attr]
+        )
+        push_image(st.registry.url, f"budget/{name}", "stable")  # type: ignore[union-attr]
+    wiring.reset()  # a new container: the hung cluster's skip window from the test above is gone
+    east = st.kubes["east"]
+    east.inject("*", "/apis/apps/", status=None, times=None, delay=HANG_S)
+    try:
+        messages = batch(st, ["e1", "l1", "l2"])
+        failed, elapsed = invoke(st, messages, timeout_s=35)
+    finally:
+        east.clear_faults()
+    assert elapsed < 35, f"{elapsed:.1f} s: the invocation would have timed out"
+    assert {m["MessageId"] for m in messages} == failed  # e1 hung; l1 and l2 not started
+    assert "@" not in image_of(st, "local", "l1")
