@@ -10,6 +10,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
+from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Trigger
 from tagpin.observability import logger, metrics, registry_metrics
 
@@ -22,8 +23,13 @@ MAX_RESULTS = 100  # per-tag details in the response (the counts cover everythin
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     started = time.monotonic()
+    try:
+        followed = wiring.followed_images()
+    except NotConfigured as exc:  # deployed, not configured yet: nothing to poll, nothing failed
+        logger.warning("not configured yet; nothing polled", extra={"reason": str(exc)})
+        return {"configured": False, "reason": str(exc)}
     summary = wiring.poller().run(
-        wiring.followed_images(),
+        followed,
         trigger=Trigger.POLL,
         correlation_id=logger.get_correlation_id(),
         remaining_ms=context.get_remaining_time_in_millis,

@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
+from tagpin.domain.config import NotConfigured
 from tagpin.domain.budget import Budget
 from tagpin.domain.messages import Verification
 from tagpin.domain.outcomes import VerificationOutcome
@@ -56,6 +57,14 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> str:
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        wiring.config()
+    except NotConfigured as exc:
+        # Deployed, not configured yet: every record waits for a later delivery (after the visibility
+        # timeout), reported failed without an error, so no error alarm fires for a stack nobody
+        # has configured yet. Five receives at 6 minutes each: half an hour before a dead letter.
+        logger.warning("not configured yet; records left for later", extra={"reason": str(exc)})
+        return {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event.get("Records", [])]}
     return process_partial_response(  # type: ignore[return-value]
         event=event, record_handler=record_handler, processor=processor, context=context
     )

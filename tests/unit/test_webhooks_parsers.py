@@ -93,6 +93,10 @@ def test_github_keeps_tagged_container_versions_only() -> None:
     nested["package"]["package_version"]["package_url"] = "ghcr.io/demo/tools/web:stable"
     assert github.parse(enc(nested), h)[0].repository == "demo/tools/web"
     assert "registry_package" in refused(github.parse, enc(body), {"x-github-event": "registry_package"})
+    # Every GitHub delivery names its event: one without the header is malformed (400), as other
+    # sources' malformed deliveries are, not accepted with nothing done.
+    assert "X-GitHub-Event" in refused(github.parse, enc(body), {"x-github-delivery": "d-1"})
+    assert "X-GitHub-Event" in refused(github.parse, enc(body), {"x-github-event": "  "})
 
 
 def test_quay_one_event_per_distinct_tag() -> None:

@@ -18,7 +18,7 @@ from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.adapters.registry.client import RegistryClient
 from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
 from tagpin.adapters.sqs import SqsChangeQueue
-from tagpin.domain.config import FollowedImage, RolloutSettings, TagpinConfig
+from tagpin.domain.config import FollowedImage, NotConfigured, RolloutSettings, TagpinConfig
 from tagpin.ports.registry import RegistryAccess
 from tagpin.ports.state import State
 from tagpin.settings import Function, Settings
@@ -167,9 +167,20 @@ def webhook_service() -> WebhookService:
 
     secret_name = setting("webhook_secret")
     deliveries = DeliveryStore(aws("dynamodb"), setting("state_table"))
+
+    def secrets() -> dict[str, Any]:  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
+        try:
+            return secret_json(secret_name)
+        except Exception as exc:
+            if "ResourceNotFoundException" not in str(exc):
+                raise
+            raise NotConfigured(
+                f"the webhook secret {secret_name} does not exist yet: create it (docs/deploying.md)"
+            ) from None
+
     return WebhookService(
         sources=SOURCES,
-        secrets=lambda: secret_json(secret_name),  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
+        secrets=secrets,
         config=config,
         detector=detector,
         deliveries=lambda: deliveries,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tagpin.domain.config import ConfigError, TagpinConfig, parse_config
+from tagpin.domain.config import ConfigError, NotConfigured, TagpinConfig, parse_config
 
 
 class ConfigLoader:
@@ -24,10 +24,21 @@ class ConfigLoader:
 
     def _text(self) -> str:
         if self._file is not None:
-            return Path(self._file).read_text(encoding="utf-8")
+            try:
+                return Path(self._file).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise NotConfigured(f"the configuration file {self._file} does not exist") from None
         from aws_lambda_powertools.utilities import parameters
 
-        value = parameters.get_parameter(self._parameter or "", decrypt=True, max_age=self._max_age)
+        try:
+            value = parameters.get_parameter(self._parameter or "", decrypt=True, max_age=self._max_age)
+        except parameters.GetParameterError as exc:
+            if "ParameterNotFound" not in str(exc):
+                raise
+            raise NotConfigured(
+                f"the configuration parameter {self._parameter} does not exist yet: "
+                "write it with `tagpin config push FILE` (docs/deploying.md)"
+            ) from None
         return value if isinstance(value, str) else str(value)
 
     def load(self) -> TagpinConfig:

@@ -4,7 +4,8 @@ Every source is a ``tagpin.ports.webhooks.Source`` (authentication + parser; the
 ``tagpin.adapters.webhooks.sources.SOURCES``); nothing here is specific to one sender.
 
 Answers: 404 unknown source, 401 missing/bad authentication (also when no secret is configured
-for the source: closed, not open), 400 malformed or oversized body, 202 with counts otherwise.
+for the source: closed, not open), 400 malformed or oversized body, 503 before the stack is
+configured (no configuration parameter or webhook secret yet), 202 with counts otherwise.
 Nothing a sender can put in a request leads to a 5xx.
 
 Replays: an event that carries a delivery id (GitHub/Nexus delivery headers, CloudEvents and
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tagpin.domain.config import FollowedImage, TagpinConfig
+from tagpin.domain.config import FollowedImage, NotConfigured, TagpinConfig
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import ImageRef, InvalidReference
@@ -112,6 +113,9 @@ class WebhookService:
         try:
             events = parse()
             return self._act(source, events, correlation_id)
+        except NotConfigured as exc:  # a stack not configured yet: "try later", never a 5xx error
+            logger.warning("webhook before configuration", extra={"source": source[:64], "reason": str(exc)})
+            return WebhookResult(503, {"error": f"tagpin is not configured yet: {exc}"})
         except WebhookError as exc:
             logger.info(
                 "webhook rejected", extra={"source": source[:64], "status": exc.status, "reason": exc.message}

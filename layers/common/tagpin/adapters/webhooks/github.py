@@ -65,8 +65,10 @@ def _image_path(package_url: str) -> tuple[str, str]:
 
 def parse(body: bytes, headers: Mapping[str, str], options: SourceOptions = NO_OPTIONS, /) -> list[PushEvent]:
     name = (headers.get("x-github-event") or "").strip()
+    if not name:  # every GitHub delivery names its event: without it the request is malformed
+        raise WebhookError(400, "X-GitHub-Event header: missing (GitHub names the event of every delivery)")
     if name not in EVENTS:
-        return []
+        return []  # another event (ping, push, ...): nothing to do
     event = decode(PackageEvent, body)
     package = event.package if name == "package" else event.registry_package
     if package is None:

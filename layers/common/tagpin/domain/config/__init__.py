@@ -10,7 +10,7 @@ The public names are importable from this package.
 
 from __future__ import annotations
 
-from tagpin.domain.config.base import ConfigError
+from tagpin.domain.config.base import ConfigError, NotConfigured
 from tagpin.domain.config.clusters import Cluster, EksAccess, KubeconfigAccess, ServiceAccountAccess
 from tagpin.domain.config.document import TagpinConfig, parse_config
 from tagpin.domain.config.registries import EcrSettings, Registry, RegistryKind, ecr_host_parts, registry_kind
@@ -32,6 +32,7 @@ __all__ = [
     "Kind",
     "KubeconfigAccess",
     "MaintenanceWindow",
+    "NotConfigured",
     "NotificationSettings",
     "Registry",
     "RegistryKind",

@@ -15,5 +15,10 @@ class ConfigError(ValueError):
     """The configuration is invalid; the message names each offending field."""
 
 
+class NotConfigured(ConfigError):
+    """The configuration (or a secret every request needs) does not exist yet: a stack deployed
+    and not configured. Functions wait quietly instead of failing; the message says what to do."""
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
