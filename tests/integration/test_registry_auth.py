@@ -17,8 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
-from tagpin.adapters.registry.client import RegistryClient, RetryPolicy
+from tagpin.adapters.registry.client import RegistryClient
 from tagpin.adapters.registry.credentials import CredentialStore
+from tagpin.adapters.registry.resilience import RetryPolicy
 from tagpin.domain.config import FollowedImage, Registry, RegistryKind, TagpinConfig, Target
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.registry import OCI_MANIFEST, AuthError

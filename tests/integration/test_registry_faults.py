@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tagpin.adapters.registry.client import RegistryClient, RetryPolicy
+from tagpin.adapters.registry.client import RegistryClient
+from tagpin.adapters.registry.resilience import RetryPolicy
 from tagpin.domain.config import FollowedImage, Registry, Target
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.registry import RegistryAccess, RegistryError, RegistryUnavailable

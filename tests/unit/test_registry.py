@@ -12,18 +12,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import pytest
-from tagpin.adapters.registry.client import (
-    ACCEPT,
-    CircuitBreaker,
-    Headers,
-    HttpRequest,
-    HttpResponse,
-    RegistryClient,
-    RetryPolicy,
-    TransportError,
-    parse_challenges,
-    parse_retry_after,
-)
+from tagpin.adapters.registry.auth import parse_challenges
+from tagpin.adapters.registry.client import ACCEPT, RegistryClient
+from tagpin.adapters.registry.http import Headers, HttpRequest, HttpResponse, TransportError
+from tagpin.adapters.registry.resilience import CircuitBreaker, RetryPolicy, parse_retry_after
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.registry import (
     OCI_INDEX,
@@ -566,7 +558,7 @@ def test_concurrent_requests_share_one_token_fetch() -> None:
     client = client_for(fake)
     client.resolve(REF)  # learn the challenge
     fake.expires_in = 300
-    client._tokens.clear()
+    client._auth.tokens.clear()
     result = client.resolve_many([ImageRef.parse(f"registry.example.com/demo/web:t{i}") for i in range(20)])
     assert len(result) == 20
     assert len(fake.token_requests) == 2  # one for the first resolve, one shared by all twenty

@@ -3,45 +3,44 @@
 ``HEAD /v2/<name>/manifests/<tag>`` with index-capable Accept types, ``Docker-Content-Digest`` verbatim,
 GET + sha256 of the exact bytes when the header is missing (never for registries marked HEAD-only,
 e.g. Docker Hub, where a manifest GET counts as a pull), and the bearer-token flow with a token
-cache. For multi-arch images the digest is the index digest.
+cache (``auth``). For multi-arch images the digest is the index digest.
 
 At scale (the poller resolves thousands of tags per run):
 
 - one asyncio event loop in a daemon thread owns all I/O; the synchronous API (``resolve``,
   ``resolve_many``, ``start_many``) submits coroutines to it, so any thread may call it and every
-  call shares one connection pool (kept alive across warm Lambda invocations);
-- the HTTP stack is aiohttp. Measured on the local registry (2 cores, 32 concurrent HEADs, CPU
-  time per request in the client): ``httpx.AsyncClient`` 1.3 ms, httpx sync in threads 0.66 ms,
-  urllib3 in threads 0.30 ms, httpx over an aiohttp transport 0.33 ms, aiohttp 0.13 ms. httpx's
-  async pool (httpcore 1.0.9) re-checks every pooled connection (``has_expired`` ->
-  ``is_readable``, a socket poll) each time it assigns a request, and takes an anyio lock that
-  yields to the loop on every acquire: 2,000 HEADs cost 160,894 ``has_expired`` calls;
+  call shares one connection pool (kept alive across warm Lambda invocations). The loop thread and
+  the transport, and why aiohttp, are in ``http``;
 - a global bound and a per-registry bound on requests in flight (per-registry acquired first,
   so a slow registry cannot hold global slots while it waits for its own);
-- retries with full-jitter exponential backoff on 5xx, timeouts and connection errors; 429
-  honours ``Retry-After`` (a wait longer than the policy allows opens the circuit instead);
-- a circuit breaker per registry: after ``threshold`` consecutive failed resolutions the
-  registry is skipped (``RegistryUnavailable``) until ``cooldown`` has passed.
+- retries (``_send``) and a circuit breaker per registry (``aresolve``); the policy, the breaker
+  and what they do are in ``resilience``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import hashlib
 import json
 import logging
 import random
-import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Self
 
+from tagpin.adapters.registry.auth import RegistryAuth
+from tagpin.adapters.registry.http import (
+    AiohttpTransport,
+    HttpRequest,
+    HttpResponse,
+    LoopThread,
+    Transport,
+    TransportError,
+)
+from tagpin.adapters.registry.resilience import CircuitBreaker, RetryPolicy, parse_retry_after
 from tagpin.domain.refs import ImageRef, is_digest
 from tagpin.ports.registry import (
     MANIFEST_TYPES,
@@ -66,44 +65,7 @@ SCHEMA1_TYPES = frozenset(
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 RATE_LIMIT_HEADERS = ("ratelimit-limit", "ratelimit-remaining", "docker-ratelimit-source")
-TOKEN_DEFAULT_TTL = 60.0
-TOKEN_MARGIN = 10.0
 _HASHES = {"sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
-
-
-@dataclass(frozen=True)
-class Challenge:
-    scheme: str  # lower-case: "bearer", "basic", ...
-    params: dict[str, str]
-
-
-_TCHARS = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-_PARAM_RE = re.compile(rf'[\s,]*({_TCHARS})\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*)')
-_SCHEME_RE = re.compile(rf"[\s,]*({_TCHARS})(?=[\s,]|$)")
-
-
-def parse_challenges(values: list[str]) -> list[Challenge]:
-    """Parse ``WWW-Authenticate`` values (several challenges per value allowed, quoted params)."""
-    out: list[Challenge] = []
-    for value in values:
-        pos, current = 0, None
-        while pos < len(value):
-            m = _PARAM_RE.match(value, pos) if current is not None else None
-            if m and current is not None:
-                raw = m[2]
-                if raw.startswith('"'):
-                    raw = re.sub(r"\\(.)", r"\1", raw[1:-1])
-                current.params[m[1].lower()] = raw
-                pos = m.end()
-                continue
-            m = _SCHEME_RE.match(value, pos)
-            if m:
-                current = Challenge(m[1].lower(), {})
-                out.append(current)
-                pos = m.end()
-                continue
-            pos += 1  # token68 or junk: skip
-    return out
 
 
 def api_host(registry: str) -> str:
@@ -111,178 +73,7 @@ def api_host(registry: str) -> str:
     return DOCKER_HUB_API if registry == DOCKER_HUB else registry
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when - (time.time() if now is None else now))
-
-
-# --- transport ------------------------------------------------------------------------------------
-
-
-class Headers:
-    """Case-insensitive, multi-valued response headers."""
-
-    def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
-        self._items = [(k.lower(), v) for k, v in items]
-
-    def get(self, name: str, default: str = "") -> str:
-        name = name.lower()
-        return next((v for k, v in self._items if k == name), default)
-
-    def get_list(self, name: str) -> list[str]:
-        name = name.lower()
-        return [v for k, v in self._items if k == name]
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and any(k == name.lower() for k, _v in self._items)
-
-
-@dataclass(frozen=True)
-class HttpRequest:
-    method: str
-    url: str
-    headers: Mapping[str, str]
-    params: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: Headers
-    body: bytes = b""
-
-    @property
-    def media_type(self) -> str:
-        return self.headers.get("content-type").split(";", 1)[0].strip().lower()
-
-
-class TransportError(Exception):
-    """No HTTP answer: connection refused or reset, or a timeout (``timeout`` True)."""
-
-    def __init__(self, message: str, *, timeout: bool = False) -> None:
-        super().__init__(message)
-        self.timeout = timeout
-
-
-class Transport(Protocol):
-    async def send(self, request: HttpRequest, timeout: float) -> HttpResponse: ...
-
-    async def close(self) -> None: ...
-
-
-class AiohttpTransport:
-    """The production transport: one aiohttp session (keep-alive pool) created in the loop."""
-
-    def __init__(self, limit: int = 100, keepalive_timeout: float = 30.0) -> None:
-        self._limit = limit
-        self._keepalive = keepalive_timeout
-        self._session: Any = None
-
-    async def send(self, request: HttpRequest, timeout: float) -> HttpResponse:
-        import aiohttp
-
-        if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=self._limit, keepalive_timeout=self._keepalive, ttl_dns_cache=300
-            )
-            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-        try:
-            async with self._session.request(
-                request.method,
-                request.url,
-                headers=dict(request.headers),
-                params=dict(request.params) or None,
-                timeout=aiohttp.ClientTimeout(total=timeout),
-                allow_redirects=True,
-            ) as response:
-                body = b"" if request.method == "HEAD" else await response.read()
-                return HttpResponse(response.status, Headers(response.headers.items()), body)
-        except TimeoutError:
-            raise TransportError(f"timed out after {timeout:.1f}s", timeout=True) from None
-        except aiohttp.ClientError as exc:
-            raise TransportError(type(exc).__name__) from None
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-
-# --- retries and the circuit breaker --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 3  # tries per request, the first included
-    base: float = 0.2  # seconds; full jitter: uniform(0, min(cap, base * 2**n))
-    cap: float = 5.0
-    max_retry_after: float = 30.0  # a longer Retry-After opens the circuit for that long instead
-
-    def backoff(self, attempt: int, rng: Callable[[float, float], float] = random.uniform) -> float:
-        return rng(0.0, min(self.cap, self.base * (2**attempt)))
-
-
-class CircuitBreaker:
-    """Per registry: opens after ``threshold`` consecutive failures, for ``cooldown`` seconds,
-    then lets requests through again (a failure re-opens it at once)."""
-
-    def __init__(self, threshold: int, cooldown: float, clock: Callable[[], float]) -> None:
-        self.threshold = threshold
-        self.cooldown = cooldown
-        self._clock = clock
-        self.failures = 0
-        self.open_until = 0.0
-        self.last_error = ""
-
-    def check(self, host: str) -> None:
-        if self.open_until > self._clock():
-            raise RegistryUnavailable(
-                f"{host}: skipped, the registry failed {self.failures} times in a row "
-                f"(last: {self.last_error}); retrying after {self.open_until - self._clock():.0f}s",
-                host=host,
-            )
-
-    def success(self) -> None:
-        self.failures = 0
-        self.open_until = 0.0
-
-    def failure(self, error: str, *, open_for: float | None = None) -> None:
-        self.failures += 1
-        self.last_error = error
-        if open_for is not None or self.failures >= self.threshold:
-            self.open_until = self._clock() + max(self.cooldown, open_for or 0.0)
-
-
 # --- the client -----------------------------------------------------------------------------------
-
-
-class _Loop:
-    """An event loop running in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="tagpin-registry", daemon=True)
-        self.thread.start()
-
-    def submit[T](self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
-        async def run() -> T:
-            return await coro
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
-        self.loop.close()
 
 
 class RegistryClient:
@@ -313,14 +104,12 @@ class RegistryClient:
         self._sleep = sleep
         self._rng = rng
         self._lock = threading.Lock()
-        self._loop: _Loop | None = None
+        self._loop: LoopThread | None = None
         # Everything below is touched only from the loop thread.
         self._global: asyncio.Semaphore | None = None
         self._hosts: dict[str, asyncio.Semaphore] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
-        self._challenges: dict[str, Challenge] = {}  # api host -> last auth challenge seen
-        self._tokens: dict[tuple[str, str, str, str], tuple[str, float]] = {}  # key -> (token, expires)
-        self._token_fetches: dict[tuple[str, str, str, str], asyncio.Future[str]] = {}
+        self._auth = RegistryAuth(self._send, clock)  # challenges and the token cache
         self.rate_limits: dict[str, dict[str, str]] = {}  # api host -> last rate-limit headers seen
 
     def __enter__(self) -> Self:
@@ -336,10 +125,10 @@ class RegistryClient:
             loop.submit(self._transport.close()).result(timeout=10)
             loop.stop()
 
-    def _run_loop(self) -> _Loop:
+    def _run_loop(self) -> LoopThread:
         with self._lock:
             if self._loop is None:
-                self._loop = _Loop()
+                self._loop = LoopThread()
             return self._loop
 
     # --- synchronous API (any thread) --------------------------------------------------------------
@@ -566,7 +355,7 @@ class RegistryClient:
             )
         raise RegistryError(f"{host}: HTTP {status} resolving {ref}", host=host, status=status)
 
-    # --- HTTP, retries and auth --------------------------------------------------------------------
+    # --- HTTP, retries and auth (``RegistryAuth``) -------------------------------------------------
 
     async def _send(
         self,
@@ -607,121 +396,5 @@ class RegistryClient:
     async def _request(
         self, method: str, url: str, host: str, scope: str, access: RegistryAccess
     ) -> HttpResponse:
-        headers = {"Accept": ACCEPT}
-        cached = await self._cached_authorization(host, scope, access)
-        if cached:
-            headers["Authorization"] = cached
-        response = await self._send(method, url, host, headers)
-        if response.status != 401:
-            return response
-        challenges = parse_challenges(response.headers.get_list("www-authenticate"))
-        challenge = next((c for c in challenges if c.scheme == "bearer"), None) or next(
-            (c for c in challenges if c.scheme == "basic"), None
-        )
-        if challenge is None:
-            raise AuthError(
-                f"{host}: HTTP 401 without a usable WWW-Authenticate challenge", host=host, status=401
-            )
-        self._challenges[host] = challenge
-        headers["Authorization"] = await self._authorize(
-            host, challenge, scope, access, refresh=True, rejected=cached
-        )
-        response = await self._send(method, url, host, headers)
-        if response.status == 401:
-            if access.invalidate is not None:
-                access.invalidate()  # e.g. an ECR token revoked early: fetch a new one next time
-            raise AuthError(f"{host}: credentials or token rejected (HTTP 401)", host=host, status=401)
-        return response
-
-    async def _cached_authorization(self, host: str, scope: str, access: RegistryAccess) -> str | None:
-        """The Authorization header to send up front, once the host's challenge is known: a cached
-        token (or one fetched now, shared by every concurrent request of the same scope)."""
-        challenge = self._challenges.get(host)
-        if challenge is None:
-            return None
-        if challenge.scheme == "basic":
-            return self._basic(access, host) if access.credentials else None
-        return await self._authorize(host, challenge, scope, access, refresh=False)
-
-    @staticmethod
-    def _token_key(challenge: Challenge, scope: str, access: RegistryAccess) -> tuple[str, str, str, str]:
-        user = access.credentials.username if access.credentials else ""
-        return (challenge.params.get("realm", ""), challenge.params.get("service", ""), scope, user)
-
-    @staticmethod
-    def _basic(access: RegistryAccess, host: str) -> str:
-        if access.credentials is None:
-            raise AuthError(f"{host}: registry asks for Basic credentials and none are configured", host=host)
-        pair = f"{access.credentials.username}:{access.credentials.password}".encode()
-        return "Basic " + base64.b64encode(pair).decode("ascii")
-
-    async def _authorize(
-        self,
-        host: str,
-        challenge: Challenge,
-        scope: str,
-        access: RegistryAccess,
-        *,
-        refresh: bool,
-        rejected: str | None = None,
-    ) -> str:
-        """Authorization header: Basic, or a bearer token from the cache or the realm. ``refresh``
-        (after a 401) drops the cached token if it is the one the registry ``rejected``; a token
-        another request fetched meanwhile (e.g. the first requests of a cold client all get a 401)
-        is used as it is. One fetch per key at a time."""
-        if challenge.scheme == "basic":
-            return self._basic(access, host)
-        key = self._token_key(challenge, scope, access)
-        if refresh:
-            cached = self._tokens.get(key)
-            if cached is None or f"Bearer {cached[0]}" == rejected:
-                self._tokens.pop(key, None)
-        entry = self._tokens.get(key)
-        if entry and entry[1] > self._clock():
-            return f"Bearer {entry[0]}"
-        pending = self._token_fetches.get(key)
-        if pending is None:
-            pending = asyncio.ensure_future(self._fetch_token(host, challenge, scope, access, key))
-            self._token_fetches[key] = pending
-            pending.add_done_callback(lambda _f: self._token_fetches.pop(key, None))
-        return f"Bearer {await asyncio.shield(pending)}"
-
-    async def _fetch_token(
-        self,
-        host: str,
-        challenge: Challenge,
-        scope: str,
-        access: RegistryAccess,
-        key: tuple[str, str, str, str],
-    ) -> str:
-        realm = challenge.params.get("realm")
-        if not realm or not realm.startswith(("https://", "http://")):
-            raise AuthError(f"{host}: bearer challenge without a usable realm", host=host, status=401)
-        params = {k: v for k, v in (("service", challenge.params.get("service")), ("scope", scope)) if v}
-        headers = {"Authorization": self._basic(access, host)} if access.credentials else {}
-        response = await self._send("GET", realm, host, headers, params)
-        if response.status in (401, 403):
-            if access.invalidate is not None:
-                access.invalidate()
-            raise AuthError(
-                f"{host}: token endpoint {realm} refused (HTTP {response.status})",
-                host=host,
-                status=response.status,
-            )
-        if response.status != 200:
-            raise RegistryError(
-                f"{host}: token endpoint {realm} answered HTTP {response.status}",
-                host=host,
-                status=response.status,
-            )
-        try:
-            doc = json.loads(response.body)
-            token = doc.get("token") or doc.get("access_token")
-            ttl = float(doc.get("expires_in") or TOKEN_DEFAULT_TTL)
-        except (ValueError, AttributeError, TypeError):
-            token, ttl = None, 0.0
-        if not isinstance(token, str) or not token:
-            raise AuthError(f"{host}: token endpoint {realm} returned no token", host=host, status=200)
-        self._tokens[key] = (token, self._clock() + ttl - TOKEN_MARGIN)
-        log.debug("fetched registry token for %s (%s), valid %.0fs", host, scope, ttl)
-        return token
+        """A manifest request, with the Authorization ``RegistryAuth`` finds for it."""
+        return await self._auth.request(method, url, host, scope, access, {"Accept": ACCEPT})

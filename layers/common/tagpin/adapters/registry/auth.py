@@ -1,0 +1,216 @@
+"""Registry authentication: the ``WWW-Authenticate`` challenge parser and the bearer/basic flow.
+
+A request goes out with the Authorization the host's last challenge calls for (a cached bearer
+token, or Basic credentials); a 401 teaches the challenge, fetches a token from the realm (one
+fetch per key at a time, shared by every concurrent request) and retries once. Tokens are cached
+per (realm, service, scope, user) until shortly before they expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from tagpin.adapters.registry.http import HttpResponse
+from tagpin.ports.registry import AuthError, RegistryAccess, RegistryError
+
+log = logging.getLogger(__name__)
+
+TOKEN_DEFAULT_TTL = 60.0
+TOKEN_MARGIN = 10.0
+
+
+@dataclass(frozen=True)
+class Challenge:
+    scheme: str  # lower-case: "bearer", "basic", ...
+    params: dict[str, str]
+
+
+_TCHARS = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_PARAM_RE = re.compile(rf'[\s,]*({_TCHARS})\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*)')
+_SCHEME_RE = re.compile(rf"[\s,]*({_TCHARS})(?=[\s,]|$)")
+
+
+def parse_challenges(values: list[str]) -> list[Challenge]:
+    """Parse ``WWW-Authenticate`` values (several challenges per value allowed, quoted params)."""
+    out: list[Challenge] = []
+    for value in values:
+        pos, current = 0, None
+        while pos < len(value):
+            m = _PARAM_RE.match(value, pos) if current is not None else None
+            if m and current is not None:
+                raw = m[2]
+                if raw.startswith('"'):
+                    raw = re.sub(r"\\(.)", r"\1", raw[1:-1])
+                current.params[m[1].lower()] = raw
+                pos = m.end()
+                continue
+            m = _SCHEME_RE.match(value, pos)
+            if m:
+                current = Challenge(m[1].lower(), {})
+                out.append(current)
+                pos = m.end()
+                continue
+            pos += 1  # token68 or junk: skip
+    return out
+
+
+class Send(Protocol):
+    """``RegistryClient._send``: one request with retries."""
+
+    def __call__(
+        self,
+        method: str,
+        url: str,
+        host: str,
+        headers: dict[str, str],
+        params: Mapping[str, str] | None = None,
+    ) -> Awaitable[HttpResponse]: ...
+
+
+class RegistryAuth:
+    """The challenge/token flow and the token cache of one ``RegistryClient``; touched only from
+    its loop thread."""
+
+    def __init__(self, send: Send, clock: Callable[[], float]) -> None:
+        self._send = send
+        self._clock = clock
+        self._challenges: dict[str, Challenge] = {}  # api host -> last auth challenge seen
+        self.tokens: dict[tuple[str, str, str, str], tuple[str, float]] = {}  # key -> (token, expires)
+        self._token_fetches: dict[tuple[str, str, str, str], asyncio.Future[str]] = {}
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        host: str,
+        scope: str,
+        access: RegistryAccess,
+        base_headers: Mapping[str, str],
+    ) -> HttpResponse:
+        """``method url`` with ``base_headers`` plus the Authorization the host asks for (learnt from a
+        401 and retried once)."""
+        headers = dict(base_headers)
+        cached = await self._cached_authorization(host, scope, access)
+        if cached:
+            headers["Authorization"] = cached
+        response = await self._send(method, url, host, headers)
+        if response.status != 401:
+            return response
+        challenges = parse_challenges(response.headers.get_list("www-authenticate"))
+        challenge = next((c for c in challenges if c.scheme == "bearer"), None) or next(
+            (c for c in challenges if c.scheme == "basic"), None
+        )
+        if challenge is None:
+            raise AuthError(
+                f"{host}: HTTP 401 without a usable WWW-Authenticate challenge", host=host, status=401
+            )
+        self._challenges[host] = challenge
+        headers["Authorization"] = await self._authorize(
+            host, challenge, scope, access, refresh=True, rejected=cached
+        )
+        response = await self._send(method, url, host, headers)
+        if response.status == 401:
+            if access.invalidate is not None:
+                access.invalidate()  # e.g. an ECR token revoked early: fetch a new one next time
+            raise AuthError(f"{host}: credentials or token rejected (HTTP 401)", host=host, status=401)
+        return response
+
+    async def _cached_authorization(self, host: str, scope: str, access: RegistryAccess) -> str | None:
+        """The Authorization header to send up front, once the host's challenge is known: a cached
+        token (or one fetched now, shared by every concurrent request of the same scope)."""
+        challenge = self._challenges.get(host)
+        if challenge is None:
+            return None
+        if challenge.scheme == "basic":
+            return self._basic(access, host) if access.credentials else None
+        return await self._authorize(host, challenge, scope, access, refresh=False)
+
+    @staticmethod
+    def _token_key(challenge: Challenge, scope: str, access: RegistryAccess) -> tuple[str, str, str, str]:
+        user = access.credentials.username if access.credentials else ""
+        return (challenge.params.get("realm", ""), challenge.params.get("service", ""), scope, user)
+
+    @staticmethod
+    def _basic(access: RegistryAccess, host: str) -> str:
+        if access.credentials is None:
+            raise AuthError(f"{host}: registry asks for Basic credentials and none are configured", host=host)
+        pair = f"{access.credentials.username}:{access.credentials.password}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+
+    async def _authorize(
+        self,
+        host: str,
+        challenge: Challenge,
+        scope: str,
+        access: RegistryAccess,
+        *,
+        refresh: bool,
+        rejected: str | None = None,
+    ) -> str:
+        """Authorization header: Basic, or a bearer token from the cache or the realm. ``refresh``
+        (after a 401) drops the cached token if it is the one the registry ``rejected``; a token
+        another request fetched meanwhile (e.g. the first requests of a cold client all get a 401)
+        is used as it is. One fetch per key at a time."""
+        if challenge.scheme == "basic":
+            return self._basic(access, host)
+        key = self._token_key(challenge, scope, access)
+        if refresh:
+            cached = self.tokens.get(key)
+            if cached is None or f"Bearer {cached[0]}" == rejected:
+                self.tokens.pop(key, None)
+        entry = self.tokens.get(key)
+        if entry and entry[1] > self._clock():
+            return f"Bearer {entry[0]}"
+        pending = self._token_fetches.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._fetch_token(host, challenge, scope, access, key))
+            self._token_fetches[key] = pending
+            pending.add_done_callback(lambda _f: self._token_fetches.pop(key, None))
+        return f"Bearer {await asyncio.shield(pending)}"
+
+    async def _fetch_token(
+        self,
+        host: str,
+        challenge: Challenge,
+        scope: str,
+        access: RegistryAccess,
+        key: tuple[str, str, str, str],
+    ) -> str:
+        realm = challenge.params.get("realm")
+        if not realm or not realm.startswith(("https://", "http://")):
+            raise AuthError(f"{host}: bearer challenge without a usable realm", host=host, status=401)
+        params = {k: v for k, v in (("service", challenge.params.get("service")), ("scope", scope)) if v}
+        headers = {"Authorization": self._basic(access, host)} if access.credentials else {}
+        response = await self._send("GET", realm, host, headers, params)
+        if response.status in (401, 403):
+            if access.invalidate is not None:
+                access.invalidate()
+            raise AuthError(
+                f"{host}: token endpoint {realm} refused (HTTP {response.status})",
+                host=host,
+                status=response.status,
+            )
+        if response.status != 200:
+            raise RegistryError(
+                f"{host}: token endpoint {realm} answered HTTP {response.status}",
+                host=host,
+                status=response.status,
+            )
+        try:
+            doc = json.loads(response.body)
+            token = doc.get("token") or doc.get("access_token")
+            ttl = float(doc.get("expires_in") or TOKEN_DEFAULT_TTL)
+        except (ValueError, AttributeError, TypeError):
+            token, ttl = None, 0.0
+        if not isinstance(token, str) or not token:
+            raise AuthError(f"{host}: token endpoint {realm} returned no token", host=host, status=200)
+        self.tokens[key] = (token, self._clock() + ttl - TOKEN_MARGIN)
+        log.debug("fetched registry token for %s (%s), valid %.0fs", host, scope, ttl)
+        return token

@@ -1,0 +1,136 @@
+"""HTTP for the registry client: the transport it sends through and the event-loop thread that owns
+all I/O.
+
+- one asyncio event loop in a daemon thread (``LoopThread``) owns all I/O; ``RegistryClient``'s
+  synchronous API submits coroutines to it, so every call shares one connection pool (kept alive
+  across warm Lambda invocations);
+- the HTTP stack is aiohttp. Measured on the local registry (2 cores, 32 concurrent HEADs, CPU
+  time per request in the client): ``httpx.AsyncClient`` 1.3 ms, httpx sync in threads 0.66 ms,
+  urllib3 in threads 0.30 ms, httpx over an aiohttp transport 0.33 ms, aiohttp 0.13 ms. httpx's
+  async pool (httpcore 1.0.9) re-checks every pooled connection (``has_expired`` ->
+  ``is_readable``, a socket poll) each time it assigns a request, and takes an anyio lock that
+  yields to the loop on every acquire: 2,000 HEADs cost 160,894 ``has_expired`` calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# --- transport ------------------------------------------------------------------------------------
+
+
+class Headers:
+    """Case-insensitive, multi-valued response headers."""
+
+    def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
+        self._items = [(k.lower(), v) for k, v in items]
+
+    def get(self, name: str, default: str = "") -> str:
+        name = name.lower()
+        return next((v for k, v in self._items if k == name), default)
+
+    def get_list(self, name: str) -> list[str]:
+        name = name.lower()
+        return [v for k, v in self._items if k == name]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and any(k == name.lower() for k, _v in self._items)
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: Headers
+    body: bytes = b""
+
+    @property
+    def media_type(self) -> str:
+        return self.headers.get("content-type").split(";", 1)[0].strip().lower()
+
+
+class TransportError(Exception):
+    """No HTTP answer: connection refused or reset, or a timeout (``timeout`` True)."""
+
+    def __init__(self, message: str, *, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+class Transport(Protocol):
+    async def send(self, request: HttpRequest, timeout: float) -> HttpResponse: ...
+
+    async def close(self) -> None: ...
+
+
+class AiohttpTransport:
+    """The production transport: one aiohttp session (keep-alive pool) created in the loop."""
+
+    def __init__(self, limit: int = 100, keepalive_timeout: float = 30.0) -> None:
+        self._limit = limit
+        self._keepalive = keepalive_timeout
+        self._session: Any = None
+
+    async def send(self, request: HttpRequest, timeout: float) -> HttpResponse:
+        import aiohttp
+
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._limit, keepalive_timeout=self._keepalive, ttl_dns_cache=300
+            )
+            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        try:
+            async with self._session.request(
+                request.method,
+                request.url,
+                headers=dict(request.headers),
+                params=dict(request.params) or None,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                allow_redirects=True,
+            ) as response:
+                body = b"" if request.method == "HEAD" else await response.read()
+                return HttpResponse(response.status, Headers(response.headers.items()), body)
+        except TimeoutError:
+            raise TransportError(f"timed out after {timeout:.1f}s", timeout=True) from None
+        except aiohttp.ClientError as exc:
+            raise TransportError(type(exc).__name__) from None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+# --- the event loop -------------------------------------------------------------------------------
+
+
+class LoopThread:
+    """An event loop running in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="tagpin-registry", daemon=True)
+        self.thread.start()
+
+    def submit[T](self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
+        async def run() -> T:
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.loop.close()
