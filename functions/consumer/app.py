@@ -10,8 +10,8 @@ from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, proce
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
-from tagpin.domain.config import NotConfigured
 from tagpin.domain.budget import Budget
+from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Change
 from tagpin.observability import logger, metrics
 

@@ -13,8 +13,8 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
-from tagpin.domain.config import NotConfigured
 from tagpin.domain.budget import Budget
+from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Verification
 from tagpin.domain.outcomes import VerificationOutcome
 from tagpin.observability import logger, metrics
