@@ -172,12 +172,15 @@ def config_validate(path: Path) -> dict[str, Any]:
 
 
 def config_push(path: Path) -> dict[str, Any]:
+    from tagpin.adapters.config_source import parameter_value
+
     summary = config_validate(path)  # never push an invalid document
     name = wiring.setting("config_parameter")
+    stored = parameter_value(path.read_text(encoding="utf-8"))
     wiring.aws("ssm").put_parameter(
-        Name=name, Value=path.read_text(encoding="utf-8"), Type="String", Overwrite=True
+        Name=name, Value=stored.value, Type="String", Tier=stored.tier, Overwrite=True
     )
-    return summary | {"parameter": name, "pushed": True}
+    return summary | {"parameter": name, "pushed": True, "tier": stored.tier, "compressed": stored.compressed}
 
 
 def redrive(dead_letter_queue_url: str, queue_url: str, limit: int | None = None) -> dict[str, Any]:

@@ -1,11 +1,56 @@
 """Where the configuration document comes from: an SSM parameter (in AWS; cached by powertools
-parameters) or a file (locally). The text is parsed by ``tagpin.domain.config.parse_config``."""
+parameters) or a file (locally). The text is parsed by ``tagpin.domain.config.parse_config``.
+
+An SSM Standard parameter holds 4 KB and is free; an Advanced one holds 8 KB and costs $0.05 a
+month. A document too big for Standard is stored gzip-compressed and base64-encoded (YAML
+compresses several times over), marked by ``COMPRESSED``; only what does not fit even then
+goes to the Advanced tier, and what does not fit there is refused with a clear message
+(``parameter_value``). ``ConfigLoader`` reads either form.
+"""
 
 from __future__ import annotations
 
+import base64
+import gzip
+from dataclasses import dataclass
 from pathlib import Path
 
 from tagpin.domain.config import ConfigError, NotConfigured, TagpinConfig, parse_config
+
+COMPRESSED = "tagpin-gzip-base64:"
+STANDARD_LIMIT = 4096  # bytes of an SSM Standard parameter's value
+ADVANCED_LIMIT = 8192  # bytes of an Advanced one ($0.05 per parameter-month)
+
+
+@dataclass(frozen=True)
+class ParameterValue:
+    value: str
+    tier: str  # "Standard" or "Advanced"
+    compressed: bool
+
+
+def parameter_value(text: str) -> ParameterValue:
+    """How to store ``text`` in an SSM parameter: as it is when it fits the Standard tier, else
+    compressed, else (compressed) in the Advanced tier; ``ConfigError`` when even that is too big."""
+    if len(text.encode()) <= STANDARD_LIMIT:
+        return ParameterValue(text, "Standard", compressed=False)
+    packed = COMPRESSED + base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode("ascii")
+    if len(packed) <= STANDARD_LIMIT:
+        return ParameterValue(packed, "Standard", compressed=True)
+    if len(packed) <= ADVANCED_LIMIT:
+        return ParameterValue(packed, "Advanced", compressed=True)
+    raise ConfigError(
+        f"the configuration is {len(text.encode())} bytes ({len(packed)} compressed); an SSM parameter "
+        f"holds at most {ADVANCED_LIMIT} bytes: label workloads instead of listing their targets "
+        "(docs/clusters.md), or split the images"
+    )
+
+
+def parameter_text(value: str) -> str:
+    """The document stored by ``parameter_value``."""
+    if value.startswith(COMPRESSED):
+        return gzip.decompress(base64.b64decode(value.removeprefix(COMPRESSED))).decode()
+    return value
 
 
 class ConfigLoader:
@@ -39,7 +84,7 @@ class ConfigLoader:
                 f"the configuration parameter {self._parameter} does not exist yet: "
                 "write it with `tagpin config push FILE` (docs/deploying.md)"
             ) from None
-        return value if isinstance(value, str) else str(value)
+        return parameter_text(value if isinstance(value, str) else str(value))
 
     def load(self) -> TagpinConfig:
         text = self._text()

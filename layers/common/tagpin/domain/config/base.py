@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 NAME_PATTERN = (
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # Kubernetes DNS-1123 subdomain
@@ -22,3 +24,19 @@ class NotConfigured(ConfigError):
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+SECRET_PREFIX = "tagpin/"  # noqa: S105 (a name prefix, not a secret)
+
+
+def _under_prefix(name: str) -> str:
+    if not name.startswith(SECRET_PREFIX) or len(name) == len(SECRET_PREFIX):
+        raise ValueError(
+            f"{name!r} is not a secret under {SECRET_PREFIX}: the functions may read only secrets "
+            f"named {SECRET_PREFIX}... (the template's IAM policies name that prefix)"
+        )
+    return name
+
+
+# The name of a Secrets Manager secret the configuration points to.
+SecretName = Annotated[str, AfterValidator(_under_prefix)]

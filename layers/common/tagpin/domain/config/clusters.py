@@ -6,7 +6,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from tagpin.domain.config.base import Strict
+from tagpin.domain.config.base import SecretName, Strict
 
 
 class EksAccess(Strict):
@@ -24,7 +24,7 @@ class EksAccess(Strict):
 class KubeconfigAccess(Strict):
     """A kubeconfig held in Secrets Manager (``secret``) or, for local use, a file (``file``)."""
 
-    secret: str | None = Field(
+    secret: SecretName | None = Field(
         default=None, description="Secrets Manager secret (under `tagpin/`) holding the kubeconfig."
     )
     file: str | None = Field(default=None, description="Path of a kubeconfig file (local use).")
@@ -44,9 +44,7 @@ class ServiceAccountAccess(Strict):
     ``{"endpoint": "https://...", "ca.crt": "<PEM>", "token": "<token>"}`` (the keys of a
     Kubernetes service-account token Secret, plus the endpoint)."""
 
-    secret: str = Field(
-        min_length=1, description="Secrets Manager secret (under `tagpin/`) holding the JSON."
-    )
+    secret: SecretName = Field(description="Secrets Manager secret (under `tagpin/`) holding the JSON.")
 
 
 class Cluster(Strict):

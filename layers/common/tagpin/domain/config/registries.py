@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from tagpin.domain.config.base import Strict
+from tagpin.domain.config.base import SecretName, Strict
 
 
 class RegistryKind(StrEnum):
@@ -78,7 +78,7 @@ class Registry(Strict):
     shape depends on ``kind``, see ``RegistryKind``); without it access is anonymous."""
 
     insecure: bool = Field(default=False, description="Plain HTTP (local registries only).")
-    credentials_secret: str | None = Field(
+    credentials_secret: SecretName | None = Field(
         default=None, description="Secrets Manager secret (under `tagpin/`) with this registry's credentials."
     )
     kind: RegistryKind | None = Field(

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 
-from tagpin.domain.config.base import LABEL_PATTERN, Strict
+from tagpin.domain.config.base import LABEL_PATTERN, SecretName, Strict
 
 
 class Wave(Strict):
@@ -86,9 +86,8 @@ class NotificationSettings(Strict):
     """Where rollout events go: the stack's SNS topic, and optionally chat and HTTP webhooks."""
 
     sns: bool = Field(default=True, description="Publish to the stack's SNS topic (`RolloutTopic`).")
-    webhooks_secret: str | None = Field(
+    webhooks_secret: SecretName | None = Field(
         default=None,
-        pattern=r"^tagpin/.+$",
         description="Secrets Manager secret (under `tagpin/`) with webhook URLs: JSON "
         '`{"slack": "https://hooks.slack.com/...", "teams": "https://...", "http": "https://..."}`, '
         "each optional.",
