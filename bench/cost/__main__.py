@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from .awscalls import AwsCalls
@@ -46,12 +47,21 @@ def main() -> None:
         help="assumed idle ReceiveMessage calls per minute by Lambda's SQS event source, per queue",
     )
     parser.add_argument(
-        "--from-results", action="store_true", help="recompute the estimate from bench/results/cost.json"
+        "--from-results",
+        action="store_true",
+        help="recompute the estimate from the stored results (--results)",
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help="the results file written (and read by --from-results); default bench/results/cost.json. "
+        "Give another one for a partial run (e.g. --sizes 100) so the stored results stay whole",
     )
     args = parser.parse_args()
     if args.from_results:
-        doc = json.loads(RESULTS.read_text())
-        write(doc, doc["measured"], args, set(doc["custom_metrics_seen"]), doc["seconds"])
+        doc = json.loads(args.results.read_text())
+        write(doc, doc["measured"], args, set(doc["custom_metrics_seen"]), doc["seconds"], args.results)
         return
     for key, value in {"AWS_EC2_METADATA_DISABLED": "true"}.items():
         os.environ.setdefault(key, value)
@@ -76,7 +86,7 @@ def main() -> None:
                 )
     finally:
         calls.uninstall()
-    write({}, rows, args, logs.metrics, round(time.perf_counter() - started, 1))
+    write({}, rows, args, logs.metrics, round(time.perf_counter() - started, 1), args.results)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import statistics
+from pathlib import Path
 from typing import Any
 
 from . import ROOT
@@ -23,6 +24,7 @@ def write(
     args: argparse.Namespace,
     seen: set[str],
     seconds: float,
+    path: Path = RESULTS,
 ) -> None:
     defaults = template_defaults()
     basis = max((r for r in rows if "steady_reconcile" in r), key=lambda r: r["n"], default=None)
@@ -59,12 +61,12 @@ def write(
         "measured": rows,
         "estimate": estimates,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
-    print_table(doc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print_table(doc, path)
 
 
-def print_table(doc: dict[str, Any]) -> None:
+def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
     print(
         f"tagpin monthly cost at the defaults ({doc['defaults']['poll_schedule']} poll, "
         f"{doc['defaults']['reconcile_schedule']} reconcile), us-east-1 list prices of {doc['price_date']}"
@@ -115,4 +117,5 @@ def print_table(doc: dict[str, Any]) -> None:
     line("$/month TOTAL (list prices)", [f"{e['total_usd_month']:.2f}" for e in ests])
     line("$/month after always-free tier", [f"{e['after_free_tier_usd_month']:.2f}" for e in ests])
     line("$ per change (poll-detected)", [f"{e['per_change_usd']:.6f}" for e in ests])
-    print(f"written to {RESULTS.relative_to(ROOT)}")
+    path = path.resolve()
+    print(f"written to {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
