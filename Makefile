@@ -87,6 +87,6 @@ bench-reconcile: venv
 
 # The real handlers on the local stack; about 11 minutes on 2 cores (10,000 tags dominate).
 bench-cost: venv tools
-	$(PY) bench/cost.py
+	$(PY) -m bench.cost
 
 .PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost

@@ -1,0 +1,140 @@
+"""Count: every AWS API call made in this process, with the DynamoDB request units it consumed.
+
+A measurement-only wrapper around botocore's ``BaseClient._make_api_call`` (installed by the
+bench, nothing in production code): DynamoDB by operation with read/write request units computed
+from consistency and item sizes, SQS, SSM, Secrets Manager, STS/EKS.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from typing import Any
+
+import botocore.client
+import botocore.exceptions
+
+
+def _attr_size(value: dict[str, Any]) -> int:
+    """DynamoDB's size of one attribute value (bytes), as its pricing counts it."""
+    (kind, v), *_ = value.items()
+    if kind == "S":
+        return len(str(v).encode())
+    if kind == "N":
+        return len(str(v).lstrip("-").replace(".", "").lstrip("0")) // 2 + 2
+    if kind == "B":
+        return len(v) if isinstance(v, bytes) else len(str(v))
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind in ("SS", "NS", "BS"):
+        return sum(len(str(x)) for x in v)
+    if kind == "L":
+        return 3 + sum(_attr_size(x) + 1 for x in v)
+    if kind == "M":
+        return 3 + sum(len(k) + _attr_size(x) + 1 for k, x in v.items())
+    return 0
+
+
+def item_size(item: dict[str, Any]) -> int:
+    return sum(len(name.encode()) + _attr_size(value) for name, value in item.items())
+
+
+def read_units(size: int, consistent: bool) -> float:
+    return max(1, math.ceil(size / 4096)) * (1.0 if consistent else 0.5)
+
+
+def write_units(size: int) -> float:
+    return float(max(1, math.ceil(size / 1024)))
+
+
+class AwsCalls:
+    """Every boto3 call made in this process while active: by service and operation, with the
+    DynamoDB request units each consumed (from consistency and item sizes; an update is billed on
+    the larger of the old and new item, both under 1 KB here, so 1 WRU; a failed conditional write
+    still costs its WRU)."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.rru = 0.0
+        self.wru = 0.0
+        self.by_table: collections.Counter[str] = collections.Counter()
+        self.active = False
+        self._lock = threading.Lock()
+        self._original: Any = None
+
+    def install(self) -> None:
+        original = botocore.client.BaseClient._make_api_call
+        counter = self
+
+        def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            try:
+                response = original(client, operation, params)
+            except botocore.exceptions.ClientError as exc:
+                counter.record(client.meta.service_model.service_name, operation, params, None, exc)
+                raise
+            counter.record(client.meta.service_model.service_name, operation, params, response, None)
+            return response
+
+        self._original = original
+        setattr(botocore.client.BaseClient, "_make_api_call", counted)  # noqa: B010 (measurement wrapper)
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            setattr(botocore.client.BaseClient, "_make_api_call", self._original)  # noqa: B010
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+            self.by_table.clear()
+            self.rru = self.wru = 0.0
+
+    def record(
+        self, service: str, operation: str, params: dict[str, Any], response: Any, error: Exception | None
+    ) -> None:
+        if not self.active:
+            return
+        rru, wru = 0.0, 0.0
+        if service == "dynamodb":
+            rru, wru = self._units(operation, params, response or {})
+        with self._lock:
+            self.counts[f"{service}:{operation}"] += 1
+            self.rru += rru
+            self.wru += wru
+            table = params.get("TableName") or next(iter(params.get("RequestItems") or {"?": 0}))
+            self.by_table[f"{table}:rru"] += rru  # type: ignore[assignment]
+            self.by_table[f"{table}:wru"] += wru  # type: ignore[assignment]
+
+    @staticmethod
+    def _units(operation: str, params: dict[str, Any], response: dict[str, Any]) -> tuple[float, float]:
+        consistent = bool(params.get("ConsistentRead"))
+        if operation == "GetItem":
+            return read_units(item_size(response.get("Item") or {}), consistent), 0.0
+        if operation == "BatchGetItem":
+            rru = 0.0
+            for table, request in params["RequestItems"].items():
+                found = response.get("Responses", {}).get(table, [])
+                unprocessed = len((response.get("UnprocessedKeys") or {}).get(table, {}).get("Keys", []))
+                strong = bool(request.get("ConsistentRead"))
+                rru += sum(read_units(item_size(i), strong) for i in found)
+                missing = len(request["Keys"]) - len(found) - unprocessed
+                rru += missing * read_units(0, strong)
+            return rru, 0.0
+        if operation in ("Query", "Scan"):
+            size = sum(item_size(i) for i in response.get("Items", []))
+            return read_units(size, consistent), 0.0
+        if operation == "PutItem":
+            return 0.0, write_units(item_size(params["Item"]))
+        if operation in ("UpdateItem", "DeleteItem"):
+            return 0.0, write_units(item_size(response.get("Attributes") or {}))
+        if operation == "BatchWriteItem":
+            wru = 0.0
+            for requests in params["RequestItems"].values():
+                for r in requests:
+                    wru += write_units(item_size(r["PutRequest"]["Item"])) if "PutRequest" in r else 1.0
+            return 0.0, wru
+        if operation == "TransactWriteItems":
+            return 0.0, 2.0 * len(params["TransactItems"])
+        if operation == "TransactGetItems":
+            return 2.0 * len(params["TransactItems"]), 0.0
+        return 0.0, 0.0

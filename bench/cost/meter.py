@@ -1,0 +1,130 @@
+"""Count: what one operation on the stack cost (the meter).
+
+Counted per operation: every AWS API call made in this process (``awscalls.AwsCalls``), the
+registry requests (HEAD/GET through the proxy), the Kubernetes requests (the simulator's log),
+the handler's wall time (= Lambda billed duration, pessimistic: moto on this 2-core machine
+answers a DynamoDB call in milliseconds) and the bytes it logs (INFO, plus EMF metrics).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .awscalls import AwsCalls
+
+LAMBDA_PLATFORM_LOG_BYTES = 350  # START, END and REPORT lines of every invocation (not measured)
+
+
+class LogBytes(io.TextIOBase):
+    """Counts what the handlers write to stdout (powertools JSON logs, EMF metric blobs)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.metrics: set[str] = set()
+
+    def write(self, text: str) -> int:
+        self.bytes += len(text.encode())
+        if '"_aws"' in text:
+            for line in text.splitlines():
+                with contextlib.suppress(ValueError):
+                    doc = json.loads(line)
+                    for directive in doc.get("_aws", {}).get("CloudWatchMetrics", []):
+                        for dims in directive.get("Dimensions", [[]]):
+                            key = ",".join(f"{d}={doc.get(d)}" for d in dims)
+                            for metric in directive.get("Metrics", []):
+                                self.metrics.add(f"{directive.get('Namespace')}:{metric['Name']}[{key}]")
+        return len(text)
+
+
+@dataclass
+class Measured:
+    """One operation: what it called and how long the handler ran."""
+
+    what: str
+    invocations: int = 0
+    duration_ms: list[float] = field(default_factory=list)
+    aws: dict[str, int] = field(default_factory=dict)
+    rru: float = 0.0
+    wru: float = 0.0
+    registry: dict[str, int] = field(default_factory=dict)
+    kubernetes: dict[str, int] = field(default_factory=dict)
+    log_bytes: int = 0
+    functions: dict[str, int] = field(default_factory=dict)  # invocations by function
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "what": self.what,
+            "invocations": self.functions,
+            "duration_ms": [round(d, 1) for d in self.duration_ms],
+            "aws_calls": dict(sorted(self.aws.items())),
+            "dynamodb_rru": round(self.rru, 1),
+            "dynamodb_wru": round(self.wru, 1),
+            "registry_requests": self.registry,
+            "kubernetes_requests": self.kubernetes,
+            "log_bytes": self.log_bytes,
+        }
+
+
+class Meter:
+    """Measures one operation on the stack: AWS calls, registry and Kubernetes requests, handler
+    time, log bytes."""
+
+    def __init__(self, stack: Any, proxy: Any, calls: AwsCalls, logs: LogBytes) -> None:
+        self.stack = stack
+        self.proxy = proxy
+        self.calls = calls
+        self.logs = logs
+        self.timings: list[tuple[str, float]] = []
+        for name, function in stack.functions.items():
+            self.wrap(name, function)
+
+    def wrap(self, name: str, function: Any) -> None:
+        """Time every invocation of a LocalFunction (the adapter and the stack call ``invoke``)."""
+        function.invoke = self._timed(name, function.invoke)
+
+    def _timed(self, name: str, invoke: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+        def timed(event: dict[str, Any]) -> Any:
+            started = time.perf_counter()
+            try:
+                return invoke(event)
+            finally:
+                self.timings.append((name, (time.perf_counter() - started) * 1000))
+
+        return timed
+
+    @contextlib.contextmanager
+    def measure(self, what: str) -> Iterator[Measured]:
+        result = Measured(what)
+        self.calls.reset()
+        self.proxy.requests.clear()
+        self.stack.kube.clear_requests()
+        self.timings.clear()
+        before = self.logs.bytes
+        self.calls.active = True
+        try:
+            yield result
+        finally:
+            self.calls.active = False
+        result.aws = dict(self.calls.counts)
+        result.rru, result.wru = self.calls.rru, self.calls.wru
+        result.registry = dict(collections.Counter(method for method, _p, _w in self.proxy.requests))
+        result.kubernetes = dict(
+            collections.Counter(
+                f"{r.method} {'list' if r.path.rsplit('/', 1)[-1] in LISTED else 'one'}"
+                for r in self.stack.kube.requests
+            )
+        )
+        result.duration_ms = [ms for _n, ms in self.timings]
+        result.functions = dict(collections.Counter(n for n, _ms in self.timings))
+        result.invocations = len(self.timings)
+        result.log_bytes = self.logs.bytes - before + LAMBDA_PLATFORM_LOG_BYTES * result.invocations
+
+
+LISTED = ("deployments", "statefulsets", "daemonsets", "cronjobs", "pods")

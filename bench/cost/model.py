@@ -1,0 +1,198 @@
+"""Price: the monthly model.
+
+The monthly cost is computed from the measured figures at the template's defaults (read from
+template.yaml: schedules, memory sizes, alarm count; ``defaults.py``) and the price table
+(``prices.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from .defaults import rate_minutes
+from .prices import FREE_TIER, HOURS_PER_MONTH, PRICES
+
+
+def lambda_cost(duration_ms: float, memory_mb: int) -> float:
+    return (
+        math.ceil(duration_ms) / 1000 * memory_mb / 1024 * PRICES["lambda_gb_second"]
+        + PRICES["lambda_request"]
+    )
+
+
+def dynamodb_cost(m: dict[str, Any]) -> float:
+    return (
+        float(m["dynamodb_rru"]) * PRICES["dynamodb_rru"] + float(m["dynamodb_wru"]) * PRICES["dynamodb_wru"]
+    )
+
+
+def sqs_requests(m: dict[str, Any], fifo: bool = True) -> float:
+    return float(
+        sum(v for k, v in m["aws_calls"].items() if k.startswith("sqs:") and k != "sqs:GetQueueAttributes")
+    )
+
+
+def secrets_calls(m: dict[str, Any]) -> int:
+    return sum(v for k, v in m["aws_calls"].items() if k.startswith("secretsmanager:"))
+
+
+@dataclass
+class Bill:
+    lines: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
+    usage: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
+
+    def run(
+        self, label: str, m: dict[str, Any], memory_mb: int, per_month: float, ms: float | None = None
+    ) -> None:
+        """``per_month`` executions of a measured operation (one function invocation each unless
+        the measurement had several)."""
+        invocations = sum(m["invocations"].values()) or 1
+        duration = statistics.median(m["duration_ms"]) if ms is None and m["duration_ms"] else (ms or 0.0)
+        self.lines[f"{label}: Lambda"] += per_month * (
+            invocations * lambda_cost(duration / invocations, memory_mb)
+        )
+        self.usage["lambda_requests"] += per_month * invocations
+        self.usage["lambda_gb_seconds"] += per_month * duration / 1000 * memory_mb / 1024
+        self.lines[f"{label}: DynamoDB"] += per_month * dynamodb_cost(m)
+        requests = sqs_requests(m)
+        self.lines[f"{label}: SQS"] += per_month * requests * PRICES["sqs_fifo_request"]
+        self.usage["sqs_requests"] += per_month * requests
+        self.lines[f"{label}: Secrets Manager calls"] += (
+            per_month * secrets_calls(m) * PRICES["secrets_manager_api_call"]
+        )
+        self.lines[f"{label}: CloudWatch Logs"] += (
+            per_month * m["log_bytes"] / 1e9 * PRICES["cloudwatch_logs_ingest_gb"]
+        )
+        self.usage["cloudwatch_logs_gb"] += per_month * m["log_bytes"] / 1e9
+        self.lines[f"{label}: X-Ray"] += per_month * invocations * PRICES["xray_trace_recorded"]
+        publishes = m["aws_calls"].get("sns:Publish", 0)
+        self.lines[f"{label}: SNS"] += per_month * publishes * PRICES["sns_publish"]
+        self.usage["xray_traces"] += per_month * invocations
+
+    def total(self) -> float:
+        return sum(self.lines.values())
+
+
+def estimate(
+    row: dict[str, Any], defaults: dict[str, Any], args: argparse.Namespace, metrics: int
+) -> dict[str, Any]:
+    n = row["n"]
+    memory = defaults["memory_mb"]
+    minutes = HOURS_PER_MONTH * 60
+    polls = minutes / rate_minutes(defaults["poll_schedule"])
+    reconciles = minutes / rate_minutes(defaults["reconcile_schedule"])
+    changes = args.changes_per_1000_per_day * n / 1000 * HOURS_PER_MONTH / 24
+    bill = Bill()
+    bill.run("poll (steady)", row["steady_poll"], memory["poller"], polls)
+    # detection in the poll: what a run with one change costs over a steady one (DynamoDB, SQS)
+    extra = {
+        "invocations": {},
+        "duration_ms": [],
+        "aws_calls": {
+            k: max(0, v - row["steady_poll"]["aws_calls"].get(k, 0))
+            for k, v in row["poll_one_change"]["aws_calls"].items()
+        },
+        "dynamodb_rru": max(0.0, row["poll_one_change"]["dynamodb_rru"] - row["steady_poll"]["dynamodb_rru"]),
+        "dynamodb_wru": max(0.0, row["poll_one_change"]["dynamodb_wru"] - row["steady_poll"]["dynamodb_wru"]),
+        "log_bytes": max(0, row["poll_one_change"]["log_bytes"] - row["steady_poll"]["log_bytes"]),
+    }
+    per_change = Bill()
+    per_change.run("change", extra, memory["poller"], 1, ms=0.0)
+    per_change.lines["change: Lambda"] = 0.0
+    per_change.lines["change: X-Ray"] = 0.0
+    per_change.run("change consumer", row["consumer_one_change"], memory["consumer"], 1)
+    if row.get("verifier_one_change"):
+        per_change.run("change verifier", row["verifier_one_change"], memory.get("verifier", 256), 1)
+    for key, value in per_change.lines.items():
+        bill.lines["changes: " + key.split(": ", 1)[1]] += value * changes
+    bill.usage["lambda_requests"] += changes * (1 + int(bool(row.get("verifier_one_change"))))
+    steady_reconcile = row.get("steady_reconcile")
+    reconcile_extrapolated = steady_reconcile is None
+    if steady_reconcile is None:  # linear in the tags: scale the largest measured run
+        steady_reconcile = scale(row["reconcile_basis"], n / row["reconcile_basis_n"])
+    bill.run("reconcile (steady)", steady_reconcile, memory["reconciler"], reconciles)
+    # fixed
+    bill.lines["fixed: CloudWatch alarms"] = defaults["alarms"] * PRICES["cloudwatch_alarm_month"]
+    bill.lines["fixed: CloudWatch custom metrics"] = metrics * PRICES["cloudwatch_metric_month"]
+    secrets = 1 + args.clusters + args.registries_with_credentials  # webhook + kubeconfigs + registries
+    bill.lines["fixed: Secrets Manager secrets"] = secrets * PRICES["secrets_manager_secret_month"]
+    # registry credentials: the poller reads each secret at most every 5 minutes per warm container
+    bill.lines["fixed: Secrets Manager calls (registry credentials)"] = (
+        args.registries_with_credentials * (polls + reconciles) * PRICES["secrets_manager_api_call"]
+    )
+    # Lambda's SQS event source long-polls each consumed queue even when idle (not measured here)
+    queues = 1 + int(bool(row.get("verifier_one_change")))
+    idle = queues * args.esm_receives_per_minute * minutes
+    bill.lines["fixed: SQS event source idle polling (assumed)"] = idle * PRICES["sqs_fifo_request"]
+    bill.usage["sqs_requests"] += idle
+    gb = sum(row["table_bytes"].values()) / 1e9
+    bill.lines["fixed: DynamoDB storage + PITR"] = gb * (
+        PRICES["dynamodb_storage_gb_month"] + PRICES["dynamodb_pitr_gb_month"]
+    )
+    logs_gb = bill.usage["cloudwatch_logs_gb"]
+    bill.lines["fixed: CloudWatch Logs storage"] = (
+        logs_gb * defaults["log_retention_days"] / 30 * PRICES["cloudwatch_logs_storage_gb_month"]
+    )
+    total = bill.total()
+    webhook_change = Bill()
+    webhook_change.run("webhook", row["webhook_one_change"], memory["webhook"], 1)
+    webhook_change.lines["webhook: HTTP API"] = PRICES["http_api_request"]
+    return {
+        "n": n,
+        "polls_per_month": round(polls),
+        "reconciles_per_month": round(reconciles),
+        "changes_per_month": round(changes),
+        "reconcile_extrapolated": reconcile_extrapolated,
+        "lines": {k: round(v, 4) for k, v in sorted(bill.lines.items())},
+        "by_part": by_part(bill.lines),
+        "total_usd_month": round(total, 2),
+        "after_free_tier_usd_month": round(after_free_tier(bill, total), 2),
+        "per_change_usd": round(per_change.total(), 7),
+        "per_webhook_detection_usd": round(webhook_change.total(), 7),
+        "usage": {k: round(v, 3) for k, v in bill.usage.items()},
+    }
+
+
+def scale(m: dict[str, Any], factor: float) -> dict[str, Any]:
+    return {
+        **m,
+        "duration_ms": [d * factor for d in m["duration_ms"]],
+        "aws_calls": {k: round(v * factor) for k, v in m["aws_calls"].items()},
+        "dynamodb_rru": m["dynamodb_rru"] * factor,
+        "dynamodb_wru": m["dynamodb_wru"] * factor,
+        "log_bytes": round(m["log_bytes"] * factor),
+    }
+
+
+def by_part(lines: dict[str, float]) -> dict[str, float]:
+    parts: dict[str, float] = collections.defaultdict(float)
+    for key, value in lines.items():
+        parts[key.split(": ", 1)[0]] += value
+    return {k: round(v, 2) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}
+
+
+def after_free_tier(bill: Bill, total: float) -> float:
+    """The total with the always-free allowances subtracted (if nothing else in the account uses them)."""
+    u = bill.usage
+    saved = min(u["lambda_requests"], FREE_TIER["lambda_requests"]) * PRICES["lambda_request"]
+    saved += min(u["lambda_gb_seconds"], FREE_TIER["lambda_gb_seconds"]) * PRICES["lambda_gb_second"]
+    saved += min(u["sqs_requests"], FREE_TIER["sqs_requests"]) * PRICES["sqs_fifo_request"]
+    saved += (
+        min(u["cloudwatch_logs_gb"], FREE_TIER["cloudwatch_logs_gb"]) * PRICES["cloudwatch_logs_ingest_gb"]
+    )
+    saved += min(u["xray_traces"], FREE_TIER["xray_traces"]) * PRICES["xray_trace_recorded"]
+    saved += min(
+        bill.lines["fixed: CloudWatch alarms"],
+        FREE_TIER["cloudwatch_alarms"] * PRICES["cloudwatch_alarm_month"],
+    )
+    saved += min(
+        bill.lines["fixed: CloudWatch custom metrics"],
+        FREE_TIER["cloudwatch_metrics"] * PRICES["cloudwatch_metric_month"],
+    )
+    saved += bill.lines["fixed: DynamoDB storage + PITR"] * 0  # storage free up to 25 GB, PITR is not
+    return max(0.0, total - saved)

@@ -1,0 +1,121 @@
+"""Print: the results document (bench/results/cost.json) and the table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+from pathlib import Path
+from typing import Any
+
+from . import ROOT
+from .defaults import template_defaults
+from .model import estimate
+from .prices import FREE_TIER, HOURS_PER_MONTH, PRICE_DATE, PRICES
+
+RESULTS = ROOT / "bench" / "results" / "cost.json"
+
+
+def write(
+    previous: dict[str, Any],
+    rows: list[dict[str, Any]],
+    args: argparse.Namespace,
+    seen: set[str],
+    seconds: float,
+    path: Path = RESULTS,
+) -> None:
+    defaults = template_defaults()
+    basis = max((r for r in rows if "steady_reconcile" in r), key=lambda r: r["n"], default=None)
+    for row in rows:
+        if "steady_reconcile" not in row:
+            if basis is None:
+                raise SystemExit("no steady reconcile was measured (raise --reconcile-max)")
+            row["reconcile_basis"] = basis["steady_reconcile"]
+            row["reconcile_basis_n"] = basis["n"]
+    metrics = len(seen)
+    estimates = [estimate(row, defaults, args, metrics) for row in rows]
+    for row in rows:
+        row.pop("reconcile_basis", None)
+    doc = {
+        "what": "monthly cost of tagpin at the template's defaults, from API calls measured per operation",
+        "machine": previous.get("machine")
+        or {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "seconds": seconds,
+        "defaults": defaults,
+        "assumptions": {
+            "changes_per_1000_tags_per_day": args.changes_per_1000_per_day,
+            "targets_per_tag": 1,
+            "clusters": args.clusters,
+            "registries_with_credentials": args.registries_with_credentials,
+            "sqs_event_source_idle_receives_per_minute_per_queue": args.esm_receives_per_minute,
+            "detection": "by the poll (the webhook path is priced per change separately)",
+            "hours_per_month": HOURS_PER_MONTH,
+            "lambda_duration": "handler wall time against moto on this machine: pessimistic",
+        },
+        "price_date": PRICE_DATE,
+        "prices_usd": PRICES,
+        "free_tier": FREE_TIER,
+        "custom_metrics_seen": sorted(seen),
+        "measured": rows,
+        "estimate": estimates,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print_table(doc, path)
+
+
+def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
+    print(
+        f"tagpin monthly cost at the defaults ({doc['defaults']['poll_schedule']} poll, "
+        f"{doc['defaults']['reconcile_schedule']} reconcile), us-east-1 list prices of {doc['price_date']}"
+    )
+    print(f"{'':<34}" + "".join(f"{'N=' + format(r['n'], ','):>14}" for r in doc["measured"]))
+
+    def line(label: str, values: list[Any], fmt: str = "{:>14}") -> None:
+        print(f"{label:<34}" + "".join(fmt.format(v) for v in values))
+
+    rows, ests = doc["measured"], doc["estimate"]
+    line(
+        "steady poll: ms (median)",
+        [f"{statistics.median(r['steady_poll']['duration_ms']):.0f}" for r in rows],
+    )
+    line("steady poll: AWS calls", [sum(r["steady_poll"]["aws_calls"].values()) for r in rows])
+    line(
+        "steady poll: RRU / WRU",
+        [f"{r['steady_poll']['dynamodb_rru']:.0f}/{r['steady_poll']['dynamodb_wru']:.0f}" for r in rows],
+    )
+    line(
+        "steady poll: registry requests", [sum(r["steady_poll"]["registry_requests"].values()) for r in rows]
+    )
+    line("consumer, one change: ms", [f"{r['consumer_one_change']['duration_ms'][0]:.0f}" for r in rows])
+    line(
+        "consumer, one change: AWS calls", [sum(r["consumer_one_change"]["aws_calls"].values()) for r in rows]
+    )
+    line("webhook, one change: AWS calls", [sum(r["webhook_one_change"]["aws_calls"].values()) for r in rows])
+    line(
+        "steady reconcile: ms",
+        [
+            f"{r['steady_reconcile']['duration_ms'][0]:.0f}" if "steady_reconcile" in r else "extrap."
+            for r in rows
+        ],
+    )
+    line(
+        "steady reconcile: RRU / WRU",
+        [
+            f"{r['steady_reconcile']['dynamodb_rru']:.0f}/{r['steady_reconcile']['dynamodb_wru']:.0f}"
+            if "steady_reconcile" in r
+            else "extrap."
+            for r in rows
+        ],
+    )
+    print()
+    parts = list(dict.fromkeys(p for e in ests for p in e["by_part"]))
+    for part in parts:
+        line(f"$/month {part}", [f"{e['by_part'].get(part, 0):.2f}" for e in ests])
+    line("$/month TOTAL (list prices)", [f"{e['total_usd_month']:.2f}" for e in ests])
+    line("$/month after always-free tier", [f"{e['after_free_tier_usd_month']:.2f}" for e in ests])
+    line("$ per change (poll-detected)", [f"{e['per_change_usd']:.6f}" for e in ests])
+    path = path.resolve()
+    print(f"written to {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")

@@ -1,0 +1,242 @@
+"""Drive: one size N through the real handlers on the local stack, each operation measured.
+
+For N followed tags (one label-discovered target each) the local stack
+(``tools/tagpin_local/stack.py``: the real handlers, a moto server, the real CNCF registry behind
+a request-counting proxy, the Kubernetes API simulator) runs:
+
+  (a) a steady-state scheduled poll (nothing changed), the real poller handler;
+  (b) one change end to end: a new digest pushed under one tag, seen by the poll (its extra calls
+      over (a) are the detection cost) and, for a second tag, by a registry notification through
+      the real webhook handler; each change then applied by the real consumer handler as Lambda's
+      SQS event source does (receive, invoke, delete); when the consumer queues a rollout check,
+      the real verifier handler runs it;
+  (c) a steady-state reconcile run, the real reconciler handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import yaml
+
+from .awscalls import AwsCalls
+from .meter import LogBytes, Measured, Meter
+from .world import (
+    FOLLOW,
+    NAMESPACES,
+    distribution_notification,
+    explicit_config_bytes,
+    images,
+    push_tags,
+    seed_index,
+    seed_target_states,
+    table_bytes,
+    workload_name,
+)
+
+
+def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogBytes) -> dict[str, Any]:
+    from tagpin_local.faultproxy import FaultProxy
+    from tagpin_local.kubesim import deployment
+    from tagpin_local.lambda_runtime import sqs_event
+    from tagpin_local.oci import push_image
+    from tagpin_local.stack import LocalStack, StackOptions, cluster_secret
+
+    out: dict[str, Any] = {"n": n}
+    timings: dict[str, float] = {}
+    options = StackOptions(notifications=False, consume=False, log_level="INFO")
+    with LocalStack(options) as stack, FaultProxy(stack.registry.url) as proxy:  # type: ignore[union-attr]
+        assert stack.registry is not None
+        os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"  # EMF blobs counted in the log bytes
+        for name in ["tagpin", *logging.root.manager.loggerDict]:
+            if name == "tagpin" or name.startswith("tagpin."):
+                for handler in logging.getLogger(name).handlers:
+                    if isinstance(handler, logging.StreamHandler):
+                        handler.setStream(logs)
+        host = proxy.host
+        tags = images(host, n)
+        # checks queue for the verifier (when the consumer sends rollout checks)
+        sqs = stack.client("sqs")
+        verification_url = sqs.create_queue(QueueName="tagpin-verifications")["QueueUrl"]
+        verification_arn = sqs.get_queue_attributes(QueueUrl=verification_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        os.environ["TAGPIN_VERIFICATION_QUEUE_URL"] = verification_url
+        document = {
+            "clusters": {"local": {"kubeconfig": {"secret": cluster_secret("local"), "context": "local"}}},
+            "registries": {host: {"insecure": True}, stack.registry.host: {"insecure": True}},
+            "images": [],
+        }
+        stack.write_config(document)
+        config_text = yaml.safe_dump(document, sort_keys=False)
+        explicit = explicit_config_bytes(host, n)
+        try:  # does moto enforce the SSM size limits (4 KB standard, 8 KB advanced)?
+            stack.client("ssm").put_parameter(
+                Name="/tagpin/explicit-probe", Value="x" * explicit, Type="String", Tier="Standard"
+            )
+            moto_accepts = True
+        except Exception:
+            moto_accepts = False
+        out["config"] = {
+            "labels_config_bytes": len(config_text.encode()),
+            "explicit_config_bytes": explicit,
+            "explicit_fits_standard_4kb": explicit <= 4096,
+            "explicit_fits_advanced_8kb": explicit <= 8192,
+            "moto_accepts_explicit_as_standard": moto_accepts,
+        }
+
+        t0 = time.perf_counter()
+        digest = push_tags(stack.registry.url, n)
+        timings["push_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for i, image in enumerate(tags):
+            stack.kube.create(
+                deployment(
+                    workload_name(image),
+                    f"team{i % NAMESPACES}",
+                    f"{image}@{digest}",
+                    container="app",
+                    replicas=1,
+                    labels=FOLLOW,
+                )
+            )
+        timings["workloads_s"] = time.perf_counter() - t0
+        meter = Meter(stack, proxy, calls, logs)
+
+        # the targets' states first (so discovery finds nothing behind and enqueues nothing), then
+        # discovery: the first reconcile (the real path) where its run is measured, else the index
+        # and the tags' states written through the same repository calls it makes
+        t0 = time.perf_counter()
+        seed_target_states(stack, tags, digest)
+        timings["seed_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if n <= args.reconcile_max:
+            with meter.measure("first reconcile (discovery)") as first:
+                report = stack.run_reconciler()
+            assert report["targets"] == n and report["enqueued"] == 0, report
+            out["first_reconcile"] = first.as_dict()
+            timings["first_reconcile_s"] = time.perf_counter() - t0
+        else:
+            seed_index(stack, tags, digest)
+            timings["seed_index_s"] = time.perf_counter() - t0
+
+        # (a) steady-state poll
+        polls = []
+        for _ in range(args.poll_runs if n <= 1000 else max(1, args.poll_runs - 1)):
+            with meter.measure("steady poll") as poll:
+                summary = stack.run_poller()
+            assert summary["unchanged"] == n and summary["enqueued"] == 0, summary
+            polls.append(poll)
+        out["steady_poll"] = polls[-1].as_dict()
+        out["steady_poll"]["duration_ms"] = [round(p.duration_ms[0], 1) for p in polls]
+
+        # (b) one change through the poll, then the consumer
+        changed_digest = push_image(stack.registry.url, "bench/r000", "t000")
+        with meter.measure("poll with one change") as poll_change:
+            summary = stack.run_poller()
+        assert summary["changed"] == 1 and summary["enqueued"] == 1, summary
+        out["poll_one_change"] = poll_change.as_dict()
+
+        def consume(label: str) -> Measured:
+            with meter.measure(label) as consumed:
+                assert stack.consume_once(wait_s=2) == 1
+            assert "image" in str(stack.kube.get("Deployment", "team0", "r000-t000"))
+            return consumed
+
+        out["consumer_one_change"] = consume("consumer, one change").as_dict()
+        deployment_image = stack.kube.get("Deployment", "team0", "r000-t000")["spec"]["template"]["spec"][
+            "containers"
+        ][0]["image"]
+        assert deployment_image.endswith(changed_digest), deployment_image
+        out["verifier_one_change"] = run_verifications(
+            stack, meter, sqs, verification_url, verification_arn, sqs_event
+        )
+
+        # (b') one change through a registry notification (the webhook), then the consumer
+        second = tags[1] if n > 1 else tags[0]
+        repository, tag = second.removeprefix(host + "/").rsplit(":", 1)
+        webhook_digest = push_image(stack.registry.url, repository, tag)
+        with meter.measure("webhook, one change") as hook:
+            answer = httpx.post(
+                stack.webhook_url + "/distribution",
+                content=distribution_notification(host, second, webhook_digest),
+                headers={
+                    "authorization": f"Bearer {stack.webhook_token}",
+                    "content-type": "application/vnd.docker.distribution.events.v1+json",
+                },
+                timeout=60,
+            )
+        assert answer.status_code == 202, answer.text
+        out["webhook_one_change"] = hook.as_dict()
+        out["consumer_webhook_change"] = consume("consumer, webhook change").as_dict()
+        run_verifications(stack, meter, sqs, verification_url, verification_arn, sqs_event)
+
+        # (c) steady-state reconcile
+        if n <= args.reconcile_max:
+            t0 = time.perf_counter()
+            with meter.measure("steady reconcile") as reconcile:
+                report = stack.run_reconciler()
+            timings["steady_reconcile_s"] = time.perf_counter() - t0
+            assert report["targets"] == n and report["enqueued"] == 0, report
+            out["steady_reconcile"] = reconcile.as_dict()
+        out["table_bytes"] = table_bytes(stack)
+    out["setup_seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    return out
+
+
+def run_verifications(
+    stack: Any, meter: Meter, sqs: Any, url: str, arn: str, sqs_event: Callable[..., dict[str, Any]]
+) -> dict[str, Any] | None:
+    """Run the verifier on the rollout checks the consumer queued (delayed messages), as Lambda's
+    event source would; None when the consumer queued none."""
+    from tagpin_local.lambda_runtime import LocalFunction
+
+    verifier = stack.functions.get("verifier")
+    if verifier is None:
+        try:
+            verifier = stack.functions["verifier"] = LocalFunction("verifier", timeout_s=60)
+        except Exception:  # no verifier function in this tree
+            return None
+        meter.wrap("verifier", verifier)
+    total: Measured | None = None
+    deadline = time.monotonic() + 90
+    with meter.measure("verifier") as measured:
+        while time.monotonic() < deadline:
+            attributes = sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+            )["Attributes"]
+            if (
+                attributes["ApproximateNumberOfMessages"] == "0"
+                and attributes["ApproximateNumberOfMessagesDelayed"] == "0"
+            ):
+                break
+            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2).get(
+                "Messages", []
+            )
+            if not messages:
+                continue
+            response = verifier.invoke(sqs_event(messages, arn)) or {}
+            failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+            done = [m for m in messages if m["MessageId"] not in failed]
+            if done:
+                sqs.delete_message_batch(
+                    QueueUrl=url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+                )
+        total = measured
+    if total is None or total.invocations == 0:
+        return None
+    # the receive loop above waits for delayed messages: only the calls Lambda's poller would make
+    # for the messages it delivered are kept (one receive per batch, one delete batch)
+    result = total.as_dict()
+    calls = result["aws_calls"]
+    calls["sqs:ReceiveMessage"] = total.invocations
+    calls.pop("sqs:GetQueueAttributes", None)
+    return result
