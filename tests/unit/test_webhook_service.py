@@ -159,7 +159,7 @@ def test_oversized_body_is_400(store: State) -> None:
     assert len(body) > MAX_BODY
     assert Harness(store).post(body[:MAX_BODY]).status == 202  # at the limit: accepted
     result = hook.post(body)
-    assert result.status == 400
+    assert result.status == 413  # Payload Too Large
     assert "exceeds" in result.body["error"]
     assert hook.queue.sent == [] and hook.resolver.calls == []
 

@@ -6,6 +6,8 @@ Metrics go out as CloudWatch EMF in the function's log, namespace ``tagpin``, di
 
 from __future__ import annotations
 
+import json
+import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -15,9 +17,20 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from tagpin.domain.outcomes import Observation, TagOutcome
 
-logger = Logger()
+
+def log_json(record: object) -> str:
+    """A log record as JSON that any stream can write: non-ASCII text stays readable (as
+    powertools writes it), a lone surrogate (``"\\ud800"`` in a request body decodes to one) is
+    written as its JSON escape instead of failing the write, so no log line is lost to its input."""
+    text = json.dumps(record, default=str, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+logger = Logger(json_serializer=log_json)
 metrics = Metrics(namespace="tagpin")
-# The domain modules log through the standard library; give them the same JSON format.
+# The library logs through the standard library under "tagpin": give that logger the same JSON
+# format (its children, also those of modules imported later, propagate to it).
+logging.getLogger("tagpin")
 utils.copy_config_to_registered_loggers(source_logger=logger, include={"tagpin"})
 
 

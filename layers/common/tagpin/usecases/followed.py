@@ -12,12 +12,14 @@ iterating loads the whole index once (the poller).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.ports.state import IndexEntry, State
 
 logger = logging.getLogger(__name__)
+
+SELECT_ONE_BY_ONE = 4  # up to this many tags are looked up one by one (a Query each)
 
 
 def entry_target(entry: IndexEntry) -> Target | None:
@@ -74,6 +76,14 @@ class Followed(Mapping[str, FollowedImage]):
                     merged[image] = followed
             self._all = merged
         return self._all
+
+    def select(self, images: Iterable[str]) -> dict[str, FollowedImage]:
+        """The followed ones among ``images`` in one lookup's worth of work: one Query per tag while
+        there are a few, the whole index at once (one paged Query) beyond that, whatever the count."""
+        wanted = list(dict.fromkeys(images))
+        if self._all is None and len(wanted) > SELECT_ONE_BY_ONE:
+            self._load()
+        return {image: followed for image in wanted if (followed := self.get(image)) is not None}
 
     def __getitem__(self, image: str) -> FollowedImage:
         if self._all is not None:

@@ -23,21 +23,24 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tagpin.domain.config import FollowedImage, NotConfigured, TagpinConfig
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
-from tagpin.domain.refs import ImageRef, InvalidReference
+from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 from tagpin.ports.webhooks import DeliveryLog, PushEvent, Request, Source, WebhookError
 from tagpin.usecases.detect import Detector
+from tagpin.usecases.followed import Followed
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
+MAX_EVENTS = 1000  # events per delivery (docs/webhooks.md); a delivery is decided in one request's time
 DELIVERY_TTL_S = 7 * 24 * 3600  # longer than any sender retries or lets an operator redeliver
+ID_LIMIT = 200  # characters of a sender's delivery id that are kept
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,45 @@ class WebhookResult:
 
 
 def delivery_key(source: str, delivery_id: str, image: str) -> str:
-    """Fixed length whatever the sender put in the id; one source cannot use up another's ids."""
-    return hashlib.sha256(f"{source}\0{delivery_id}\0{image}".encode()).hexdigest()
+    """Fixed length whatever the sender put in the id; one source cannot use up another's ids.
+    Any string hashes (a lone surrogate included: ``surrogatepass`` keeps distinct ids distinct)."""
+    return hashlib.sha256(f"{source}\0{delivery_id}\0{image}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def printable(text: str, limit: int = ID_LIMIT) -> str:
+    """Untrusted text made safe for every place it goes next (a JSON body, a DynamoDB attribute, a
+    log line, a notification): lone surrogates as their escapes, at most ``limit`` characters."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")[:limit]
+
+
+def valid(index: int, event: PushEvent) -> PushEvent:
+    """The event with what a sender may put anywhere made safe, or a 400 naming the field that
+    cannot be valid (a digest that is not one). Image parts are checked by ``tagged``."""
+    if event.digest is not None and not is_digest(event.digest):
+        raise WebhookError(400, f"events[{index}].digest: not a digest: {printable(event.digest, 80)!r}")
+    return replace(
+        event,
+        delivery_id=None if event.delivery_id is None else printable(event.delivery_id),
+        event_time=None if event.event_time is None else printable(event.event_time, 64),
+    )
+
+
+def tagged(index: int, event: PushEvent) -> str:
+    """The canonical ``registry/repository:tag`` of an event, or a 400 naming what is wrong."""
+    try:
+        image = ImageRef.parse(str(ImageRef(event.registry, event.repository, event.tag, None)))
+        # Inside the try: parts that re-parse as a digest reference have no tag (ValueError).
+        return image.tagged
+    except (InvalidReference, ValueError) as exc:
+        raise WebhookError(400, f"events[{index}]: invalid image: {printable(str(exc), 300)}") from None
+
+
+def select(followed: Mapping[str, FollowedImage], images: Iterable[str]) -> Mapping[str, FollowedImage]:
+    """The followed ones among ``images``: one lookup for the whole delivery (``Followed.select``;
+    a plain mapping, the configuration's, is looked up in memory)."""
+    if isinstance(followed, Followed):
+        return followed.select(images)
+    return {image: f for image in images if (f := followed.get(image)) is not None}
 
 
 def event_correlation(request_id: str | None, source: str, delivery_id: str | None) -> str:
@@ -132,39 +172,34 @@ class WebhookService:
         options = known.authenticate(source, request, self._secrets().get(source))
         if len(request.body) > self._max_body:
             raise WebhookError(
-                400, f"body of {len(request.body)} bytes exceeds the limit of {self._max_body}"
+                413, f"body of {len(request.body)} bytes exceeds the limit of {self._max_body} bytes"
             )
         return known.parse(request.body, request.headers, options)
 
     def _act(self, source: str, events: list[PushEvent], correlation_id: str | None) -> WebhookResult:
-        images: list[tuple[PushEvent, str]] = []
-        for event in events:  # validate every event before acting on any
-            try:
-                image = ImageRef(event.registry, event.repository, event.tag, None)
-                image = ImageRef.parse(str(image))  # validates and normalises every part
-                # Inside the try: parts that re-parse as a digest reference have no tag (ValueError).
-                images.append((event, image.tagged))
-            except (InvalidReference, ValueError) as exc:
-                raise WebhookError(400, f"invalid image in notification: {exc}") from None
-        followed_images = self._followed()  # configuration + label-discovered (tagpin.usecases.followed)
+        if len(events) > MAX_EVENTS:
+            raise WebhookError(
+                413, f"{len(events)} events in one delivery; the limit is {MAX_EVENTS}: send them in several"
+            )
+        images = [(valid(i, event), tagged(i, event)) for i, event in enumerate(events)]  # all, before acting
+        # One lookup of what is followed (configuration + label-discovered), not one per event.
+        followed_images = select(self._followed(), (image for _, image in images))
         results: list[Observation] = []
         ignored = duplicates = 0
         seen: set[str] = set()
-        for event, tagged in images:
-            followed = followed_images.get(tagged)
+        for event, image in images:
+            followed = followed_images.get(image)
             if followed is None:
                 ignored += 1
-                results.append(Observation(tagged, TagOutcome.IGNORED, reason="not followed"))
+                results.append(Observation(image, TagOutcome.IGNORED, reason="not followed"))
                 continue
-            if tagged in seen:
+            if image in seen:
                 continue  # several events for one tag in one delivery: one detection is enough
-            seen.add(tagged)
-            claim = self._claim(source, event, tagged)
+            seen.add(image)
+            claim = self._claim(source, event, image)
             if claim is False:
                 duplicates += 1
-                results.append(
-                    Observation(tagged, TagOutcome.DUPLICATE, delivery_id=(event.delivery_id or "")[:200])
-                )
+                results.append(Observation(image, TagOutcome.DUPLICATE, delivery_id=event.delivery_id))
                 continue
             try:
                 observation = self._detector().detect(

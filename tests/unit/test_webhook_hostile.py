@@ -1,0 +1,218 @@
+"""Hostile input at the deployed webhook handler (functions/webhook/app.py, in process, moto):
+no 5xx for anything a sender can put in a body, no log line lost to its input, and bounded work
+per delivery.
+
+- a lone UTF-16 surrogate (the JSON escape ``"\\ud800"``) in a delivery id is kept (escaped) and
+  deduplicates like any id; in a digest or an image it is a 400 naming the field;
+- every log line of such a request is written, as JSON;
+- a delivery of many events is decided with one lookup of what is followed, not one per event,
+  and one over the limit is a 413 that says the limit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tagpin import wiring
+from tagpin.usecases.webhook import MAX_EVENTS, delivery_key
+from tagpin_local.lambda_runtime import LocalContext, http_api_event, load_handler
+
+from tests.unit.conftest import REGION, create_table
+
+TOKEN = "hostile-test-token"
+FOLLOWED = "127.0.0.1:5000/demo/web:stable"
+EVENTS_TYPE = "application/vnd.docker.distribution.events.v1+json"
+MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+CONFIG = f"""
+clusters:
+  dev: {{kubeconfig: {{file: /dev/null}}}}
+registries:
+  127.0.0.1:5000: {{insecure: true}}
+images:
+  - image: {FOLLOWED}
+    targets: [{{cluster: dev, namespace: demo, name: web, container: app}}]
+"""
+
+
+class Calls:
+    """Every AWS operation the handler makes (botocore's event system), by name."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __call__(self, model: Any, **_kwargs: Any) -> None:
+        self.names.append(model.name)
+
+
+@pytest.fixture
+def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Calls]]:
+    db = boto3.client("dynamodb", region_name=REGION)
+    create_table(db, "tagpin-state", ("pk", "sk"))
+    queue = boto3.client("sqs", region_name=REGION).create_queue(
+        QueueName="changes.fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    boto3.client("ssm", region_name=REGION).put_parameter(Name="/tagpin/config", Value=CONFIG, Type="String")
+    boto3.client("secretsmanager", region_name=REGION).create_secret(
+        Name="tagpin/webhook", SecretString=json.dumps({"distribution": TOKEN})
+    )
+    for name, value in {
+        "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
+        "TAGPIN_STATE_TABLE": "tagpin-state",
+        "TAGPIN_QUEUE_URL": queue,
+        "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+        "POWERTOOLS_SERVICE_NAME": "webhook",
+        "POWERTOOLS_METRICS_DISABLED": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    wiring.reset()
+    handler = load_handler("webhook")
+    calls = Calls()
+    wiring.aws("dynamodb").meta.events.register("before-call.dynamodb.*", calls)
+    yield handler, calls
+    wiring.reset()
+
+
+def envelope(*events: dict[str, Any]) -> bytes:
+    return json.dumps({"events": list(events)}).encode()
+
+
+def push(
+    tag: str = "stable", repository: str = "demo/web", digest: str = "sha256:" + "a" * 64, **more: Any
+) -> dict[str, Any]:
+    return {
+        "id": more.pop("id", "evt-1"),
+        "action": "push",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "target": {"mediaType": MANIFEST, "repository": repository, "tag": tag, "digest": digest},
+        "request": {"host": "127.0.0.1:5000"},
+        **more,
+    }
+
+
+def post(handler: Any, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    event = http_api_event(
+        "POST",
+        "/webhooks/distribution",
+        "",
+        {"authorization": f"Bearer {TOKEN}", "content-type": EVENTS_TYPE, **(headers or {})},
+        body,
+        "192.0.2.1",
+        "POST /webhooks/{source}",
+    )
+    response = handler(event, LocalContext("tagpin-webhook", timeout_s=15))
+    return int(response["statusCode"]), json.loads(response["body"])
+
+
+def test_a_lone_surrogate_in_a_delivery_id_is_no_5xx(webhook) -> None:
+    handler, _ = webhook
+    body = envelope(push(id="\ud800-delivery"))
+    assert b"\\ud800" in body  # the JSON escape of a lone surrogate, as a sender can send it
+    # The followed tag's registry is not running here: its resolution fails, a 202 with an error
+    # (the claim of the delivery id was taken, then released for the sender's retry).
+    status, answer = post(handler, body)
+    assert status == 202, answer
+    (event,) = answer["events"]
+    assert event["outcome"] == "error" and event["image"] == FOLLOWED
+
+
+def test_delivery_keys_hash_any_id_and_keep_distinct_ids_distinct() -> None:
+    keys = {delivery_key("generic", delivery, FOLLOWED) for delivery in ("\ud800", "\\ud800", "\udcff", "x")}
+    assert len(keys) == 4 and all(len(k) == 64 for k in keys)
+
+
+def test_a_surrogate_in_a_digest_or_an_image_is_a_400_naming_the_field(webhook) -> None:
+    handler, _ = webhook
+    status, answer = post(handler, envelope(push(digest="sha256:\ud800" + "a" * 63)))
+    assert status == 400 and answer["error"].startswith("events[0].digest: not a digest")
+    status, answer = post(handler, envelope(push(tag="st\ud800ble")))
+    assert status == 400 and answer["error"].startswith("events[0]: invalid image")
+    status, answer = post(handler, envelope(push(repository="demo/w\udcffeb")))
+    assert status == 400 and "invalid image" in answer["error"]
+
+
+def test_every_log_line_is_written_whatever_the_input(webhook, capsys) -> None:
+    """The function's log stream is strict UTF-8, as Lambda's is: a lone surrogate that reached a
+    log line unescaped would fail the write (``--- Logging error ---``) and lose the line."""
+    from tagpin.observability import logger as function_logger
+
+    handler, _ = webhook
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+    previous = function_logger.registered_handler.setStream(stream)  # type: ignore[attr-defined]
+    try:
+        post(handler, envelope(push(digest="sha256:\ud800" + "a" * 63, id="\udcff")))
+        post(handler, envelope(push(id="\ud800")))  # followed: resolved (and failing: no registry here)
+    finally:
+        function_logger.registered_handler.setStream(previous)  # type: ignore[attr-defined]
+    assert "Logging error" not in capsys.readouterr().err
+    lines = [json.loads(line) for line in stream.buffer.getvalue().decode("utf-8").splitlines()]  # type: ignore[attr-defined]
+    rejected = [line for line in lines if line.get("message") == "webhook rejected"]
+    assert len(rejected) == 1 and "sha256:\\\\ud800" in rejected[0]["reason"]  # the surrogate, escaped
+    assert any(line["message"] == "resolve failed; keeping the working digest" for line in lines)
+
+
+def test_the_function_logger_writes_any_string(capsys) -> None:
+    """Whatever reaches a log line (the library logs untrusted text in many places), the line is
+    written, as JSON that decodes back to the same text."""
+    from tagpin.observability import logger as function_logger
+
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+    previous = function_logger.registered_handler.setStream(stream)  # type: ignore[attr-defined]
+    try:
+        function_logger.info("untrusted", extra={"digest": "sha256:\ud800", "who": "déjà \udcff"})
+        logging.getLogger("tagpin.usecases.webhook").warning("library line", extra={"reason": "\ud83d"})
+    finally:
+        function_logger.registered_handler.setStream(previous)  # type: ignore[attr-defined]
+    assert "Logging error" not in capsys.readouterr().err
+    first, second = (json.loads(line) for line in stream.buffer.getvalue().decode("utf-8").splitlines())  # type: ignore[attr-defined]
+    assert (first["digest"], first["who"]) == ("sha256:\ud800", "déjà \udcff")
+    assert second["reason"] == "\ud83d" and second["name"] == "tagpin.usecases.webhook"
+
+
+def test_many_unfollowed_events_cost_one_lookup_not_one_each(webhook) -> None:
+    handler, calls = webhook
+    events = [push(repository=f"team/app{i}", id=f"e{i}") for i in range(MAX_EVENTS)]
+    status, answer = post(handler, envelope(*events))
+    assert status == 202 and answer["ignored"] == MAX_EVENTS and answer["accepted"] == 0
+    assert calls.names.count("Query") <= 2, calls.names  # the index, once (not 1,000 queries)
+    assert len(calls.names) <= 3
+
+
+def test_more_events_than_the_limit_is_a_413_that_says_the_limit(webhook) -> None:
+    handler, calls = webhook
+    events = [push(repository=f"team/app{i}", id=f"e{i}") for i in range(MAX_EVENTS + 1)]
+    status, answer = post(handler, envelope(*events))
+    assert status == 413 and f"the limit is {MAX_EVENTS}" in answer["error"]
+    assert calls.names == []  # decided before anything is looked up
+
+
+surrogate_text = st.text(
+    alphabet=st.characters(codec=None, min_codepoint=0, max_codepoint=0xFFFF, exclude_categories=()),
+    max_size=40,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    delivery=surrogate_text,
+    tag=surrogate_text,
+    repository=surrogate_text,
+    digest=surrogate_text,
+    header=surrogate_text,
+)
+def test_any_string_in_any_field_is_a_2xx_or_4xx_and_logged(
+    webhook, capsys, delivery: str, tag: str, repository: str, digest: str, header: str
+) -> None:
+    handler, _ = webhook
+    body = envelope(push(tag=tag or "x", repository=repository or "x", digest=digest, id=delivery))
+    safe_header = header.encode("utf-8", "backslashreplace").decode("latin-1", "replace")
+    status, _answer = post(handler, body, {"x-anything": safe_header})
+    assert 200 <= status < 500
+    assert "Logging error" not in capsys.readouterr().err
