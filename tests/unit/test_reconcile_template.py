@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_template import (
-    _rule_enabled,
+from tests.unit.template_support import (
     actions_of,
     as_list,
     evaluate,
@@ -16,9 +15,10 @@ from tests.unit.test_template import (
     function_props,
     policy_statements,
     resources,
+    rule_enabled,
     statements_for,
 )
-from tests.unit.test_template import template as _template_fixture
+from tests.unit.template_support import template as _template_fixture
 
 cfn = _template_fixture  # the module-scoped loaded template, under this module's own name
 
@@ -40,7 +40,7 @@ def test_reconciler_gets_the_kubernetes_layer(cfn):
 )
 def test_reconcile_schedule_off_disables_the_rule(cfn, schedule, enabled):
     event = evaluate(cfn, _schedule(cfn), {"ReconcileSchedule": schedule})
-    assert _rule_enabled(event) is enabled
+    assert rule_enabled(event) is enabled
     assert str(event["Schedule"]).startswith(("rate(", "cron("))
     if enabled:
         assert event["Schedule"] == schedule

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_template import (
+from tests.unit.template_support import (
     actions_of,
     events_of_type,
     function_props,

@@ -7,180 +7,31 @@ on the template as written (Globals resolved the way SAM resolves them).
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+from tests.unit.template_support import (
+    TEMPLATE,
+    UNSCOPABLE_ACTIONS,
+    actions_of,
+    as_list,
+    evaluate,
+    events_of_type,
+    function_props,
+    policy_statements,
+    resources,
+    rule_enabled,
+    statements_for,
+    template,  # noqa: F401 (the module fixture)
+)
 
 FUNCTIONS = ("PollerFunction", "WebhookFunction", "ConsumerFunction")
 PRODUCERS = ("PollerFunction", "WebhookFunction")
 
-# Actions that cannot be scoped to a resource ARN: the only ones allowed with Resource "*".
-UNSCOPABLE_ACTIONS = frozenset(
-    {
-        "ecr:GetAuthorizationToken",
-        "xray:PutTraceSegments",
-        "xray:PutTelemetryRecords",
-        "sts:GetCallerIdentity",
-    }
-)
-
-
-# --------------------------------------------------------------------------- loading
-class CfnLoader(yaml.SafeLoader):
-    """SafeLoader that turns CloudFormation short tags into their long (JSON) form."""
-
-
-def _scalar_or_seq(node: yaml.Node, loader: CfnLoader) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        return loader.construct_scalar(node)
-    if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node, deep=True)
-    return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-
-
-def _make_constructor(name: str) -> Any:
-    def construct(loader: CfnLoader, node: yaml.Node) -> dict[str, Any]:
-        value = _scalar_or_seq(node, loader)
-        if name == "Ref":
-            return {"Ref": value}
-        if name == "Condition":
-            return {"Condition": value}
-        if name == "GetAtt" and isinstance(value, str):
-            value = value.split(".", 1)
-        return {f"Fn::{name}": value}
-
-    return construct
-
-
-for _tag in (
-    "Ref", "Condition", "GetAtt", "Sub", "If", "Not", "Equals", "And", "Or", "Join", "Select",
-    "Split", "FindInMap", "ImportValue", "Base64", "Cidr", "GetAZs", "Transform", "Length", "ToJsonString",
-):  # fmt: skip
-    CfnLoader.add_constructor(f"!{_tag}", _make_constructor(_tag))
-
-
-@pytest.fixture(scope="module")
-def template() -> dict[str, Any]:
-    with TEMPLATE.open(encoding="utf-8") as fh:
-        loaded = yaml.load(fh, Loader=CfnLoader)
-    assert isinstance(loaded, dict)
-    return loaded
-
-
-def resources(template: dict[str, Any]) -> dict[str, Any]:
-    res = template["Resources"]
-    assert isinstance(res, dict)
-    return res
-
-
-def function_props(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
-    """Function properties with Globals.Function applied as SAM does.
-
-    Scalars on the resource win, maps are merged (resource keys win), lists are
-    concatenated (globals first).
-    """
-    resource = resources(template)[logical_id]
-    assert resource["Type"] == "AWS::Serverless::Function"
-    merged: dict[str, Any] = copy.deepcopy(template.get("Globals", {}).get("Function", {}))
-    result: dict[str, Any] = _merge(merged, copy.deepcopy(resource["Properties"]))
-    return result
-
-
-def _merge(base: Any, override: Any) -> Any:
-    if isinstance(base, dict) and isinstance(override, dict) and not _is_intrinsic(override):
-        out = dict(base)
-        for key, value in override.items():
-            out[key] = _merge(base[key], value) if key in base else value
-        return out
-    if isinstance(base, list) and isinstance(override, list):
-        return base + override
-    return override
-
-
-def _is_intrinsic(value: Any) -> bool:
-    return isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref"))
-
-
-def evaluate(template: dict[str, Any], value: Any, params: dict[str, str]) -> Any:
-    """Evaluate Ref (parameters), Fn::If/Not/Equals/And/Or/Join and Condition for a parameter set."""
-    parameters = template.get("Parameters", {})
-    conditions = template.get("Conditions", {})
-
-    def ev(v: Any) -> Any:
-        if isinstance(v, dict) and len(v) == 1:
-            ((key, arg),) = v.items()
-            if key == "Ref" and arg in parameters:
-                value = params.get(arg, parameters[arg].get("Default"))
-                if parameters[arg]["Type"] == "CommaDelimitedList":
-                    return str(value).split(",")
-                return value
-            if key == "Fn::Join":
-                return str(arg[0]).join(str(x) for x in ev(arg[1]))
-            if key == "Condition":
-                return bool(ev(conditions[arg]))
-            if key == "Fn::Equals":
-                return ev(arg[0]) == ev(arg[1])
-            if key == "Fn::Not":
-                return not ev(arg[0])
-            if key == "Fn::And":
-                return all(ev(a) for a in arg)
-            if key == "Fn::Or":
-                return any(ev(a) for a in arg)
-            if key == "Fn::If":
-                name, then, other = arg
-                return ev(then) if ev(conditions[name]) else ev(other)
-        if isinstance(v, dict):
-            return {k: ev(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [ev(x) for x in v]
-        return v
-
-    return ev(value)
-
-
-def events_of_type(props: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [e["Properties"] for e in props.get("Events", {}).values() if e["Type"] == kind]
-
-
-def policy_statements(props: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every inline statement of a function, both branches of Fn::If included."""
-    out: list[dict[str, Any]] = []
-
-    def add(stmt: Any) -> None:
-        if isinstance(stmt, dict) and "Fn::If" in stmt:
-            for branch in stmt["Fn::If"][1:]:
-                add(branch)
-        elif isinstance(stmt, dict) and stmt != {"Ref": "AWS::NoValue"}:
-            out.append(stmt)
-
-    for policy in props.get("Policies", []):
-        assert isinstance(policy, dict) and "Statement" in policy, (
-            f"only inline policy documents (no managed policies / broad SAM templates): {policy!r}"
-        )
-        for stmt in policy["Statement"]:
-            add(stmt)
-    return out
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def actions_of(props: dict[str, Any]) -> set[str]:
-    return {a for s in policy_statements(props) if s["Effect"] == "Allow" for a in as_list(s["Action"])}
-
-
-def statements_for(props: dict[str, Any], action: str) -> list[dict[str, Any]]:
-    return [s for s in policy_statements(props) if action in as_list(s["Action"])]
-
 
 # --------------------------------------------------------------------------- runtime, layers
-def test_functions_use_python313_x86_64(template: dict[str, Any]) -> None:
+def test_functions_use_python313_x86_64(template: dict[str, Any]) -> None:  # noqa: F811
     for fn in FUNCTIONS:
         props = function_props(template, fn)
         assert props["Runtime"] == "python3.13", fn
@@ -189,7 +40,7 @@ def test_functions_use_python313_x86_64(template: dict[str, Any]) -> None:
         assert props["CodeUri"] == f"functions/{fn.removesuffix('Function').lower()}/", fn
 
 
-def test_layers_are_built_with_makefile_for_python313(template: dict[str, Any]) -> None:
+def test_layers_are_built_with_makefile_for_python313(template: dict[str, Any]) -> None:  # noqa: F811
     for layer, uri in (("CommonLayer", "layers/common/"), ("KubernetesLayer", "layers/kubernetes/")):
         res = resources(template)[layer]
         assert res["Type"] == "AWS::Serverless::LayerVersion"
@@ -203,13 +54,13 @@ def test_layers_are_built_with_makefile_for_python313(template: dict[str, Any]) 
         assert "python3.13" in text
 
 
-def test_producers_get_only_the_common_layer(template: dict[str, Any]) -> None:
+def test_producers_get_only_the_common_layer(template: dict[str, Any]) -> None:  # noqa: F811
     assert "Layers" not in template.get("Globals", {}).get("Function", {}), "layers are per function"
     for fn in PRODUCERS:
         assert function_props(template, fn)["Layers"] == [{"Ref": "CommonLayer"}], fn
 
 
-def test_consumer_gets_common_then_kubernetes_layer(template: dict[str, Any]) -> None:
+def test_consumer_gets_common_then_kubernetes_layer(template: dict[str, Any]) -> None:  # noqa: F811
     # order matters: the kubernetes layer relies on pydantic & co. from the common layer
     assert function_props(template, "ConsumerFunction")["Layers"] == [
         {"Ref": "CommonLayer"},
@@ -217,7 +68,7 @@ def test_consumer_gets_common_then_kubernetes_layer(template: dict[str, Any]) ->
     ]
 
 
-def test_timeouts_and_memory(template: dict[str, Any]) -> None:
+def test_timeouts_and_memory(template: dict[str, Any]) -> None:  # noqa: F811
     assert function_props(template, "PollerFunction")["Timeout"] == 300
     assert function_props(template, "WebhookFunction")["Timeout"] == 15
     consumer = function_props(template, "ConsumerFunction")
@@ -225,7 +76,7 @@ def test_timeouts_and_memory(template: dict[str, Any]) -> None:
     assert consumer["MemorySize"] >= 512
 
 
-def test_environment_contract(template: dict[str, Any]) -> None:
+def test_environment_contract(template: dict[str, Any]) -> None:  # noqa: F811
     common = {
         "TAGPIN_CONFIG_PARAMETER": {"Ref": "ConfigParameterName"},
         "TAGPIN_STATE_TABLE": {"Ref": "StateTable"},
@@ -257,19 +108,19 @@ def test_environment_contract(template: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- queue + SQS event
-def sqs_event(template: dict[str, Any]) -> dict[str, Any]:
+def sqs_event(template: dict[str, Any]) -> dict[str, Any]:  # noqa: F811
     (event,) = events_of_type(function_props(template, "ConsumerFunction"), "SQS")
     return event
 
 
-def test_visibility_timeout_covers_six_consumer_timeouts(template: dict[str, Any]) -> None:
+def test_visibility_timeout_covers_six_consumer_timeouts(template: dict[str, Any]) -> None:  # noqa: F811
     assert sqs_event(template)["Queue"] == {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
     queue = resources(template)["ChangesQueue"]["Properties"]
     timeout = function_props(template, "ConsumerFunction")["Timeout"]
     assert queue["VisibilityTimeout"] >= 6 * timeout
 
 
-def test_sqs_event_reports_batch_item_failures(template: dict[str, Any]) -> None:
+def test_sqs_event_reports_batch_item_failures(template: dict[str, Any]) -> None:  # noqa: F811
     event = sqs_event(template)
     assert event.get("FunctionResponseTypes") == ["ReportBatchItemFailures"]
     assert event["BatchSize"] == 10  # FIFO maximum
@@ -279,7 +130,7 @@ def test_sqs_event_reports_batch_item_failures(template: dict[str, Any]) -> None
     assert int(low) >= 2
 
 
-def test_fifo_queue_settings(template: dict[str, Any]) -> None:
+def test_fifo_queue_settings(template: dict[str, Any]) -> None:  # noqa: F811
     queue = resources(template)["ChangesQueue"]
     assert queue["Type"] == "AWS::SQS::Queue"
     props = queue["Properties"]
@@ -292,7 +143,7 @@ def test_fifo_queue_settings(template: dict[str, Any]) -> None:
         assert str(props["QueueName"]["Fn::Sub"]).endswith(".fifo")
 
 
-def test_redrive_to_fifo_dead_letter_queue(template: dict[str, Any]) -> None:
+def test_redrive_to_fifo_dead_letter_queue(template: dict[str, Any]) -> None:  # noqa: F811
     redrive = resources(template)["ChangesQueue"]["Properties"]["RedrivePolicy"]
     assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["ChangesDeadLetterQueue", "Arn"]}
     assert redrive["maxReceiveCount"] == 5
@@ -307,18 +158,12 @@ def test_redrive_to_fifo_dead_letter_queue(template: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- schedule
-def schedule_event(template: dict[str, Any]) -> dict[str, Any]:
+def schedule_event(template: dict[str, Any]) -> dict[str, Any]:  # noqa: F811
     (event,) = events_of_type(function_props(template, "PollerFunction"), "Schedule")
     return event
 
 
-def _rule_enabled(event: dict[str, Any]) -> bool:
-    if "State" in event:
-        return bool(event["State"] == "ENABLED")
-    return bool(event.get("Enabled", True))
-
-
-def test_poll_schedule_condition_wiring(template: dict[str, Any]) -> None:
+def test_poll_schedule_condition_wiring(template: dict[str, Any]) -> None:  # noqa: F811
     assert template["Conditions"]["PollingEnabled"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "PollSchedule"}, "off"]}]
     }
@@ -331,23 +176,23 @@ def test_poll_schedule_condition_wiring(template: dict[str, Any]) -> None:
     ("schedule", "enabled"),
     [("rate(5 minutes)", True), ("cron(0/10 * * * ? *)", True), ("off", False)],
 )
-def test_poll_schedule_off_disables_the_rule(template: dict[str, Any], schedule: str, enabled: bool) -> None:
+def test_poll_schedule_off_disables_the_rule(template: dict[str, Any], schedule: str, enabled: bool) -> None:  # noqa: F811
     event = evaluate(template, schedule_event(template), {"PollSchedule": schedule})
-    assert _rule_enabled(event) is enabled
+    assert rule_enabled(event) is enabled
     # the rule always gets a syntactically valid expression ("off" is not one)
     assert str(event["Schedule"]).startswith(("rate(", "cron("))
     if enabled:
         assert event["Schedule"] == schedule
 
 
-def test_default_schedule_polls(template: dict[str, Any]) -> None:
+def test_default_schedule_polls(template: dict[str, Any]) -> None:  # noqa: F811
     event = evaluate(template, schedule_event(template), {})
-    assert _rule_enabled(event)
+    assert rule_enabled(event)
     assert event["Schedule"] == "rate(5 minutes)"
 
 
 # --------------------------------------------------------------------------- webhook
-def test_webhook_route(template: dict[str, Any]) -> None:
+def test_webhook_route(template: dict[str, Any]) -> None:  # noqa: F811
     assert resources(template)["WebhookApi"]["Type"] == "AWS::Serverless::HttpApi"
     (event,) = events_of_type(function_props(template, "WebhookFunction"), "HttpApi")
     assert event["ApiId"] == {"Ref": "WebhookApi"}
@@ -356,7 +201,7 @@ def test_webhook_route(template: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- tables
-def test_state_table(template: dict[str, Any]) -> None:
+def test_state_table(template: dict[str, Any]) -> None:  # noqa: F811
     props = resources(template)["StateTable"]["Properties"]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["KeySchema"] == [
@@ -369,7 +214,7 @@ def test_state_table(template: dict[str, Any]) -> None:
     assert props["SSESpecification"]["SSEEnabled"] is True
 
 
-def test_idempotency_table_has_ttl(template: dict[str, Any]) -> None:
+def test_idempotency_table_has_ttl(template: dict[str, Any]) -> None:  # noqa: F811
     props = resources(template)["IdempotencyTable"]["Properties"]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
@@ -379,7 +224,7 @@ def test_idempotency_table_has_ttl(template: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------- IAM
 @pytest.mark.parametrize("fn", FUNCTIONS)
-def test_no_wildcard_resources_or_actions(template: dict[str, Any], fn: str) -> None:
+def test_no_wildcard_resources_or_actions(template: dict[str, Any], fn: str) -> None:  # noqa: F811
     for stmt in policy_statements(function_props(template, fn)):
         actions = as_list(stmt["Action"])
         assert all(a != "*" and not a.endswith(":*") for a in actions), stmt
@@ -387,7 +232,7 @@ def test_no_wildcard_resources_or_actions(template: dict[str, Any], fn: str) -> 
             assert set(actions) <= UNSCOPABLE_ACTIONS, f"{fn}: Resource '*' for {actions}"
 
 
-def test_producer_permissions(template: dict[str, Any]) -> None:
+def test_producer_permissions(template: dict[str, Any]) -> None:  # noqa: F811
     for fn in PRODUCERS:
         props = function_props(template, fn)
         actions = actions_of(props)
@@ -413,7 +258,7 @@ def test_producer_permissions(template: dict[str, Any]) -> None:
     assert any("${WebhookSecretName}" in r for r in secrets)
 
 
-def test_consumer_permissions(template: dict[str, Any]) -> None:
+def test_consumer_permissions(template: dict[str, Any]) -> None:  # noqa: F811
     props = function_props(template, "ConsumerFunction")
     actions = actions_of(props)
     assert {
@@ -454,7 +299,7 @@ def test_consumer_permissions(template: dict[str, Any]) -> None:
     }
 
 
-def test_config_parameter_arn_is_scoped(template: dict[str, Any]) -> None:
+def test_config_parameter_arn_is_scoped(template: dict[str, Any]) -> None:  # noqa: F811
     for fn in FUNCTIONS:
         (stmt,) = statements_for(function_props(template, fn), "ssm:GetParameter")
         assert stmt["Resource"]["Fn::Sub"].endswith(":parameter${ConfigParameterName}"), fn
@@ -463,7 +308,7 @@ def test_config_parameter_arn_is_scoped(template: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- outputs
-def test_outputs(template: dict[str, Any]) -> None:
+def test_outputs(template: dict[str, Any]) -> None:  # noqa: F811
     outputs = template["Outputs"]
     for name in (
         "WebhookUrl",

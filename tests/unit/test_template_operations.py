@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.test_template import function_props, resources, template  # noqa: F401 (fixture)
+from tests.unit.template_support import function_props, resources, template  # noqa: F401 (fixture)
 
 
 def _functions(tpl: dict[str, Any]) -> list[str]:
