@@ -8,8 +8,8 @@ Every ``AWS::Serverless::Function`` of the template is checked (``test_every_fun
 from the template itself, so a new function is checked without editing this file: its name in
 ``tagpin.settings.NEEDS``, runtime, handler and code, architecture, timeout against its triggers, SQS
 sources, memory, layers, its environment against ``tagpin.settings.NEEDS``, its IAM statements (SAM
-policy templates expanded) and their agreement with its environment, cluster access, its
-output. Each check returns the problems it found, so that ``test_the_checks_catch`` shows on
+policy templates expanded) and their agreement with its environment, cluster and registry access,
+its output. Each check returns the problems it found, so that ``test_the_checks_catch`` shows on
 broken copies of the template that each of them fails when it should.
 """
 
@@ -61,7 +61,15 @@ KUBERNETES_LAYER = {"Ref": "KubernetesLayer"}
 # The functions that talk to clusters: the only ones that get the kubernetes client layer, EKS
 # permissions, the cluster roles of other accounts and an EKS access entry.
 KUBERNETES_FUNCTIONS = frozenset({"consumer", "verifier", "reconciler"})
+# The functions that resolve tags at their registries (their handlers build tagpin.wiring.detector()):
+# the only ones that get ECR tokens and manifests and the registry roles of other accounts.
+REGISTRY_FUNCTIONS = frozenset({"poller", "webhook", "reconciler"})
 EKS_CLUSTERS = {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluster/*"}
+ECR_REPOSITORIES = {"Fn::Sub": "arn:${AWS::Partition}:ecr:*:${AWS::AccountId}:repository/*"}
+REGISTRY_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::*:role/tagpin-registry-*"}
+TAGPIN_SECRETS = {
+    "Fn::Sub": "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:tagpin/*"
+}
 KMS_KEY = "arn:aws:kms:eu-west-1:111122223333:key/00000000-0000-0000-0000-000000000000"
 CLUSTER_ROLE = "arn:aws:iam::111122223333:role/tagpin-deployer"
 
@@ -349,6 +357,33 @@ def cluster_problems(tpl: Template, fn: str) -> list[str]:
     return problems
 
 
+def registry_problems(tpl: Template, fn: str) -> list[str]:
+    """The functions that resolve tags at registries, and only they: ECR tokens, ECR manifests of the
+    account, the registry roles of other accounts; registry credentials under tagpin/."""
+    key = _key(tpl, fn)
+    statements = policy_statements(function_props(tpl, fn))
+    resolves = key in REGISTRY_FUNCTIONS
+    needed = [
+        ("ecr:GetAuthorizationToken", "*"),
+        ("ecr:BatchGetImage", ECR_REPOSITORIES),
+        ("sts:AssumeRole", REGISTRY_ROLES),
+    ]
+    problems = []
+    for action, resource in needed:
+        granted = any(_grants_on(s, action, resource) for s in statements)
+        if resolves and not granted:
+            problems.append(f"{fn}: resolves tags at registries but gets no {action} on {resource}")
+        if not resolves and granted:
+            problems.append(f"{fn}: {action} on {resource}, but {key} does not resolve tags at registries")
+    if resolves and not any(
+        _grants_on(s, "secretsmanager:GetSecretValue", TAGPIN_SECRETS) for s in statements
+    ):
+        problems.append(f"{fn}: resolves tags at registries but cannot read their credentials (tagpin/*)")
+    if not resolves and any(a.startswith("ecr:") for s in statements for a in as_list(s["Action"])):
+        problems.append(f"{fn}: ECR permissions, but {key} does not resolve tags at registries")
+    return problems
+
+
 def access_problems(tpl: Template, fn: str) -> list[str]:
     """Its IAM and its environment agree: each resource a TAGPIN_* variable names is granted, and
     no resource behind a TAGPIN_* variable is granted without the variable."""
@@ -389,12 +424,37 @@ CHECKS: dict[str, Callable[[Template, str], list[str]]] = {
     "iam": iam_problems,
     "access": access_problems,
     "clusters": cluster_problems,
+    "registries": registry_problems,
     "output": output_problems,
 }
 
+# Gaps of template.yaml the checks found and that are not fixed yet: (check, function) -> the gap.
+# strict: the test fails as soon as the gap is closed, so that the entry is removed with the fix.
+KNOWN_GAPS: dict[tuple[str, str], str] = {
+    ("registries", "WebhookFunction"): (
+        "the webhook re-resolves every notified tag at its registry (ECR push events included) but has "
+        "no ecr:GetAuthorizationToken, ecr:BatchGetImage, sts:AssumeRole on tagpin-registry-* (the "
+        "poller's EcrToken, EcrManifests, EcrCrossAccount statements)"
+    ),
+    ("registries", "ReconcilerFunction"): (
+        "the reconciler resolves every followed tag at its registry (the Detector) but has no "
+        "ecr:GetAuthorizationToken, ecr:BatchGetImage, sts:AssumeRole on tagpin-registry-*; the fix "
+        "also drops the no-Resource-'*' assertion of test_reconcile_template.py (GetAuthorizationToken)"
+    ),
+}
 
-@pytest.mark.parametrize("check", CHECKS)
-@pytest.mark.parametrize("fn", FUNCTIONS)
+
+def _every_function_params() -> list[Any]:
+    params = []
+    for fn in FUNCTIONS:
+        for check in CHECKS:
+            gap = KNOWN_GAPS.get((check, fn))
+            marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
+            params.append(pytest.param(fn, check, id=f"{fn}-{check}", marks=marks))
+    return params
+
+
+@pytest.mark.parametrize(("fn", "check"), _every_function_params())
 def test_every_function(template: Template, fn: str, check: str) -> None:  # noqa: F811
     assert CHECKS[check](template, fn) == []
 
@@ -546,6 +606,16 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
     "runtime": (
         lambda t: _props("ReconcilerFunction")(t).update(Runtime="python3.12"),
         "code", "ReconcilerFunction", "Runtime 'python3.12'",
+    ),
+    "consumer reads ECR": (
+        lambda t: _statements("ConsumerFunction")(t).append(
+            {"Effect": "Allow", "Action": "ecr:BatchGetImage", "Resource": ECR_REPOSITORIES}
+        ),
+        "registries", "ConsumerFunction", "ECR permissions, but consumer does not resolve tags",
+    ),
+    "poller without ECR token": (
+        lambda t: _drop_statement(t, "PollerFunction", "EcrToken"),
+        "registries", "PollerFunction", "gets no ecr:GetAuthorizationToken",
     ),
     "webhook describes clusters": (
         lambda t: _statements("WebhookFunction")(t).append(
