@@ -69,24 +69,156 @@ def test_every_dead_letter_queue_has_an_alarm(template):  # noqa: F811
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
-def test_every_function_has_error_and_throttle_alarms(template, name):  # noqa: F811
+def test_with_detailed_monitoring_every_function_has_error_and_throttle_alarms(template, name):  # noqa: F811
     watched = {
-        (_ref(a["Dimensions"][0]["Value"]), a["MetricName"])
-        for a in _alarms(template)
-        if a["Namespace"] == "AWS/Lambda"
+        (_ref(a["Properties"]["Dimensions"][0]["Value"]), a["Properties"]["MetricName"])
+        for a in resources(template).values()
+        if a["Type"] == "AWS::CloudWatch::Alarm"
+        and a["Properties"]["Namespace"] == "AWS/Lambda"
+        and a.get("Condition") == "Detailed"
     }
     for metric in ("Errors", "Throttles"):
         assert (name, metric) in watched, f"{name} has no {metric} alarm"
 
 
-def test_alarms_notify_the_alarm_topic(template):  # noqa: F811
-    assert resources(template)["AlarmTopic"]["Type"] == "AWS::SNS::Topic"
+def _always_on_alarms(template) -> list[dict]:  # noqa: F811
+    return [
+        a["Properties"]
+        for a in resources(template).values()
+        if a["Type"] == "AWS::CloudWatch::Alarm" and "Condition" not in a
+    ]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_function_failure_reaches_an_alarm_that_is_always_on(template, name):  # noqa: F811
+    """Without detailed monitoring (the cheap default) a function's failure still reaches a person:
+    a failing SQS record ends in its queue's dead-letter queue, a failed scheduled or EventBridge
+    run in the asynchronous on-failure queue, a failed webhook request in the API's 5xx count."""
+    res = resources(template)
+    props = function_props(template, name)
+    alarmed = {
+        a["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
+        for a in _always_on_alarms(template)
+        if a["Namespace"] == "AWS/SQS" and isinstance(a["Dimensions"][0]["Value"], dict)
+    }
+    apis = {
+        _ref(a["Dimensions"][0]["Value"])
+        for a in _always_on_alarms(template)
+        if a["Namespace"] == "AWS/ApiGateway"
+    }
+    for event in props.get("Events", {}).values():
+        kind = event["Type"]
+        if kind == "SQS":
+            queue = event["Properties"]["Queue"]["Fn::GetAtt"][0]
+            dlq = res[queue]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+            assert dlq in alarmed, f"{name}: {queue}'s dead letters raise no alarm"
+        elif kind in ("Schedule", "EventBridgeRule"):
+            on_failure = props["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]["Destination"]
+            assert on_failure["Fn::GetAtt"][0] in alarmed, f"{name}: failed runs raise no alarm"
+        elif kind == "HttpApi":
+            assert _ref(event["Properties"]["ApiId"]) in apis, f"{name}: its API's 5xx raise no alarm"
+        else:
+            raise AssertionError(f"{name}: no rule for {kind} events: say how its failures are alarmed")
+
+
+def test_the_default_alarms_are_few(template):  # noqa: F811
+    """$0.10 an alarm a month: the default stack keeps the ones a person acts on (docs/cost.md)."""
+    assert len(_always_on_alarms(template)) <= 4
+
+
+def test_alarms_notify_the_alarm_topic_which_cloudwatch_may_publish_to(template):  # noqa: F811
+    res = resources(template)
+    assert res["AlarmTopic"]["Type"] == "AWS::SNS::Topic"
     for alarm in _alarms(template):
         assert {"Ref": "AlarmTopic"} in alarm["AlarmActions"]
+    # An alarm cannot publish to a topic encrypted with the AWS-managed key alias/aws/sns (its key
+    # policy does not name cloudwatch.amazonaws.com): unencrypted, or a key that grants CloudWatch.
+    key = res["AlarmTopic"]["Properties"].get("KmsMasterKeyId")
+    if key is not None:
+        assert key != "alias/aws/sns", "alarms cannot publish to a topic under the AWS-managed SNS key"
+        key_policy = res[_ref(key)]["Properties"]["KeyPolicy"]["Statement"]
+        assert any(s.get("Principal", {}).get("Service") == "cloudwatch.amazonaws.com" for s in key_policy)
+    (policy,) = [
+        r["Properties"]
+        for r in res.values()
+        if r["Type"] == "AWS::SNS::TopicPolicy" and {"Ref": "AlarmTopic"} in r["Properties"]["Topics"]
+    ]
+    (grant,) = [
+        s
+        for s in policy["PolicyDocument"]["Statement"]
+        if s["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert grant["Effect"] == "Allow" and grant["Action"] == "sns:Publish"
+    assert grant["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
 
 
-def test_poll_runs_that_do_not_finish_alarm_only_when_polling(template):  # noqa: F811
-    alarm = resources(template)["PollNotFinishedAlarm"]
-    assert alarm["Condition"] == "PollingEnabled"
+def test_poll_runs_that_do_not_finish_alarm_only_when_polling_and_detailed(template):  # noqa: F811
+    res = resources(template)
+    alarm = res["PollNotFinishedAlarm"]
+    assert alarm["Condition"] == "DetailedPolling"
+    assert res_condition(template, "DetailedPolling") == {
+        "Fn::And": [{"Condition": "Detailed"}, {"Condition": "PollingEnabled"}]
+    }
     assert alarm["Properties"]["MetricName"] == "PollRunsCompleted"
     assert alarm["Properties"]["TreatMissingData"] == "breaching"
+
+
+def res_condition(template, name):  # noqa: F811
+    return template["Conditions"][name]
+
+
+def test_sam_deploy_guided_with_every_default_does_not_stop_at_the_auth_prompt(template):  # noqa: F811
+    """`sam deploy --guided` asks "<function> has no authentication. Is this okay? [y/N]" for every
+    Api/HttpApi event whose API declares no Auth (samcli.commands.deploy.auth_utils), and a user who
+    takes the default aborts the deploy. The webhook authenticates in code; its API says so."""
+    res = resources(template)
+    for name in FUNCTIONS:
+        for event in function_props(template, name).get("Events", {}).values():
+            if event["Type"] not in ("Api", "HttpApi"):
+                continue
+            api = res[_ref(event["Properties"]["ApiId"])]
+            assert event["Properties"].get("Auth") or api["Properties"].get("Auth"), name
+
+
+# Longest names AWS accepts, per naming property (each service's quotas page).
+NAME_LIMITS = {
+    "QueueName": 80,
+    "LayerName": 140,
+    "FunctionName": 64,
+    "RoleName": 64,
+    "TableName": 255,
+    "TopicName": 256,
+    "AlarmName": 255,
+    "LogGroupName": 512,
+    "Name": 64,  # EventBridge rules, schedules
+}
+
+
+def _with_stack_name(value, stack: str) -> str | None:
+    """A name as CloudFormation would make it, for the names built from the stack's name."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Sub" in value and isinstance(value["Fn::Sub"], str):
+        return value["Fn::Sub"].replace("${AWS::StackName}", stack)
+    return None  # another intrinsic: checked by its own test, if any
+
+
+def test_every_explicit_name_fits_for_a_128_character_stack_name(template):  # noqa: F811
+    """CloudFormation stack names can be 128 characters long; a resource named after the stack must
+    still fit its service's limit (SQS queue names: 80), or the first deploy fails."""
+    stack = "s" * 128
+    problems = []
+    for logical_id, resource in resources(template).items():
+        for prop, limit in NAME_LIMITS.items():
+            name = _with_stack_name(resource.get("Properties", {}).get(prop), stack)
+            if name is not None and len(name) > limit:
+                problems.append(f"{logical_id}.{prop}: {len(name)} characters (limit {limit})")
+    assert problems == []
+
+
+def test_queues_are_named_by_cloudformation(template):  # noqa: F811
+    """No queue carries a name built from the stack's (it would not fit): CloudFormation names them,
+    keeping the .fifo suffix of FIFO queues."""
+    for logical_id, resource in resources(template).items():
+        if resource["Type"] == "AWS::SQS::Queue":
+            assert "QueueName" not in resource["Properties"], logical_id
