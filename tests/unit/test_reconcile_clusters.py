@@ -27,8 +27,10 @@ from tagpin.domain.config import Kind, parse_config
 from tagpin.ports.workloads import Forbidden, Unreachable
 from tagpin_local.kubesim import KubeSim, cronjob, deployment
 
-RBAC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
-FOLLOW = {"tagpin.dev/follow": "true"}
+from tests.support.clock import FakeClock
+from tests.support.constants import FOLLOW, ROOT
+
+RBAC = ROOT / "docs" / "rbac.yaml"
 
 
 @pytest.fixture
@@ -152,9 +154,9 @@ def _decoded(token: str) -> str:
 
 
 def test_eks_token_is_presigned_and_regenerated_before_it_expires(aws_env):
-    now = [1000.0]
+    clock = FakeClock(1000.0)
     sts = boto3.client("sts", region_name="eu-west-1")
-    hook = EksToken("prod", Credentials("AKIDEXAMPLE", "secret"), sts, "eu-west-1", clock=lambda: now[0])
+    hook = EksToken("prod", Credentials("AKIDEXAMPLE", "secret"), sts, "eu-west-1", clock=clock)
     configuration = Configuration(host="https://example.invalid")
     hook(configuration)
     first = configuration.api_key["authorization"]
@@ -164,10 +166,10 @@ def test_eks_token_is_presigned_and_regenerated_before_it_expires(aws_env):
     assert query["Action"] == ["GetCallerIdentity"] and query["X-Amz-Expires"] == ["60"]
     assert "x-k8s-aws-id" in query["X-Amz-SignedHeaders"][0]
     assert configuration.api_key["BearerToken"] == first
-    now[0] += TOKEN_LIFETIME_S - TOKEN_MARGIN_S - 1
+    clock.advance(TOKEN_LIFETIME_S - TOKEN_MARGIN_S - 1)
     hook(configuration)
     assert hook.generated == 1  # still valid: not regenerated on every request
-    now[0] += 2
+    clock.advance(2)
     hook(configuration)
     assert hook.generated == 2  # a minute before EKS stops honouring it: a new one
 
