@@ -10,6 +10,8 @@ from tagpin_cli import environment
 from tagpin_cli.main import main
 from tagpin_local.oci import push_image
 
+from tests.support.stack import drain
+
 pytestmark = pytest.mark.e2e
 
 
@@ -32,8 +34,7 @@ def run(capsys, endpoints, *args: str) -> tuple[int, object]:
 
 def settle(stack) -> None:
     stack.run_poller()
-    while stack.consume_once(wait_s=0):
-        pass
+    drain(stack)
 
 
 def test_status_history_and_exit_codes(stack, endpoints, capsys):
@@ -53,8 +54,7 @@ def test_status_history_and_exit_codes(stack, endpoints, capsys):
         and rows[0]["digest"] == newer
         and rows[0]["targets"][0]["condition"] in ("behind", "pending")
     )
-    while stack.consume_once(wait_s=0):
-        pass
+    drain(stack)
 
     code, events = run(capsys, endpoints, "history", f"{stack.registry.host}/demo/web:stable")
     assert code == 0

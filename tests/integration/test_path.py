@@ -13,6 +13,8 @@ from tagpin_local.lambda_runtime import sqs_event
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
 
+from tests.support.stack import drain
+
 pytestmark = pytest.mark.integration
 
 
@@ -22,11 +24,6 @@ def image_of(st: LocalStack) -> str:
 
 def patches(st: LocalStack) -> int:
     return st.kube.count("PATCH", r"/deployments/web$")
-
-
-def drain(st: LocalStack) -> None:
-    while st.consume_once(wait_s=0):
-        pass
 
 
 def test_poll_then_consume_pins_the_digest(stack):
