@@ -24,7 +24,7 @@ type Answer = str | Exception  # a digest, or what the registry fails with
 type Script = Answer | list[Answer]  # a list: one answer a call, the last one for ever after
 
 
-class FakeRegistry:
+class ScriptedRegistry:
     """Answers each tag (``ref.tagged``) from ``answers``, else ``default``, else 404.
 
     An answer is a digest or an exception (raised by ``resolve``; a ``RegistryError`` in the
@@ -102,6 +102,6 @@ class FakeRegistry:
         return self.manifests[str(ref)]
 
 
-_resolver: Resolver = FakeRegistry()
-_batch: BatchResolver = FakeRegistry()
-_fetcher: ManifestFetcher = FakeRegistry()
+_resolver: Resolver = ScriptedRegistry()
+_batch: BatchResolver = ScriptedRegistry()
+_fetcher: ManifestFetcher = ScriptedRegistry()

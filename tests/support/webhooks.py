@@ -18,7 +18,7 @@ from tagpin.usecases.webhook import WebhookResult, WebhookService
 from tests.support.clock import FakeClock
 from tests.support.constants import D1, EVENTS, WEB
 from tests.support.queues import ListQueue
-from tests.support.registry import FakeRegistry
+from tests.support.registry import ScriptedRegistry
 
 SAMPLES = EVENTS / "webhooks"
 SAMPLE_NAMES = sorted(p.name.removesuffix(".expected.json") for p in SAMPLES.glob("*.expected.json"))
@@ -79,7 +79,7 @@ class Hook:
     def __init__(self, store: State, db: Any, table: str, secrets: dict[str, Any] | None = None) -> None:
         self.config = config_following(*FOLLOWED)
         self.secrets = secret() if secrets is None else secrets
-        self.resolver = FakeRegistry(default=D1)
+        self.resolver = ScriptedRegistry(default=D1)
         self.queue = ListQueue()
         self.store = store
         self.detector = Detector(

@@ -12,7 +12,7 @@ from tagpin.usecases.detect import Detector
 from tests.support.clock import FakeClock
 from tests.support.constants import D1, D2, NGINX_LATEST
 from tests.support.queues import ListQueue
-from tests.support.registry import FakeRegistry
+from tests.support.registry import ScriptedRegistry
 
 DETECT_CONFIG = parse_config(
     """
@@ -43,8 +43,8 @@ def clock() -> FakeClock[int]:
 
 
 @pytest.fixture
-def resolver() -> FakeRegistry:
-    return FakeRegistry({NGINX_LATEST: D1, API.image: D1, WORKER.image: D2})
+def resolver() -> ScriptedRegistry:
+    return ScriptedRegistry({NGINX_LATEST: D1, API.image: D1, WORKER.image: D2})
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def queue() -> ListQueue:
 
 
 @pytest.fixture
-def detector(resolver: FakeRegistry, store: State, queue: ListQueue) -> Detector:
+def detector(resolver: ScriptedRegistry, store: State, queue: ListQueue) -> Detector:
     return Detector(resolver, store, queue, clock=clock(), sleep=lambda _s: None)
 
 
@@ -217,7 +217,7 @@ def test_one_failing_registry_is_that_tags_error_only(detector: Detector, resolv
 def test_a_hint_not_yet_served_is_asked_again_until_the_registry_confirms(store, queue):
     sleeps: list[float] = []
     # a registry that tags a manifest after notifying about it
-    resolver = FakeRegistry({NGINX_LATEST: [D1, RegistryError("500", host="docker.io", status=500), D2]})
+    resolver = ScriptedRegistry({NGINX_LATEST: [D1, RegistryError("500", host="docker.io", status=500), D2]})
     detector = Detector(resolver, store, queue, clock=clock(), sleep=sleeps.append)
     result = detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D2)
     assert len(resolver.calls) == 3 and len(sleeps) == 2
@@ -227,7 +227,7 @@ def test_a_hint_not_yet_served_is_asked_again_until_the_registry_confirms(store,
 
 def test_a_hint_the_registry_never_confirms_is_ignored(store, queue):
     sleeps: list[float] = []
-    resolver = FakeRegistry({NGINX_LATEST: D1})
+    resolver = ScriptedRegistry({NGINX_LATEST: D1})
     detector = Detector(resolver, store, queue, clock=clock(), sleep=sleeps.append, confirm_delays=(0.1, 0.2))
     result = detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D2)
     assert len(resolver.calls) == 3 and sleeps == [0.1, 0.2]
@@ -236,7 +236,7 @@ def test_a_hint_the_registry_never_confirms_is_ignored(store, queue):
 
 
 def test_without_a_hint_there_is_no_retry(store, queue):
-    resolver = FakeRegistry({NGINX_LATEST: RegistryError("down", host="docker.io", status=503)})
+    resolver = ScriptedRegistry({NGINX_LATEST: RegistryError("down", host="docker.io", status=503)})
     detector = Detector(resolver, store, queue, clock=clock(), sleep=lambda _s: pytest.fail("slept"))
     assert detector.detect(FOLLOWED_NGINX, trigger="poll").outcome == "error"
     assert len(resolver.calls) == 1 and queue.sent == []

@@ -12,7 +12,7 @@ from tagpin.usecases.poll import Poller
 
 from tests.support.clock import FakeClock
 from tests.support.queues import ListQueue
-from tests.support.registry import FakeRegistry
+from tests.support.registry import ScriptedRegistry
 
 A = "registry-a.example"
 B = "registry-b.example"
@@ -22,17 +22,17 @@ def digest(n: int) -> str:
     return f"sha256:{n:064x}"
 
 
-def scripted(tags: dict[str, str], cost: float = 0.0) -> FakeRegistry:
+def scripted(tags: dict[str, str], cost: float = 0.0) -> ScriptedRegistry:
     """A registry answering ``tags`` (image -> digest) with image manifests (no index: no
     attestation comparison); each resolution costs ``cost`` seconds of its clock."""
-    return FakeRegistry(tags, media_type=OCI_MANIFEST, clock=FakeClock(1000.0), cost=cost)
+    return ScriptedRegistry(tags, media_type=OCI_MANIFEST, clock=FakeClock(1000.0), cost=cost)
 
 
 def target(name: str) -> Target:
     return Target(cluster="c", name=name, container="app")
 
 
-def poller(registry: FakeRegistry, store: State, queue: ListQueue, **kw: object) -> Poller:
+def poller(registry: ScriptedRegistry, store: State, queue: ListQueue, **kw: object) -> Poller:
     return Poller(
         Detector(registry, store, queue),
         registry,

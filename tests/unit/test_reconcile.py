@@ -24,7 +24,7 @@ from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters
 from tests.support.constants import D0, D1, D2, FOLLOW, NGINX
 from tests.support.queues import ListQueue
-from tests.support.registry import FakeRegistry
+from tests.support.registry import ScriptedRegistry
 
 NGINX_REF = ImageRef.parse(NGINX)
 APP = "reg.example.com/team/app:stable"
@@ -207,7 +207,7 @@ class World:
     def __init__(self, store: State) -> None:
         self.store = store
         self.clusters = FakeClusters(east=FakeCluster(), west=FakeCluster(), lab=FakeCluster())
-        self.registry = FakeRegistry({APP: D1, SIDE: D2, NGINX: D1})
+        self.registry = ScriptedRegistry({APP: D1, SIDE: D2, NGINX: D1})
         self.queue = ListQueue()
         self.clock = FakeClock(1_800_000_000_000, step=1_000)
         self.reconciler = Reconciler(

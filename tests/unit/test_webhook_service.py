@@ -21,7 +21,7 @@ from tagpin.usecases.webhook import MAX_BODY, WebhookService
 from tests.support.clock import FakeClock
 from tests.support.constants import D1, D2, DISTRIBUTION_V1, WEB, WEB_TARGET, WEBHOOK_TOKEN
 from tests.support.queues import ListQueue
-from tests.support.registry import FakeRegistry
+from tests.support.registry import ScriptedRegistry
 from tests.support.webhooks import envelope
 
 HINT = "sha256:" + "f" * 64
@@ -39,7 +39,7 @@ images:
 class Harness:
     def __init__(self, store: State, secrets: dict[str, str] | None = None) -> None:
         self.config: TagpinConfig = parse_config(WEBHOOK_CONFIG)
-        self.resolver = FakeRegistry({WEB: D1})
+        self.resolver = ScriptedRegistry({WEB: D1})
         self.queue = ListQueue()
         self.store = store
         self.detector = Detector(
