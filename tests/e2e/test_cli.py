@@ -10,6 +10,7 @@ from tagpin_cli import environment
 from tagpin_cli.main import main
 from tagpin_local.oci import push_image
 
+from tests.support.constants import STATE_TABLE
 from tests.support.stack import drain
 
 pytestmark = pytest.mark.e2e
@@ -80,7 +81,7 @@ def test_plan_is_a_dry_run(stack, endpoints, capsys):
     # Nothing changed: no patch, no state write, nothing enqueued.
     assert stack.kube.count("PATCH") == patches
     tag = stack.client("dynamodb").get_item(
-        TableName="tagpin-state",
+        TableName=STATE_TABLE,
         Key={"pk": {"S": f"TAG#{stack.registry.host}/demo/web:stable"}, "sk": {"S": "STATE"}},
     )["Item"]
     assert tag["digest"]["S"] != digest

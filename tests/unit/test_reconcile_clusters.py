@@ -28,7 +28,7 @@ from tagpin.ports.workloads import Forbidden, Unreachable
 from tagpin_local.kubesim import KubeSim, cronjob, deployment
 
 from tests.support.clock import FakeClock
-from tests.support.constants import FOLLOW, ROOT
+from tests.support.constants import D1, FOLLOW, ROOT
 
 RBAC = ROOT / "docs" / "rbac.yaml"
 
@@ -82,11 +82,11 @@ def test_cronjob_template_and_init_containers_are_read(sim):
 
 
 def test_pods_carry_their_image_ids(sim):
-    sim.image_id_for = lambda image: "docker-pullable://nginx@sha256:" + "1" * 64
+    sim.image_id_for = lambda image: f"docker-pullable://nginx@{D1}"
     sim.create(deployment("web", "shop", "nginx:1.27", container="web", replicas=2))
     pods = list(client(sim).pods("shop"))
     assert len(pods) == 2
-    assert {p.image_ids["web"] for p in pods} == {"docker-pullable://nginx@sha256:" + "1" * 64}
+    assert {p.image_ids["web"] for p in pods} == {f"docker-pullable://nginx@{D1}"}
     assert all(p.labels["app"] == "web" for p in pods)
 
 
