@@ -60,7 +60,7 @@ test: venv tools
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy layers/common/tagpin functions tools bench
+	$(PY) -m mypy layers/common/tagpin functions tools bench tests/support
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 validate: venv $(SAM_VENV)/.installed

@@ -10,6 +10,9 @@ from tagpin_cli import environment
 from tagpin_cli.main import main
 from tagpin_local.oci import push_image
 
+from tests.support.constants import STATE_TABLE
+from tests.support.stack import drain
+
 pytestmark = pytest.mark.e2e
 
 
@@ -32,8 +35,7 @@ def run(capsys, endpoints, *args: str) -> tuple[int, object]:
 
 def settle(stack) -> None:
     stack.run_poller()
-    while stack.consume_once(wait_s=0):
-        pass
+    drain(stack)
 
 
 def test_status_history_and_exit_codes(stack, endpoints, capsys):
@@ -53,8 +55,7 @@ def test_status_history_and_exit_codes(stack, endpoints, capsys):
         and rows[0]["digest"] == newer
         and rows[0]["targets"][0]["condition"] in ("behind", "pending")
     )
-    while stack.consume_once(wait_s=0):
-        pass
+    drain(stack)
 
     code, events = run(capsys, endpoints, "history", f"{stack.registry.host}/demo/web:stable")
     assert code == 0
@@ -80,7 +81,7 @@ def test_plan_is_a_dry_run(stack, endpoints, capsys):
     # Nothing changed: no patch, no state write, nothing enqueued.
     assert stack.kube.count("PATCH") == patches
     tag = stack.client("dynamodb").get_item(
-        TableName="tagpin-state",
+        TableName=STATE_TABLE,
         Key={"pk": {"S": f"TAG#{stack.registry.host}/demo/web:stable"}, "sk": {"S": "STATE"}},
     )["Item"]
     assert tag["digest"]["S"] != digest

@@ -8,7 +8,8 @@ from moto import mock_aws
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import State
 
-from tests.unit.conftest import create_table
+from tests.support.aws import create_table
+from tests.support.constants import REGION
 
 
 @pytest.fixture
@@ -18,6 +19,6 @@ def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[State]:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
+        db = boto3.client("dynamodb", region_name=REGION)
         create_table(db, "state", ("pk", "sk"))
         yield dynamodb_state(db, "state")

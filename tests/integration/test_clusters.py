@@ -14,17 +14,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tagpin.adapters.dynamodb import dynamodb_state
-from tagpin.ports.state import State, TargetStatus
+from tagpin.ports.state import TargetStatus
 from tagpin_local.kubesim import cronjob, daemonset, deployment, statefulset
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
+from tests.support.constants import FOLLOW
+from tests.support.stack import drain, state_of
 
 pytestmark = pytest.mark.integration
-
-FOLLOW = {"tagpin.dev/follow": "true"}
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +32,6 @@ def st() -> Iterator[LocalStack]:
     options = StackOptions(notifications=False, poll_interval=None, consume=False, clusters=["east", "west"])
     with LocalStack(options) as stack:
         yield stack
-
-
-def state(st: LocalStack) -> State:
-    return dynamodb_state(st.client("dynamodb"), "tagpin-state")
-
-
-def drain(st: LocalStack) -> None:
-    while st.consume_once(wait_s=0):
-        pass
 
 
 def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
@@ -137,10 +127,10 @@ def test_unreachable_cluster_is_skipped_and_recorded_while_others_proceed(st, wo
         assert result["clusters"]["west"]["ok"] is False
         assert "Unreachable" in result["clusters"]["west"]["error"]
         assert result["clusters"]["local"]["ok"] and result["clusters"]["east"]["ok"]
-        recorded = state(st).clusters.get("west")
+        recorded = state_of(st).clusters.get("west")
         assert recorded is not None and not recorded.ok and recorded.error
         # west's index entries are kept while it cannot be listed
-        assert "west/shop/Deployment/edge/web" in {e.target_id for e in state(st).index.entries()}
+        assert "west/shop/Deployment/edge/web" in {e.target_id for e in state_of(st).index.entries()}
         assert result["removed"] == 0
         st.kubes["west"].set_down(False)  # the consumer reaches it again
         drain(st)
@@ -154,7 +144,7 @@ def test_unreachable_cluster_is_skipped_and_recorded_while_others_proceed(st, wo
             assert image(st, cluster, kind, ns, name, container) == f"{host}/demo/app:stable@{d2}"
     finally:
         west.set_down(False)
-    assert state(st).clusters.get("west") is not None
+    assert state_of(st).clusters.get("west") is not None
 
 
 def test_manual_edit_is_healed_by_the_next_reconcile_not_by_the_poller(st, world):
@@ -208,12 +198,13 @@ def test_deleted_and_unlabelled_workloads_are_dropped(st, world):
         "local/batch/CronJob/nightly/migrate",
     }
     assert removed <= set(result["removed_targets"]), result
-    index = {e.target_id for e in state(st).index.entries()}
+    index = {e.target_id for e in state_of(st).index.entries()}
     assert not removed & index
-    gone = state(st).targets.get("east/kube-system/DaemonSet/agent/agent")
+    gone = state_of(st).targets.get("east/kube-system/DaemonSet/agent/agent")
     assert gone is not None and gone.status is TargetStatus.REMOVED
     assert (
-        state(st).history.of_target("east/kube-system/DaemonSet/agent/agent", limit=1)[0].status == "removed"
+        state_of(st).history.of_target("east/kube-system/DaemonSet/agent/agent", limit=1)[0].status
+        == "removed"
     )
     # no longer followed: a new digest reaches the others but not the dropped ones
     before = image(st, "local", "CronJob", "batch", "nightly", "job")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import io
 import json
 import logging
-from pathlib import Path
 
 import pytest
 from tagpin.observability import logger
 from tagpin_local.oci import push_image
 
+from tests.support.constants import EVENTS
+
 pytestmark = pytest.mark.integration
-EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
 def log_lines(text: str) -> list[dict]:

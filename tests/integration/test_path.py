@@ -13,6 +13,9 @@ from tagpin_local.lambda_runtime import sqs_event
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
 
+from tests.support.constants import STATE_TABLE
+from tests.support.stack import drain
+
 pytestmark = pytest.mark.integration
 
 
@@ -22,11 +25,6 @@ def image_of(st: LocalStack) -> str:
 
 def patches(st: LocalStack) -> int:
     return st.kube.count("PATCH", r"/deployments/web$")
-
-
-def drain(st: LocalStack) -> None:
-    while st.consume_once(wait_s=0):
-        pass
 
 
 def test_poll_then_consume_pins_the_digest(stack):
@@ -109,7 +107,7 @@ def test_registry_down_leaves_the_workload_and_the_next_run_picks_up(stack):
         drain(stack)
         assert image_of(stack) == running
         state = stack.client("dynamodb").get_item(
-            TableName="tagpin-state",
+            TableName=STATE_TABLE,
             Key={"pk": {"S": f"TAG#{stack.registry.host}/demo/web:stable"}, "sk": {"S": "STATE"}},
         )["Item"]
         assert "last_error" in state and running.endswith(state["digest"]["S"])
@@ -151,7 +149,7 @@ def test_an_unreachable_cluster_fails_only_its_record(stack):
         assert result["batchItemFailures"] == [{"itemIdentifier": event["Records"][1]["messageId"]}]
         assert image_of(stack).endswith("@" + web)
         target = stack.client("dynamodb").get_item(
-            TableName="tagpin-state",
+            TableName=STATE_TABLE,
             Key={"pk": {"S": "TARGET#gone/default/Deployment/api/api"}, "sk": {"S": "STATE"}},
         )["Item"]
         assert target["status"]["S"] == "failed" and "unreachable" in target["detail"]["S"].lower()

@@ -31,6 +31,7 @@ from tagpin_local.registry_server import RegistryServer, write_htpasswd
 from tagpin_local.tokenserver import TokenServer
 
 from tests.conftest import require_binary
+from tests.support.clock import FakeClock
 from tests.support.queues import ListQueue
 
 pytestmark = pytest.mark.integration
@@ -69,14 +70,6 @@ KINDS = {
     "gar-access-token": Kind(RegistryKind.GAR, {"access_token": "ya29.access-token"}, "oauth2accesstoken"),
 }
 BASIC_KINDS = ["generic", "quay-robot", "acr-service-principal"]  # bcrypt: passwords up to 72 bytes
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")
@@ -226,14 +219,14 @@ def test_token_is_cached_and_shared(token_registry: RegistryServer, token_server
 def test_expired_token_is_fetched_again(token_registry: RegistryServer, token_server: TokenServer) -> None:
     push_image(token_registry.url, "auth/expiry", "v1", auth=PUSHER)
     ref = ImageRef.parse(f"{token_registry.host}/auth/expiry:v1")
-    clock = Clock()
+    clock = FakeClock(1000.0)
     before = token_server.fetches("alice")
     with resolving_client(token_registry, clock=clock) as c:
         c.resolve(ref)
-        clock.now += token_server.expires_in / 2
+        clock.advance(token_server.expires_in / 2)
         c.resolve(ref)
         assert token_server.fetches("alice") == before + 1  # still valid: cached
-        clock.now += token_server.expires_in / 2  # past expires_in (less the client's margin)
+        clock.advance(token_server.expires_in / 2)  # past expires_in (less the client's margin)
         c.resolve(ref)
         assert token_server.fetches("alice") == before + 2
 

@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tagpin.adapters.dynamodb import dynamodb_state
-from tagpin.ports.state import PromotionStatus, State, TargetStatus
+from tagpin.ports.state import PromotionStatus, TargetStatus
 from tagpin_local.kubesim import daemonset, deployment, statefulset
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
+from tests.support.stack import state_of
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +49,6 @@ def st() -> Iterator[LocalStack]:
     )
     with LocalStack(options) as stack:
         yield stack
-
-
-def store(st: LocalStack) -> State:
-    return dynamodb_state(st.client("dynamodb"), "tagpin-state")
 
 
 def configure(st: LocalStack, images: list[dict[str, Any]], **rollout: Any) -> None:
@@ -103,13 +99,13 @@ def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = DEADLI
 
 
 def status(st: LocalStack, target_id: str, digest: str) -> TargetStatus | None:
-    target = store(st).targets.get(target_id)
+    target = state_of(st).targets.get(target_id)
     return target.status if target is not None and target.digest == digest else None
 
 
 def patches_of(st: LocalStack, target_id: str, digest: str) -> list[dict[str, Any]]:
     """The target's history items for ``digest`` (oldest first)."""
-    return [h for h in reversed(store(st).history.of_target(target_id)) if h.digest == digest]
+    return [h for h in reversed(state_of(st).history.of_target(target_id)) if h.digest == digest]
 
 
 def push(st: LocalStack, repo: str) -> str:
@@ -120,7 +116,7 @@ def push(st: LocalStack, repo: str) -> str:
 
 
 def events(st: LocalStack, image: str, digest: str) -> list[str]:
-    return [e.event for e in reversed(store(st).history.of_image(image)) if e.digest == digest]
+    return [e.event for e in reversed(state_of(st).history.of_image(image)) if e.digest == digest]
 
 
 def test_a_broken_digest_is_rolled_back_in_stage_and_never_reaches_prod(st: LocalStack) -> None:
@@ -146,9 +142,9 @@ def test_a_broken_digest_is_rolled_back_in_stage_and_never_reaches_prod(st: Loca
     wait_for("stage rolled back", lambda: status(st, stage, bad) is TargetStatus.ROLLED_BACK)
 
     assert running(st, stage).endswith("@" + good)  # the previous image is back
-    tag = store(st).tags.get(image)
+    tag = state_of(st).tags.get(image)
     assert tag is not None and tag.digest == bad and tag.blocked and stage in (tag.bad_reason or "")
-    promotion = store(st).promotions.get(image)
+    promotion = state_of(st).promotions.get(image)
     assert promotion is not None and promotion.status is PromotionStatus.HALTED and promotion.wave == 0
     history = [h.status for h in patches_of(st, stage, bad)]
     assert history == ["applied", "failed", "rolled_back"]
@@ -168,7 +164,7 @@ def test_a_broken_digest_is_rolled_back_in_stage_and_never_reaches_prod(st: Loca
     # ...until the tag moves to another digest: then the next push rolls as usual.
     fixed = push(st, "demo/shop")
     wait_for("the fixed digest verified in prod", lambda: status(st, prod, fixed) is TargetStatus.VERIFIED)
-    assert not store(st).tags.get(image).blocked  # type: ignore[union-attr]
+    assert not state_of(st).tags.get(image).blocked  # type: ignore[union-attr]
 
 
 def test_a_good_digest_walks_through_both_waves_after_the_soak(st: LocalStack) -> None:
@@ -196,7 +192,7 @@ def test_a_good_digest_walks_through_both_waves_after_the_soak(st: LocalStack) -
     assert prod_applied >= stage_verified + SOAK_S * 1000  # the next wave waited for the soak
     assert all(status(st, t, digest) is TargetStatus.VERIFIED for t in stage_ids)
     assert all(running(st, t).endswith("@" + digest) for t in ids)
-    promotion = store(st).promotions.get(image)
+    promotion = state_of(st).promotions.get(image)
     assert promotion is not None and promotion.status is PromotionStatus.COMPLETE
     trail = events(st, image, digest)  # items of the same millisecond sort by name
     assert sorted(trail) == sorted(
@@ -231,7 +227,7 @@ def test_a_newer_digest_mid_promotion_supersedes_the_older_one(st: LocalStack) -
     assert patches_of(st, prod, first) == []  # the older digest never reached prod
     assert running(st, stage).endswith("@" + second) and running(st, prod).endswith("@" + second)
     assert "wave-started" not in events(st, image, first)
-    promotion = store(st).promotions.get(image)
+    promotion = state_of(st).promotions.get(image)
     assert (
         promotion is not None and promotion.digest == second and promotion.status is PromotionStatus.COMPLETE
     )
@@ -251,7 +247,7 @@ def test_a_maintenance_window_defers_the_rollout_then_applies_it(st: LocalStack)
     digest = push(st, "demo/pay")
     wait_for("deferred", lambda: status(st, target, digest) is TargetStatus.PENDING)
     assert not running(st, target).endswith("@" + digest)
-    assert "maintenance window" in (store(st).targets.get(target).detail or "")  # type: ignore[union-attr]
+    assert "maintenance window" in (state_of(st).targets.get(target).detail or "")  # type: ignore[union-attr]
     wait_for("verified once the window opened", lambda: status(st, target, digest) is TargetStatus.VERIFIED)
     applied = next(h.at for h in patches_of(st, target, digest) if h.status == "applied")
     assert applied >= opens.timestamp() * 1000
@@ -276,9 +272,9 @@ def test_dry_run_records_the_plan_and_patches_nothing(st: LocalStack) -> None:
     time.sleep(1.5)
     assert all(kube.count("PATCH") == 0 for kube in st.kubes.values())
     assert running(st, stage) == "placeholder" and running(st, prod) == "placeholder"
-    assert store(st).targets.get(stage) is None and store(st).targets.get(prod) is None
+    assert state_of(st).targets.get(stage) is None and state_of(st).targets.get(prod) is None
     assert events(st, image, digest) == ["dry-run-started", "dry-run"]
-    (plan,) = [e for e in store(st).history.of_image(image) if e.event == "dry-run"]
+    (plan,) = [e for e in state_of(st).history.of_image(image) if e.event == "dry-run"]
     assert f'"desired": "{image}@{digest}"'.replace(":stable@", ":stable@") in (plan.detail or "")
     assert '"wave": "stage"' in (plan.detail or "") and '"wave": "prod"' in (plan.detail or "")
     for target, wave in ((stage, "stage"), (prod, "prod")):

@@ -7,14 +7,14 @@ points them at the local stack's registry and token, nothing else changes.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
 
+from tests.support.constants import EVENTS
+
 pytestmark = pytest.mark.integration
-EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
 def load(name: str, st: LocalStack) -> dict:

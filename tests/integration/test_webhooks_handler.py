@@ -17,7 +17,7 @@ from tagpin import wiring
 from tagpin_local.oci import push_image
 from tagpin_local.stack import WEBHOOK_SECRET, LocalStack
 
-from tests.unit.webhooks_support import SAMPLE_NAMES, SAMPLES, D
+from tests.support.webhooks import SAMPLE_DIGEST, SAMPLE_NAMES, SAMPLES
 
 pytestmark = pytest.mark.integration
 SIGNED = ("github-package", "github-registry-package", "nexus", "artifactory-legacy-signed")
@@ -40,7 +40,9 @@ def load(name: str, stack: LocalStack, digest: str) -> tuple[dict[str, Any], dic
     texts = [(SAMPLES / f"{name}{suffix}").read_text() for suffix in (".json", ".expected.json")]
     texts = [t.replace("127.0.0.1:5000", stack.registry.host) for t in texts]
     if name not in SIGNED:
-        texts = [t.replace(D.removeprefix("sha256:"), digest.removeprefix("sha256:")) for t in texts]
+        texts = [
+            t.replace(SAMPLE_DIGEST.removeprefix("sha256:"), digest.removeprefix("sha256:")) for t in texts
+        ]
     texts[0] = (
         texts[0].replace("local-dev-webhook-token", stack.webhook_token)
         if name.startswith("distribution")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tagpin.domain.messages import Change, Verification
+from tagpin.ports.queues import ChangeQueue, VerificationQueue
 
 
 class ListQueue:
@@ -23,3 +24,7 @@ class ListVerificationQueue:
 
     def send(self, verification: Verification, delay_s: int) -> None:
         self.sent.append((verification, delay_s))
+
+
+_changes: ChangeQueue = ListQueue()
+_verifications: VerificationQueue = ListVerificationQueue()

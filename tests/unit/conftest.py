@@ -13,11 +13,8 @@ from moto import mock_aws
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import State
 
-REGION = "us-east-1"
-STATE_TABLE = "tagpin-state"
-IDEMPOTENCY_TABLE = "tagpin-idempotency"
-QUEUE_NAME = "tagpin-changes.fifo"
-DLQ_NAME = "tagpin-changes-dlq.fifo"
+from tests.support.aws import create_table
+from tests.support.constants import DLQ_NAME, IDEMPOTENCY_TABLE, QUEUE_NAME, REGION, STATE_TABLE
 
 
 @pytest.fixture
@@ -63,18 +60,6 @@ def dynamodb(aws: None) -> Any:
 @pytest.fixture
 def sqs(aws: None) -> Any:
     return boto3.client("sqs", region_name=REGION)
-
-
-def create_table(client: Any, name: str, keys: tuple[str, ...]) -> None:
-    client.create_table(
-        TableName=name,
-        KeySchema=[
-            {"AttributeName": key, "KeyType": kind}
-            for key, kind in zip(keys, ("HASH", "RANGE"), strict=False)
-        ],
-        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in keys],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 @pytest.fixture

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import itertools
-import threading
-
 import pytest
 from tagpin.domain.config import FollowedImage, parse_config
 from tagpin.domain.outcomes import TagOutcome
-from tagpin.domain.refs import ImageRef
-from tagpin.ports.registry import RegistryError, Resolution
+from tagpin.ports.registry import RegistryError
 from tagpin.ports.state import State, TargetStatus
 from tagpin.usecases.detect import Detector
 
+from tests.support.clock import FakeClock
+from tests.support.constants import D1, D2, NGINX_LATEST
 from tests.support.queues import ListQueue
+from tests.support.registry import ScriptedRegistry
 
-D1 = "sha256:" + "1" * 64
-D2 = "sha256:" + "2" * 64
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-
-CONFIG = parse_config(
+DETECT_CONFIG = parse_config(
     """
 clusters:
   dev: {kubeconfig: {file: /dev/null}}
@@ -37,39 +32,19 @@ images:
       - {cluster: prod, kind: StatefulSet, name: worker, container: worker}
 """
 )
-NGINX = CONFIG.followed["docker.io/library/nginx:latest"]
-API = CONFIG.followed["ghcr.io/acme/api:stable"]
-WORKER = CONFIG.followed["quay.io/acme/worker:stable"]
+# followed images: a tag and its targets
+FOLLOWED_NGINX = DETECT_CONFIG.followed[NGINX_LATEST]
+API = DETECT_CONFIG.followed["ghcr.io/acme/api:stable"]
+WORKER = DETECT_CONFIG.followed["quay.io/acme/worker:stable"]
 
 
-class FakeResolver:
-    def __init__(self, answers: dict[str, str | Exception]) -> None:
-        self.answers = answers
-        self.calls: list[str] = []
-        self._lock = threading.Lock()
-
-    def resolve(self, ref: ImageRef) -> Resolution:
-        with self._lock:
-            self.calls.append(ref.tagged)
-        answer = self.answers[ref.tagged]
-        if isinstance(answer, Exception):
-            raise answer
-        return Resolution(ref=ref, digest=answer, media_type=OCI_INDEX, method="HEAD")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self._ticks = itertools.count(10_000, 1_000)
-        self._lock = threading.Lock()
-
-    def __call__(self) -> int:
-        with self._lock:
-            return next(self._ticks)
+def clock() -> FakeClock[int]:
+    return FakeClock(10_000, step=1_000)
 
 
 @pytest.fixture
-def resolver() -> FakeResolver:
-    return FakeResolver({NGINX.image: D1, API.image: D1, WORKER.image: D2})
+def resolver() -> ScriptedRegistry:
+    return ScriptedRegistry({NGINX_LATEST: D1, API.image: D1, WORKER.image: D2})
 
 
 @pytest.fixture
@@ -78,8 +53,8 @@ def queue() -> ListQueue:
 
 
 @pytest.fixture
-def detector(resolver: FakeResolver, store: State, queue: ListQueue) -> Detector:
-    return Detector(resolver, store, queue, clock=Clock(), sleep=lambda _s: None)
+def detector(resolver: ScriptedRegistry, store: State, queue: ListQueue) -> Detector:
+    return Detector(resolver, store, queue, clock=clock(), sleep=lambda _s: None)
 
 
 def apply_all(store: State, followed: FollowedImage, digest: str, observed_at: int) -> None:
@@ -90,24 +65,24 @@ def apply_all(store: State, followed: FollowedImage, digest: str, observed_at: i
 
 
 def test_changed_enqueues_with_the_states_observed_at(detector: Detector, store, queue) -> None:
-    result = detector.detect(NGINX, trigger="poll", correlation_id="sched-1")
+    result = detector.detect(FOLLOWED_NGINX, trigger="poll", correlation_id="sched-1")
     assert result.outcome == "changed"
     assert result.digest == D1
     assert result.previous_digest is None
     assert result.enqueued is True
     assert result.behind == 2
     (change,) = queue.sent
-    stored = store.tags.get(NGINX.image)
+    stored = store.tags.get(FOLLOWED_NGINX.image)
     assert stored is not None
     assert (change.image, change.digest, change.trigger, change.correlation_id) == (
-        NGINX.image,
+        FOLLOWED_NGINX.image,
         D1,
         "poll",
         "sched-1",
     )
     assert change.observed_at == stored.observed_at
     assert result.as_dict() == {
-        "image": NGINX.image,
+        "image": FOLLOWED_NGINX.image,
         "outcome": "changed",
         "digest": D1,
         "enqueued": True,
@@ -116,10 +91,10 @@ def test_changed_enqueues_with_the_states_observed_at(detector: Detector, store,
 
 
 def test_moved_tag_reports_the_previous_digest(detector: Detector, resolver, store, queue) -> None:
-    detector.detect(NGINX, trigger="poll")
-    apply_all(store, NGINX, D1, queue.sent[0].observed_at)
-    resolver.answers[NGINX.image] = D2
-    result = detector.detect(NGINX, trigger="poll")
+    detector.detect(FOLLOWED_NGINX, trigger="poll")
+    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].observed_at)
+    resolver.answers[FOLLOWED_NGINX.image] = D2
+    result = detector.detect(FOLLOWED_NGINX, trigger="poll")
     assert (result.outcome, result.digest, result.previous_digest) == ("changed", D2, D1)
     assert result.enqueued is True
     assert [c.digest for c in queue.sent] == [D1, D2]
@@ -127,9 +102,9 @@ def test_moved_tag_reports_the_previous_digest(detector: Detector, resolver, sto
 
 
 def test_unchanged_and_all_applied_enqueues_nothing(detector: Detector, store, queue) -> None:
-    detector.detect(NGINX, trigger="poll")
-    apply_all(store, NGINX, D1, queue.sent[0].observed_at)
-    result = detector.detect(NGINX, trigger="poll")
+    detector.detect(FOLLOWED_NGINX, trigger="poll")
+    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].observed_at)
+    result = detector.detect(FOLLOWED_NGINX, trigger="poll")
     assert result.outcome == "unchanged"
     assert result.enqueued is False
     assert result.behind == 0
@@ -140,22 +115,22 @@ def test_unchanged_with_a_target_on_an_older_digest_enqueues_again(
     detector: Detector, resolver, store, queue
 ) -> None:
     # Both targets were applied at D1; the tag moves to D2 but only one target gets there.
-    detector.detect(NGINX, trigger="poll")
-    apply_all(store, NGINX, D1, queue.sent[0].observed_at)
-    resolver.answers[NGINX.image] = D2
-    detector.detect(NGINX, trigger="poll")
+    detector.detect(FOLLOWED_NGINX, trigger="poll")
+    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].observed_at)
+    resolver.answers[FOLLOWED_NGINX.image] = D2
+    detector.detect(FOLLOWED_NGINX, trigger="poll")
     moved = queue.sent[-1]
-    first, second = NGINX.targets
-    store.targets.claim(first.id, NGINX.image, D2, moved.observed_at, "poll", now=1)
+    first, second = FOLLOWED_NGINX.targets
+    store.targets.claim(first.id, FOLLOWED_NGINX.image, D2, moved.observed_at, "poll", now=1)
     store.targets.finish(first.id, D2, TargetStatus.APPLIED, 2, trigger="poll")
 
-    result = detector.detect(NGINX, trigger="poll")
+    result = detector.detect(FOLLOWED_NGINX, trigger="poll")
     assert result.outcome == "unchanged"
     assert result.enqueued is True
     assert result.behind == 1
     healing = queue.sent[-1]
     assert healing.digest == D2
-    assert healing.observed_at == store.tags.get(NGINX.image).observed_at  # type: ignore[union-attr]
+    assert healing.observed_at == store.tags.get(FOLLOWED_NGINX.image).observed_at  # type: ignore[union-attr]
     assert store.targets.get(second.id).digest == D1  # type: ignore[union-attr]
 
 
@@ -186,23 +161,23 @@ def test_unchanged_with_a_lost_message_enqueues_again(detector: Detector, queue)
 
 def test_stale_observation_enqueues_nothing(resolver, store, queue) -> None:
     # Another invocation already recorded a newer observation than this clock will produce.
-    store.tags.record(NGINX.image, D2, 10**12, "webhook")
-    detector = Detector(resolver, store, queue, clock=Clock())
-    result = detector.detect(NGINX, trigger="poll")
+    store.tags.record(FOLLOWED_NGINX.image, D2, 10**12, "webhook")
+    detector = Detector(resolver, store, queue, clock=clock())
+    result = detector.detect(FOLLOWED_NGINX, trigger="poll")
     assert result.outcome == TagOutcome.STALE.value
     assert result.digest == D2  # the stored, newer digest
     assert result.enqueued is False
     assert queue.sent == []
-    assert store.tags.get(NGINX.image).digest == D2  # type: ignore[union-attr]
+    assert store.tags.get(FOLLOWED_NGINX.image).digest == D2  # type: ignore[union-attr]
 
 
 def test_hint_confirmation(detector: Detector, queue) -> None:
-    assert detector.detect(NGINX, trigger="webhook", hint_digest=D1).hint_confirmed is True
-    wrong = detector.detect(NGINX, trigger="webhook", hint_digest=D2)
+    assert detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D1).hint_confirmed is True
+    wrong = detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D2)
     assert wrong.hint_confirmed is False
     assert wrong.digest == D1
     assert all(c.digest == D1 for c in queue.sent)
-    assert detector.detect(NGINX, trigger="poll").hint_confirmed is None
+    assert detector.detect(FOLLOWED_NGINX, trigger="poll").hint_confirmed is None
 
 
 def test_resolver_error_records_and_does_not_enqueue(detector: Detector, resolver, store, queue) -> None:
@@ -221,10 +196,12 @@ def test_resolver_error_records_and_does_not_enqueue(detector: Detector, resolve
 
 def test_one_failing_registry_is_that_tags_error_only(detector: Detector, resolver, store, queue) -> None:
     resolver.answers[API.image] = TimeoutError("ghcr.io timed out")
-    results = [detector.detect(f, trigger="poll", correlation_id="sched-2") for f in CONFIG.images]
-    assert [r.image for r in results] == [NGINX.image, API.image, WORKER.image]
+    results = [detector.detect(f, trigger="poll", correlation_id="sched-2") for f in DETECT_CONFIG.images]
+    assert [r.image for r in results] == [FOLLOWED_NGINX.image, API.image, WORKER.image]
     assert [r.outcome for r in results] == [TagOutcome.CHANGED, TagOutcome.ERROR, TagOutcome.CHANGED]
-    assert sorted((c.image, c.digest) for c in queue.sent) == sorted([(NGINX.image, D1), (WORKER.image, D2)])
+    assert sorted((c.image, c.digest) for c in queue.sent) == sorted(
+        [(FOLLOWED_NGINX.image, D1), (WORKER.image, D2)]
+    )
     assert all(c.correlation_id == "sched-2" for c in queue.sent)
     assert store.tags.get(API.image).last_error == "TimeoutError: ghcr.io timed out"  # type: ignore[union-attr]
     assert store.tags.get(API.image).digest == ""  # type: ignore[union-attr]  # never resolved yet
@@ -237,43 +214,29 @@ def test_one_failing_registry_is_that_tags_error_only(detector: Detector, resolv
     assert (queue.sent[-1].image, queue.sent[-1].digest) == (API.image, D1)
 
 
-class SequenceResolver:
-    """Answers in turn, as a registry that tags a manifest after notifying about it."""
-
-    def __init__(self, answers: list[str | Exception]) -> None:
-        self.answers = list(answers)
-        self.calls = 0
-
-    def resolve(self, ref: ImageRef) -> Resolution:
-        self.calls += 1
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, Exception):
-            raise answer
-        return Resolution(ref=ref, digest=answer, media_type=OCI_INDEX, method="HEAD")
-
-
 def test_a_hint_not_yet_served_is_asked_again_until_the_registry_confirms(store, queue):
     sleeps: list[float] = []
-    resolver = SequenceResolver([D1, RegistryError("500", host="docker.io", status=500), D2])
-    detector = Detector(resolver, store, queue, clock=Clock(), sleep=sleeps.append)
-    result = detector.detect(NGINX, trigger="webhook", hint_digest=D2)
-    assert resolver.calls == 3 and len(sleeps) == 2
+    # a registry that tags a manifest after notifying about it
+    resolver = ScriptedRegistry({NGINX_LATEST: [D1, RegistryError("500", host="docker.io", status=500), D2]})
+    detector = Detector(resolver, store, queue, clock=clock(), sleep=sleeps.append)
+    result = detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D2)
+    assert len(resolver.calls) == 3 and len(sleeps) == 2
     assert result.digest == D2 and result.hint_confirmed is True
     assert [c.digest for c in queue.sent] == [D2]
 
 
 def test_a_hint_the_registry_never_confirms_is_ignored(store, queue):
     sleeps: list[float] = []
-    resolver = SequenceResolver([D1])
-    detector = Detector(resolver, store, queue, clock=Clock(), sleep=sleeps.append, confirm_delays=(0.1, 0.2))
-    result = detector.detect(NGINX, trigger="webhook", hint_digest=D2)
-    assert resolver.calls == 3 and sleeps == [0.1, 0.2]
+    resolver = ScriptedRegistry({NGINX_LATEST: D1})
+    detector = Detector(resolver, store, queue, clock=clock(), sleep=sleeps.append, confirm_delays=(0.1, 0.2))
+    result = detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D2)
+    assert len(resolver.calls) == 3 and sleeps == [0.1, 0.2]
     assert result.digest == D1 and result.hint_confirmed is False
     assert [c.digest for c in queue.sent] == [D1]  # the registry's answer, never the payload's
 
 
 def test_without_a_hint_there_is_no_retry(store, queue):
-    resolver = SequenceResolver([RegistryError("down", host="docker.io", status=503)])
-    detector = Detector(resolver, store, queue, clock=Clock(), sleep=lambda _s: pytest.fail("slept"))
-    assert detector.detect(NGINX, trigger="poll").outcome == "error"
-    assert resolver.calls == 1 and queue.sent == []
+    resolver = ScriptedRegistry({NGINX_LATEST: RegistryError("down", host="docker.io", status=503)})
+    detector = Detector(resolver, store, queue, clock=clock(), sleep=lambda _s: pytest.fail("slept"))
+    assert detector.detect(FOLLOWED_NGINX, trigger="poll").outcome == "error"
+    assert len(resolver.calls) == 1 and queue.sent == []

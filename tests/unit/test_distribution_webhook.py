@@ -10,14 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tagpin.adapters.webhooks.distribution import MANIFEST_TYPES, parse
 from tagpin.adapters.webhooks.sources import SOURCES
+from tagpin.ports.registry import DOCKER_MANIFEST_V2, OCI_INDEX
 from tagpin.ports.webhooks import PushEvent, WebhookError
 
-V1 = "application/vnd.docker.distribution.events.v1+json"
-V2 = "application/vnd.docker.distribution.events.v2+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
-DIGEST = "sha256:" + "d" * 64
+from tests.support.constants import DISTRIBUTION_V1, DISTRIBUTION_V2
+from tests.support.webhooks import envelope
+
+LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
+MANIFEST_DIGEST = "sha256:" + "d" * 64
 
 
 def event(
@@ -26,7 +26,7 @@ def event(
     media_type: str = OCI_INDEX,
     repository: str | None = "demo/web",
     tag: str | None = "stable",
-    digest: str | None = DIGEST,
+    digest: str | None = MANIFEST_DIGEST,
     host: str | None = "127.0.0.1:5000",
     event_id: str = "e-1",
 ) -> dict[str, Any]:
@@ -49,11 +49,7 @@ def event(
     }
 
 
-def envelope(*events: dict[str, Any]) -> bytes:
-    return json.dumps({"events": list(events)}).encode()
-
-
-def headers(content_type: str | None = V1) -> dict[str, str]:
+def headers(content_type: str | None = DISTRIBUTION_V1) -> dict[str, str]:
     return {} if content_type is None else {"content-type": content_type}
 
 
@@ -62,7 +58,16 @@ def test_registered_as_distribution() -> None:
 
 
 @pytest.mark.parametrize(
-    "content_type", [V1, V2, "application/json", f"{V1}; charset=utf-8", V1.upper(), None, ""]
+    "content_type",
+    [
+        DISTRIBUTION_V1,
+        DISTRIBUTION_V2,
+        "application/json",
+        f"{DISTRIBUTION_V1}; charset=utf-8",
+        DISTRIBUTION_V1.upper(),
+        None,
+        "",
+    ],
 )
 def test_accepted_media_types(content_type: str | None) -> None:
     (push,) = parse(envelope(event()), headers(content_type))
@@ -70,7 +75,7 @@ def test_accepted_media_types(content_type: str | None) -> None:
         registry="127.0.0.1:5000",
         repository="demo/web",
         tag="stable",
-        digest=DIGEST,
+        digest=MANIFEST_DIGEST,
         event_time="2026-11-21T05:00:00.000000000Z",
         delivery_id="e-1",
     )
@@ -94,11 +99,11 @@ def test_every_manifest_type_is_kept(media_type: str) -> None:
 @pytest.mark.parametrize(
     "dropped",
     [
-        pytest.param(event(media_type=LAYER, tag=None), id="blob-push"),
+        pytest.param(event(media_type=LAYER_TYPE, tag=None), id="blob-push"),
         pytest.param(event(media_type="application/octet-stream", tag=None), id="blob-octet"),
         pytest.param(event(action="pull"), id="manifest-pull"),
         pytest.param(event(action="delete"), id="delete"),
-        pytest.param(event(action="mount", media_type=LAYER), id="blob-mount"),
+        pytest.param(event(action="mount", media_type=LAYER_TYPE), id="blob-mount"),
         pytest.param(event(tag=None), id="digest-only-push"),
         pytest.param(event(tag=""), id="empty-tag"),
         pytest.param(event(tag=None, repository=None, host=None), id="digest-only-without-host"),
@@ -110,18 +115,18 @@ def test_dropped_events(dropped: dict[str, Any]) -> None:
 
 def test_several_events_per_envelope_keep_their_order() -> None:
     body = envelope(
-        event(media_type=LAYER, tag=None, event_id="blob"),
+        event(media_type=LAYER_TYPE, tag=None, event_id="blob"),
         event(tag="stable", event_id="a"),
-        event(tag=None, media_type=DOCKER_MANIFEST, event_id="child"),
+        event(tag=None, media_type=DOCKER_MANIFEST_V2, event_id="child"),
         event(action="pull", event_id="pull"),
         event(repository="demo/api", tag="1.2", digest=None, event_id="b"),
         event(host="registry.example.com", tag="latest", event_id="c"),
     )
-    pushes = parse(body, headers(V2))
+    pushes = parse(body, headers(DISTRIBUTION_V2))
     assert [(p.registry, p.repository, p.tag, p.digest, p.delivery_id) for p in pushes] == [
-        ("127.0.0.1:5000", "demo/web", "stable", DIGEST, "a"),
+        ("127.0.0.1:5000", "demo/web", "stable", MANIFEST_DIGEST, "a"),
         ("127.0.0.1:5000", "demo/api", "1.2", None, "b"),
-        ("registry.example.com", "demo/web", "latest", DIGEST, "c"),
+        ("registry.example.com", "demo/web", "latest", MANIFEST_DIGEST, "c"),
     ]
 
 
@@ -190,7 +195,7 @@ _json = st.recursive(
 _field_values = st.one_of(
     st.none(),
     st.sampled_from(
-        ["push", "pull", "delete", OCI_INDEX, DOCKER_MANIFEST, LAYER, "127.0.0.1:5000", "demo/web"]
+        ["push", "pull", "delete", OCI_INDEX, DOCKER_MANIFEST_V2, LAYER_TYPE, "127.0.0.1:5000", "demo/web"]
     ),
     _json,
 )
@@ -219,7 +224,9 @@ _bodies = st.one_of(
     st.lists(_events | _json, max_size=5).map(lambda evs: json.dumps({"events": evs}).encode()),
 )
 _content_types = st.one_of(
-    st.none(), st.sampled_from([V1, V2, "application/json", "text/plain", ""]), st.text(max_size=30)
+    st.none(),
+    st.sampled_from([DISTRIBUTION_V1, DISTRIBUTION_V2, "application/json", "text/plain", ""]),
+    st.text(max_size=30),
 )
 
 

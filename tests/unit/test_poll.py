@@ -3,18 +3,16 @@ tag, only real changes enqueued, the time budget and its cursor, errors recorded
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Iterable
-
 import pytest
 from tagpin.domain.config import FollowedImage, Registry, Target
-from tagpin.domain.refs import ImageRef
-from tagpin.ports.registry import OCI_MANIFEST, RegistryError, RegistryUnavailable, Resolution
+from tagpin.ports.registry import OCI_MANIFEST, RegistryUnavailable
 from tagpin.ports.state import State, TargetStatus
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.poll import Poller
 
+from tests.support.clock import FakeClock
 from tests.support.queues import ListQueue
+from tests.support.registry import ScriptedRegistry
 
 A = "registry-a.example"
 B = "registry-b.example"
@@ -24,50 +22,10 @@ def digest(n: int) -> str:
     return f"sha256:{n:064x}"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class ScriptedRegistry:
-    """``start_many`` answers from ``tags`` (image -> digest) or ``down`` (registry -> error).
-    Each resolution costs ``cost`` seconds of the fake clock; a ref that would finish after the
-    deadline is left out, as the real client cancels it."""
-
-    def __init__(self, clock: Clock | None = None, cost: float = 0.0) -> None:
-        self.tags: dict[str, str] = {}
-        self.down: dict[str, RegistryError] = {}
-        self.requested: list[str] = []
-        self.clock = clock or Clock()
-        self.cost = cost
-
-    def start_many(
-        self, refs: Iterable[ImageRef], *, deadline: float | None = None
-    ) -> concurrent.futures.Future[dict[ImageRef, Resolution | RegistryError]]:
-        out: dict[ImageRef, Resolution | RegistryError] = {}
-        for ref in refs:
-            if deadline is not None and self.clock.now + self.cost > deadline:
-                continue
-            self.clock.now += self.cost
-            self.requested.append(ref.tagged)
-            if ref.registry in self.down:
-                out[ref] = self.down[ref.registry]
-            else:
-                out[ref] = Resolution(ref, self.tags[ref.tagged], OCI_MANIFEST, "HEAD")
-        future: concurrent.futures.Future[dict[ImageRef, Resolution | RegistryError]] = (
-            concurrent.futures.Future()
-        )
-        future.set_result(out)
-        return future
-
-    def resolve(self, ref: ImageRef) -> Resolution:
-        return Resolution(ref, self.tags[ref.tagged], OCI_MANIFEST, "HEAD")
-
-    def fetch_manifest(self, ref: ImageRef) -> tuple[str, bytes]:
-        raise AssertionError("no attestation comparison in these tests")
+def scripted(tags: dict[str, str], cost: float = 0.0) -> ScriptedRegistry:
+    """A registry answering ``tags`` (image -> digest) with image manifests (no index: no
+    attestation comparison); each resolution costs ``cost`` seconds of its clock."""
+    return ScriptedRegistry(tags, media_type=OCI_MANIFEST, clock=FakeClock(1000.0), cost=cost)
 
 
 def target(name: str) -> Target:
@@ -94,9 +52,8 @@ def apply_all(store: State, followed: list[FollowedImage], digests: dict[str, st
 
 
 def test_each_distinct_tag_resolved_once(store: State) -> None:
-    registry = ScriptedRegistry()
     shared, other = f"{A}/team/web:stable", f"{A}/team/api:1"
-    registry.tags = {shared: digest(1), other: digest(2)}
+    registry = scripted({shared: digest(1), other: digest(2)})
     followed = [
         FollowedImage(image=shared, targets=[target("web-1")]),
         FollowedImage(image=other, targets=[target("api")]),
@@ -105,7 +62,7 @@ def test_each_distinct_tag_resolved_once(store: State) -> None:
     ]
     queue = ListQueue()
     summary = poller(registry, store, queue, chunk=1).run(followed)
-    assert sorted(registry.requested) == sorted([shared, other])
+    assert sorted(registry.calls) == sorted([shared, other])
     assert (summary.resolved, summary.changed, summary.enqueued) == (2, 2, 2)
     assert sorted((c.image, c.digest) for c in queue.sent) == [(other, digest(2)), (shared, digest(1))]
     shared_result = next(r for r in summary.results if r.image == shared)
@@ -113,21 +70,21 @@ def test_each_distinct_tag_resolved_once(store: State) -> None:
 
 
 def test_only_real_changes_are_enqueued(store: State) -> None:
-    registry = ScriptedRegistry()
     images = [f"{A}/team/app{i}:stable" for i in range(5)]
-    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    tags = {image: digest(i) for i, image in enumerate(images)}
+    registry = scripted(tags)
     followed = [FollowedImage(image=image, targets=[target(f"app{i}")]) for i, image in enumerate(images)]
     queue = ListQueue()
     p = poller(registry, store, queue, chunk=2)
     assert p.run(followed).enqueued == 5
-    apply_all(store, followed, registry.tags)
+    apply_all(store, followed, tags)
     queue.sent.clear()
 
     steady = p.run(followed)  # nothing moved and every target runs its digest
     assert (steady.resolved, steady.unchanged, steady.changed, steady.enqueued) == (5, 5, 0, 0)
     assert queue.sent == [] and steady.results == []
 
-    registry.tags[images[3]] = digest(33)  # one tag moves
+    registry.answers[images[3]] = digest(33)  # one tag moves
     moved = p.run(followed)
     assert (moved.unchanged, moved.changed, moved.enqueued) == (4, 1, 1)
     assert [(c.image, c.digest) for c in queue.sent] == [(images[3], digest(33))]
@@ -136,10 +93,8 @@ def test_only_real_changes_are_enqueued(store: State) -> None:
 
 
 def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: State) -> None:
-    clock = Clock()
-    registry = ScriptedRegistry(clock, cost=1.0)  # one second per tag
     images = [f"{A}/team/svc{i:02d}:stable" for i in range(10)]
-    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    registry = scripted({image: digest(i) for i, image in enumerate(images)}, cost=1.0)  # one second per tag
     followed = [FollowedImage(image=image, targets=[target(f"svc{i}")]) for i, image in enumerate(images)]
     queue = ListQueue()
     p = poller(registry, store, queue, chunk=2, reserve_seconds=1.0)
@@ -149,19 +104,19 @@ def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: State) 
     assert first.cursor == images[4] and store.cursor.get() == images[4]
     assert {r.image for r in first.results} == set(images[:4])
 
-    registry.requested.clear()
+    registry.calls.clear()
     second = p.run(followed, remaining_ms=lambda: 5_000)
-    assert registry.requested == images[4:8]  # continues where the first stopped
+    assert registry.calls == images[4:8]  # continues where the first stopped
     assert second.cursor == images[8] and store.cursor.get() == images[8]
 
-    registry.requested.clear()
+    registry.calls.clear()
     third = p.run(followed, remaining_ms=lambda: 5_000)
-    assert registry.requested == images[8:] + images[:2]  # wraps around: no tag starves
+    assert registry.calls == images[8:] + images[:2]  # wraps around: no tag starves
     assert third.cursor == images[2]
 
-    registry.requested.clear()
+    registry.calls.clear()
     full = p.run(followed, remaining_ms=lambda: 60_000)
-    assert registry.requested == images[2:] + images[:2]
+    assert registry.calls == images[2:] + images[:2]
     assert (full.cursor, full.not_reached, full.resolved) == (None, 0, 10)
     assert store.cursor.get() is None
     # Every tag was enqueued once while the budget was short, and the full run adds nothing new.
@@ -169,9 +124,8 @@ def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: State) 
 
 
 def test_out_of_time_before_anything_resolves_keeps_the_cursor(store: State) -> None:
-    registry = ScriptedRegistry(Clock(), cost=1.0)
     images = [f"{A}/team/x{i}:stable" for i in range(3)]
-    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    registry = scripted({image: digest(i) for i, image in enumerate(images)}, cost=1.0)
     followed = [FollowedImage(image=image, targets=[target(f"x{i}")]) for i, image in enumerate(images)]
     store.cursor.put(images[1], 1)
     summary = poller(registry, store, ListQueue(), reserve_seconds=10.0).run(
@@ -182,10 +136,9 @@ def test_out_of_time_before_anything_resolves_keeps_the_cursor(store: State) -> 
 
 
 def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: State) -> None:
-    registry = ScriptedRegistry()
     down = [f"{A}/team/down{i}:stable" for i in range(3)]
     healthy = [f"{B}/team/up{i}:stable" for i in range(3)]
-    registry.tags = {image: digest(i) for i, image in enumerate(down + healthy)}
+    registry = scripted({image: digest(i) for i, image in enumerate(down + healthy)})
     followed = [
         FollowedImage(image=image, targets=[target(f"t{i}")]) for i, image in enumerate(down + healthy)
     ]
@@ -195,7 +148,7 @@ def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: State) -
     queue.sent.clear()
 
     registry.down[A] = RegistryUnavailable(f"{A}: skipped, the registry failed 5 times in a row", host=A)
-    registry.tags.update({image: digest(100 + i) for i, image in enumerate(healthy)})  # B's tags move
+    registry.answers.update({image: digest(100 + i) for i, image in enumerate(healthy)})  # B's tags move
     summary = p.run(followed)
     assert (summary.errors, summary.changed, summary.enqueued) == (3, 3, 3)
     for i, image in enumerate(down):
@@ -213,14 +166,13 @@ def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: State) -
 
 @pytest.mark.parametrize("chunk", [1, 3, 250])
 def test_chunk_size_does_not_change_the_outcome(store: State, chunk: int) -> None:
-    registry = ScriptedRegistry()
     images = [f"{A}/team/c{i}:stable" for i in range(7)]
-    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    registry = scripted({image: digest(i) for i, image in enumerate(images)})
     followed = [FollowedImage(image=image, targets=[target(f"c{i}")]) for i, image in enumerate(images)]
     queue = ListQueue()
     summary = poller(registry, store, queue, chunk=chunk).run(followed)
     assert (summary.resolved, summary.changed, summary.enqueued) == (7, 7, 7)
-    assert sorted(registry.requested) == images
+    assert sorted(registry.calls) == images
 
 
 class FlakyQueue(ListQueue):
@@ -237,9 +189,8 @@ class FlakyQueue(ListQueue):
 
 
 def test_a_failing_send_for_one_tag_does_not_end_the_run(store: State) -> None:
-    registry = ScriptedRegistry()
     images = [f"{A}/team/app{i}:stable" for i in range(4)]
-    registry.tags = {image: digest(i) for i, image in enumerate(images)}
+    registry = scripted({image: digest(i) for i, image in enumerate(images)})
     followed = [FollowedImage(image=image, targets=[target(f"app{i}")]) for i, image in enumerate(images)]
     queue = FlakyQueue(refuse=images[1])
     summary = poller(registry, store, queue, chunk=2).run(followed)

@@ -8,11 +8,8 @@ import pytest
 from tagpin.adapters.sqs import SqsChangeQueue, deduplication_id, group_id
 from tagpin.domain.messages import Change
 
+from tests.support.constants import D1, D2, NGINX_LATEST
 from tests.support.queues import ListQueue
-
-IMAGE = "docker.io/library/nginx:latest"
-D1 = "sha256:" + "1" * 64
-D2 = "sha256:" + "2" * 64
 
 
 def _receive_all(sqs, url: str) -> list[dict]:
@@ -31,21 +28,21 @@ def _receive_all(sqs, url: str) -> list[dict]:
 
 
 def test_send_sets_group_and_deduplication_ids(sqs, queues) -> None:
-    change = Change(image=IMAGE, digest=D1, observed_at=1234, trigger="webhook", correlation_id="c-1")
+    change = Change(image=NGINX_LATEST, digest=D1, observed_at=1234, trigger="webhook", correlation_id="c-1")
     SqsChangeQueue(sqs, queues.url).send(change)
     (message,) = _receive_all(sqs, queues.url)
     attributes = message["Attributes"]
-    assert attributes["MessageGroupId"] == IMAGE
-    expected = hashlib.sha256(f"{IMAGE}@{D1}".encode()).hexdigest()
+    assert attributes["MessageGroupId"] == NGINX_LATEST
+    expected = hashlib.sha256(f"{NGINX_LATEST}@{D1}".encode()).hexdigest()
     assert attributes["MessageDeduplicationId"] == expected
     assert Change.model_validate_json(message["Body"]) == change
 
 
 def test_the_same_change_twice_is_one_message(sqs, queues) -> None:
     queue = SqsChangeQueue(sqs, queues.url)
-    queue.send(Change(image=IMAGE, digest=D1, observed_at=1, trigger="webhook"))
+    queue.send(Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="webhook"))
     # Another observation of the same digest (poll a moment later) deduplicates too.
-    queue.send(Change(image=IMAGE, digest=D1, observed_at=2, trigger="poll"))
+    queue.send(Change(image=NGINX_LATEST, digest=D1, observed_at=2, trigger="poll"))
     messages = _receive_all(sqs, queues.url)
     assert len(messages) == 1
     assert Change.model_validate_json(messages[0]["Body"]).observed_at == 1
@@ -53,8 +50,8 @@ def test_the_same_change_twice_is_one_message(sqs, queues) -> None:
 
 def test_a_different_digest_is_another_message_in_the_same_group(sqs, queues) -> None:
     queue = SqsChangeQueue(sqs, queues.url)
-    queue.send(Change(image=IMAGE, digest=D1, observed_at=1, trigger="poll"))
-    queue.send(Change(image=IMAGE, digest=D2, observed_at=2, trigger="poll"))
+    queue.send(Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll"))
+    queue.send(Change(image=NGINX_LATEST, digest=D2, observed_at=2, trigger="poll"))
     # FIFO: within one group, the second is delivered after the first is deleted.
     first = sqs.receive_message(QueueUrl=queues.url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
     for message in first:
@@ -67,10 +64,10 @@ def test_a_different_digest_is_another_message_in_the_same_group(sqs, queues) ->
 def test_other_images_are_other_groups(sqs, queues) -> None:
     queue = SqsChangeQueue(sqs, queues.url)
     other = "ghcr.io/acme/api:stable"
-    queue.send(Change(image=IMAGE, digest=D1, observed_at=1, trigger="poll"))
+    queue.send(Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll"))
     queue.send(Change(image=other, digest=D1, observed_at=1, trigger="poll"))
     messages = _receive_all(sqs, queues.url)
-    assert sorted(m["Attributes"]["MessageGroupId"] for m in messages) == sorted([IMAGE, other])
+    assert sorted(m["Attributes"]["MessageGroupId"] for m in messages) == sorted([NGINX_LATEST, other])
     assert len({m["Attributes"]["MessageDeduplicationId"] for m in messages}) == 2
 
 
@@ -93,16 +90,16 @@ def test_group_id_boundary(length: int, hashed: bool) -> None:
 
 
 def test_deduplication_id_depends_on_image_and_digest() -> None:
-    assert deduplication_id(IMAGE, D1) == deduplication_id(IMAGE, D1)
-    assert deduplication_id(IMAGE, D1) != deduplication_id(IMAGE, D2)
-    assert deduplication_id(IMAGE, D1) != deduplication_id("docker.io/library/nginx:1.27", D1)
-    assert len(deduplication_id(IMAGE, D1)) == 64  # SQS allows at most 128
+    assert deduplication_id(NGINX_LATEST, D1) == deduplication_id(NGINX_LATEST, D1)
+    assert deduplication_id(NGINX_LATEST, D1) != deduplication_id(NGINX_LATEST, D2)
+    assert deduplication_id(NGINX_LATEST, D1) != deduplication_id("docker.io/library/nginx:1.27", D1)
+    assert len(deduplication_id(NGINX_LATEST, D1)) == 64  # SQS allows at most 128
 
 
 def test_list_queue_records_in_order() -> None:
     queue = ListQueue()
-    a = Change(image=IMAGE, digest=D1, observed_at=1, trigger="poll")
-    b = Change(image=IMAGE, digest=D2, observed_at=2, trigger="poll")
+    a = Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll")
+    b = Change(image=NGINX_LATEST, digest=D2, observed_at=2, trigger="poll")
     queue.send(a)
     queue.send(b)
     assert queue.sent == [a, b]

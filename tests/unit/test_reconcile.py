@@ -1,18 +1,15 @@
 """Reconcile: reading what runs (pure), discovery by label (pure), and the Reconciler with fake
-clusters, a counting registry, the real Detector and the state table on moto."""
+clusters, a fake registry, the real Detector and the state table on moto."""
 
 from __future__ import annotations
 
-import itertools
-import threading
 from typing import Any
 
 import pytest
 from tagpin.domain.config import Kind, parse_config
 from tagpin.domain.refs import ImageRef
-from tagpin.ports.registry import Resolution
 from tagpin.ports.state import IndexEntry, State, TargetStatus
-from tagpin.ports.workloads import Forbidden, NotFound, Pod, Unreachable, Workload
+from tagpin.ports.workloads import Forbidden, Pod, Workload
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import Followed
 from tagpin.usecases.reconcile import (
@@ -23,12 +20,13 @@ from tagpin.usecases.reconcile import (
     selector_matches,
 )
 
+from tests.support.clock import FakeClock
+from tests.support.cluster import FakeCluster, FakeClusters
+from tests.support.constants import D0, D1, D2, FOLLOW, NGINX
 from tests.support.queues import ListQueue
+from tests.support.registry import ScriptedRegistry
 
-D0 = "sha256:" + "0" * 64
-D1 = "sha256:" + "1" * 64
-D2 = "sha256:" + "2" * 64
-NGINX = ImageRef.parse("nginx:1.27")
+NGINX_REF = ImageRef.parse(NGINX)
 APP = "reg.example.com/team/app:stable"
 SIDE = "reg.example.com/team/side:stable"
 SEL = {"matchLabels": {"app": "web"}}
@@ -51,7 +49,7 @@ def wl(
         kind=kind,
         namespace=namespace,
         name=name,
-        labels={"tagpin.dev/follow": "true"},
+        labels=dict(FOLLOW),
         annotations=annotations or {},
         selector=selector
         if selector is not None
@@ -82,7 +80,7 @@ def pod(name: str, labels: dict[str, str], **image_ids: str) -> Pod:
     ],
 )
 def test_image_id_digest(image_id, expected):
-    assert image_id_digest(image_id, NGINX) == expected
+    assert image_id_digest(image_id, NGINX_REF) == expected
 
 
 # -- selectors -------------------------------------------------------------------------------------
@@ -117,7 +115,7 @@ def test_running_digest_prefers_the_pinned_image_field_and_reads_no_pods():
     def no_pods() -> list[Pod]:
         raise AssertionError("pods read for a pinned image")
 
-    assert running_digest(wl("web", {"web": f"nginx:1.27@{D1}"}), "web", NGINX, no_pods) == (D1, "pinned")
+    assert running_digest(wl("web", {"web": f"nginx:1.27@{D1}"}), "web", NGINX_REF, no_pods) == (D1, "pinned")
 
 
 def test_running_digest_from_the_pods_of_the_workload_only():
@@ -126,7 +124,7 @@ def test_running_digest_from_the_pods_of_the_workload_only():
         pod("web-2", {"app": "web"}, web=f"docker.io/library/nginx@{D1}"),
         pod("other", {"app": "other"}, web=f"nginx@{D0}"),  # another workload's pod
     ]
-    assert running_digest(wl("web", {"web": "nginx:1.27"}), "web", NGINX, lambda: pods) == (D1, "pods")
+    assert running_digest(wl("web", {"web": "nginx:1.27"}), "web", NGINX_REF, lambda: pods) == (D1, "pods")
 
 
 @pytest.mark.parametrize(
@@ -142,18 +140,18 @@ def test_running_digest_from_the_pods_of_the_workload_only():
     ],
 )
 def test_running_digest_unknown_counts_as_behind(pods, why):
-    running, how = running_digest(wl("web", {"web": "nginx:1.27"}), "web", NGINX, lambda: pods)
+    running, how = running_digest(wl("web", {"web": "nginx:1.27"}), "web", NGINX_REF, lambda: pods)
     assert running is None and why in how
 
 
 def test_running_digest_of_init_containers_cronjobs_and_strangers():
     init = wl("web", {"web": "busybox"}, init={"setup": f"nginx:1.27@{D2}"})
-    assert running_digest(init, "setup", NGINX, list) == (D2, "pinned")
+    assert running_digest(init, "setup", NGINX_REF, list) == (D2, "pinned")
     job = wl("nightly", {"job": "nginx:1.27"}, kind=Kind.CRONJOB)
-    assert running_digest(job, "job", NGINX, list)[0] is None  # no pods to ask between runs
+    assert running_digest(job, "job", NGINX_REF, list)[0] is None  # no pods to ask between runs
     other = wl("web", {"web": f"redis:7@{D1}"})
-    assert running_digest(other, "web", NGINX, list)[0] is None  # runs another repository
-    assert running_digest(other, "missing", NGINX, list)[0] is None
+    assert running_digest(other, "web", NGINX_REF, list)[0] is None  # runs another repository
+    assert running_digest(other, "missing", NGINX_REF, list)[0] is None
 
 
 # -- discovery -------------------------------------------------------------------------------------
@@ -164,7 +162,7 @@ def test_discovery_takes_every_tagged_container_including_init_containers():
         "east", wl("web", {"web": "nginx:1.27", "side": f"{SIDE}@{D1}"}, init={"setup": APP})
     )
     assert {(image, t.id) for image, t in found} == {
-        ("docker.io/library/nginx:1.27", "east/shop/Deployment/web/web"),
+        (NGINX, "east/shop/Deployment/web/web"),
         (SIDE, "east/shop/Deployment/web/side"),  # pinned already: the tag is still followed
         (APP, "east/shop/Deployment/web/setup"),
     }
@@ -191,7 +189,7 @@ def test_discovery_skips_digest_only_images_with_a_note():
 
 # -- the Reconciler --------------------------------------------------------------------------------
 
-CONFIG = parse_config(
+RECONCILE_CONFIG = parse_config(
     f"""
 clusters:
   east: {{kubeconfig: {{file: /dev/null}}}}
@@ -205,70 +203,21 @@ images:
 )
 
 
-class FakeCluster:
-    """The Inventory port: labelled workloads by kind, pods by namespace, GETs; counts calls."""
-
-    def __init__(self, workloads: list[Workload] | None = None, pods: list[Pod] | None = None) -> None:
-        self.items = list(workloads or [])
-        self.pod_list = list(pods or [])
-        self.calls: list[str] = []
-        self.error: Exception | None = None
-
-    def workloads(self, kind: Kind, selector: str) -> list[Workload]:
-        self.calls.append(f"list {kind.value}")
-        assert selector == "tagpin.dev/follow=true"
-        if self.error is not None:
-            raise self.error
-        return [w for w in self.items if w.kind is kind]
-
-    def pods(self, namespace: str) -> list[Pod]:
-        self.calls.append(f"pods {namespace}")
-        return [p for p in self.pod_list if p.namespace == namespace]
-
-    def get(self, namespace: str, kind: Kind, name: str) -> Workload:
-        self.calls.append(f"get {namespace}/{name}")
-        for w in self.items:
-            if (w.namespace, w.kind, w.name) == (namespace, kind, name):
-                return w
-        raise NotFound("workload not found")
-
-
-class CountingRegistry:
-    def __init__(self, digests: dict[str, str]) -> None:
-        self.digests = digests
-        self.calls: list[str] = []
-        self._lock = threading.Lock()
-
-    def resolve(self, ref: ImageRef) -> Resolution:
-        with self._lock:
-            self.calls.append(ref.tagged)
-        if ref.tagged not in self.digests:
-            raise ConnectionError("registry down")
-        return Resolution(ref, self.digests[ref.tagged], "application/vnd.oci.image.index.v1+json", "HEAD")
-
-
 class World:
     def __init__(self, store: State) -> None:
         self.store = store
-        self.clusters = {"east": FakeCluster(), "west": FakeCluster(), "lab": FakeCluster()}
-        self.registry = CountingRegistry({APP: D1, SIDE: D2, "docker.io/library/nginx:1.27": D1})
+        self.clusters = FakeClusters(east=FakeCluster(), west=FakeCluster(), lab=FakeCluster())
+        self.registry = ScriptedRegistry({APP: D1, SIDE: D2, NGINX: D1})
         self.queue = ListQueue()
-        self.unreachable: set[str] = set()
-        ticks = itertools.count(1_800_000_000_000, 1_000)
-        self.clock = lambda: next(ticks)
+        self.clock = FakeClock(1_800_000_000_000, step=1_000)
         self.reconciler = Reconciler(
-            config=lambda: CONFIG,
+            config=lambda: RECONCILE_CONFIG,
             state=store,
-            clusters=self.connect,
+            clusters=self.clusters,
             detector=Detector(self.registry, store, self.queue, clock=self.clock, confirm_delays=()),
             queue=self.queue,
             clock=self.clock,
         )
-
-    def connect(self, name: str) -> FakeCluster:
-        if name in self.unreachable:
-            raise Unreachable(f"cluster {name}: connection refused")
-        return self.clusters[name]
 
     def heals(self) -> list[Any]:
         return [c for c in self.queue.sent if c.reconcile_run is not None]
@@ -281,8 +230,8 @@ def world(store: State) -> World:
 
 def test_one_list_per_kind_per_cluster_and_one_resolve_per_tag(world):
     for i in range(30):
-        world.clusters["east"].items.append(wl(f"web{i}", {"web": f"{APP}@{D1}"}))
-        world.clusters["west"].items.append(wl(f"db{i}", {"db": f"{SIDE}@{D2}"}, kind=Kind.STATEFULSET))
+        world.clusters["east"].add(wl(f"web{i}", {"web": f"{APP}@{D1}"}))
+        world.clusters["west"].add(wl(f"db{i}", {"db": f"{SIDE}@{D2}"}, kind=Kind.STATEFULSET))
     report = world.reconciler.run("run-1")
     assert report.targets == 61 and len(report.added) == 60
     for name in ("east", "west"):
@@ -299,7 +248,7 @@ def test_one_list_per_kind_per_cluster_and_one_resolve_per_tag(world):
 
 def test_pods_are_listed_once_per_namespace_with_unpinned_targets(world):
     east = world.clusters["east"]
-    east.items += [wl("a", {"web": APP}), wl("b", {"web": APP}), wl("c", {"web": APP}, namespace="other")]
+    east.add(wl("a", {"web": APP}), wl("b", {"web": APP}), wl("c", {"web": APP}, namespace="other"))
     east.pod_list = [pod("a-1", {"app": "a"}, web=f"reg.example.com/team/app@{D1}")]
     report = world.reconciler.run("run-1")
     assert east.calls.count("pods shop") == 1 and east.calls.count("pods other") == 1
@@ -311,7 +260,7 @@ def test_pods_are_listed_once_per_namespace_with_unpinned_targets(world):
 
 
 def test_a_manual_edit_is_behind_even_when_the_state_says_applied(world, store):
-    world.clusters["east"].items.append(wl("web", {"web": f"{SIDE}@{D0}"}))
+    world.clusters["east"].add(wl("web", {"web": f"{SIDE}@{D0}"}))
     target = "east/shop/Deployment/web/web"
     world.reconciler.run("run-1")
     observed_at = store.tags.get(SIDE).observed_at
@@ -325,11 +274,11 @@ def test_a_manual_edit_is_behind_even_when_the_state_says_applied(world, store):
 
 
 def test_unreachable_cluster_is_skipped_recorded_and_its_index_kept(world, store):
-    world.clusters["west"].items.append(wl("db", {"db": SIDE}))
-    world.clusters["east"].items.append(wl("web", {"web": APP}))
+    world.clusters["west"].add(wl("db", {"db": SIDE}))
+    world.clusters["east"].add(wl("web", {"web": APP}))
     world.reconciler.run("run-1")
-    world.unreachable.add("west")
-    world.clusters["east"].error = Forbidden("forbidden: list deployments.apps")
+    world.clusters.unreachable.add("west")
+    world.clusters["east"].list_error = Forbidden("forbidden: list deployments.apps")
     world.clusters["east"].items.clear()
     report = world.reconciler.run("run-2")
     assert report.clusters["west"] == {
@@ -353,11 +302,12 @@ def test_unreachable_cluster_is_skipped_recorded_and_its_index_kept(world, store
 
 def test_deleted_unlabelled_or_paused_targets_are_removed_and_recorded(world, store):
     east = world.clusters["east"]
-    east.items += [wl("web", {"web": APP}), wl("api", {"api": APP}), wl("db", {"db": SIDE})]
+    east.add(wl("web", {"web": APP}), wl("api", {"api": APP}), wl("db", {"db": SIDE}))
     world.reconciler.run("run-1")
-    del east.items[0]  # deleted (or unlabelled: the label-selected LIST no longer returns it)
-    east.items[0] = wl("api", {"api": APP}, annotations={"tagpin.dev/paused": "true"})
-    east.items[1] = wl("db", {"db": APP})  # the same container now follows another tag
+    # deleted (or unlabelled: the label-selected LIST no longer returns it)
+    del east.items[("shop", Kind.DEPLOYMENT, "web")]
+    east.add(wl("api", {"api": APP}, annotations={"tagpin.dev/paused": "true"}))
+    east.add(wl("db", {"db": APP}))  # the same container now follows another tag
     report = world.reconciler.run("run-2")
     assert sorted(report.removed) == ["east/shop/Deployment/api/api", "east/shop/Deployment/web/web"]
     index = {(e.image, e.target_id) for e in store.index.entries()}
@@ -376,8 +326,8 @@ def test_a_cluster_dropped_from_the_configuration_loses_its_entries(world, store
 
 
 def test_registry_failure_enqueues_nothing_for_that_tag_only(world):
-    world.registry.digests.pop(SIDE)
-    world.clusters["east"].items += [wl("web", {"web": f"{APP}@{D0}"}), wl("db", {"db": f"{SIDE}@{D0}"})]
+    world.registry.answers[SIDE] = ConnectionError("registry down")
+    world.clusters["east"].add(wl("web", {"web": f"{APP}@{D0}"}), wl("db", {"db": f"{SIDE}@{D0}"}))
     report = world.reconciler.run("run-1")
     assert [c.image for c in world.heals()] == [APP]
     assert any(e.startswith(SIDE) for e in report.errors)
@@ -394,12 +344,12 @@ def test_followed_merges_configuration_and_index(store):
         IndexEntry(SIDE, "west/shop/CronJob/job/c", "west", "shop", "CronJob", "job", "c"),
     ]
     store.index.update(entries, [])
-    followed = Followed(CONFIG, store)
+    followed = Followed(RECONCILE_CONFIG, store)
     assert [t.id for t in followed[APP].targets] == [
         "lab/legacy/Deployment/old/app",
         "east/shop/Deployment/web/web",
     ]
     assert [t.id for t in followed.get(SIDE).targets] == ["west/shop/CronJob/job/c"]
     assert followed.get("docker.io/library/redis:7") is None
-    assert set(Followed(CONFIG, store)) == {APP, SIDE} and len(followed) == 2
+    assert set(Followed(RECONCILE_CONFIG, store)) == {APP, SIDE} and len(followed) == 2
     assert followed[SIDE].targets[0].kind is Kind.CRONJOB

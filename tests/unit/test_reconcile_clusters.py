@@ -26,8 +26,10 @@ from tagpin.domain.config import Kind, parse_config
 from tagpin.ports.workloads import Forbidden, Unreachable
 from tagpin_local.kubesim import KubeSim, cronjob, deployment
 
-RBAC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
-FOLLOW = {"tagpin.dev/follow": "true"}
+from tests.support.clock import FakeClock
+from tests.support.constants import D1, FOLLOW, ROOT
+
+RBAC = ROOT / "docs" / "rbac.yaml"
 
 
 @pytest.fixture
@@ -79,11 +81,11 @@ def test_cronjob_template_and_init_containers_are_read(sim):
 
 
 def test_pods_carry_their_image_ids(sim):
-    sim.image_id_for = lambda image: "docker-pullable://nginx@sha256:" + "1" * 64
+    sim.image_id_for = lambda image: f"docker-pullable://nginx@{D1}"
     sim.create(deployment("web", "shop", "nginx:1.27", container="web", replicas=2))
     pods = list(client(sim).pods("shop"))
     assert len(pods) == 2
-    assert {p.image_ids["web"] for p in pods} == {"docker-pullable://nginx@sha256:" + "1" * 64}
+    assert {p.image_ids["web"] for p in pods} == {f"docker-pullable://nginx@{D1}"}
     assert all(p.labels["app"] == "web" for p in pods)
 
 
@@ -151,8 +153,8 @@ def _decoded(token: str) -> str:
 
 
 def test_eks_token_is_presigned_and_regenerated_before_it_expires(aws_env):
-    now = [1000.0]
-    hook = EksToken("prod", Credentials("AKIDEXAMPLE", "secret"), "eu-west-1", clock=lambda: now[0])
+    clock = FakeClock(1000.0)
+    hook = EksToken("prod", Credentials("AKIDEXAMPLE", "secret"), "eu-west-1", clock=clock)
     configuration = Configuration(host="https://example.invalid")
     hook(configuration)
     first = configuration.api_key["authorization"]
@@ -162,10 +164,10 @@ def test_eks_token_is_presigned_and_regenerated_before_it_expires(aws_env):
     assert query["Action"] == ["GetCallerIdentity"] and query["X-Amz-Expires"] == ["60"]
     assert "x-k8s-aws-id" in query["X-Amz-SignedHeaders"][0]
     assert configuration.api_key["BearerToken"] == first
-    now[0] += TOKEN_LIFETIME_S - TOKEN_MARGIN_S - 1
+    clock.advance(TOKEN_LIFETIME_S - TOKEN_MARGIN_S - 1)
     hook(configuration)
     assert hook.generated == 1  # still valid: not regenerated on every request
-    now[0] += 2
+    clock.advance(2)
     hook(configuration)
     assert hook.generated == 2  # a minute before EKS stops honouring it: a new one
 

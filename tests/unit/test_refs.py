@@ -6,22 +6,27 @@ from hypothesis import strategies as st
 from tagpin.domain.refs import ImageRef, InvalidReference, familiar, is_digest
 
 D = "sha256:" + "f" * 64
-D2 = "sha256:e6693c20186f837fc393390135d8a598a96a833917917789d63766cab6c59582"
+BUSYBOX_DIGEST = "sha256:e6693c20186f837fc393390135d8a598a96a833917917789d63766cab6c59582"
 D512 = "sha512:" + "f" * 128
 
 # input -> (registry, repository, tag, digest)
-VALID = {
+VALID_REFS = {
     # TestParseDockerRef (tag kept alongside the digest: tagpin pins "name:tag@digest")
     "busybox": ("docker.io", "library/busybox", "latest", None),
     "busybox:latest": ("docker.io", "library/busybox", "latest", None),
-    f"busybox@{D2}": ("docker.io", "library/busybox", None, D2),
+    f"busybox@{BUSYBOX_DIGEST}": ("docker.io", "library/busybox", None, BUSYBOX_DIGEST),
     "library/busybox": ("docker.io", "library/busybox", "latest", None),
     "docker.io/busybox": ("docker.io", "library/busybox", "latest", None),
     "docker.io/library/busybox": ("docker.io", "library/busybox", "latest", None),
     "docker.io/busybox:latest": ("docker.io", "library/busybox", "latest", None),
     "gcr.io/library/busybox": ("gcr.io", "library/busybox", "latest", None),
-    f"gcr.io/library/busybox:latest@{D2}": ("gcr.io", "library/busybox", "latest", D2),
-    f"busybox:latest@{D2}": ("docker.io", "library/busybox", "latest", D2),
+    f"gcr.io/library/busybox:latest@{BUSYBOX_DIGEST}": (
+        "gcr.io",
+        "library/busybox",
+        "latest",
+        BUSYBOX_DIGEST,
+    ),
+    f"busybox:latest@{BUSYBOX_DIGEST}": ("docker.io", "library/busybox", "latest", BUSYBOX_DIGEST),
     # TestParseRepositoryInfo
     "fooo/bar": ("docker.io", "fooo/bar", "latest", None),
     "index.docker.io/fooo/bar": ("docker.io", "fooo/bar", "latest", None),
@@ -106,7 +111,7 @@ VALID = {
     ),
 }
 
-INVALID = {
+INVALID_REFS = {
     "": "at least one component",
     ":justtag": "invalid reference format",
     f"@{D}": "invalid reference format",
@@ -147,14 +152,14 @@ INVALID = {
 }
 
 
-@pytest.mark.parametrize(("text", "expected"), VALID.items(), ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize(("text", "expected"), VALID_REFS.items(), ids=lambda v: str(v)[:60])
 def test_valid_references(text: str, expected: tuple[str, str, str | None, str | None]) -> None:
     ref = ImageRef.parse(text)
     assert (ref.registry, ref.repository, ref.tag, ref.digest) == expected
     assert ImageRef.parse(str(ref)) == ref
 
 
-@pytest.mark.parametrize(("text", "message"), INVALID.items(), ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize(("text", "message"), INVALID_REFS.items(), ids=lambda v: str(v)[:60])
 def test_invalid_references(text: str, message: str) -> None:
     with pytest.raises(InvalidReference) as info:
         ImageRef.parse(text)

@@ -20,7 +20,8 @@ from tagpin.adapters.registry.credentials import (
 from tagpin.domain.config import RegistryKind, parse_config, registry_kind
 from tagpin.ports.registry import Credentials
 
-REGION = "us-east-1"
+from tests.support.clock import FakeClock
+
 ECR_HOST = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
 SA_KEY = {
     "type": "service_account",
@@ -118,8 +119,7 @@ def test_ecr_token_through_moto_is_cached(aws: None) -> None:
         calls.append((region, role_arn))
         return boto3.client("ecr", region_name=region)
 
-    now = [1_000_000.0]
-    tokens = EcrTokens(client, clock=lambda: now[0])
+    tokens = EcrTokens(client, clock=FakeClock(1_000_000.0))
     config = parse_config(f"registries:\n  {ECR_HOST}: {{}}\n")
     store = CredentialStore(lambda: config, lambda _n: {}, tokens)
     access = store.access(ECR_HOST)
@@ -135,7 +135,7 @@ def test_ecr_token_through_moto_is_cached(aws: None) -> None:
 
 
 def test_ecr_cache_lasts_most_of_twelve_hours() -> None:
-    now = [datetime(2030, 1, 1, tzinfo=UTC).timestamp()]
+    clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC).timestamp())
 
     class FakeEcr:
         def get_authorization_token(self) -> dict[str, Any]:
@@ -143,18 +143,18 @@ def test_ecr_cache_lasts_most_of_twelve_hours() -> None:
                 "authorizationData": [
                     {
                         "authorizationToken": "QVdTOnNlY3JldA==",  # AWS:secret
-                        "expiresAt": datetime.fromtimestamp(now[0], UTC) + timedelta(hours=12),
+                        "expiresAt": datetime.fromtimestamp(clock.now, UTC) + timedelta(hours=12),
                     }
                 ]
             }
 
-    tokens = EcrTokens(lambda _r, _a: FakeEcr(), clock=lambda: now[0])
+    tokens = EcrTokens(lambda _r, _a: FakeEcr(), clock=clock)
     key = EcrKey("123456789012", "eu-west-1", None)
     assert tokens.get(key) == Credentials("AWS", "secret")
-    now[0] += 10.9 * 3600
+    clock.advance(10.9 * 3600)
     tokens.get(key)
     assert tokens.fetches == 1
-    now[0] += 0.2 * 3600  # 11.1 h: within the last hour, fetch a fresh one
+    clock.advance(0.2 * 3600)  # 11.1 h: within the last hour, fetch a fresh one
     tokens.get(key)
     assert tokens.fetches == 2
     tokens.get(EcrKey("123456789012", "us-east-1", None))  # another region: its own token

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -14,22 +13,18 @@ from tagpin.domain.config import Kind, parse_config
 from tagpin.domain.messages import Change
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.state import State, TargetStatus
-from tagpin.ports.workloads import Conflict, Forbidden, NotFound, Unreachable, Workload
+from tagpin.ports.workloads import Forbidden, Unreachable, Workload
 from tagpin.usecases.apply import Applier, ChangeFailed
 from tagpin.usecases.patch import CONFLICT_RETRIES, image_patch, pinned_image, template_path
 
-OLD = "sha256:" + "0" * 64
-D1 = "sha256:" + "1" * 64
-D2 = "sha256:" + "2" * 64
-D3 = "sha256:" + "3" * 64
+from tests.support.clock import FakeClock
+from tests.support.cluster import FakeCluster, FakeClusters
+from tests.support.constants import D0, D1, D2, D3, NGINX, WEB, WEB_TARGET
 
-WEB = "127.0.0.1:5000/demo/web:stable"
-NGINX = "docker.io/library/nginx:1.27"
-WEB_TARGET = "dev/demo/Deployment/web/app"
 NIGHTLY_TARGET = "dev/jobs/CronJob/nightly/init-nginx"
 FRONT_TARGET = "prod/default/Deployment/front/nginx"
 
-CONFIG = parse_config(
+ROLLOUT_CONFIG = parse_config(
     """
 clusters:
   dev: {kubeconfig: {file: /dev/null}}
@@ -53,12 +48,12 @@ images:
     ("current", "image", "expected"),
     [
         pytest.param("nginx:1.27", NGINX, f"nginx:1.27@{D1}", id="familiar-tag"),
-        pytest.param(f"nginx:1.27@{OLD}", NGINX, f"nginx:1.27@{D1}", id="familiar-pinned"),
+        pytest.param(f"nginx:1.27@{D0}", NGINX, f"nginx:1.27@{D1}", id="familiar-pinned"),
         pytest.param("nginx", NGINX, f"nginx:1.27@{D1}", id="familiar-bare"),
         pytest.param("nginx:1.26", NGINX, f"nginx:1.27@{D1}", id="another-tag-of-the-repository"),
         pytest.param("docker.io/library/nginx", NGINX, f"docker.io/library/nginx:1.27@{D1}", id="full-bare"),
         pytest.param(
-            f"docker.io/library/nginx:1.27@{OLD}",
+            f"docker.io/library/nginx:1.27@{D0}",
             NGINX,
             f"docker.io/library/nginx:1.27@{D1}",
             id="full-pinned",
@@ -71,14 +66,14 @@ images:
             id="legacy-host",
         ),
         pytest.param(
-            f"127.0.0.1:5000/demo/web:stable@{OLD}",
+            f"127.0.0.1:5000/demo/web:stable@{D0}",
             WEB,
             f"127.0.0.1:5000/demo/web:stable@{D1}",
             id="port-pinned",
         ),
         pytest.param("127.0.0.1:5000/demo/web", WEB, f"127.0.0.1:5000/demo/web:stable@{D1}", id="port-bare"),
         pytest.param(
-            f"127.0.0.1:5000/demo/web@{OLD}", WEB, f"127.0.0.1:5000/demo/web:stable@{D1}", id="port-digest"
+            f"127.0.0.1:5000/demo/web@{D0}", WEB, f"127.0.0.1:5000/demo/web:stable@{D1}", id="port-digest"
         ),
         pytest.param("busybox:1.36", NGINX, f"nginx:1.27@{D1}", id="another-repository"),
         pytest.param(
@@ -142,111 +137,46 @@ def test_template_path_of_a_cronjob() -> None:
 # -- Applier ----------------------------------------------------------------------------------------
 
 
-class FakeWorkloads:
-    """An in-memory cluster: get/patch with resourceVersion preconditions and scripted failures."""
-
-    def __init__(self, workloads: dict[tuple[str, Kind, str], Workload], *, remember: bool = True) -> None:
-        self.workloads = workloads
-        self.remember = remember  # False: patches are accepted but not kept (to count re-patches)
-        self.conflicts = 0  # this many patches answer 409 first
-        self.get_error: Exception | None = None
-        self.patch_error: Exception | None = None
-        self.gets: list[tuple[str, Kind, str]] = []
-        self.patches: list[tuple[str, Kind, str, dict[str, Any]]] = []
-
-    def get(self, namespace: str, kind: Kind, name: str) -> Workload:
-        self.gets.append((namespace, kind, name))
-        if self.get_error is not None:
-            raise self.get_error
-        workload = self.workloads.get((namespace, kind, name))
-        if workload is None:
-            raise NotFound(f"{kind.value} {namespace}/{name} not found")
-        return Workload(
-            workload.resource_version,
-            dict(workload.containers),
-            dict(workload.init_containers),
-            dict(workload.template_annotations),
-            annotations=dict(workload.annotations),
-        )
-
-    def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None:
-        self.patches.append((namespace, kind, name, body))
-        if self.patch_error is not None:
-            raise self.patch_error
-        workload = self.workloads[(namespace, kind, name)]
-        if self.conflicts:
-            self.conflicts -= 1
-            workload.resource_version = str(int(workload.resource_version) + 1)  # someone else wrote
-            raise Conflict("the object has been modified")
-        assert body["metadata"]["resourceVersion"] == workload.resource_version
-        if not self.remember:
-            return
-        template = body["spec"]
-        for key in ["jobTemplate", "spec", "template"] if kind is Kind.CRONJOB else ["template"]:
-            template = template[key]
-        for field, containers in (
-            ("containers", workload.containers),
-            ("initContainers", workload.init_containers),
-        ):
-            for container in template["spec"].get(field, []):
-                containers[container["name"]] = container["image"]
-        workload.template_annotations.update(template["metadata"]["annotations"])
-        workload.resource_version = str(int(workload.resource_version) + 1)
-
-    def image(self, namespace: str, kind: Kind, name: str, container: str) -> str:
-        workload = self.workloads[(namespace, kind, name)]
-        return {**workload.init_containers, **workload.containers}[container]
-
-
-class Clusters:
-    def __init__(self) -> None:
-        self.dev = FakeWorkloads(
-            {
-                ("demo", Kind.DEPLOYMENT, "web"): Workload(
-                    "100", {"app": f"127.0.0.1:5000/demo/web:stable@{OLD}", "sidecar": "envoy:1.30"}
+@pytest.fixture
+def clusters() -> FakeClusters:
+    """dev: Deployment demo/web (WEB, pinned to D0) and CronJob jobs/nightly (nginx in an init
+    container); prod: Deployment default/front (nginx)."""
+    return FakeClusters(
+        dev=FakeCluster(
+            [
+                Workload(
+                    "100",
+                    {"app": f"127.0.0.1:5000/demo/web:stable@{D0}", "sidecar": "envoy:1.30"},
+                    namespace="demo",
+                    name="web",
                 ),
-                ("jobs", Kind.CRONJOB, "nightly"): Workload(
+                Workload(
                     "7",
                     {"main": "busybox:1.36"},
                     init_containers={"init-nginx": "nginx:1.26"},
-                    template_annotations={ANNOTATION_DIGESTS: json.dumps({"main": OLD})},
+                    template_annotations={ANNOTATION_DIGESTS: json.dumps({"main": D0})},
+                    kind=Kind.CRONJOB,
+                    namespace="jobs",
+                    name="nightly",
                 ),
-            }
-        )
-        self.prod = FakeWorkloads({("default", Kind.DEPLOYMENT, "front"): Workload("1", {"nginx": "nginx"})})
-        self.unreachable: set[str] = set()
-
-    def __call__(self, cluster: str) -> FakeWorkloads:
-        if cluster in self.unreachable:
-            raise Unreachable(f"cluster {cluster}: connection refused")
-        return {"dev": self.dev, "prod": self.prod}[cluster]
-
-    @property
-    def patch_count(self) -> int:
-        return len(self.dev.patches) + len(self.prod.patches)
+            ]
+        ),
+        prod=FakeCluster([Workload("1", {"nginx": "nginx"}, namespace="default", name="front")]),
+    )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self._ticks = itertools.count(1_800_000_000_000, 1_000)
-
-    def __call__(self) -> int:
-        return next(self._ticks)
-
-
-@pytest.fixture
-def clusters() -> Clusters:
-    return Clusters()
-
-
-def make_applier(store: State, clusters: Clusters, guard: Any = None) -> Applier:
+def make_applier(store: State, clusters: FakeClusters, guard: Any = None) -> Applier:
     return Applier(
-        followed=lambda: CONFIG.followed, state=store, workloads=clusters, clock=Clock(), guard=guard
+        followed=lambda: ROLLOUT_CONFIG.followed,
+        state=store,
+        workloads=clusters,
+        clock=FakeClock(1_800_000_000_000, step=1_000),
+        guard=guard,
     )
 
 
 @pytest.fixture
-def applier(store: State, clusters: Clusters) -> Applier:
+def applier(store: State, clusters: FakeClusters) -> Applier:
     return make_applier(store, clusters)
 
 
@@ -256,16 +186,16 @@ def change(image: str = WEB, digest: str = D1, observed_at: int = 1_000, **kwarg
     )
 
 
-def test_patched_once(applier: Applier, clusters: Clusters, store: State) -> None:
+def test_patched_once(applier: Applier, clusters: FakeClusters, store: State) -> None:
     outcomes = applier.apply(change(correlation_id="corr-7"))
     assert outcomes == [
         ApplyResult(
             outcome=ApplyOutcome.PATCHED,
             target=WEB_TARGET,
-            previous_image=f"127.0.0.1:5000/demo/web:stable@{OLD}",
+            previous_image=f"127.0.0.1:5000/demo/web:stable@{D0}",
         )
     ]
-    ((namespace, kind, name, body),) = clusters.dev.patches
+    ((namespace, kind, name, body),) = clusters["dev"].patches
     assert (namespace, kind, name) == ("demo", Kind.DEPLOYMENT, "web")
     assert body["metadata"] == {"resourceVersion": "100"}
     template = body["spec"]["template"]
@@ -279,7 +209,7 @@ def test_patched_once(applier: Applier, clusters: Clusters, store: State) -> Non
         annotations[ANNOTATION_APPLIED_AT].startswith("2027-01-15T")
         and annotations[ANNOTATION_APPLIED_AT][-1] == "Z"
     )
-    assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "sidecar") == "envoy:1.30"
+    assert clusters["dev"].image("demo", Kind.DEPLOYMENT, "web", "sidecar") == "envoy:1.30"
 
     target = store.targets.get(WEB_TARGET)
     assert target is not None
@@ -289,80 +219,84 @@ def test_patched_once(applier: Applier, clusters: Clusters, store: State) -> Non
         1_000,
         "patched",
     )
-    assert target.previous_image == f"127.0.0.1:5000/demo/web:stable@{OLD}"
+    assert target.previous_image == f"127.0.0.1:5000/demo/web:stable@{D0}"
     (entry,) = store.history.of_target(WEB_TARGET)
     assert (entry.status, entry.digest, entry.correlation_id) == ("applied", D1, "corr-7")
 
     # The same change again (no guard): the workload already runs it; nothing is patched.
     assert applier.apply(change())[0].outcome == "already-current"
-    assert len(clusters.dev.patches) == 1
+    assert len(clusters["dev"].patches) == 1
 
 
-def test_every_target_of_the_image(applier: Applier, clusters: Clusters, store: State) -> None:
+def test_every_target_of_the_image(applier: Applier, clusters: FakeClusters, store: State) -> None:
     outcomes = applier.apply(change(NGINX, D2))
     assert [(o.target, o.outcome) for o in outcomes] == [
         (NIGHTLY_TARGET, "patched"),
         (FRONT_TARGET, "patched"),
     ]
-    ((_, kind, _, body),) = clusters.dev.patches
+    ((_, kind, _, body),) = clusters["dev"].patches
     assert kind is Kind.CRONJOB
     template = body["spec"]["jobTemplate"]["spec"]["template"]
     assert template["spec"] == {"initContainers": [{"name": "init-nginx", "image": f"nginx:1.27@{D2}"}]}
     # Digests of the other containers recorded in the annotation are kept.
     assert json.loads(template["metadata"]["annotations"][ANNOTATION_DIGESTS]) == {
-        "main": OLD,
+        "main": D0,
         "init-nginx": D2,
     }
-    assert clusters.prod.image("default", Kind.DEPLOYMENT, "front", "nginx") == f"nginx:1.27@{D2}"
+    assert clusters["prod"].image("default", Kind.DEPLOYMENT, "front", "nginx") == f"nginx:1.27@{D2}"
     assert outcomes[1].previous_image == "nginx"
     assert store.targets.get(NIGHTLY_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
     assert store.targets.get(FRONT_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
 
 
-def test_unreadable_digest_annotation_is_replaced(applier: Applier, clusters: Clusters) -> None:
-    clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].template_annotations[ANNOTATION_DIGESTS] = (
+def test_unreadable_digest_annotation_is_replaced(applier: Applier, clusters: FakeClusters) -> None:
+    clusters["dev"].items[("demo", Kind.DEPLOYMENT, "web")].template_annotations[ANNOTATION_DIGESTS] = (
         "{not json"
     )
     applier.apply(change())
-    body = clusters.dev.patches[0][3]
+    body = clusters["dev"].patches[0][3]
     assert json.loads(body["spec"]["template"]["metadata"]["annotations"][ANNOTATION_DIGESTS]) == {"app": D1}
 
 
-def test_conflict_is_retried(applier: Applier, clusters: Clusters, store: State) -> None:
-    clusters.dev.conflicts = 1
+def test_conflict_is_retried(applier: Applier, clusters: FakeClusters, store: State) -> None:
+    clusters["dev"].conflicts = 1
     outcomes = applier.apply(change())
     assert outcomes[0].outcome == "patched"
-    assert len(clusters.dev.gets) == 2  # re-read after the conflict
-    assert [p[3]["metadata"]["resourceVersion"] for p in clusters.dev.patches] == ["100", "101"]
-    assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "app").endswith(D1)
+    assert len(clusters["dev"].gets) == 2  # re-read after the conflict
+    assert [p[3]["metadata"]["resourceVersion"] for p in clusters["dev"].patches] == ["100", "101"]
+    assert clusters["dev"].image("demo", Kind.DEPLOYMENT, "web", "app").endswith(D1)
     assert store.targets.get(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
 
 
-def test_endless_conflicts_fail_the_change(applier: Applier, clusters: Clusters, store: State) -> None:
-    clusters.dev.conflicts = CONFLICT_RETRIES + 10
+def test_endless_conflicts_fail_the_change(applier: Applier, clusters: FakeClusters, store: State) -> None:
+    clusters["dev"].conflicts = CONFLICT_RETRIES + 10
     with pytest.raises(ChangeFailed, match="still conflicting"):
         applier.apply(change())
-    assert len(clusters.dev.patches) == CONFLICT_RETRIES
+    assert len(clusters["dev"].patches) == CONFLICT_RETRIES
     assert store.targets.get(WEB_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
 
 
-def test_not_found_is_gone_without_an_exception(applier: Applier, clusters: Clusters, store: State) -> None:
-    del clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")]
+def test_not_found_is_gone_without_an_exception(
+    applier: Applier, clusters: FakeClusters, store: State
+) -> None:
+    del clusters["dev"].items[("demo", Kind.DEPLOYMENT, "web")]
     outcomes = applier.apply(change())
     assert outcomes == [
         ApplyResult(
             outcome=ApplyOutcome.GONE, target=WEB_TARGET, error="NotFound: Deployment demo/web not found"
         )
     ]
-    assert clusters.dev.patches == []
+    assert clusters["dev"].patches == []
     target = store.targets.get(WEB_TARGET)
     assert target is not None
     assert (target.status, target.detail) == (TargetStatus.GONE, "NotFound: Deployment demo/web not found")
     assert [e.status for e in store.history.of_target(WEB_TARGET)] == ["gone"]
 
 
-def test_forbidden_is_failed_without_an_exception(applier: Applier, clusters: Clusters, store: State) -> None:
-    clusters.dev.patch_error = Forbidden("deployments.apps is forbidden")
+def test_forbidden_is_failed_without_an_exception(
+    applier: Applier, clusters: FakeClusters, store: State
+) -> None:
+    clusters["dev"].patch_error = Forbidden("deployments.apps is forbidden")
     outcomes = applier.apply(change())
     assert outcomes == [
         ApplyResult(
@@ -372,26 +306,28 @@ def test_forbidden_is_failed_without_an_exception(applier: Applier, clusters: Cl
     assert store.targets.get(WEB_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
 
 
-def test_missing_container_is_a_permanent_failure(applier: Applier, clusters: Clusters, store: State) -> None:
-    clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers.pop("app")
+def test_missing_container_is_a_permanent_failure(
+    applier: Applier, clusters: FakeClusters, store: State
+) -> None:
+    clusters["dev"].items[("demo", Kind.DEPLOYMENT, "web")].containers.pop("app")
     (outcome,) = applier.apply(change())
     assert outcome.outcome is ApplyOutcome.FAILED
     assert "has no container 'app'" in (outcome.error or "")
-    assert clusters.dev.patches == []
+    assert clusters["dev"].patches == []
 
 
 @pytest.mark.parametrize("where", ["connect", "get"])
 def test_unreachable_raises_change_failed(
-    applier: Applier, clusters: Clusters, store: State, where: str
+    applier: Applier, clusters: FakeClusters, store: State, where: str
 ) -> None:
     if where == "connect":
         clusters.unreachable.add("dev")
     else:
-        clusters.dev.get_error = Unreachable("503 from the API server")
+        clusters["dev"].get_error = Unreachable("503 from the API server")
     with pytest.raises(ChangeFailed) as info:
         applier.apply(change())
     assert WEB_TARGET in str(info.value)
-    assert clusters.dev.patches == []
+    assert clusters["dev"].patches == []
     target = store.targets.get(WEB_TARGET)
     assert target is not None
     assert target.status is TargetStatus.FAILED
@@ -399,50 +335,52 @@ def test_unreachable_raises_change_failed(
 
 
 def test_one_unreachable_cluster_does_not_stop_the_others(
-    applier: Applier, clusters: Clusters, store
+    applier: Applier, clusters: FakeClusters, store
 ) -> None:
     clusters.unreachable.add("dev")
     with pytest.raises(ChangeFailed) as info:
         applier.apply(change(NGINX, D2))
     assert NIGHTLY_TARGET in str(info.value)
     assert FRONT_TARGET not in str(info.value)
-    assert clusters.prod.image("default", Kind.DEPLOYMENT, "front", "nginx") == f"nginx:1.27@{D2}"
+    assert clusters["prod"].image("default", Kind.DEPLOYMENT, "front", "nginx") == f"nginx:1.27@{D2}"
     assert store.targets.get(FRONT_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
     assert store.targets.get(NIGHTLY_TARGET).status is TargetStatus.FAILED  # type: ignore[union-attr]
 
 
-def test_an_image_no_longer_followed_is_skipped(applier: Applier, clusters: Clusters) -> None:
+def test_an_image_no_longer_followed_is_skipped(applier: Applier, clusters: FakeClusters) -> None:
     assert applier.apply(change("docker.io/library/redis:7")) == [
         ApplyResult(outcome=ApplyOutcome.NOT_FOLLOWED, image="docker.io/library/redis:7")
     ]
-    assert clusters.dev.gets == [] and clusters.prod.gets == []
+    assert clusters["dev"].gets == [] and clusters["prod"].gets == []
 
 
 def test_a_change_superseded_by_a_newer_tag_state_patches_nothing(
-    applier: Applier, clusters: Clusters, store: State
+    applier: Applier, clusters: FakeClusters, store: State
 ) -> None:
     store.tags.record(WEB, D2, 2_000, "webhook")
     outcomes = applier.apply(change(WEB, D1, 1_000))
     assert outcomes == [ApplyResult(outcome=ApplyOutcome.SUPERSEDED, image=WEB, detail=f"current: {D2}")]
-    assert clusters.dev.gets == [] and clusters.dev.patches == []
+    assert clusters["dev"].gets == [] and clusters["dev"].patches == []
     assert store.targets.get(WEB_TARGET) is None
 
 
-def test_a_change_matching_the_tag_state_is_applied(applier: Applier, clusters: Clusters, store) -> None:
+def test_a_change_matching_the_tag_state_is_applied(applier: Applier, clusters: FakeClusters, store) -> None:
     store.tags.record(WEB, D1, 1_000, "poll")
     store.tags.record(WEB, D1, 5_000, "poll")  # checked again later: observed_at moves, digest does not
     assert applier.apply(change(WEB, D1, 1_000))[0].outcome == "patched"
 
 
 def test_an_older_change_after_a_newer_one_is_refused_by_the_claim(
-    applier: Applier, clusters: Clusters, store: State
+    applier: Applier, clusters: FakeClusters, store: State
 ) -> None:
     assert applier.apply(change(WEB, D3, 2_000))[0].outcome == "patched"
     outcomes = applier.apply(change(WEB, D2, 1_000))  # delivered late; no tag state says otherwise
     # the promotion of the newer digest holds the tag (the target's claim would refuse it too)
     assert [o.outcome for o in outcomes] == [ApplyOutcome.SUPERSEDED]
-    assert len(clusters.dev.patches) == 1
-    assert clusters.dev.image("demo", Kind.DEPLOYMENT, "web", "app") == f"127.0.0.1:5000/demo/web:stable@{D3}"
+    assert len(clusters["dev"].patches) == 1
+    assert (
+        clusters["dev"].image("demo", Kind.DEPLOYMENT, "web", "app") == f"127.0.0.1:5000/demo/web:stable@{D3}"
+    )
     target = store.targets.get(WEB_TARGET)
     assert target is not None
     assert (target.digest, target.status, target.observed_at) == (D3, TargetStatus.APPLIED, 2_000)
@@ -470,16 +408,18 @@ def guard(aws, idempotency_table: str, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def test_guard_applies_the_same_change_once(
-    store: State, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+    store: State, clusters: FakeClusters, guard: Any, dynamodb, idempotency_table: str
 ) -> None:
-    clusters.dev.remember = False  # the workload never shows the new image: only the guard stops a re-patch
+    clusters[
+        "dev"
+    ].remember = False  # the workload never shows the new image: only the guard stops a re-patch
     applier = make_applier(store, clusters, guard)
     first = applier.apply(change())
     second = applier.apply(change(trigger="webhook", correlation_id="replayed"))
     assert first == second
     assert first[0].outcome == "patched"
-    assert len(clusters.dev.patches) == 1
-    assert len(clusters.dev.gets) == 1
+    assert len(clusters["dev"].patches) == 1
+    assert len(clusters["dev"].gets) == 1
     assert len(store.history.of_target(WEB_TARGET)) == 1
     records = dynamodb.scan(TableName=idempotency_table)["Items"]
     assert len(records) == 1
@@ -487,33 +427,33 @@ def test_guard_applies_the_same_change_once(
 
     # Another digest for the same target is another key.
     applier.apply(change(digest=D2, observed_at=2_000))
-    assert len(clusters.dev.patches) == 2
+    assert len(clusters["dev"].patches) == 2
     assert len(dynamodb.scan(TableName=idempotency_table)["Items"]) == 2
 
 
-def test_without_the_guard_the_same_change_patches_twice(store: State, clusters: Clusters) -> None:
+def test_without_the_guard_the_same_change_patches_twice(store: State, clusters: FakeClusters) -> None:
     """The control for the test above: with a forgetful workload, only the guard prevents a re-patch."""
-    clusters.dev.remember = False
+    clusters["dev"].remember = False
     applier = make_applier(store, clusters)
     applier.apply(change())
     applier.apply(change())
-    assert len(clusters.dev.patches) == 2
+    assert len(clusters["dev"].patches) == 2
 
 
 def test_guard_does_not_store_permanent_failures(
-    store: State, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+    store: State, clusters: FakeClusters, guard: Any, dynamodb, idempotency_table: str
 ) -> None:
-    workload = clusters.dev.workloads.pop(("demo", Kind.DEPLOYMENT, "web"))
+    workload = clusters["dev"].items.pop(("demo", Kind.DEPLOYMENT, "web"))
     applier = make_applier(store, clusters, guard)
     assert applier.apply(change())[0].outcome == "gone"
     assert dynamodb.scan(TableName=idempotency_table)["Items"] == []
 
-    clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")] = workload  # created later
+    clusters["dev"].items[("demo", Kind.DEPLOYMENT, "web")] = workload  # created later
     assert applier.apply(change())[0].outcome == "patched"
-    assert len(clusters.dev.patches) == 1
+    assert len(clusters["dev"].patches) == 1
 
 
-def test_guard_does_not_store_transient_failures(store: State, clusters: Clusters, guard: Any) -> None:
+def test_guard_does_not_store_transient_failures(store: State, clusters: FakeClusters, guard: Any) -> None:
     applier = make_applier(store, clusters, guard)
     clusters.unreachable.add("dev")
     with pytest.raises(ChangeFailed):
@@ -524,14 +464,14 @@ def test_guard_does_not_store_transient_failures(store: State, clusters: Cluster
 
 
 def test_a_paused_workload_is_recorded_not_patched_nor_cached(
-    store: State, clusters: Clusters, guard: Any, dynamodb, idempotency_table: str
+    store: State, clusters: FakeClusters, guard: Any, dynamodb, idempotency_table: str
 ) -> None:
-    workload = clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")]
+    workload = clusters["dev"].items[("demo", Kind.DEPLOYMENT, "web")]
     workload.annotations["tagpin.dev/paused"] = "true"
     applier = make_applier(store, clusters, guard)
     (outcome,) = applier.apply(change())
     assert outcome.outcome is ApplyOutcome.PAUSED and "tagpin.dev/paused" in (outcome.error or "")
-    assert clusters.dev.patches == []
+    assert clusters["dev"].patches == []
     assert store.targets.get(WEB_TARGET).status is TargetStatus.PAUSED  # type: ignore[union-attr]
     assert dynamodb.scan(TableName=idempotency_table)["Items"] == []
     del workload.annotations["tagpin.dev/paused"]  # un-paused: the next change applies
@@ -539,17 +479,17 @@ def test_a_paused_workload_is_recorded_not_patched_nor_cached(
 
 
 def test_a_reconcile_run_is_applied_again_after_a_manual_edit_and_stays_idempotent(
-    store: State, clusters: Clusters, guard: Any
+    store: State, clusters: FakeClusters, guard: Any
 ) -> None:
     applier = make_applier(store, clusters, guard)
     assert applier.apply(change())[0].outcome == "patched"
     # someone puts the old image back by hand; the same change again is answered by the guard...
-    clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers["app"] = WEB
+    clusters["dev"].items[("demo", Kind.DEPLOYMENT, "web")].containers["app"] = WEB
     assert applier.apply(change())[0].outcome == "patched"
-    assert len(clusters.dev.patches) == 1
+    assert len(clusters["dev"].patches) == 1
     # ...the reconciler's healing change (its run id joins the key) patches it again, once
     healing = change(trigger="reconcile", reconcile_run="run-9")
     assert applier.apply(healing)[0].outcome == "patched"
     assert applier.apply(healing)[0].outcome == "patched"  # an SQS redelivery: from the guard
-    assert len(clusters.dev.patches) == 2
-    assert clusters.dev.workloads[("demo", Kind.DEPLOYMENT, "web")].containers["app"].endswith("@" + D1)
+    assert len(clusters["dev"].patches) == 2
+    assert clusters["dev"].items[("demo", Kind.DEPLOYMENT, "web")].containers["app"].endswith("@" + D1)

@@ -23,8 +23,8 @@ from tagpin.ports.state import PromotionStatus, State
 from tagpin.usecases.health import Progress, evaluate
 from tagpin.usecases.waves import plan, window_gate
 
-D1 = "sha256:" + "1" * 64
-D2 = "sha256:" + "2" * 64
+from tests.support.constants import D1, D2
+from tests.support.notify import FakeSns
 
 
 # -- health ----------------------------------------------------------------------------------------
@@ -149,14 +149,6 @@ def test_configuration_errors_name_the_field() -> None:
 
 
 # -- notifications -----------------------------------------------------------------------------------
-class FakeSns:
-    def __init__(self) -> None:
-        self.published: list[dict[str, Any]] = []
-
-    def publish(self, **kwargs: Any) -> None:
-        self.published.append(kwargs)
-
-
 def event() -> RolloutEvent:
     return RolloutEvent(
         event="rolled_back",

@@ -10,10 +10,8 @@ from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.ports.state import State, TagRecord, TargetStatus
 
-IMAGE = "docker.io/library/nginx:latest"
-D1 = "sha256:" + "1" * 64
-D2 = "sha256:" + "2" * 64
-D3 = "sha256:" + "3" * 64
+from tests.support.constants import D1, D2, D3, NGINX_LATEST
+
 TARGET = "dev/default/Deployment/web/nginx"
 
 
@@ -21,12 +19,12 @@ TARGET = "dev/default/Deployment/web/nginx"
 
 
 def test_first_sighting_is_changed_without_previous(store: State) -> None:
-    record = store.tags.record(IMAGE, D1, 100, "poll")
+    record = store.tags.record(NGINX_LATEST, D1, 100, "poll")
     assert record.result is TagOutcome.CHANGED
     assert record.previous_digest is None
     assert record.current.digest == D1
     assert record.current.observed_at == 100
-    stored = store.tags.get(IMAGE)
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert (stored.digest, stored.observed_at, stored.changed_at, stored.resolved_at) == (D1, 100, 100, 100)
     assert stored.last_error is None
@@ -37,68 +35,68 @@ def test_get_tag_unknown_is_none(store: State) -> None:
 
 
 def test_same_digest_later_is_unchanged_and_moves_resolved_at(store: State) -> None:
-    store.tags.record(IMAGE, D1, 100, "poll")
-    record = store.tags.record(IMAGE, D1, 200, "webhook")
+    store.tags.record(NGINX_LATEST, D1, 100, "poll")
+    record = store.tags.record(NGINX_LATEST, D1, 200, "webhook")
     assert record.result is TagOutcome.UNCHANGED
     assert record.previous_digest == D1
     assert record.current.digest == D1
     assert record.current.observed_at == 200
     assert record.current.resolved_at == 200
     assert record.current.changed_at == 100  # the digest did not change at 200
-    stored = store.tags.get(IMAGE)
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert (stored.observed_at, stored.changed_at, stored.resolved_at) == (200, 100, 200)
 
 
 def test_new_digest_later_is_changed_with_previous(store: State) -> None:
-    store.tags.record(IMAGE, D1, 100, "poll")
-    record = store.tags.record(IMAGE, D2, 200, "poll")
+    store.tags.record(NGINX_LATEST, D1, 100, "poll")
+    record = store.tags.record(NGINX_LATEST, D2, 200, "poll")
     assert record.result is TagOutcome.CHANGED
     assert record.previous_digest == D1
     assert record.current.digest == D2
-    stored = store.tags.get(IMAGE)
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert (stored.digest, stored.observed_at, stored.changed_at) == (D2, 200, 200)
 
 
 def test_older_observation_with_another_digest_is_stale(store: State) -> None:
-    store.tags.record(IMAGE, D2, 200, "poll")
-    record = store.tags.record(IMAGE, D1, 150, "webhook")
+    store.tags.record(NGINX_LATEST, D2, 200, "poll")
+    record = store.tags.record(NGINX_LATEST, D1, 150, "webhook")
     assert record.result is TagOutcome.STALE
     assert record.current.digest == D2  # the stored, newer state
     assert record.current.observed_at == 200
-    stored = store.tags.get(IMAGE)
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert (stored.digest, stored.observed_at) == (D2, 200)
 
 
 def test_older_observation_with_the_same_digest_is_unchanged_and_keeps_observed_at(store: State) -> None:
-    store.tags.record(IMAGE, D1, 200, "poll")
-    record = store.tags.record(IMAGE, D1, 150, "poll")
+    store.tags.record(NGINX_LATEST, D1, 200, "poll")
+    record = store.tags.record(NGINX_LATEST, D1, 150, "poll")
     assert record.result is TagOutcome.UNCHANGED
-    stored = store.tags.get(IMAGE)
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert stored.observed_at == 200  # never moves backwards
 
 
 def test_equal_observed_at_with_another_digest_is_stale(store: State) -> None:
-    store.tags.record(IMAGE, D1, 100, "poll")
-    assert store.tags.record(IMAGE, D2, 100, "poll").result is TagOutcome.STALE
-    stored = store.tags.get(IMAGE)
+    store.tags.record(NGINX_LATEST, D1, 100, "poll")
+    assert store.tags.record(NGINX_LATEST, D2, 100, "poll").result is TagOutcome.STALE
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert stored.digest == D1
 
 
 def test_tags_are_independent(store: State) -> None:
-    store.tags.record(IMAGE, D1, 100, "poll")
+    store.tags.record(NGINX_LATEST, D1, 100, "poll")
     other = "docker.io/library/nginx:1.27"
     assert store.tags.record(other, D2, 50, "poll").result is TagOutcome.CHANGED
-    assert store.tags.get(IMAGE).digest == D1  # type: ignore[union-attr]
+    assert store.tags.get(NGINX_LATEST).digest == D1  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("threads", [8])
 def test_concurrent_identical_observations_change_exactly_once(store: State, threads: int) -> None:
-    store.tags.record(IMAGE, D1, 100, "poll")
+    store.tags.record(NGINX_LATEST, D1, 100, "poll")
     barrier = threading.Barrier(threads)
     results: dict[int, TagOutcome] = {}
     errors: list[BaseException] = []
@@ -106,7 +104,7 @@ def test_concurrent_identical_observations_change_exactly_once(store: State, thr
     def observe(at: int) -> None:
         try:
             barrier.wait(timeout=10)
-            results[at] = store.tags.record(IMAGE, D2, at, "webhook").result
+            results[at] = store.tags.record(NGINX_LATEST, D2, at, "webhook").result
         except BaseException as exc:
             errors.append(exc)
 
@@ -121,7 +119,7 @@ def test_concurrent_identical_observations_change_exactly_once(store: State, thr
     outcomes = list(results.values())
     assert outcomes.count(TagOutcome.CHANGED) == 1
     assert outcomes.count(TagOutcome.UNCHANGED) == threads - 1
-    stored = store.tags.get(IMAGE)
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert stored.digest == D2
     assert stored.observed_at == max(times)  # the newest observation wins the "last seen" mark
@@ -135,7 +133,7 @@ def test_concurrent_first_sightings_change_exactly_once(store: State) -> None:
 
     def observe(at: int) -> None:
         barrier.wait(timeout=10)
-        record = store.tags.record(IMAGE, D3, at, "poll")
+        record = store.tags.record(NGINX_LATEST, D3, at, "poll")
         with lock:
             results.append(record)
 
@@ -151,36 +149,36 @@ def test_concurrent_first_sightings_change_exactly_once(store: State) -> None:
 
 
 def test_record_tag_error_keeps_the_digest(store: State) -> None:
-    store.tags.record(IMAGE, D1, 100, "poll")
-    store.tags.record_error(IMAGE, "RegistryError: 503 Service Unavailable", 150)
-    stored = store.tags.get(IMAGE)
+    store.tags.record(NGINX_LATEST, D1, 100, "poll")
+    store.tags.record_error(NGINX_LATEST, "RegistryError: 503 Service Unavailable", 150)
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert stored.digest == D1
     assert stored.observed_at == 100
     assert stored.last_error == "RegistryError: 503 Service Unavailable"
     assert stored.error_at == 150
     # A later successful check clears the error.
-    assert store.tags.record(IMAGE, D1, 200, "poll").result is TagOutcome.UNCHANGED
-    cleared = store.tags.get(IMAGE)
+    assert store.tags.record(NGINX_LATEST, D1, 200, "poll").result is TagOutcome.UNCHANGED
+    cleared = store.tags.get(NGINX_LATEST)
     assert cleared is not None
     assert cleared.last_error is None
     assert cleared.error_at is None
 
 
 def test_record_tag_error_truncates_long_messages(store: State) -> None:
-    store.tags.record(IMAGE, D1, 100, "poll")
-    store.tags.record_error(IMAGE, "x" * 5000, 150)
-    assert len(store.tags.get(IMAGE).last_error or "") == 1000  # type: ignore[union-attr]
+    store.tags.record(NGINX_LATEST, D1, 100, "poll")
+    store.tags.record_error(NGINX_LATEST, "x" * 5000, 150)
+    assert len(store.tags.get(NGINX_LATEST).last_error or "") == 1000  # type: ignore[union-attr]
 
 
 def test_first_sighting_after_an_error_is_changed(store: State) -> None:
     """The very first resolution failed (registry down): the error creates the item without a
     digest. The first successful resolution must still count as a change."""
-    store.tags.record_error(IMAGE, "ConnectError: refused", 50)
-    record = store.tags.record(IMAGE, D1, 100, "poll")
+    store.tags.record_error(NGINX_LATEST, "ConnectError: refused", 50)
+    record = store.tags.record(NGINX_LATEST, D1, 100, "poll")
     assert record.result is TagOutcome.CHANGED
     assert record.previous_digest is None
-    stored = store.tags.get(IMAGE)
+    stored = store.tags.get(NGINX_LATEST)
     assert stored is not None
     assert (stored.digest, stored.observed_at, stored.last_error) == (D1, 100, None)
 
@@ -189,27 +187,32 @@ def test_first_sighting_after_an_error_is_changed(store: State) -> None:
 
 
 def test_claim_first_time(store: State) -> None:
-    assert store.targets.claim(TARGET, IMAGE, D1, 100, "poll", now=110)
+    assert store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=110)
     target = store.targets.get(TARGET)
     assert target is not None
-    assert (target.target_id, target.image, target.digest, target.observed_at) == (TARGET, IMAGE, D1, 100)
+    assert (target.target_id, target.image, target.digest, target.observed_at) == (
+        TARGET,
+        NGINX_LATEST,
+        D1,
+        100,
+    )
     assert target.status is TargetStatus.PENDING
     assert target.updated_at == 110
     assert target.trigger == "poll"
 
 
 def test_claim_refuses_an_older_observation(store: State) -> None:
-    assert store.targets.claim(TARGET, IMAGE, D2, 200, "poll", now=210)
-    assert not store.targets.claim(TARGET, IMAGE, D1, 100, "poll", now=220)
+    assert store.targets.claim(TARGET, NGINX_LATEST, D2, 200, "poll", now=210)
+    assert not store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=220)
     target = store.targets.get(TARGET)
     assert target is not None
     assert (target.digest, target.observed_at, target.updated_at) == (D2, 200, 210)
 
 
 def test_claim_accepts_a_retry_of_the_same_observation(store: State) -> None:
-    assert store.targets.claim(TARGET, IMAGE, D1, 100, "webhook", now=110)
+    assert store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "webhook", now=110)
     store.targets.finish(TARGET, D1, TargetStatus.FAILED, 120, trigger="webhook", detail="Unreachable: x")
-    assert store.targets.claim(TARGET, IMAGE, D1, 100, "webhook", now=130)
+    assert store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "webhook", now=130)
     target = store.targets.get(TARGET)
     assert target is not None
     assert target.status is TargetStatus.PENDING
@@ -218,22 +221,22 @@ def test_claim_accepts_a_retry_of_the_same_observation(store: State) -> None:
 
 
 def test_claim_refuses_the_same_time_with_another_digest(store: State) -> None:
-    assert store.targets.claim(TARGET, IMAGE, D1, 100, "poll", now=110)
-    assert not store.targets.claim(TARGET, IMAGE, D2, 100, "poll", now=120)
+    assert store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=110)
+    assert not store.targets.claim(TARGET, NGINX_LATEST, D2, 100, "poll", now=120)
     assert store.targets.get(TARGET).digest == D1  # type: ignore[union-attr]
 
 
 def test_claim_accepts_a_newer_observation(store: State) -> None:
-    assert store.targets.claim(TARGET, IMAGE, D1, 100, "poll", now=110)
+    assert store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=110)
     store.targets.finish(TARGET, D1, TargetStatus.APPLIED, 120, trigger="poll")
-    assert store.targets.claim(TARGET, IMAGE, D2, 200, "poll", now=210)
+    assert store.targets.claim(TARGET, NGINX_LATEST, D2, 200, "poll", now=210)
     target = store.targets.get(TARGET)
     assert target is not None
     assert (target.digest, target.status) == (D2, TargetStatus.PENDING)
 
 
 def test_finish_updates_while_the_digest_is_held(store: State) -> None:
-    store.targets.claim(TARGET, IMAGE, D1, 100, "poll", now=110)
+    store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=110)
     held = store.targets.finish(
         TARGET,
         D1,
@@ -264,8 +267,8 @@ def test_finish_updates_while_the_digest_is_held(store: State) -> None:
 
 
 def test_finish_does_not_overwrite_a_newer_claim_but_records_history(store: State) -> None:
-    store.targets.claim(TARGET, IMAGE, D1, 100, "poll", now=110)
-    store.targets.claim(TARGET, IMAGE, D2, 200, "poll", now=210)  # a newer change took over
+    store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=110)
+    store.targets.claim(TARGET, NGINX_LATEST, D2, 200, "poll", now=210)  # a newer change took over
     held = store.targets.finish(TARGET, D1, TargetStatus.APPLIED, 220, trigger="poll", detail="patched")
     assert held is False
     target = store.targets.get(TARGET)
@@ -288,10 +291,10 @@ def test_finish_on_an_unknown_target_does_not_create_it(store: State) -> None:
 
 
 def test_history_is_newest_first_and_limited(store: State) -> None:
-    store.targets.claim(TARGET, IMAGE, D1, 100, "poll", now=100)
+    store.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=100)
     store.targets.finish(TARGET, D1, TargetStatus.FAILED, 1_000, trigger="poll", detail="Unreachable")
     store.targets.finish(TARGET, D1, TargetStatus.APPLIED, 3_000, trigger="poll")
-    store.targets.claim(TARGET, IMAGE, D2, 200, "webhook", now=9_000)
+    store.targets.claim(TARGET, NGINX_LATEST, D2, 200, "webhook", now=9_000)
     store.targets.finish(TARGET, D2, TargetStatus.GONE, 10_000, trigger="webhook", detail="NotFound")
     history = store.history.of_target(TARGET)
     assert [(e.at, e.digest, e.status) for e in history] == [
@@ -319,7 +322,7 @@ def test_get_targets_pages_beyond_one_hundred(store: State, dynamodb, state_tabl
                 "Item": {
                     "pk": {"S": "TARGET#" + target_id},
                     "sk": {"S": "STATE"},
-                    "image": {"S": IMAGE},
+                    "image": {"S": NGINX_LATEST},
                     "digest": {"S": D1},
                     "observed_at": {"N": str(100 + i)},
                     "status": {"S": "applied"},
@@ -347,7 +350,7 @@ def test_get_targets_empty(store: State) -> None:
 def test_non_condition_errors_propagate(dynamodb) -> None:
     broken = dynamodb_state(dynamodb, "no-such-table")
     with pytest.raises(ClientError) as info:
-        broken.tags.record(IMAGE, D1, 100, "poll")
+        broken.tags.record(NGINX_LATEST, D1, 100, "poll")
     assert info.value.response["Error"]["Code"] == "ResourceNotFoundException"
     with pytest.raises(ClientError):
-        broken.targets.claim(TARGET, IMAGE, D1, 100, "poll", now=1)
+        broken.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=1)

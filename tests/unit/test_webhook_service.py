@@ -5,7 +5,6 @@ A real Detector with a fake resolver, an in-memory queue and moto's DynamoDB beh
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Any
 
@@ -14,24 +13,20 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from tagpin.adapters.webhooks.sources import SOURCES
 from tagpin.domain.config import TagpinConfig, parse_config
-from tagpin.domain.refs import ImageRef
-from tagpin.ports.registry import Resolution
+from tagpin.ports.registry import OCI_INDEX
 from tagpin.ports.state import State, TargetStatus
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.webhook import MAX_BODY, WebhookService
 
+from tests.support.clock import FakeClock
+from tests.support.constants import D1, D2, DISTRIBUTION_V1, WEB, WEB_TARGET, WEBHOOK_TOKEN
 from tests.support.queues import ListQueue
+from tests.support.registry import ScriptedRegistry
+from tests.support.webhooks import envelope
 
-TOKEN = "s3cret-webhook-token"
-IMAGE = "127.0.0.1:5000/demo/web:stable"
-TARGET_ID = "dev/demo/Deployment/web/app"
-D1 = "sha256:" + "1" * 64
-D2 = "sha256:" + "2" * 64
 HINT = "sha256:" + "f" * 64
-V1 = "application/vnd.docker.distribution.events.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
-CONFIG = """
+WEBHOOK_CONFIG = """
 clusters:
   dev: {kubeconfig: {file: /dev/null}}
 images:
@@ -41,34 +36,18 @@ images:
 """
 
 
-class FakeResolver:
-    """Answers from a dict of tagged reference -> digest, or raises what it is given."""
-
-    def __init__(self, answers: dict[str, str | Exception]) -> None:
-        self.answers = answers
-        self.calls: list[str] = []
-
-    def resolve(self, ref: ImageRef) -> Resolution:
-        self.calls.append(ref.tagged)
-        answer = self.answers[ref.tagged]
-        if isinstance(answer, Exception):
-            raise answer
-        return Resolution(ref=ref, digest=answer, media_type=OCI_INDEX, method="HEAD")
-
-
 class Harness:
     def __init__(self, store: State, secrets: dict[str, str] | None = None) -> None:
-        self.config: TagpinConfig = parse_config(CONFIG)
-        self.resolver = FakeResolver({IMAGE: D1})
+        self.config: TagpinConfig = parse_config(WEBHOOK_CONFIG)
+        self.resolver = ScriptedRegistry({WEB: D1})
         self.queue = ListQueue()
         self.store = store
-        ticks = itertools.count(1_000_000, 1_000)
         self.detector = Detector(
-            self.resolver, store, self.queue, clock=lambda: next(ticks), sleep=lambda _s: None
+            self.resolver, store, self.queue, clock=FakeClock(1_000_000, step=1_000), sleep=lambda _s: None
         )
         self.service = WebhookService(
             sources=SOURCES,
-            secrets=lambda: {"distribution": TOKEN} if secrets is None else secrets,
+            secrets=lambda: {"distribution": WEBHOOK_TOKEN} if secrets is None else secrets,
             config=lambda: self.config,
             detector=lambda: self.detector,
         )
@@ -77,9 +56,9 @@ class Harness:
         self,
         body: bytes,
         *,
-        auth: str | None = f"Bearer {TOKEN}",
+        auth: str | None = f"Bearer {WEBHOOK_TOKEN}",
         source: str = "distribution",
-        content_type: str = V1,
+        content_type: str = DISTRIBUTION_V1,
     ) -> Any:
         headers = {"Content-Type": content_type}
         if auth is not None:
@@ -100,10 +79,6 @@ def push(
     return {"id": event_id, "action": "push", "target": target, "request": {"host": host}}
 
 
-def envelope(*events: dict[str, Any]) -> bytes:
-    return json.dumps({"events": list(events)}).encode()
-
-
 @pytest.fixture
 def hook(store: State) -> Harness:
     return Harness(store)
@@ -120,7 +95,7 @@ def test_unknown_source_is_404(hook: Harness) -> None:
 
 
 def test_no_secret_configured_is_401(store: State) -> None:
-    for secrets in ({}, {"distribution": ""}, {"other": TOKEN}):
+    for secrets in ({}, {"distribution": ""}, {"other": WEBHOOK_TOKEN}):
         hook = Harness(store, secrets=secrets)
         result = hook.post(envelope(push()))
         assert result.status == 401
@@ -130,7 +105,16 @@ def test_no_secret_configured_is_401(store: State) -> None:
 
 @pytest.mark.parametrize(
     "auth",
-    [None, "", "Bearer", "Bearer wrong", f"Bearer {TOKEN}x", f"bearer{TOKEN}", f"Basic {TOKEN}", TOKEN[:-1]],
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer wrong",
+        f"Bearer {WEBHOOK_TOKEN}x",
+        f"bearer{WEBHOOK_TOKEN}",
+        f"Basic {WEBHOOK_TOKEN}",
+        WEBHOOK_TOKEN[:-1],
+    ],
 )
 def test_wrong_token_is_401(hook: Harness, auth: str | None) -> None:
     result = hook.post(envelope(push()), auth=auth)
@@ -138,7 +122,7 @@ def test_wrong_token_is_401(hook: Harness, auth: str | None) -> None:
     assert hook.queue.sent == [] and hook.resolver.calls == []
 
 
-@pytest.mark.parametrize("auth", [f"Bearer {TOKEN}", TOKEN])
+@pytest.mark.parametrize("auth", [f"Bearer {WEBHOOK_TOKEN}", WEBHOOK_TOKEN])
 def test_right_token_is_202(hook: Harness, auth: str) -> None:
     result = hook.post(envelope(push()), auth=auth)
     assert result.status == 202
@@ -148,7 +132,9 @@ def test_right_token_is_202(hook: Harness, auth: str) -> None:
 
 def test_header_names_are_case_insensitive(hook: Harness) -> None:
     result = hook.service.handle(
-        "distribution", {"AUTHORIZATION": f"Bearer {TOKEN}", "CONTENT-TYPE": V1}, envelope(push())
+        "distribution",
+        {"AUTHORIZATION": f"Bearer {WEBHOOK_TOKEN}", "CONTENT-TYPE": DISTRIBUTION_V1},
+        envelope(push()),
     )
     assert result.status == 202
 
@@ -222,10 +208,10 @@ def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
     assert result.status == 202
     assert result.body["accepted"] == 1
     # One check for the tag (its unconfirmed hint is asked about again, then the registry wins).
-    assert set(hook.resolver.calls) == {IMAGE}
+    assert set(hook.resolver.calls) == {WEB}
     (change,) = hook.queue.sent
     assert (change.image, change.digest, change.trigger, change.correlation_id) == (
-        IMAGE,
+        WEB,
         D1,
         "webhook",
         "webhook:distribution/a/corr-1",  # which webhook, the delivery id, the API request id
@@ -233,7 +219,7 @@ def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
     (check,) = result.body["events"]
     assert check["outcome"] == "changed"
     assert check["enqueued"] is True
-    stored = hook.store.tags.get(IMAGE)
+    stored = hook.store.tags.get(WEB)
     assert stored is not None
     assert stored.digest == D1
     assert change.observed_at == stored.observed_at
@@ -252,8 +238,8 @@ def test_replay_is_unchanged_and_enqueues_nothing_once_applied(hook: Harness) ->
     assert first.body["events"][0]["outcome"] == "changed"
     (change,) = hook.queue.sent
     # The consumer applied it.
-    assert hook.store.targets.claim(TARGET_ID, IMAGE, D1, change.observed_at, "webhook", now=1)
-    assert hook.store.targets.finish(TARGET_ID, D1, TargetStatus.APPLIED, 2, trigger="webhook")
+    assert hook.store.targets.claim(WEB_TARGET, WEB, D1, change.observed_at, "webhook", now=1)
+    assert hook.store.targets.finish(WEB_TARGET, D1, TargetStatus.APPLIED, 2, trigger="webhook")
 
     second = hook.post(body)
     assert second.status == 202
@@ -281,7 +267,7 @@ def test_hint_digest_is_not_trusted(hook: Harness) -> None:
     assert check["digest"] == D1
     (change,) = hook.queue.sent
     assert change.digest == D1
-    assert hook.store.tags.get(IMAGE).digest == D1  # type: ignore[union-attr]
+    assert hook.store.tags.get(WEB).digest == D1  # type: ignore[union-attr]
 
 
 def test_push_without_digest_still_resolves(hook: Harness) -> None:
@@ -294,10 +280,10 @@ def test_push_without_digest_still_resolves(hook: Harness) -> None:
 def test_registry_down_is_202_with_an_error_and_keeps_the_digest(hook: Harness) -> None:
     hook.post(envelope(push(digest=D1)))
     assert len(hook.queue.sent) == 1
-    before = hook.store.tags.get(IMAGE)
+    before = hook.store.tags.get(WEB)
     assert before is not None
 
-    hook.resolver.answers[IMAGE] = ConnectionError("registry unreachable")
+    hook.resolver.answers[WEB] = ConnectionError("registry unreachable")
     result = hook.post(envelope(push(digest=D2)))
     assert result.status == 202
     (check,) = result.body["events"]
@@ -305,7 +291,7 @@ def test_registry_down_is_202_with_an_error_and_keeps_the_digest(hook: Harness) 
     assert "ConnectionError: registry unreachable" in check["error"]
     assert "enqueued" not in check or check["enqueued"] is False
     assert len(hook.queue.sent) == 1
-    after = hook.store.tags.get(IMAGE)
+    after = hook.store.tags.get(WEB)
     assert after is not None
     assert (after.digest, after.observed_at) == (D1, before.observed_at)
     assert after.last_error == "ConnectionError: registry unreachable"
@@ -316,10 +302,17 @@ def test_registry_down_is_202_with_an_error_and_keeps_the_digest(hook: Harness) 
 
 _auth_values = st.integers(0, 9).flatmap(
     lambda n: (
-        st.sampled_from([f"Bearer {TOKEN}", TOKEN])
+        st.sampled_from([f"Bearer {WEBHOOK_TOKEN}", WEBHOOK_TOKEN])
         if n < 5
         else st.sampled_from(
-            ["Bearer ", "", f"Bearer {TOKEN} ", f"bearer {TOKEN}", "Bearer wrong", TOKEN.upper()]
+            [
+                "Bearer ",
+                "",
+                f"Bearer {WEBHOOK_TOKEN} ",
+                f"bearer {WEBHOOK_TOKEN}",
+                "Bearer wrong",
+                WEBHOOK_TOKEN.upper(),
+            ]
         )
         if n < 8
         else st.text(max_size=40)
@@ -337,7 +330,7 @@ def _headers(draw: st.DrawFn) -> dict[str, str]:
     headers = draw(_other_headers)
     if draw(st.booleans()):
         headers[draw(st.sampled_from(["Content-Type", "content-type"]))] = draw(
-            st.sampled_from([V1, "application/json", "text/plain", ""]) | st.text(max_size=30)
+            st.sampled_from([DISTRIBUTION_V1, "application/json", "text/plain", ""]) | st.text(max_size=30)
         )
     if draw(st.integers(0, 9)) > 1:  # mostly with an Authorization header
         headers[draw(st.sampled_from(["Authorization", "authorization", "AUTHORIZATION"]))] = draw(
@@ -387,12 +380,12 @@ def test_no_request_is_a_5xx_and_nothing_is_enqueued_without_the_token(
     result = hook.service.handle(source, headers, body)
     assert 200 <= result.status < 500
     auth = {k.lower(): v for k, v in headers.items()}.get("authorization")
-    authenticated = source == "distribution" and auth in (f"Bearer {TOKEN}", TOKEN)
+    authenticated = source == "distribution" and auth in (f"Bearer {WEBHOOK_TOKEN}", WEBHOOK_TOKEN)
     event("authenticated" if authenticated else "not authenticated")
     event(f"status {result.status}")
     if not authenticated:
         assert result.status in (401, 404)
         assert len(hook.queue.sent) == sent_before
     for change in hook.queue.sent[sent_before:]:
-        assert change.image == IMAGE
+        assert change.image == WEB
         assert change.digest == D1  # always the registry's answer

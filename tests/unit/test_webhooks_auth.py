@@ -24,8 +24,8 @@ from tagpin.adapters.webhooks.auth import (
 from tagpin.ports.state import State
 from tagpin.ports.webhooks import Request, WebhookError
 
-from tests.unit.conftest import STATE_TABLE
-from tests.unit.webhooks_support import Hook, http_parts, sample
+from tests.support.constants import STATE_TABLE
+from tests.support.webhooks import Hook, http_parts, sample
 
 AUDIENCE = "https://hooks.example.com/webhooks/gar"
 EMAIL = "tagpin-push@proj.iam.gserviceaccount.com"

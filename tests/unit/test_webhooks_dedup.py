@@ -11,10 +11,8 @@ from tagpin.adapters.dynamodb.deliveries import DeliveryStore
 from tagpin.ports.state import State
 from tagpin.usecases.webhook import DELIVERY_TTL_S
 
-from tests.unit.conftest import STATE_TABLE
-from tests.unit.webhooks_support import Hook, sample
-
-KEY = "local-dev-webhook-token"
+from tests.support.constants import D1, STATE_TABLE, WEB, WEBHOOK_TOKEN
+from tests.support.webhooks import Hook, sample
 
 
 @pytest.fixture
@@ -22,12 +20,12 @@ def hook(store: State, dynamodb: Any) -> Hook:
     return Hook(store, dynamodb, STATE_TABLE)
 
 
-def generic(image: str = "127.0.0.1:5000/demo/web:stable", delivery: str | None = "build-1") -> bytes:
+def generic(image: str = WEB, delivery: str | None = "build-1") -> bytes:
     return json.dumps({"image": image, **({"id": delivery} if delivery else {})}).encode()
 
 
 def post(hook: Hook, body: bytes) -> Any:
-    return hook.post("generic", {"authorization": f"Bearer {KEY}"}, body).body
+    return hook.post("generic", {"authorization": f"Bearer {WEBHOOK_TOKEN}"}, body).body
 
 
 def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
@@ -58,10 +56,10 @@ def test_ids_are_per_source(hook: Hook) -> None:
 
 
 def test_a_failed_check_releases_the_claim(hook: Hook) -> None:
-    hook.resolver.digest = ConnectionError("registry down")
+    hook.resolver.default = ConnectionError("registry down")
     failed = post(hook, generic())
     assert failed["events"][0]["outcome"] == "error" and hook.queue.sent == []
-    hook.resolver.digest = "sha256:" + "1" * 64
+    hook.resolver.default = D1
     retried = post(hook, generic())
     assert retried["accepted"] == 1 and retried["duplicates"] == 0
     assert len(hook.queue.sent) == 1
@@ -70,7 +68,7 @@ def test_a_failed_check_releases_the_claim(hook: Hook) -> None:
 
 def test_claims_expire(hook: Hook) -> None:
     post(hook, generic())
-    hook.now += DELIVERY_TTL_S + 1
+    hook.clock.advance(DELIVERY_TTL_S + 1)
     assert post(hook, generic())["duplicates"] == 0
 
 

@@ -21,7 +21,7 @@ from tagpin.adapters.webhooks import (
 )
 from tagpin.ports.webhooks import PushEvent, SourceOptions, WebhookError
 
-from tests.unit.webhooks_support import D, http_parts, sample
+from tests.support.webhooks import SAMPLE_DIGEST, http_parts, sample
 
 
 def sample_body(name: str) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def test_github_keeps_tagged_container_versions_only() -> None:
         "ghcr.io",
         "demo/web",
         "stable",
-        D,
+        SAMPLE_DIGEST,
         "d-1",
     )
     assert push.event_time == "2025-11-21T05:20:00Z"  # the zero time of package_version is skipped
@@ -142,7 +142,11 @@ def test_acr_forms() -> None:
 def test_artifactory_pull_prefix() -> None:
     doc = sample_body("artifactory")
     (push,) = artifactory.parse(enc(doc), {})  # default: repository-path access method
-    assert (push.registry, push.repository, push.digest) == ("acme.jfrog.io", "docker-local/demo/web", D)
+    assert (push.registry, push.repository, push.digest) == (
+        "acme.jfrog.io",
+        "docker-local/demo/web",
+        SAMPLE_DIGEST,
+    )
     sub = SourceOptions(registries={"docker-local": "docker-local.acme.jfrog.io"})
     assert artifactory.parse(enc(doc), {}, sub)[0].registry == "docker-local.acme.jfrog.io"
     legacy = sample_body("artifactory-legacy-signed")
@@ -187,7 +191,7 @@ def test_gar_messages() -> None:
     assert (
         gar.parse(wrapped({"action": "INSERT", "digest": message["digest"]}), {}) == []
     )  # digest-only upload
-    other = {**message, "digest": "europe-west1-docker.pkg.dev/proj/repo/other@" + D}
+    other = {**message, "digest": "europe-west1-docker.pkg.dev/proj/repo/other@" + SAMPLE_DIGEST}
     assert gar.parse(wrapped(other), {})[0].digest is None  # a digest of another image is no hint
     assert "base64" in refused(gar.parse, enc({**doc, "message": {"data": "%%%"}}), {})
     refused(gar.parse, wrapped({**message, "tag": "Not A Reference"}), {})
@@ -197,7 +201,7 @@ def test_gar_messages() -> None:
 
 def test_generic() -> None:
     (a, b) = generic.parse(
-        enc([{"image": "reg.example.com/a/b:1"}, {"image": f"nginx:1.27@{D}", "id": "x"}]), {}
+        enc([{"image": "reg.example.com/a/b:1"}, {"image": f"nginx:1.27@{SAMPLE_DIGEST}", "id": "x"}]), {}
     )
     assert (a.registry, a.repository, a.tag, a.digest, a.delivery_id) == (
         "reg.example.com",
@@ -210,18 +214,20 @@ def test_generic() -> None:
         "docker.io",
         "library/nginx",
         "1.27",
-        D,
+        SAMPLE_DIGEST,
         "x",
     )
     assert generic.parse(enc({"image": "reg.example.com/a/b"}), {})[0].tag == "latest"
-    assert generic.parse(enc({"image": f"reg.example.com/a/b:1@{D}"}), {})[0].digest == D
+    assert (
+        generic.parse(enc({"image": f"reg.example.com/a/b:1@{SAMPLE_DIGEST}"}), {})[0].digest == SAMPLE_DIGEST
+    )
     refused(generic.parse, enc({"image": "reg.example.com/Upper/case"}), {})
     refused(generic.parse, enc([{"image": "a/b"}] * (generic.MAX_IMAGES + 1)), {})
-    refused(generic.parse, enc({"digest": D}), {})
+    refused(generic.parse, enc({"digest": SAMPLE_DIGEST}), {})
 
 
 def test_generic_digest_only_reference_is_refused() -> None:
-    assert "tag" in refused(generic.parse, enc({"image": f"reg.example.com/a/b@{D}"}), {})
+    assert "tag" in refused(generic.parse, enc({"image": f"reg.example.com/a/b@{SAMPLE_DIGEST}"}), {})
 
 
 def test_ecr() -> None:

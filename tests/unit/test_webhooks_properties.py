@@ -18,10 +18,9 @@ from tagpin.adapters.webhooks.sources import SOURCES
 from tagpin.ports.state import State
 from tagpin.ports.webhooks import WebhookError
 
-from tests.unit.conftest import STATE_TABLE
-from tests.unit.webhooks_support import (
+from tests.support.constants import D1, STATE_TABLE
+from tests.support.webhooks import (
     FOLLOWED,
-    REGISTRY_DIGEST,
     SAMPLE_NAMES,
     Hook,
     http_parts,
@@ -163,7 +162,7 @@ def test_service_never_answers_5xx_and_enqueues_only_the_registry_digest(
         assert len(hook.queue.sent) == before
     for change in hook.queue.sent[before:]:
         assert change.image in FOLLOWED
-        assert change.digest == REGISTRY_DIGEST
+        assert change.digest == D1
 
 
 @PROPERTY_SETTINGS
@@ -171,7 +170,7 @@ def test_service_never_answers_5xx_and_enqueues_only_the_registry_digest(
 def test_eventbridge_path_never_raises(hook: Hook, body: bytes) -> None:
     result = hook.service.handle_trusted("ecr", body)
     assert result.status in (202, 400)
-    assert all(c.digest == REGISTRY_DIGEST for c in hook.queue.sent)
+    assert all(c.digest == D1 for c in hook.queue.sent)
 
 
 @PROPERTY_SETTINGS

@@ -12,8 +12,8 @@ from tagpin.adapters.webhooks.auth import SourceSecret
 from tagpin.adapters.webhooks.sources import SOURCES
 from tagpin.ports.state import State
 
-from tests.unit.conftest import STATE_TABLE
-from tests.unit.webhooks_support import FOLLOWED, SAMPLE_NAMES, Hook, http_parts, sample, secret
+from tests.support.constants import STATE_TABLE
+from tests.support.webhooks import FOLLOWED, SAMPLE_NAMES, Hook, http_parts, sample, secret
 
 HTTP_SAMPLES = [n for n in SAMPLE_NAMES if n != "ecr"]
 
@@ -51,7 +51,7 @@ def test_sample_is_accepted_through_the_service(hook: Hook, name: str) -> None:
     assert result.body["accepted"] == len(followed) >= 1
     assert result.body["ignored"] == len(expected) - len(followed)
     # the registry's answer is what is enqueued, never the payload's digest
-    assert [c.digest for c in hook.queue.sent] == [hook.resolver.digest] * len(followed)
+    assert [c.digest for c in hook.queue.sent] == [hook.resolver.default] * len(followed)
     assert {c.image for c in hook.queue.sent} == {f"{e.registry}/{e.repository}:{e.tag}" for e in followed}
 
 

@@ -1,34 +1,30 @@
-"""Shared by the tests/unit/test_webhooks_* files: the samples in events/webhooks and a
-WebhookService over a real Detector (fake resolver, in-memory queue, moto state table)."""
+"""The webhook tests' material: the samples in events/webhooks, and a WebhookService over a real
+Detector (fake registry, in-memory queue, moto state and deliveries tables)."""
 
 from __future__ import annotations
 
 import base64
-import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 from tagpin.adapters.dynamodb.deliveries import DeliveryStore
 from tagpin.adapters.webhooks.sources import SOURCES
 from tagpin.domain.config import TagpinConfig, parse_config
-from tagpin.domain.refs import ImageRef
-from tagpin.ports.registry import Resolution
 from tagpin.ports.state import State
 from tagpin.ports.webhooks import PushEvent
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.webhook import WebhookResult, WebhookService
 
+from tests.support.clock import FakeClock
+from tests.support.constants import D1, EVENTS, WEB
 from tests.support.queues import ListQueue
+from tests.support.registry import ScriptedRegistry
 
-SAMPLES = Path(__file__).resolve().parents[2] / "events" / "webhooks"
+SAMPLES = EVENTS / "webhooks"
 SAMPLE_NAMES = sorted(p.name.removesuffix(".expected.json") for p in SAMPLES.glob("*.expected.json"))
-KEY = "local-dev-webhook-token"
-D = "sha256:39798804c29366d66f8bb733d84981a9aef2dbbddc6168690a5730ca42c40ece"  # the samples' digest
-REGISTRY_DIGEST = "sha256:" + "1" * 64  # what the (fake) registry answers
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+SAMPLE_DIGEST = "sha256:39798804c29366d66f8bb733d84981a9aef2dbbddc6168690a5730ca42c40ece"
 FOLLOWED = (
-    "127.0.0.1:5000/demo/web:stable",
+    WEB,
     "docker.io/demo/web:stable",
     "ghcr.io/demo/web:stable",
     "europe-west1-docker.pkg.dev/proj/repo/web:stable",
@@ -60,6 +56,11 @@ def http_parts(event: dict[str, Any]) -> tuple[str, dict[str, str], bytes, dict[
     )
 
 
+def envelope(*events: dict[str, Any]) -> bytes:
+    """A distribution notification's body: ``{"events": [...]}``."""
+    return json.dumps({"events": list(events)}).encode()
+
+
 def config_following(*images: str) -> TagpinConfig:
     lines = ["clusters:", "  dev: {kubeconfig: {file: /dev/null}}", "images:"]
     for i, image in enumerate(images):
@@ -71,43 +72,33 @@ def config_following(*images: str) -> TagpinConfig:
     return parse_config("\n".join(lines))
 
 
-class FakeResolver:
-    def __init__(self, digest: str = REGISTRY_DIGEST) -> None:
-        self.digest: str | Exception = digest
-        self.calls: list[str] = []
-
-    def resolve(self, ref: ImageRef) -> Resolution:
-        self.calls.append(ref.tagged)
-        if isinstance(self.digest, Exception):
-            raise self.digest
-        return Resolution(ref=ref, digest=self.digest, media_type=OCI_INDEX, method="HEAD")
-
-
 class Hook:
+    """The webhook function's service, following ``FOLLOWED``, with the samples' secrets. The
+    registry answers ``D1`` for every tag."""
+
     def __init__(self, store: State, db: Any, table: str, secrets: dict[str, Any] | None = None) -> None:
         self.config = config_following(*FOLLOWED)
         self.secrets = secret() if secrets is None else secrets
-        self.resolver = FakeResolver()
+        self.resolver = ScriptedRegistry(default=D1)
         self.queue = ListQueue()
         self.store = store
-        ticks = itertools.count(1_000_000, 1_000)
         self.detector = Detector(
             self.resolver,
             store,
             self.queue,
-            clock=lambda: next(ticks),
+            clock=FakeClock(1_000_000, step=1_000),
             confirm_delays=(),
             sleep=lambda _s: None,
         )
         self.deliveries = DeliveryStore(db, table)
-        self.now = 1_763_702_400.0
+        self.clock = FakeClock(1_763_702_400.0)
         self.service = WebhookService(
             sources=SOURCES,
             secrets=lambda: self.secrets,
             config=lambda: self.config,
             detector=lambda: self.detector,
             deliveries=lambda: self.deliveries,
-            clock=lambda: self.now,
+            clock=self.clock,
         )
 
     def post(
