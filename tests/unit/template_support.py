@@ -10,14 +10,14 @@ from __future__ import annotations
 import copy
 import re
 from fnmatch import fnmatchcase
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from tagpin.settings import NEEDS
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.constants import ROOT
+
 TEMPLATE = ROOT / "template.yaml"
 
 # Actions that cannot be scoped to a resource ARN: the only ones allowed with Resource "*".
@@ -374,3 +374,7 @@ def grants(stmt: dict[str, Any], action: str) -> bool:
 
 def statements_for(props: dict[str, Any], action: str) -> list[dict[str, Any]]:
     return [s for s in policy_statements(props) if grants(s, action)]
+
+
+# Every function of the template, by logical id (a new function is checked without editing the tests).
+FUNCTIONS: tuple[str, ...] = tuple(function_ids(load_template()))

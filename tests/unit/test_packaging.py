@@ -9,10 +9,11 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.constants import ROOT
+
 LAYERS = [ROOT / "layers/common/requirements.txt", ROOT / "layers/kubernetes/requirements.txt"]
 WEBHOOK_ONLY = ROOT / "functions/webhook/requirements.txt"
-RUNTIME = {"boto3", "botocore"}  # the Lambda Python runtime provides them
+PROVIDED_BY_LAMBDA = {"boto3", "botocore"}  # the Lambda Python runtime provides them
 # Import name -> distribution name, where they differ.
 DISTRIBUTION = {"yaml": "pyyaml", "aws_lambda_powertools": "aws-lambda-powertools", "jwt": "pyjwt"}
 DISTRIBUTION |= {"pydantic_settings": "pydantic-settings", "pydantic_core": "pydantic-core"}
@@ -56,6 +57,6 @@ def test_every_library_import_is_installed_on_lambda() -> None:
     shipped = {name for layer in LAYERS for name in pins(layer)} | set(pins(WEBHOOK_ONLY)) | TRANSITIVE
     for module in sorted(third_party_imports(ROOT / "layers/common/tagpin")):
         distribution = DISTRIBUTION.get(module, module).lower()
-        assert distribution in shipped or module in RUNTIME, (
+        assert distribution in shipped or module in PROVIDED_BY_LAMBDA, (
             f"tagpin imports {module}, which no layer installs"
         )

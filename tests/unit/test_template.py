@@ -24,6 +24,7 @@ import pytest
 from tagpin.settings import CONFIG, NEEDS, PREFIX, Settings, variable
 
 from tests.unit.template_support import (
+    FUNCTIONS,
     ROOT,
     TEMPLATE,
     UNSCOPABLE_ACTIONS,
@@ -32,9 +33,7 @@ from tests.unit.template_support import (
     evaluate,
     evaluated_statements,
     events_of_type,
-    function_ids,
     function_props,
-    load_template,
     policy_statements,
     references,
     resources,
@@ -46,7 +45,6 @@ from tests.unit.template_support import (
 
 Template = dict[str, Any]
 
-FUNCTIONS = tuple(function_ids(load_template()))
 PRODUCERS = ("PollerFunction", "WebhookFunction")
 
 RUNTIME = "python3.13"

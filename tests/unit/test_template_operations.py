@@ -8,14 +8,11 @@ from typing import Any
 import pytest
 
 from tests.unit.template_support import (
-    function_ids,
+    FUNCTIONS,
     function_props,
-    load_template,
     resources,
     template,  # noqa: F401 (the module fixture)
 )
-
-FUNCTIONS = function_ids(load_template())
 
 
 def _alarms(tpl: dict[str, Any]) -> list[dict[str, Any]]:

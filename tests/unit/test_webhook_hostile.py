@@ -22,22 +22,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tagpin import wiring
+from tagpin.ports.registry import OCI_MANIFEST
 from tagpin.usecases.webhook import MAX_EVENTS, delivery_key
 from tagpin_local.lambda_runtime import LocalContext, http_api_event, load_handler
 
-from tests.unit.conftest import REGION, create_table
+from tests.support.aws import create_table
+from tests.support.constants import DISTRIBUTION_V1, REGION, WEB, WEBHOOK_TOKEN
 
-TOKEN = "hostile-test-token"
-FOLLOWED = "127.0.0.1:5000/demo/web:stable"
-EVENTS_TYPE = "application/vnd.docker.distribution.events.v1+json"
-MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG = f"""
 clusters:
   dev: {{kubeconfig: {{file: /dev/null}}}}
 registries:
   127.0.0.1:5000: {{insecure: true}}
 images:
-  - image: {FOLLOWED}
+  - image: {WEB}
     targets: [{{cluster: dev, namespace: demo, name: web, container: app}}]
 """
 
@@ -61,7 +59,7 @@ def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, C
     )["QueueUrl"]
     boto3.client("ssm", region_name=REGION).put_parameter(Name="/tagpin/config", Value=CONFIG, Type="String")
     boto3.client("secretsmanager", region_name=REGION).create_secret(
-        Name="tagpin/webhook", SecretString=json.dumps({"distribution": TOKEN})
+        Name="tagpin/webhook", SecretString=json.dumps({"distribution": WEBHOOK_TOKEN})
     )
     for name, value in {
         "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
@@ -91,7 +89,7 @@ def push(
         "id": more.pop("id", "evt-1"),
         "action": "push",
         "timestamp": "2026-01-01T00:00:00Z",
-        "target": {"mediaType": MANIFEST, "repository": repository, "tag": tag, "digest": digest},
+        "target": {"mediaType": OCI_MANIFEST, "repository": repository, "tag": tag, "digest": digest},
         "request": {"host": "127.0.0.1:5000"},
         **more,
     }
@@ -102,7 +100,7 @@ def post(handler: Any, body: bytes, headers: dict[str, str] | None = None) -> tu
         "POST",
         "/webhooks/distribution",
         "",
-        {"authorization": f"Bearer {TOKEN}", "content-type": EVENTS_TYPE, **(headers or {})},
+        {"authorization": f"Bearer {WEBHOOK_TOKEN}", "content-type": DISTRIBUTION_V1, **(headers or {})},
         body,
         "192.0.2.1",
         "POST /webhooks/{source}",
@@ -120,11 +118,11 @@ def test_a_lone_surrogate_in_a_delivery_id_is_no_5xx(webhook) -> None:
     status, answer = post(handler, body)
     assert status == 202, answer
     (event,) = answer["events"]
-    assert event["outcome"] == "error" and event["image"] == FOLLOWED
+    assert event["outcome"] == "error" and event["image"] == WEB
 
 
 def test_delivery_keys_hash_any_id_and_keep_distinct_ids_distinct() -> None:
-    keys = {delivery_key("generic", delivery, FOLLOWED) for delivery in ("\ud800", "\\ud800", "\udcff", "x")}
+    keys = {delivery_key("generic", delivery, WEB) for delivery in ("\ud800", "\\ud800", "\udcff", "x")}
     assert len(keys) == 4 and all(len(k) == 64 for k in keys)
 
 
