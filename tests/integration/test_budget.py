@@ -10,6 +10,7 @@ request waits longer than the client's read timeout).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
+from tests.support.stack import state_of
 
 pytestmark = pytest.mark.integration
 
@@ -47,20 +49,28 @@ def st() -> Iterator[LocalStack]:
 
 
 def batch(st: LocalStack, names: list[str]) -> list[dict[str, Any]]:
-    """One change per tag (the poller's), received in ``names`` order: one SQS batch."""
+    """One change per tag (the poller's, for the digest each tag points to now), received in
+    ``names`` order as one SQS batch; older changes still on the queue are deleted."""
     assert st.registry is not None
     st.run_poller()
     sqs = st.client("sqs")
-    received: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + 10
-    while len(received) < 5 and time.monotonic() < deadline:
+    state = state_of(st)
+    current = {name: state.tags.get(f"{st.registry.host}/budget/{name}:stable") for name in names}
+    wanted: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + 15
+    while len(wanted) < len(names) and time.monotonic() < deadline:
         for message in sqs.receive_message(
             QueueUrl=st.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
         ).get("Messages", []):
-            received[message["Body"]] = message
-    by_name = {name: m for body, m in received.items() for name in names if f"/budget/{name}:" in body}
-    assert set(by_name) == set(names), f"changes received: {sorted(by_name)}"
-    return [by_name[name] for name in names]
+            body = json.loads(message["Body"])
+            name = body["image"].rsplit("/", 1)[-1].split(":")[0]
+            tag = current.get(name)
+            if tag is not None and body["digest"] == tag.digest:
+                wanted[name] = message
+            else:  # another test's change, or a tag not in this batch
+                sqs.delete_message(QueueUrl=st.queue_url, ReceiptHandle=message["ReceiptHandle"])
+    assert set(wanted) == set(names), f"changes received: {sorted(wanted)}"
+    return [wanted[name] for name in names]
 
 
 def invoke(st: LocalStack, messages: list[dict[str, Any]], timeout_s: float) -> tuple[set[str], float]:

@@ -330,16 +330,26 @@ class KubeWorkloads:
                 self.rejected = True
             raise _translate(exc, what) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            self._breaker.failure()
+            if _timed_out(exc):  # a hung cluster: do not wait for it again soon
+                self._breaker.failure()
             raise Unreachable(f"cluster unreachable: {type(exc).__name__}: {exc}") from None
         self._breaker.success()
         return answer
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """A connect or read timeout, possibly wrapped in urllib3's MaxRetryError."""
+    reason = getattr(exc, "reason", None)
+    return isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError) or (
+        reason is not None and isinstance(reason, urllib3.exceptions.TimeoutError | TimeoutError)
+    )
+
+
 class ClusterBreaker:
-    """A cluster that did not answer (connection refused, timed out) is skipped for ``DOWN_FOR_S``:
-    the other targets of the batch in that cluster fail at once instead of each waiting for the
-    timeout, and the other clusters' targets get the invocation's time."""
+    """A cluster that timed out (it accepts connections and does not answer, or no packet comes
+    back) is skipped for ``DOWN_FOR_S``: the other targets of the batch in that cluster fail at once
+    instead of each waiting for the timeout, and the other clusters' targets get the invocation's
+    time. A refused or reset connection costs nothing to try again: it does not open the breaker."""
 
     def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
         self._name = name
