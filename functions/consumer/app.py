@@ -9,16 +9,21 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
 from tagpin import wiring
 from tagpin.domain.budget import Budget
 from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Change
 from tagpin.observability import logger, metrics
+from tagpin.redelivery import back_off
 
 wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
-# One group per image: a failing record fails only the later records of its own image.
+# One group per image: a failing record fails only the later records of its own image. Every
+# failure is reported per record (never by raising), so each gets its own redelivery delay.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+processor.raise_on_entire_batch_failure = False  # not an __init__ argument of the FIFO processor
+permanent: set[str] = set()  # records of this invocation that can never succeed
 # A target is started only while this much of the invocation is left: its two cluster calls (read,
 # patch) each end within the client's connect + read timeout (adapters.kubernetes). What is not
 # started is reported failed and delivered again, instead of the whole batch hitting the timeout.
@@ -28,7 +33,11 @@ RESERVE_MS = 30_000
 def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> list[dict[str, Any]]:
     budget = Budget(lambda_context.get_remaining_time_in_millis, RESERVE_MS)
     budget.check(f"change {record.message_id}")
-    change = Change.model_validate_json(record.body)
+    try:
+        change = Change.model_validate_json(record.body)
+    except ValidationError:
+        permanent.add(record.message_id)  # not a change: straight on to the dead-letter queue
+        raise
     # The id of the webhook delivery or the poll run that saw the change, carried by the message.
     logger.set_correlation_id(change.correlation_id)
     logger.append_keys(image=change.image, digest=change.digest, trigger=change.trigger)
@@ -50,11 +59,17 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     try:
         wiring.config()
     except NotConfigured as exc:
-        # Deployed, not configured yet: every record waits for a later delivery (after the visibility
-        # timeout), reported failed without an error, so no error alarm fires for a stack nobody
-        # has configured yet. Five receives at 6 minutes each: half an hour before a dead letter.
+        # Deployed, not configured yet: every record waits for a later delivery, reported failed
+        # without an error, so no error alarm fires for a stack nobody has configured yet; the
+        # redelivery schedule keeps them for half an hour before a dead letter.
         logger.warning("not configured yet; records left for later", extra={"reason": str(exc)})
-        return {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event.get("Records", [])]}
-    return process_partial_response(  # type: ignore[return-value]
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+        response: dict[str, Any] = {
+            "batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event.get("Records", [])]
+        }
+    else:
+        permanent.clear()
+        response = process_partial_response(  # type: ignore[assignment]
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    back_off(response, event.get("Records", []), wiring.setting("queue_url"), permanent)
+    return response

@@ -12,16 +12,20 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
 from tagpin import wiring
 from tagpin.domain.budget import Budget
 from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Verification
 from tagpin.domain.outcomes import VerificationOutcome
 from tagpin.observability import logger, metrics
+from tagpin.redelivery import back_off
 
 wiring.check_settings("verifier")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# Every failure is reported per record (never by raising), so each gets its own redelivery delay.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+permanent: set[str] = set()  # records of this invocation that can never succeed
 # A verification is started only while this much of the invocation is left (a rollback reads and
 # patches each target of the tag; each cluster call ends within the client's timeouts); the rest
 # are reported failed and delivered again.
@@ -34,7 +38,11 @@ COUNTED = frozenset(
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> str:
     Budget(lambda_context.get_remaining_time_in_millis, RESERVE_MS).check(f"verification {record.message_id}")
-    verification = Verification.model_validate_json(record.body)
+    try:
+        verification = Verification.model_validate_json(record.body)
+    except ValidationError:
+        permanent.add(record.message_id)  # not a verification: straight on to the dead-letter queue
+        raise
     logger.set_correlation_id(verification.correlation_id)  # the change's, carried along
     logger.append_keys(image=verification.image, digest=verification.digest, target=verification.target_id)
     result = wiring.verifier().handle(verification)
@@ -60,11 +68,17 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     try:
         wiring.config()
     except NotConfigured as exc:
-        # Deployed, not configured yet: every record waits for a later delivery (after the visibility
-        # timeout), reported failed without an error, so no error alarm fires for a stack nobody
-        # has configured yet. Five receives at 6 minutes each: half an hour before a dead letter.
+        # Deployed, not configured yet: every record waits for a later delivery, reported failed
+        # without an error, so no error alarm fires for a stack nobody has configured yet; the
+        # redelivery schedule keeps them for half an hour before a dead letter.
         logger.warning("not configured yet; records left for later", extra={"reason": str(exc)})
-        return {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event.get("Records", [])]}
-    return process_partial_response(  # type: ignore[return-value]
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+        response: dict[str, Any] = {
+            "batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event.get("Records", [])]
+        }
+    else:
+        permanent.clear()
+        response = process_partial_response(  # type: ignore[assignment]
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    back_off(response, event.get("Records", []), wiring.setting("verification_queue_url"), permanent)
+    return response

@@ -28,7 +28,7 @@ from tests.support.stack import state_of
 
 pytestmark = pytest.mark.integration
 
-HANG_S = 12.0  # longer than the client's read timeout (adapters.kubernetes.clusters.REQUEST_TIMEOUT)
+HANG_S = 12.0  # longer than the client's read timeout (adapters.kubernetes.workloads.REQUEST_TIMEOUT)
 
 
 @pytest.fixture(scope="module")

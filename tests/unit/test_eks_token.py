@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from botocore.credentials import Credentials
-from tagpin.adapters.kubernetes.clusters import eks_token, sts_endpoint
+from tagpin.adapters.kubernetes.auth import eks_token, sts_endpoint
 
 CREDENTIALS = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "session-token")
 

@@ -14,14 +14,9 @@ import pytest
 import yaml
 from botocore.credentials import Credentials
 from kubernetes.client import ApiClient, Configuration
-from tagpin.adapters.kubernetes.clusters import (
-    TOKEN_LIFETIME_S,
-    TOKEN_MARGIN_S,
-    ClusterConnector,
-    EksToken,
-    KubeWorkloads,
-    aws_credentials,
-)
+from tagpin.adapters.kubernetes.auth import TOKEN_LIFETIME_S, TOKEN_MARGIN_S, EksToken, aws_credentials
+from tagpin.adapters.kubernetes.clusters import ClusterConnector
+from tagpin.adapters.kubernetes.workloads import KubeWorkloads
 from tagpin.domain.config import Kind, parse_config
 from tagpin.ports.workloads import Forbidden, Unreachable
 from tagpin_local.kubesim import KubeSim, cronjob, deployment
@@ -134,7 +129,7 @@ def test_malformed_service_account_secrets_are_unreachable(secret, match):
 
 
 def test_service_account_ca_may_be_pem_or_base64(tmp_path):
-    from tagpin.adapters.kubernetes.clusters import service_account_api_client
+    from tagpin.adapters.kubernetes.auth import service_account_api_client
 
     pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
     for ca in (pem, base64.b64encode(pem.encode()).decode()):

@@ -31,6 +31,7 @@ from typing import Any, Self
 
 import boto3
 import yaml
+from tagpin.domain.redelivery import RECEIVES
 
 from tagpin_local.kubesim import KubeSim
 from tagpin_local.lambda_runtime import REGION, LocalFunction, http_api_event, scheduled_event, sqs_event
@@ -57,7 +58,8 @@ class StackOptions:
     poll_interval: float | None = None  # seconds between scheduled poller runs; None = off
     images: list[dict[str, Any]] = field(default_factory=list)  # extra followed images (config form)
     visibility_timeout: int = 5  # local only: AWS uses >= 6x the consumer timeout
-    max_receive_count: int = 3
+    # As on AWS (template.yaml): the handlers' redelivery schedule brings failed records back.
+    max_receive_count: int = RECEIVES
     consume: bool = True  # run the SQS loop; tests that drive the consumer themselves turn it off
     clusters: list[str] = field(default_factory=list)  # more simulated clusters besides "local"
     reconcile_interval: float | None = None  # seconds between scheduled reconciler runs; None = off

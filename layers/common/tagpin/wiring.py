@@ -28,7 +28,7 @@ from tagpin.usecases.followed import Followed
 if TYPE_CHECKING:
     from tagpin.adapters.kubernetes.clusters import ClusterConnector
     from tagpin.adapters.notify import Notifier
-    from tagpin.adapters.sqs import SqsVerificationQueue
+    from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
     from tagpin.usecases.apply import Applier, Guard
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.promote import Promoter
@@ -237,6 +237,12 @@ def cluster_connector() -> ClusterConnector:
 
 def rollout_settings() -> RolloutSettings:
     return config().rollout
+
+
+def redelivery(queue_url: str) -> SqsRedelivery:
+    from tagpin.adapters.sqs import SqsRedelivery
+
+    return SqsRedelivery(aws("sqs"), queue_url)
 
 
 @cache

@@ -65,3 +65,18 @@ class SqsVerificationQueue:
             MessageBody=verification.model_dump_json(exclude_none=True),
             DelaySeconds=max(0, min(MAX_DELAY_S, int(delay_s))),
         )
+
+
+class SqsRedelivery:
+    """Sets when failed records of one queue come back (``ChangeMessageVisibilityBatch``)."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._sqs = client
+        self._url = queue_url
+
+    def later(self, delays: dict[str, int]) -> None:
+        """``delays``: receipt handle -> seconds. Best effort: a record whose visibility cannot be
+        changed comes back after the queue's own visibility timeout, as it would anyway."""
+        entries = [{"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": d} for i, (r, d) in enumerate(delays.items())]
+        for start in range(0, len(entries), 10):
+            self._sqs.change_message_visibility_batch(QueueUrl=self._url, Entries=entries[start : start + 10])

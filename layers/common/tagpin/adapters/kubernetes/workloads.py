@@ -1,0 +1,276 @@
+"""The ``Workloads`` port (consumer, verifier) and the ``Inventory`` port (reconciler) over the
+official client: read, patch and list workloads and pods, and turn the API's answers into the
+ports' errors (``Unreachable``, ``Conflict``, ``NotFound``, ``Forbidden``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import urllib3
+from kubernetes.client import ApiClient, AppsV1Api, BatchV1Api, CoreV1Api
+from kubernetes.client.exceptions import ApiException
+
+from tagpin.domain.config import Kind
+from tagpin.ports.workloads import Conflict, Forbidden, NotFound, Pod, Unreachable, Workload, WorkloadError
+
+logger = logging.getLogger(__name__)
+
+# Every cluster call ends within connect + read timeout, and is tried once by the client (no hidden
+# urllib3 retries): the consumer's and the verifier's time budgets (RESERVE_MS) rely on it.
+REQUEST_TIMEOUT = (3.0, 10.0)  # connect, read
+DOWN_FOR_S = 30.0  # a cluster that timed out is skipped this long (per warm container)
+# A transient answer is tried again here, within the invocation: a blip costs a second, not a
+# redelivery. Refusals (400, 401, 403, 404, 422) are not transient; 409 is the caller's (re-read).
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+ATTEMPTS = 4
+BACKOFF_BASE_S, BACKOFF_CAP_S = 0.25, 2.0  # full jitter: random(0, min(cap, base * 2**attempt))
+RETRY_AFTER_MAX_S = 5.0  # a longer Retry-After is not waited for here: the queue backs off instead
+RETRY_SLEEP_MAX_S = 6.0  # all the waiting one call may do
+PAGE_SIZE = 500  # items per LIST page (the API server's own default chunk size)
+
+_RESOURCES = {
+    Kind.DEPLOYMENT: "deployments.apps",
+    Kind.STATEFULSET: "statefulsets.apps",
+    Kind.DAEMONSET: "daemonsets.apps",
+    Kind.CRONJOB: "cronjobs.batch",
+}
+
+
+def workload_from(kind: Kind, data: dict[str, Any]) -> Workload:
+    """A workload (as the API serves it, JSON) in the form tagpin reads."""
+    spec = data.get("spec") or {}
+    template = (
+        ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
+        if kind is Kind.CRONJOB
+        else spec.get("template")
+    ) or {}
+    pod = template.get("spec") or {}
+    meta = data.get("metadata") or {}
+    return Workload(
+        resource_version=str(meta.get("resourceVersion", "")),
+        containers={c["name"]: c.get("image", "") for c in pod.get("containers") or []},
+        init_containers={c["name"]: c.get("image", "") for c in pod.get("initContainers") or []},
+        template_annotations=dict((template.get("metadata") or {}).get("annotations") or {}),
+        kind=kind,
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        selector=None if kind is Kind.CRONJOB else spec.get("selector"),
+        generation=int(meta.get("generation") or 0),
+        spec={k: v for k, v in spec.items() if k in ("replicas", "updateStrategy", "strategy")},
+        status=dict(data.get("status") or {}),
+    )
+
+
+def pod_from(data: dict[str, Any]) -> Pod:
+    meta = data.get("metadata") or {}
+    status = data.get("status") or {}
+    statuses = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+    return Pod(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        labels=dict(meta.get("labels") or {}),
+        image_ids={str(c.get("name")): str(c.get("imageID") or "") for c in statuses},
+    )
+
+
+class KubeWorkloads:
+    """The ``Workloads`` port (rollout) and the ``Inventory`` port (reconcile) over the official
+    client. LISTs are read as JSON (``_preload_content=False``): a page of 500 workloads is not
+    worth building 500 generated models for."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        page_size: int = PAGE_SIZE,
+        breaker: ClusterBreaker | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Callable[[float, float], float] = random.uniform,
+    ) -> None:
+        self._api = api
+        self._page_size = page_size
+        self._breaker = breaker or ClusterBreaker("cluster")
+        self._sleep = sleep
+        self._rng = rng
+        self.rejected = False  # the cluster answered 401: rebuild the client before the next use
+        apps, batch, self._core = AppsV1Api(api), BatchV1Api(api), CoreV1Api(api)
+        self._read: dict[Kind, Callable[..., Any]] = {
+            Kind.DEPLOYMENT: apps.read_namespaced_deployment,
+            Kind.STATEFULSET: apps.read_namespaced_stateful_set,
+            Kind.DAEMONSET: apps.read_namespaced_daemon_set,
+            Kind.CRONJOB: batch.read_namespaced_cron_job,
+        }
+        self._patch: dict[Kind, Callable[..., Any]] = {
+            Kind.DEPLOYMENT: apps.patch_namespaced_deployment,
+            Kind.STATEFULSET: apps.patch_namespaced_stateful_set,
+            Kind.DAEMONSET: apps.patch_namespaced_daemon_set,
+            Kind.CRONJOB: batch.patch_namespaced_cron_job,
+        }
+        self._list: dict[Kind, Callable[..., Any]] = {
+            Kind.DEPLOYMENT: apps.list_deployment_for_all_namespaces,
+            Kind.STATEFULSET: apps.list_stateful_set_for_all_namespaces,
+            Kind.DAEMONSET: apps.list_daemon_set_for_all_namespaces,
+            Kind.CRONJOB: batch.list_cron_job_for_all_namespaces,
+        }
+
+    def get(self, namespace: str, kind: Kind, name: str) -> Workload:
+        what = f"get {_RESOURCES[kind]} in namespace {namespace}"
+        response = self._call(what, self._read[kind], name, namespace, _preload_content=False)
+        return workload_from(kind, json.loads(response.data))
+
+    def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None:
+        # A dict body is sent as application/strategic-merge-patch+json by the client.
+        what = f"patch {_RESOURCES[kind]} in namespace {namespace}"
+        self._call(what, self._patch[kind], name, namespace, body, field_manager="tagpin")
+
+    def workloads(self, kind: Kind, selector: str) -> Iterator[Workload]:
+        """Every workload of ``kind`` in every namespace matching the label ``selector``, paged."""
+        what = f"list {_RESOURCES[kind]} in all namespaces"
+        for item in self._pages(what, self._list[kind], label_selector=selector):
+            yield workload_from(kind, item)
+
+    def pods(self, namespace: str) -> Iterator[Pod]:
+        what = f"list pods in namespace {namespace}"
+        for item in self._pages(what, self._core.list_namespaced_pod, namespace):
+            yield pod_from(item)
+
+    def _pages(
+        self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a paged LIST. An expired continue token (410) restarts the list once, so
+        items of the first pages may come twice: callers key them by namespace and name."""
+        token: str | None = None
+        restarted = False
+        while True:
+            try:
+                response = self._call(
+                    what, fn, *args, limit=self._page_size, _continue=token, _preload_content=False, **kwargs
+                )
+            except _Expired:
+                # The continue token outlived the snapshot (410): list again from the start, once.
+                if restarted or token is None:
+                    raise Unreachable(f"{what}: the list snapshot expired twice") from None
+                restarted, token = True, None
+                continue
+            page = json.loads(response.data)
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One API call, tried again on a transient answer (429 with its Retry-After, 5xx, a refused
+        or reset connection) with jittered exponential backoff, at most ``ATTEMPTS`` times and
+        ``RETRY_SLEEP_MAX_S`` of waiting. A timeout is not tried again (the cluster hangs: its
+        breaker opens). A PATCH carries its resourceVersion, so a retried one that had in fact been
+        applied answers 409, and the caller re-reads and finds the image already current."""
+        slept = 0.0
+        for attempt in range(ATTEMPTS):
+            self._breaker.check()
+            last = attempt + 1 == ATTEMPTS
+            try:
+                answer = fn(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+            except ApiException as exc:
+                if exc.status == 401:
+                    self.rejected = True
+                wait = self._wait(attempt, exc) if exc.status in RETRY_STATUSES and not last else None
+                if wait is None or slept + wait > RETRY_SLEEP_MAX_S:
+                    raise _translate(exc, what) from None
+                logger.info(
+                    "transient answer; trying again",
+                    extra={"what": what, "status": exc.status, "wait_s": wait},
+                )
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if _timed_out(exc):  # a hung cluster: do not wait for it again soon
+                    self._breaker.failure()
+                    raise Unreachable(f"cluster unreachable: {type(exc).__name__}: {exc}") from None
+                wait = None if last else self._wait(attempt, None)
+                if wait is None or slept + wait > RETRY_SLEEP_MAX_S:
+                    raise Unreachable(f"cluster unreachable: {type(exc).__name__}: {exc}") from None
+                logger.info("connection failed; trying again", extra={"what": what, "wait_s": wait})
+            else:
+                self._breaker.success()
+                return answer
+            self._sleep(wait)
+            slept += wait
+        raise AssertionError("unreachable: the last attempt raises or returns")
+
+    def _wait(self, attempt: int, exc: ApiException | None) -> float | None:
+        """Seconds before the next attempt; None when a Retry-After asks for longer than is waited here."""
+        backoff = self._rng(0.0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt))
+        after = _retry_after(exc.headers if exc is not None else None)
+        if after is None:
+            return backoff
+        return None if after > RETRY_AFTER_MAX_S else max(after, backoff)
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Retry-After in seconds (the API server sends delta-seconds), if any."""
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A connect or read timeout, possibly wrapped in urllib3's MaxRetryError."""
+    reason = getattr(exc, "reason", None)
+    return isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError) or (
+        reason is not None and isinstance(reason, urllib3.exceptions.TimeoutError | TimeoutError)
+    )
+
+
+class ClusterBreaker:
+    """A cluster that timed out (it accepts connections and does not answer, or no packet comes
+    back) is skipped for ``DOWN_FOR_S``: the other targets of the batch in that cluster fail at once
+    instead of each waiting for the timeout, and the other clusters' targets get the invocation's
+    time. A refused or reset connection costs nothing to try again: it does not open the breaker."""
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._name = name
+        self._clock = clock
+        self._until = 0.0
+
+    def check(self) -> None:
+        left = self._until - self._clock()
+        if left > 0:
+            raise Unreachable(f"cluster {self._name} did not answer; not asked again for {left:.0f} s")
+
+    def failure(self) -> None:
+        self._until = self._clock() + DOWN_FOR_S
+
+    def success(self) -> None:
+        self._until = 0.0
+
+
+class _Expired(Unreachable):
+    """410 Gone on a continued LIST."""
+
+
+def _translate(exc: ApiException, what: str) -> WorkloadError:
+    status = exc.status or 0
+    reason = exc.reason or ""
+    if status == 409:
+        return Conflict(reason or "conflict")
+    if status == 404:
+        return NotFound("workload not found")
+    if status == 410:
+        return _Expired("continue token expired")
+    if status == 403:
+        verb, resource = what.split(" ", 2)[:2]
+        return Forbidden(
+            f"forbidden: {what}. tagpin needs the verb {verb!r} on {resource} "
+            "(get, list and patch on the workload kinds, list on pods; see docs/rbac.yaml)"
+        )
+    if status == 401:
+        return Unreachable("the cluster rejected tagpin's credentials (401)")
+    return Unreachable(f"API server answered {status} {reason}".strip())

@@ -1,0 +1,54 @@
+"""Failed queue records come back on a schedule of their own (tagpin.domain.redelivery): soon
+after a blip, later while a failure lasts, dead-lettered only after half an hour; a record that can
+never succeed comes back at once, to reach the dead-letter queue in seconds."""
+
+from __future__ import annotations
+
+import time
+
+import boto3
+import pytest
+from tagpin import wiring
+from tagpin.domain.redelivery import DELAYS_S, PERMANENT, RECEIVES, redelivery_delay
+from tagpin.redelivery import back_off
+
+from tests.support.constants import REGION
+from tests.unit.template_support import load_template, resources
+
+
+def test_the_schedule_outlasts_half_an_hour_before_a_dead_letter() -> None:
+    waited = sum(redelivery_delay(n) for n in range(1, RECEIVES))  # failures before the last receive
+    assert waited >= 30 * 60
+    assert [redelivery_delay(n) for n in (1, 2, 3)] == [5, 10, 20]  # a blip costs seconds
+    assert redelivery_delay(0) == DELAYS_S[0] and redelivery_delay(99) == DELAYS_S[-1] <= 900
+
+
+def test_the_queues_dead_letter_after_the_schedule() -> None:
+    res = resources(load_template())
+    for queue in ("ChangesQueue", "VerificationQueue"):
+        assert res[queue]["Properties"]["RedrivePolicy"]["maxReceiveCount"] == RECEIVES, queue
+
+
+def test_back_off_sets_each_failed_records_visibility(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    wiring.reset()
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+    for body in ("ok", "transient", "poison"):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    records = [
+        {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "attributes": m["Attributes"]}
+        for m in received
+    ]
+    ids = {m["Body"]: m["MessageId"] for m in received}
+    response = {
+        "batchItemFailures": [{"itemIdentifier": ids["transient"]}, {"itemIdentifier": ids["poison"]}]
+    }
+    back_off(response, records, url, permanent={ids["poison"]})
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    assert [m["Body"] for m in again] == ["poison"]  # PERMANENT: at once; "ok" is not failed at all
+    time.sleep(redelivery_delay(1) + 0.5)
+    later = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    assert {m["Body"] for m in later} == {"transient"}  # back after 5 s, not the queue's 30 s
+    assert PERMANENT == 0
+    wiring.reset()
