@@ -77,6 +77,9 @@ class SqsRedelivery:
     def later(self, delays: dict[str, int]) -> None:
         """``delays``: receipt handle -> seconds. Best effort: a record whose visibility cannot be
         changed comes back after the queue's own visibility timeout, as it would anyway."""
-        entries = [{"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": d} for i, (r, d) in enumerate(delays.items())]
+        entries = [
+            {"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": d}
+            for i, (r, d) in enumerate(delays.items())
+        ]
         for start in range(0, len(entries), 10):
             self._sqs.change_message_visibility_batch(QueueUrl=self._url, Entries=entries[start : start + 10])
