@@ -26,20 +26,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 import boto3
 import yaml
 from tagpin.domain.redelivery import RECEIVES
 
+from tagpin_local.http_adapter import WebhookAdapter, WebhookAdapterHandler
 from tagpin_local.kubesim import KubeSim
-from tagpin_local.lambda_runtime import REGION, LocalFunction, http_api_event, scheduled_event, sqs_event
+from tagpin_local.lambda_runtime import REGION, LocalFunction, scheduled_event, sqs_event
 from tagpin_local.registry_server import RegistryServer
 
 log = logging.getLogger("tagpin.local")
 
-WEBHOOK_ROUTE = "POST /webhooks/{source}"
 WEBHOOK_SECRET = "tagpin/webhook"  # noqa: S105 (a secret name, not a secret)
 CLUSTER_SECRET = "tagpin/clusters/local"  # noqa: S105
 
@@ -68,50 +67,6 @@ class StackOptions:
     log_level: str = "WARNING"
 
 
-class _WebhookAdapter(ThreadingHTTPServer):
-    daemon_threads = True
-    function: LocalFunction
-
-
-class _AdapterHandler(BaseHTTPRequestHandler):
-    server: _WebhookAdapter
-
-    def do_POST(self) -> None:
-        path, _, query = self.path.partition("?")
-        length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length) if length else b""
-        if not path.startswith("/webhooks/"):
-            self._reply(404, {"message": "Not Found"})
-            return
-        event = http_api_event(
-            "POST", path, query, dict(self.headers.items()), body, self.client_address[0], WEBHOOK_ROUTE
-        )
-        try:
-            response = self.server.function.invoke(event)
-        except Exception as exc:  # what API Gateway does when the function fails
-            log.exception("webhook handler failed")
-            self._reply(500, {"message": f"Internal Server Error: {type(exc).__name__}"})
-            return
-        self.send_response(int(response.get("statusCode", 200)))
-        for key, value in (response.get("headers") or {}).items():
-            self.send_header(key, value)
-        payload = (response.get("body") or "").encode()
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def _reply(self, status: int, body: dict[str, Any]) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("webhook adapter: " + format, *args)
-
-
 class LocalStack:
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
@@ -125,7 +80,7 @@ class LocalStack:
             self.kubes[name] = KubeSim(token=secrets.token_urlsafe(16), rollout_delay=delay)
         self.registry: RegistryServer | None = None
         self._moto: Any = None
-        self._adapter: _WebhookAdapter | None = None
+        self._adapter: WebhookAdapter | None = None
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._poll_wake = threading.Event()
@@ -407,7 +362,7 @@ class LocalStack:
         self._threads.append(thread)
 
     def _start_adapter(self) -> None:
-        self._adapter = _WebhookAdapter(("127.0.0.1", 0), _AdapterHandler)
+        self._adapter = WebhookAdapter(("127.0.0.1", 0), WebhookAdapterHandler)
         self._spawn(
             lambda: self._adapter.serve_forever(poll_interval=0.05) if self._adapter else None, "webhook"
         )

@@ -1,0 +1,123 @@
+"""The local stand-in for the HTTP API in front of the webhook: turns HTTP requests into API Gateway
+payload v2 events for the real handler, and answers as the deployed API would, whatever arrives.
+
+- ``POST /webhooks/{source}``: the handler's answer;
+- another method: 405 with ``Allow: POST``; another path: 404;
+- a malformed request (a garbage request line, an HTTP/2 preface on this HTTP/1.1 port, a
+  negative or unreadable ``Content-Length``): 400; a body over ``MAX_BODY`` (API Gateway's
+  payload limit): 413, without reading it;
+- every connection has a read timeout: a request that never finishes arriving is dropped after
+  ``READ_TIMEOUT_S``, it never holds a thread;
+- every answer is JSON (never the standard library's HTML error page).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tagpin_local.lambda_runtime import LocalFunction, http_api_event
+
+log = logging.getLogger("tagpin_local.stack")
+
+WEBHOOK_ROUTE = "POST /webhooks/{source}"
+MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit (the handler has its own, lower)
+READ_TIMEOUT_S = 10.0
+OTHER_METHODS = ("GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+
+
+class WebhookAdapter(ThreadingHTTPServer):
+    daemon_threads = True
+    function: LocalFunction
+
+
+class WebhookAdapterHandler(BaseHTTPRequestHandler):
+    server: WebhookAdapter
+    timeout = READ_TIMEOUT_S  # the socket's: reading a request line, headers or body
+
+    def do_POST(self) -> None:
+        path, _, query = self.path.partition("?")
+        length = self._content_length()
+        if length is None:
+            return
+        if not path.startswith("/webhooks/"):
+            self._reply(404, {"message": "Not Found"})
+            return
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:  # the client went away, or the read timed out
+            self.close_connection = True
+            return
+        event = http_api_event(
+            "POST", path, query, dict(self.headers.items()), body, self.client_address[0], WEBHOOK_ROUTE
+        )
+        try:
+            response = self.server.function.invoke(event)
+        except Exception as exc:  # what API Gateway does when the function fails
+            log.exception("webhook handler failed")
+            self._reply(500, {"message": f"Internal Server Error: {type(exc).__name__}"})
+            return
+        self.send_response(int(response.get("statusCode", 200)))
+        for key, value in (response.get("headers") or {}).items():
+            self.send_header(key, value)
+        payload = (response.get("body") or "").encode()
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _content_length(self) -> int | None:
+        """The body's length, or None after answering 400 or 413."""
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            self._reply(
+                400, {"message": "chunked bodies are not accepted: send a Content-Length"}, close=True
+            )
+            return None
+        raw = self.headers.get("content-length") or "0"
+        try:
+            length = int(raw)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._reply(400, {"message": f"invalid Content-Length {raw[:40]!r}"}, close=True)
+            return None
+        if length > MAX_BODY:
+            self._reply(
+                413, {"message": f"Request Entity Too Large: the limit is {MAX_BODY} bytes"}, close=True
+            )
+            return None
+        return length
+
+    def _other_method(self) -> None:
+        self._reply(405, {"message": "Method Not Allowed"}, allow=True)
+
+    do_GET = do_HEAD = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_TRACE = do_CONNECT = _other_method
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's errors (an unknown method, a malformed request line, an HTTP
+        version this port does not speak), answered as the deployed API answers: JSON, and never
+        a 5xx for what the client sent."""
+        if code == 501:  # a method the handler has no do_ for
+            self._reply(405, {"message": "Method Not Allowed"}, allow=True, close=True)
+            return
+        status = code if code < 500 else 400
+        self._reply(status, {"message": message or "Bad Request"}, close=True)
+
+    def _reply(self, status: int, body: dict[str, Any], *, allow: bool = False, close: bool = False) -> None:
+        payload = json.dumps(body).encode()
+        if getattr(self, "request_version", None) not in ("HTTP/1.0", "HTTP/1.1"):
+            self.request_version = "HTTP/1.1"  # a request line we could not read: answer in HTTP/1.1
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        if allow:
+            self.send_header("allow", "POST")
+        if close:
+            self.send_header("connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if getattr(self, "command", None) != "HEAD":
+            self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("webhook adapter: " + format, *args)
