@@ -14,7 +14,7 @@ from tagpin import wiring
 from tagpin.domain.budget import Budget
 from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Change
-from tagpin.observability import logger, metrics
+from tagpin.observability import logger, metrics, own_keys, record_keys
 from tagpin.redelivery import back_off
 
 wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
@@ -39,8 +39,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> list[dic
         permanent.add(record.message_id)  # not a change: straight on to the dead-letter queue
         raise
     # The id of the webhook delivery or the poll run that saw the change, carried by the message.
-    logger.set_correlation_id(change.correlation_id)
-    logger.append_keys(image=change.image, digest=change.digest, trigger=change.trigger)
+    record_keys(change.correlation_id, image=change.image, digest=change.digest, trigger=change.trigger)
     metrics.add_metric(name="ChangesReceived", unit=MetricUnit.Count, value=1)
     results = wiring.applier().apply(change, budget)
     for outcome, count in Counter(r.outcome for r in results).items():
@@ -54,6 +53,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> list[dic
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@own_keys
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     wiring.idempotency_config().register_lambda_context(context)
     try:

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
 from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Trigger
-from tagpin.observability import logger, metrics, registry_metrics
+from tagpin.observability import correlation_id, logger, metrics, own_keys, registry_metrics
 
 wiring.check_settings("poller")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
@@ -21,6 +21,7 @@ MAX_RESULTS = 100  # per-tag details in the response (the counts cover everythin
 
 @logger.inject_lambda_context(correlation_id_path="id")  # the schedule event's id
 @metrics.log_metrics
+@own_keys
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     started = time.monotonic()
     try:
@@ -31,7 +32,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     summary = wiring.poller().run(
         followed,
         trigger=Trigger.POLL,
-        correlation_id=logger.get_correlation_id(),
+        correlation_id=correlation_id(),
         remaining_ms=context.get_remaining_time_in_millis,
     )
     counts = summary.counts()

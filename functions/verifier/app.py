@@ -18,7 +18,7 @@ from tagpin.domain.budget import Budget
 from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Verification
 from tagpin.domain.outcomes import VerificationOutcome
-from tagpin.observability import logger, metrics
+from tagpin.observability import logger, metrics, own_keys, record_keys
 from tagpin.redelivery import back_off
 
 wiring.check_settings("verifier")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
@@ -43,8 +43,12 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> str:
     except ValidationError:
         permanent.add(record.message_id)  # not a verification: straight on to the dead-letter queue
         raise
-    logger.set_correlation_id(verification.correlation_id)  # the change's, carried along
-    logger.append_keys(image=verification.image, digest=verification.digest, target=verification.target_id)
+    record_keys(  # the change's correlation id, carried along
+        verification.correlation_id,
+        image=verification.image,
+        digest=verification.digest,
+        target=verification.target_id,
+    )
     result = wiring.verifier().handle(verification)
     if result.outcome in COUNTED:
         metrics.add_metric(
@@ -64,6 +68,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> str:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@own_keys
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
         wiring.config()

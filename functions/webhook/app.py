@@ -17,7 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
 from tagpin.adapters.webhooks.ecr import is_ecr_event
-from tagpin.observability import logger, metrics
+from tagpin.observability import correlation_id, logger, metrics, own_keys
 from tagpin.usecases.webhook import WebhookResult
 
 wiring.check_settings("webhook")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
@@ -41,7 +41,7 @@ def receive(source: str) -> Response[str]:
         source,
         dict(event.headers),
         body,
-        logger.get_correlation_id(),
+        correlation_id(),
         query=event.query_string_parameters or {},
     )
     _count(result)
@@ -50,12 +50,10 @@ def receive(source: str) -> Response[str]:
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 @metrics.log_metrics
+@own_keys
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if is_ecr_event(event):
-        logger.set_correlation_id(event.get("id"))
-        result = wiring.webhook_service().handle_trusted(
-            "ecr", json.dumps(event).encode(), logger.get_correlation_id()
-        )
+        result = wiring.webhook_service().handle_trusted("ecr", json.dumps(event).encode(), correlation_id())
         _count(result)
         # EventBridge ignores the result; a malformed event is logged (4xx), never retried.
         return {"status": result.status, **result.body}

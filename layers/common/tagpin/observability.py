@@ -6,10 +6,12 @@ Metrics go out as CloudWatch EMF in the function's log, namespace ``tagpin``, di
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import utils
@@ -32,6 +34,47 @@ metrics = Metrics(namespace="tagpin")
 # format (its children, also those of modules imported later, propagate to it).
 logging.getLogger("tagpin")
 utils.copy_config_to_registered_loggers(source_logger=logger, include={"tagpin"})
+
+
+def own_keys(handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dict[str, Any], Any], Any]:
+    """Keep an invocation's log keys its own (decorate the handler inside ``inject_lambda_context``).
+
+    powertools' keys are global to the process: right on Lambda, where a container runs one
+    invocation at a time, wrong in the local stack, which runs every function side by side in one
+    process, so one invocation's ``function_name`` or ``digest`` showed in another's lines. The keys
+    of an invocation (its function, request id and correlation id) and of a record (image, digest,
+    ...) are kept in powertools' thread-safe keys instead, per thread of execution, which override
+    the global ones; they are cleared when the next invocation starts."""
+
+    @functools.wraps(handler)
+    def wrapper(event: dict[str, Any], context: Any) -> Any:
+        logger.thread_safe_clear_keys()
+        keys = {"function_name": context.function_name, "function_request_id": context.aws_request_id}
+        if (correlation := correlation_of(event)) is not None:
+            keys["correlation_id"] = correlation
+        logger.thread_safe_append_keys(**keys)
+        return handler(event, context)
+
+    return wrapper
+
+
+def correlation_of(event: Mapping[str, Any]) -> str | None:
+    """An API Gateway request's id, an EventBridge event's (schedules, ECR); None for SQS batches,
+    whose records carry their own."""
+    request = event.get("requestContext")
+    found = request.get("requestId") if isinstance(request, dict) else event.get("id")
+    return str(found) if found else None
+
+
+def correlation_id() -> str | None:
+    """This invocation's (or record's) correlation id."""
+    value = logger.thread_safe_get_current_keys().get("correlation_id")
+    return None if value is None else str(value)
+
+
+def record_keys(correlation_id: str | None = None, **keys: Any) -> None:
+    """Keys of the record being handled (a change, a verification), for its log lines."""
+    logger.thread_safe_append_keys(correlation_id=correlation_id, **keys)
 
 
 def registry_metrics(results: Iterable[Observation], rate_limits: Mapping[str, Mapping[str, str]]) -> None:
