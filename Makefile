@@ -4,6 +4,7 @@
 #   make lint      ruff + mypy + the import contract (layers);  make validate: sam validate --lint + cfn-lint;  make build: sam build
 #   make bench     benchmarks: poll throughput (bench-poll), cold start/size (bench-coldstart), cost (bench-cost)
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
+#   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
@@ -73,7 +74,7 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-reconcile bench-coldstart bench-cost
+bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
@@ -85,8 +86,12 @@ bench-coldstart: venv build
 bench-reconcile: venv
 	$(PY) bench/reconcile.py
 
+# One delivery of 1, 100, 1,000 unfollowed events (and over the limit) at the real webhook handler.
+bench-webhook: venv
+	$(PY) bench/webhook.py
+
 # The real handlers on the local stack; about 11 minutes on 2 cores (10,000 tags dominate).
 bench-cost: venv tools
 	$(PY) -m bench.cost
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook
