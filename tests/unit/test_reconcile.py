@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from tagpin.domain.config import Kind, parse_config
+from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import IndexEntry, State, TargetStatus
 from tagpin.ports.workloads import Forbidden, Pod, Workload
@@ -226,6 +227,31 @@ class World:
 @pytest.fixture
 def world(store: State) -> World:
     return World(store)
+
+
+def test_with_polling_on_only_new_tags_are_resolved_and_steady_runs_write_nothing(store, dynamodb):
+    """resolve=False (the poller stores the digests): the first run resolves the tags it has not
+    seen; a steady run asks no registry and writes no tag; a digest moved by the poller is healed."""
+    world = World(store)
+    world.reconciler._resolve = False
+    world.clusters["east"].add(wl("web", {"web": f"{APP}@{D1}"}))
+    world.reconciler.run("run-1")
+    assert sorted(world.registry.calls) == [APP]  # not seen yet: asked once
+    world.registry.calls.clear()
+    writes: list[str] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        writes.append(params.get("Key", {}).get("pk", {}).get("S", ""))
+
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.UpdateItem", record)
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.PutItem", record)
+    report = world.reconciler.run("run-2")
+    assert world.registry.calls == [] and report.enqueued == 0
+    assert sorted(writes) == ["CLUSTER#east", "CLUSTER#lab", "CLUSTER#west"]  # each cluster's last run only
+    store.tags.record(APP, D2, world.clock(), Trigger.POLL)  # the poller saw the tag move
+    report = world.reconciler.run("run-3")
+    assert world.registry.calls == [] and report.behind == ["east/shop/Deployment/web/web"]
+    assert [(c.digest, c.reconcile_run) for c in world.heals()] == [(D2, "run-3")]
 
 
 def test_one_list_per_kind_per_cluster_and_one_resolve_per_tag(world):

@@ -81,6 +81,7 @@ VARIABLE_VALUES: dict[str, Any] = {
     "TAGPIN_VERIFICATION_QUEUE_URL": {"Ref": "VerificationQueue"},
     "TAGPIN_NOTIFY_TOPIC_ARN": {"Ref": "RolloutTopic"},
     "TAGPIN_WEBHOOK_SECRET": {"Ref": "WebhookSecretName"},
+    "TAGPIN_RECONCILE_RESOLVES": {"Fn::If": ["PollingEnabled", "false", "true"]},
 }
 # Besides its TAGPIN_* variables a function carries these and POWERTOOLS_SERVICE_NAME, nothing else.
 POWERTOOLS_VARIABLES: dict[str, Any] = {

@@ -33,7 +33,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
         "notify_topic_arn",
     ),
     "verifier": (CONFIG, "state_table", "queue_url", "verification_queue_url", "notify_topic_arn"),
-    "reconciler": (CONFIG, "state_table", "queue_url"),
+    "reconciler": (CONFIG, "state_table", "queue_url", "reconcile_resolves"),
 }
 OPTIONAL = frozenset({"notify_topic_arn"})  # read when set; absent means "not used"
 # Variables with a default, read by the functions that resolve tags (the registry client).
@@ -82,6 +82,11 @@ class Settings(BaseSettings):
     )
     notify_topic_arn: str | None = Field(
         default=None, description="SNS topic for rollout notifications (optional: no SNS when empty)."
+    )
+    reconcile_resolves: bool = Field(
+        default=True,
+        description="The reconciler asks the registries for every followed tag on each run; the template "
+        "sets it when polling is off (PollSchedule=off), else the reconciler uses the digests the poller stored.",
     )
     poll_concurrency: int = Field(
         default=64,

@@ -324,6 +324,7 @@ def reconciler() -> Reconciler:
         detector=detector(),
         queue=SqsChangeQueue(aws("sqs"), setting("queue_url")),
         clock=now_ms,
+        resolve=settings().reconcile_resolves,
     )
 
 

@@ -39,7 +39,7 @@ from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 from tagpin.ports.queues import ChangeQueue
-from tagpin.ports.state import IndexEntry, State
+from tagpin.ports.state import IndexEntry, State, TagState
 from tagpin.ports.workloads import Inventory, NotFound, Pod, Workload, WorkloadError
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import merge
@@ -220,7 +220,13 @@ class Reconciler:
         queue: ChangeQueue,
         clock: Callable[[], int],
         concurrency: int = 8,
+        resolve: bool = True,
     ) -> None:
+        """``resolve``: ask the registries for every followed tag's digest on each run. Needed when
+        nothing else does (polling off: a lost notification would otherwise go unnoticed); with
+        the poller on, the digests it stored are used and only tags it has not seen yet are asked
+        for, which saves a registry request and a state write per tag and run."""
+        self._resolve = resolve
         self._config = config
         self._state = state
         self._clusters = clusters
@@ -249,9 +255,15 @@ class Reconciler:
                 observed.setdefault(seen.image, []).append(seen)
         report.images = len(followed)
         report.targets = sum(len(f.targets) for f in followed.values())
+        # What the registries answered last (eventually consistent: a heal towards a digest that
+        # was just replaced is refused by the consumer as superseded, never applied backwards).
+        known = {} if self._resolve else self._state.tags.get_many(list(followed))
         with ThreadPoolExecutor(max_workers=max(1, min(self._concurrency, len(followed) or 1))) as pool:
             outcomes = list(
-                pool.map(lambda f: self._heal(f, observed.get(f.image, []), report), followed.values())
+                pool.map(
+                    lambda f: self._heal(f, observed.get(f.image, []), report, known.get(f.image)),
+                    followed.values(),
+                )
             )
         report.enqueued = sum(outcomes)
         logger.info("reconciled", extra=report.summary())
@@ -388,14 +400,17 @@ class Reconciler:
         return merged
 
     # -- 3 + 4. compare and heal, one tag ------------------------------------------------------
-    def _heal(self, followed: FollowedImage, observed: list[Observed], report: ReconcileReport) -> int:
+    def _heal(
+        self, followed: FollowedImage, observed: list[Observed], report: ReconcileReport, tag: TagState | None
+    ) -> int:
         run = report.run_id
-        result = self._detector.detect(followed, trigger=Trigger.RECONCILE, correlation_id=run)
-        if result.outcome is TagOutcome.ERROR:
-            report.errors.append(f"{followed.image}: {result.error}")
-            return 0
-        tag = self._state.tags.get(followed.image)
-        if tag is None:
+        if tag is None:  # resolving on every run, or a tag not seen yet
+            result = self._detector.detect(followed, trigger=Trigger.RECONCILE, correlation_id=run)
+            if result.outcome is TagOutcome.ERROR:
+                report.errors.append(f"{followed.image}: {result.error}")
+                return 0
+            tag = self._state.tags.get(followed.image)
+        if tag is None or not tag.digest:
             return 0
         if tag.blocked:  # its rollout failed and was rolled back: never re-applied by healing
             logger.info("tag's digest is marked bad; not healed", extra={"image": followed.image})
