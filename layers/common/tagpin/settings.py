@@ -85,8 +85,9 @@ class Settings(BaseSettings):
     )
     reconcile_resolves: bool = Field(
         default=True,
-        description="The reconciler asks the registries for every followed tag on each run; the template "
-        "sets it when polling is off (PollSchedule=off), else the reconciler uses the digests the poller stored.",
+        description="The reconciler asks the registries for every followed tag on each run; the "
+        "template sets it when polling is off (PollSchedule=off), else the reconciler uses the digests "
+        "the poller stored.",
     )
     poll_concurrency: int = Field(
         default=64,
