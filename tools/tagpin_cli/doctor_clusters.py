@@ -150,14 +150,12 @@ def _reach(name: str, connector: Any, where: str) -> tuple[Any, Result]:
     )
 
 
-def _with_secret(name: str, secret: str, connector: Any, targets: list[Any]) -> list[Result]:
+def self_review(api: Any) -> Review:
+    """A ``SelfSubjectAccessReview`` per need, with the client's own credentials."""
     from kubernetes.client import AuthorizationV1Api, V1ResourceAttributes, V1SelfSubjectAccessReview
     from kubernetes.client import V1SelfSubjectAccessReviewSpec as Spec
     from tagpin.adapters.kubernetes.clusters import REQUEST_TIMEOUT
 
-    api, reached = _reach(name, connector, f"secret {secret}")
-    if api is None:
-        return [reached, Result("permissions", name, Status.SKIP, "needs the cluster")]
     authz = AuthorizationV1Api(api)
 
     def review(need: Need) -> bool:
@@ -169,9 +167,44 @@ def _with_secret(name: str, secret: str, connector: Any, targets: list[Any]) -> 
         )
         return bool(answer.status and answer.status.allowed)
 
+    return review
+
+
+def subject_review(api: Any, user: str, groups: list[str]) -> Review:
+    """A ``SubjectAccessReview`` per need for ``user`` in ``groups`` (the operator must be allowed to
+    create them; a 403 raises ``ApiException``)."""
+    from kubernetes.client import AuthorizationV1Api, V1ResourceAttributes, V1SubjectAccessReview
+    from kubernetes.client import V1SubjectAccessReviewSpec as Spec
+    from tagpin.adapters.kubernetes.clusters import REQUEST_TIMEOUT
+
+    authz = AuthorizationV1Api(api)
+
+    def review(need: Need) -> bool:
+        verb, group, resource, ns = need
+        attributes = V1ResourceAttributes(verb=verb, group=group, resource=resource, namespace=ns or None)
+        answer = authz.create_subject_access_review(
+            V1SubjectAccessReview(spec=Spec(user=user, groups=groups, resource_attributes=attributes)),
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        return bool(answer.status and answer.status.allowed)
+
+    return review
+
+
+def eks_client(region: str) -> Any:
+    """An EKS client with the operator's credentials."""
+    import boto3
+
+    return boto3.session.Session(region_name=region).client("eks")
+
+
+def _with_secret(name: str, secret: str, connector: Any, targets: list[Any]) -> list[Result]:
+    api, reached = _reach(name, connector, f"secret {secret}")
+    if api is None:
+        return [reached, Result("permissions", name, Status.SKIP, "needs the cluster")]
     who = f"the identity in {secret} (the same for the consumer, the verifier and the reconciler)"
     try:
-        return [reached, *permissions(name, review, targets, who)]
+        return [reached, *permissions(name, self_review(api), targets, who)]
     except Exception as exc:
         return [
             reached,
@@ -183,13 +216,11 @@ _GROUPS = {"consumer": "tagpin-consumer", "verifier": "tagpin-consumer", "reconc
 
 
 def _eks(seat: Seat, name: str, cluster: Any, connector: Any, targets: list[Any]) -> list[Result]:
-    import boto3
-
     eks_cfg = cluster.eks
     where = f"EKS {eks_cfg.name} in {eks_cfg.region}" + (
         f" through {eks_cfg.role_arn}" if eks_cfg.role_arn else ""
     )
-    client = boto3.session.Session(region_name=eks_cfg.region).client("eks")
+    client = eks_client(eks_cfg.region)
     results: list[Result] = []
     try:
         described = client.describe_cluster(name=eks_cfg.name)["cluster"]
@@ -260,39 +291,28 @@ def _eks_verbs(
     api: Any, name: str, function: str, user: str, groups: list[str], targets: list[Any]
 ) -> list[Result]:
     """The verbs of the access entry's user and groups, by SubjectAccessReview when the operator may."""
-    from kubernetes.client import AuthorizationV1Api, V1ResourceAttributes, V1SubjectAccessReview
-    from kubernetes.client import V1SubjectAccessReviewSpec as Spec
     from kubernetes.client.exceptions import ApiException
-    from tagpin.adapters.kubernetes.clusters import REQUEST_TIMEOUT
 
     manual = f"check by hand: kubectl auth can-i patch deployments --as {user} " + " ".join(
         f"--as-group {g}" for g in groups or [_GROUPS[function]]
     )
+    listed = ", ".join(groups) or "none"
     if api is None:
         return [
-            Result("permissions", f"{name}: {function}", Status.SKIP, f"groups {groups}; needs the cluster")
+            Result("permissions", f"{name}: {function}", Status.SKIP, f"groups {listed}; needs the cluster")
         ]
-    authz = AuthorizationV1Api(api)
-
-    def review(need: Need) -> bool:
-        verb, group, resource, ns = need
-        attributes = V1ResourceAttributes(verb=verb, group=group, resource=resource, namespace=ns or None)
-        answer = authz.create_subject_access_review(
-            V1SubjectAccessReview(spec=Spec(user=user, groups=groups, resource_attributes=attributes)),
-            _request_timeout=REQUEST_TIMEOUT,
-        )
-        return bool(answer.status and answer.status.allowed)
-
     try:
-        return permissions(name, review, targets, f"the group(s) {', '.join(groups) or '(none)'}", function)
+        return permissions(
+            name, subject_review(api, user, groups), targets, f"the group(s) {listed}", function
+        )
     except ApiException as exc:
         return [
             Result(
                 "permissions",
                 f"{name}: {function}",
                 Status.SKIP,
-                f"access entry found (groups {', '.join(groups) or 'none'}); its verbs are not checked from "
-                f"here: SubjectAccessReview answered {exc.status}",
+                f"access entry found (groups {listed}); its verbs are not checked from here: "
+                f"SubjectAccessReview answered {exc.status}",
                 manual,
             )
         ]
