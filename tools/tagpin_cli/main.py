@@ -324,9 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, func: Any, help_text: str, needs_stack: bool = True) -> argparse.ArgumentParser:
+    def add(
+        name: str, func: Any, help_text: str, needs_stack: bool = True, description: str | None = None
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(
-            name, help=help_text, description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter
+            name,
+            help=help_text,
+            description=description or help_text,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         sub.set_defaults(func=func, needs_stack=needs_stack)
         _global_options(sub, suppress=True)
@@ -356,7 +361,13 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("file", type=Path)
     redrive = add("redrive", _redrive, "move dead-lettered messages back to the changes queue")
     redrive.add_argument("--limit", type=int, default=None)
-    doctor = add("doctor", _doctor, DOCTOR_HELP, False)
+    doctor = add(
+        "doctor",
+        _doctor,
+        "check the stack end to end, read-only, and say what to fix (exit 1 when a check fails)",
+        False,
+        DOCTOR_HELP,
+    )
     doctor.add_argument("--strict", action="store_true", help="a warning fails too (exit 1)")
     local = add(
         "local",
