@@ -122,29 +122,27 @@ def test_a_removed_rbac_permission_is_named(stack, endpoints, healthy, capsys, t
     kubectl = require_binary("kubectl")
     kubeconfig = stack.kube.write_kubeconfig(tmp_path / "kubeconfig", context="local")
 
-    def can_i(*args: str) -> str:
-        done = subprocess.run(
-            [
-                kubectl,
-                "--kubeconfig",
-                str(kubeconfig),
-                "--cache-dir",
-                str(tmp_path / "c"),
-                "auth",
-                "can-i",
-                *args,
-            ],
+    def kube(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [kubectl, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "c"), *args],
             capture_output=True,
             text=True,
             timeout=30,
             check=False,
         )
-        return done.stdout.strip()
+
+    def can_i(*args: str) -> str:
+        return kube("auth", "can-i", *args).stdout.strip()
 
     assert can_i("patch", "deployments", "-n", "default") == "no"
     assert can_i("get", "deployments", "-n", "default") == "yes"
     assert can_i("patch", "statefulsets.apps", "-n", "default") == "yes"
     assert can_i("delete", "deployments", "-n", "default") == "no"
+    refused = kube(
+        "patch", "deployment", "web", "-n", "default", "-p", '{"metadata": {"labels": {"x": "y"}}}'
+    )
+    assert refused.returncode != 0 and 'cannot patch resource "deployments"' in refused.stderr
+    assert "x" not in stack.kube.get("Deployment", "default", "web")["metadata"].get("labels", {})
 
 
 def test_a_wrong_registry_password_fails_the_registry(stack, endpoints, healthy, capsys, tmp_path):
