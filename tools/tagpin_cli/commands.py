@@ -19,16 +19,27 @@ def _ago(epoch_ms: int | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_ms / 1000))
 
 
+def followed() -> list[FollowedImage]:
+    """Every followed tag with its targets: the configuration's merged with the workloads the
+    reconciler found by label (its index in the state table), as the functions see them."""
+    return sorted(wiring.followed().values(), key=lambda f: f.image)
+
+
+def _configured() -> set[str]:
+    return {t.id for f in wiring.config().images for t in f.targets}
+
+
 def status() -> list[dict[str, Any]]:
-    """Every followed tag: digest, when last resolved and changed, error; its targets and their state."""
-    config = wiring.config()
+    """Every followed tag: digest, when last resolved and changed, error; its targets and their state
+    and where each comes from (``configuration`` or ``label``)."""
     store = wiring.state()
+    configured = _configured()
     rows: list[dict[str, Any]] = []
-    for followed in config.images:
-        tag = store.tags.get(followed.image)
-        targets = store.targets.get_many([t.id for t in followed.targets])
+    for image in followed():
+        tag = store.tags.get(image.image)
+        targets = store.targets.get_many([t.id for t in image.targets])
         target_rows = []
-        for target in followed.targets:
+        for target in image.targets:
             st = targets.get(target.id)
             if st is None:
                 condition = "unknown"
@@ -43,6 +54,7 @@ def status() -> list[dict[str, Any]]:
             target_rows.append(
                 {
                     "target": target.id,
+                    "source": "configuration" if target.id in configured else "label",
                     "condition": condition,
                     "digest": st.digest if st else None,
                     "updated": _ago(st.updated_at) if st else None,
@@ -51,7 +63,7 @@ def status() -> list[dict[str, Any]]:
             )
         rows.append(
             {
-                "image": followed.image,
+                "image": image.image,
                 "digest": tag.digest if tag else None,
                 "resolved": _ago(tag.resolved_at) if tag else None,
                 "changed": _ago(tag.changed_at) if tag else None,
@@ -64,7 +76,6 @@ def status() -> list[dict[str, Any]]:
 
 def history(selector: str | None, limit: int = 50) -> list[dict[str, Any]]:
     """The audit trail: of one target (its id), of every target of one image, or of all."""
-    config = wiring.config()
     ids: list[str] = []
     wanted: str | None = None
     if selector:
@@ -72,9 +83,9 @@ def history(selector: str | None, limit: int = 50) -> list[dict[str, Any]]:
             wanted = ImageRef.parse(selector).tagged
         except ValueError:
             wanted = None
-    for followed in config.images:
-        for target in followed.targets:
-            if selector is None or target.id == selector or followed.image == wanted:
+    for image in followed():
+        for target in image.targets:
+            if selector is None or target.id == selector or image.image == wanted:
                 ids.append(target.id)
     if selector and not ids:
         raise LookupError(f"{selector!r} is neither a followed image nor a target id")
@@ -121,13 +132,12 @@ def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     from tagpin.ports.workloads import WorkloadError
     from tagpin.usecases.patch import pinned_image
 
-    config = wiring.config()
     connector = ClusterConnector(wiring.config, wiring.secret_text)
     rows: list[dict[str, Any]] = []
-    for followed in config.images:
+    for image in followed():
         if progress:
-            progress(followed.image)
-        rows.extend(_plan_image(followed, connector, Kind, WorkloadError, pinned_image))
+            progress(image.image)
+        rows.extend(_plan_image(image, connector, Kind, WorkloadError, pinned_image))
     return rows
 
 

@@ -1,8 +1,12 @@
 """tagpin: keep Kubernetes workloads on floating tags pinned to the digest the tag points to now.
 
-Exit codes: 0 success; 1 an operation failed; 2 bad usage or an invalid configuration file;
-3 tagpin's resources or AWS credentials cannot be found; 4 ``plan``: something would roll,
-``status --exit-code``: a target is behind, failed or gone.
+Global options (--stack, --local, --endpoints, --region, --json, -v) go before or after the command:
+`tagpin --local status` and `tagpin status --local` are the same.
+
+Output: the result on stdout (a table, or with --json one JSON document); an error is one line on
+stderr. Exit codes: 0 success; 1 an operation failed (`doctor`: a check failed); 2 bad usage or an
+invalid configuration file; 3 tagpin's resources or AWS credentials cannot be found; 4 `plan`:
+something would roll, `status --exit-code`: a target is behind, failed or gone.
 """
 
 from __future__ import annotations
@@ -12,12 +16,20 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tagpin_cli import environment
 
 EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_CHANGES = 1, 2, 3, 4
+LOCAL_RECONCILE_INTERVAL = 15.0  # `tagpin local`: seconds between reconciler runs
+DOCTOR_HELP = """check a stack end to end, read-only: outputs, configuration, secrets, each registry (a HEAD
+of one followed tag with its credentials), each cluster (reachable; the verbs each function needs,
+by SelfSubjectAccessReview), the webhook URL (an unauthenticated POST must answer 401), the alarm
+topic's subscriptions, dead letters. Prints each check with what to fix. Exit 0: every check
+passed or warned; 1: a check failed (with --strict: or warned); 3: the stack cannot be found."""
 
 
 def _console() -> Any:
@@ -31,7 +43,7 @@ def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
 
     table = Table(title=title, show_lines=False)
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # image names and target ids in full, folded
     for row in rows:
         table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
     _console().print(table)
@@ -60,7 +72,7 @@ def _status(args: argparse.Namespace) -> int:
         targets = [
             t | {"image": r["image"], "digest": _short(t["digest"])} for r in data for t in r["targets"]
         ]
-        _table("targets", targets, ["target", "condition", "digest", "updated", "detail"])
+        _table("targets", targets, ["target", "source", "condition", "digest", "updated", "detail"])
 
     _emit(args, rows, render)
     unhealthy = any(t["condition"] in ("behind", "failed", "gone") for r in rows for t in r["targets"])
@@ -90,9 +102,13 @@ def _history(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from tagpin_cli import commands
 
-    console = _console()
-    with console.status("planning…") as spinner:
-        rows = commands.plan(progress=lambda image: spinner.update(f"resolving {image}"))
+    if args.json or not sys.stderr.isatty():
+        rows = commands.plan()
+    else:
+        from rich.console import Console
+
+        with Console(stderr=True).status("planning…") as spinner:
+            rows = commands.plan(progress=lambda image: spinner.update(f"resolving {image}"))
     _emit(
         args,
         rows,
@@ -146,18 +162,31 @@ def _redrive(args: argparse.Namespace) -> int:
     return 0
 
 
-def _local(args: argparse.Namespace) -> int:
-    from tagpin_local.stack import LocalStack, StackOptions
+def local_options(args: argparse.Namespace) -> Any:
+    """The local stack `tagpin local` runs: the poller and the reconciler on a schedule (0 = off)."""
+    from tagpin_local.stack import StackOptions
 
-    options = StackOptions(
+    return StackOptions(
         notifications=not args.no_notifications,
         poll_interval=None if args.poll_interval <= 0 else args.poll_interval,
+        reconcile_interval=None if args.reconcile_interval <= 0 else args.reconcile_interval,
         log_level=args.log_level,
     )
+
+
+def _local(args: argparse.Namespace) -> int:
+    from tagpin_local.stack import LocalStack
+
+    path: Path = args.endpoints or args.endpoints_file or environment.LOCAL_FILE
+    if args.action == "push":
+        return _local_push(args, path)
+    if args.image is not None:
+        print("error: REPO:TAG is for `tagpin local push`", file=sys.stderr)
+        return EXIT_USAGE
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with LocalStack(options) as stack:
+    with LocalStack(local_options(args)) as stack:
         if not args.empty:
             from tagpin_local.kubesim import deployment
 
@@ -167,11 +196,42 @@ def _local(args: argparse.Namespace) -> int:
             )
         endpoints = stack.endpoints()
         endpoints["kubeconfig"] = json.dumps(stack.kube.kubeconfig("local"))
-        environment.write_local(endpoints, args.endpoints_file)
+        environment.write_local(endpoints, path)
         print(json.dumps(endpoints), flush=True)
         stop.wait()
-    args.endpoints_file.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
     return 0
+
+
+def _local_push(args: argparse.Namespace, path: Path) -> int:
+    """A new small image (random layer) under REPO:TAG in the local stack's registry: the tag moves."""
+    from tagpin_local.oci import push_image
+
+    if not args.image or ":" not in args.image.rsplit("/", 1)[-1]:
+        print("error: give the image as REPO:TAG, e.g. `tagpin local push demo/web:stable`", file=sys.stderr)
+        return EXIT_USAGE
+    registry_url = str(environment.read_local(path).get("registry_url") or "")
+    host = registry_url.split("://", 1)[-1]
+    name = args.image.removeprefix(host + "/")
+    repository, tag = name.rsplit(":", 1)
+    digest = push_image(registry_url, repository, tag)
+    result = {"image": f"{host}/{repository}:{tag}", "digest": digest}
+    _emit(args, result, lambda d: print(f"pushed {d['image']} -> {d['digest']}"))
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from tagpin_cli import doctor
+
+    try:
+        target = _target(args)
+    except environment.StackNotFound as exc:
+        report = doctor.not_found(str(exc), local=bool(args.local or args.endpoints))
+    else:
+        target.apply()
+        report = doctor.run(target)
+    _emit(args, report.as_json(), lambda _: doctor.render(report, _console()))
+    return report.exit_code(strict=args.strict)
 
 
 def _demo(_args: argparse.Namespace) -> int:
@@ -181,38 +241,107 @@ def _demo(_args: argparse.Namespace) -> int:
 
 
 # -- parser ------------------------------------------------------------------------------------
+COMMANDS = ("status", "history", "plan", "resolve", "config", "redrive", "doctor", "local", "demo")
+_VALUED = ("--stack", "--region", "--endpoints")  # global options that take a value
+
+
+def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """The options every command accepts, before or after the command's name. On the subcommands
+    their default is SUPPRESS, so a value given before the command is not reset after it."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("where tagpin runs (before or after the command)")
+    group.add_argument(
+        "--stack",
+        default=default(None),
+        metavar="NAME",
+        help=f"a deployed stack (default: $TAGPIN_STACK, else {environment.DEFAULT_STACK!r})",
+    )
+    group.add_argument(
+        "--local",
+        action="store_true",
+        default=default(False),
+        help=f"the local stack started by `tagpin local` (its endpoints file: {environment.LOCAL_FILE})",
+    )
+    group.add_argument(
+        "--endpoints",
+        type=Path,
+        default=default(None),
+        metavar="FILE",
+        help="the local stack's endpoints file (implies --local)",
+    )
+    group.add_argument("--region", default=default(None), help="AWS region of the stack")
+    group.add_argument(
+        "--json", action="store_true", default=default(False), help="machine-readable output (one document)"
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default(0),
+        help="the library's log on stderr (-v: info, -vv: debug)",
+    )
+
+
+def normalise(argv: list[str]) -> list[str]:
+    """Keep the old ``--local FILE`` (and ``--local=FILE``) working: before the command, a word after
+    ``--local`` that is not a command's name is the endpoints file."""
+    out: list[str] = []
+    i = 0
+    seen_command = False
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            out.extend(argv[i:])
+            break
+        if word.startswith("--local="):
+            out.extend(["--local", "--endpoints", word.split("=", 1)[1]])
+        elif (
+            word == "--local"
+            and not seen_command
+            and i + 1 < len(argv)
+            and not argv[i + 1].startswith("-")
+            and argv[i + 1] not in COMMANDS
+        ):
+            out.extend(["--local", "--endpoints", argv[i + 1]])
+            i += 1
+        elif word in _VALUED and not seen_command and i + 1 < len(argv):
+            out.extend(argv[i : i + 2])
+            i += 1
+        else:
+            seen_command = seen_command or word in COMMANDS
+            out.append(word)
+        i += 1
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tagpin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--stack", default=None, help="deployed stack name (default: $TAGPIN_STACK or 'tagpin')"
-    )
-    where.add_argument(
-        "--local",
-        nargs="?",
-        const=environment.LOCAL_FILE,
-        type=Path,
-        metavar="FILE",
-        help=f"use the local stack started by `tagpin local` (default {environment.LOCAL_FILE})",
-    )
-    parser.add_argument("--region", default=None, help="AWS region of the stack")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    _global_options(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, func: Any, help_text: str, needs_stack: bool = True) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.set_defaults(func=func, needs_stack=needs_stack)
-        sub.add_argument(
-            "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    def add(
+        name: str, func: Any, help_text: str, needs_stack: bool = True, description: str | None = None
+    ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name,
+            help=help_text,
+            description=description or help_text,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        sub.set_defaults(func=func, needs_stack=needs_stack)
+        _global_options(sub, suppress=True)
         return sub
 
     status = add(
         "status",
         _status,
-        "followed tags, their digests and errors; each target current, behind, failed or gone",
+        "followed tags (configured and labelled), their digests and errors; each target current, "
+        "behind, failed or gone",
     )
     status.add_argument(
         "--exit-code", action="store_true", help="exit 4 when a target is behind, failed or gone"
@@ -232,43 +361,106 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("file", type=Path)
     redrive = add("redrive", _redrive, "move dead-lettered messages back to the changes queue")
     redrive.add_argument("--limit", type=int, default=None)
-    local = add(
-        "local", _local, "run the local stack until interrupted; prints its endpoints as one JSON line", False
+    doctor = add(
+        "doctor",
+        _doctor,
+        "check the stack end to end, read-only, and say what to fix (exit 1 when a check fails)",
+        False,
+        DOCTOR_HELP,
     )
+    doctor.add_argument("--strict", action="store_true", help="a warning fails too (exit 1)")
+    local = add(
+        "local",
+        _local,
+        "run the local stack until interrupted (prints its endpoints as one JSON line on stdout; "
+        "the functions' logs go to stderr); `tagpin local push REPO:TAG` pushes a new small image "
+        "to the running local stack's registry",
+        False,
+    )
+    local.add_argument("action", nargs="?", choices=["push"], help="push: push an image and exit")
+    local.add_argument("image", nargs="?", metavar="REPO:TAG", help="with push: e.g. demo/web:stable")
     local.add_argument(
         "--poll-interval", type=float, default=30.0, help="seconds between poller runs; 0 = off"
+    )
+    local.add_argument(
+        "--reconcile-interval",
+        type=float,
+        default=LOCAL_RECONCILE_INTERVAL,
+        help="seconds between reconciler runs (labelled workloads are followed); 0 = off",
     )
     local.add_argument("--no-notifications", action="store_true", help="registry push notifications off")
     local.add_argument("--log-level", default="WARNING")
     local.add_argument("--empty", action="store_true", help="do not create the demo Deployment default/web")
-    local.add_argument("--endpoints-file", type=Path, default=environment.LOCAL_FILE)
+    local.add_argument("--endpoints-file", type=Path, default=None, help=argparse.SUPPRESS)
     add("demo", _demo, "run the demo scenario and exit", False)
     return parser
 
 
+def _target(args: argparse.Namespace) -> environment.Target:
+    import os
+
+    if args.local or args.endpoints is not None:
+        return environment.local(args.endpoints or environment.LOCAL_FILE)
+    return environment.stack(
+        args.stack or os.environ.get("TAGPIN_STACK", environment.DEFAULT_STACK), args.region
+    )
+
+
+def _logging(verbose: int) -> None:
+    """The library logs through the standard library; the CLI prints its own results and errors. The
+    library's log shows on stderr with -v only (without a handler of its own, Python would print its
+    warnings to stderr by itself); other libraries' warnings still show."""
+    import logging
+
+    tagpin_logger = logging.getLogger("tagpin")
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
+        tagpin_logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+    elif not tagpin_logger.handlers:
+        tagpin_logger.addHandler(logging.NullHandler())
+
+
+@contextmanager
+def _closing() -> Iterator[None]:
+    """The library's cached clients live as long as one command: the registry client's session and
+    event loop are closed when it ends (a Lambda container keeps them warm instead)."""
+    try:
+        yield
+    finally:
+        if "tagpin.wiring" in sys.modules:
+            from tagpin import wiring
+
+            wiring.reset()
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(normalise(sys.argv[1:] if argv is None else list(argv)))
+    if args.stack is not None and (args.local or args.endpoints is not None):
+        parser.error("give one of --stack and --local")
+    _logging(args.verbose)
     needs_stack = args.needs_stack and not (args.command == "config" and args.action == "validate")
     try:
-        if needs_stack:
-            import os
-
-            args.target = (
-                environment.local(args.local)
-                if args.local
-                else environment.stack(args.stack or os.environ.get("TAGPIN_STACK", "tagpin"), args.region)
-            )
-            args.target.apply()
-        result: int = args.func(args)
+        with _closing():
+            if needs_stack:
+                args.target = _target(args)
+                args.target.apply()
+            result: int = args.func(args)
     except environment.StackNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     except KeyboardInterrupt:
         return EXIT_FAILED
     except Exception as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
     return result
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 if __name__ == "__main__":

@@ -1,10 +1,20 @@
 """Just enough of the Lambda runtime to run tagpin's real handlers locally: the context object,
-the event shapes AWS delivers (HTTP API v2, SQS, EventBridge schedule) and handler loading."""
+the event shapes AWS delivers (HTTP API v2, SQS, EventBridge schedule), handler loading, and where
+the functions' output goes.
+
+On Lambda a function's stdout is its log: powertools writes its JSON log lines and its metrics
+(EMF, ``{"_aws": ...}``) there. Run in-process, that stdout would be the stdout of whatever hosts
+them (``tagpin local``, a test that also runs the CLI), so it is kept apart: while a function runs,
+what its thread prints goes to :data:`FUNCTION_OUTPUT`, and so does the powertools logger, whatever
+the thread. ``FUNCTION_OUTPUT`` writes to the process's stderr unless told otherwise
+(:func:`set_function_output`). Other threads' stdout is untouched.
+"""
 
 from __future__ import annotations
 
 import base64
 import importlib.util
+import sys
 import threading
 import time
 import uuid
@@ -13,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO, cast
 
 REPO = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"
@@ -46,6 +56,73 @@ class LocalContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+class _FunctionOutput:
+    """Where the in-process functions' output goes: the stream given to :func:`set_function_output`,
+    else the process's stderr (looked up on every write: a test framework may swap it)."""
+
+    def __init__(self) -> None:
+        self.stream: TextIO | None = None
+
+    def _target(self) -> TextIO:
+        return self.stream or sys.__stderr__ or sys.stderr
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+
+FUNCTION_OUTPUT = _FunctionOutput()
+_running = threading.local()  # .active: this thread is running a function
+_swap = threading.Lock()
+
+
+def set_function_output(stream: TextIO | None) -> None:
+    """Send the in-process functions' logs and metrics to ``stream`` (None: the process's stderr)."""
+    FUNCTION_OUTPUT.stream = stream
+
+
+class _RoutedStdout:
+    """``sys.stdout`` while functions run in this process: a function's thread writes to
+    :data:`FUNCTION_OUTPUT`, every other thread to the stdout this one replaced."""
+
+    def __init__(self, other: TextIO) -> None:
+        self.other = other
+
+    def _target(self) -> Any:
+        return FUNCTION_OUTPUT if getattr(_running, "active", False) else self.other
+
+    def write(self, text: str) -> int:
+        written: int = self._target().write(text)
+        return written
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding...: the other stdout's
+        return getattr(self.other, name)
+
+
+def _route_stdout() -> None:
+    with _swap:
+        if not isinstance(sys.stdout, _RoutedStdout):
+            sys.stdout = cast(TextIO, _RoutedStdout(sys.stdout))
+
+
+def _route_logger() -> None:
+    """The powertools logger writes to the stream it was given when it was made (stdout then):
+    point its handler at :data:`FUNCTION_OUTPUT`."""
+    import logging
+
+    observability = sys.modules.get("tagpin.observability")
+    if observability is None:
+        return
+    handler = observability.logger.registered_handler
+    if isinstance(handler, logging.StreamHandler) and handler.stream is not FUNCTION_OUTPUT:
+        handler.setStream(cast(TextIO, FUNCTION_OUTPUT))
+
+
 def load_handler(function: str) -> Handler:
     """Import ``functions/<function>/app.py`` under a unique module name and return its handler."""
     path = REPO / "functions" / function / "app.py"
@@ -53,6 +130,7 @@ def load_handler(function: str) -> Handler:
     assert spec is not None and spec.loader is not None
     module: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    _route_logger()
     handler: Handler = module.lambda_handler
     return handler
 
@@ -70,7 +148,13 @@ class LocalFunction:
     def invoke(self, event: dict[str, Any]) -> Any:
         with self._lock:
             self.invocations += 1
-            return self._handler(event, LocalContext(f"tagpin-{self.name}", timeout_s=self.timeout_s))
+            _route_stdout()  # again each time: a test framework may have swapped sys.stdout since
+            outer = getattr(_running, "active", False)
+            _running.active = True
+            try:
+                return self._handler(event, LocalContext(f"tagpin-{self.name}", timeout_s=self.timeout_s))
+            finally:
+                _running.active = outer
 
 
 def _now() -> datetime:

@@ -13,7 +13,10 @@
 - the rollout checks queue (SQS standard, delayed messages) and a loop that invokes the real
   verifier handler with it (with ``consume``), or ``verify_once()`` on demand; the SNS topic of
   rollout notifications, with an SQS queue subscribed to it so that ``notifications()`` shows
-  what was published.
+  what was published; the alarm topic (no alarms locally), with an SQS queue subscribed as the
+  stack's ``AlarmEmail`` would be.
+
+The functions' logs and metrics go to stderr, not stdout (``lambda_runtime.FUNCTION_OUTPUT``).
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ class LocalStack:
         self.verification_dlq_url = ""
         self.verification_arn = ""
         self.topic_arn = ""
+        self.alarm_topic_arn = ""
         self.observer_url = ""
         self.consumer_errors: list[str] = []
         self._saved_env: dict[str, str | None] = {}
@@ -190,8 +194,10 @@ class LocalStack:
             "dead_letter_queue_url": self.dlq_url,
             "verification_queue_url": self.verification_url,
             "notification_topic_arn": self.topic_arn,
+            "alarm_topic_arn": self.alarm_topic_arn,
             "state_table": "tagpin-state",
             "config_parameter": CONFIG_PARAMETER,
+            "webhook_secret": WEBHOOK_SECRET,
         }
 
     # -- configuration ----------------------------------------------------------------------
@@ -349,6 +355,15 @@ class LocalStack:
             Protocol="sqs",
             Endpoint=observer_arn,
             Attributes={"RawMessageDelivery": "true"},
+        )
+        self.alarm_topic_arn = self.client("sns").create_topic(Name="tagpin-alarms")["TopicArn"]
+        alarms_url = sqs.create_queue(QueueName="tagpin-alarms-inbox")["QueueUrl"]
+        self.client("sns").subscribe(
+            TopicArn=self.alarm_topic_arn,
+            Protocol="sqs",
+            Endpoint=sqs.get_queue_attributes(QueueUrl=alarms_url, AttributeNames=["QueueArn"])["Attributes"][
+                "QueueArn"
+            ],
         )
         self._put_secret(WEBHOOK_SECRET, json.dumps({"distribution": self.webhook_token}))
 

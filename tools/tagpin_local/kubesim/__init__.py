@@ -4,8 +4,8 @@ By concern: ``resources`` (served types, ``Status`` errors), ``manifests`` (mini
 ``defaults`` (server-side defaults, validation), ``patch`` (strategic merge, JSON merge, JSON patch),
 ``selectors`` (label and field selectors), ``state`` (what the simulator holds), ``controllers``
 (rollouts, Pods, imageIDs), ``store`` (the objects), ``discovery`` (discovery, kubectl's tables),
-``api`` (the REST semantics of a request), ``server`` (:class:`KubeSim`: HTTP server, faults) and
-``tls`` (the server certificate).
+``api`` (the REST semantics of a request), ``authz`` (RBAC per token, access reviews), ``server``
+(:class:`KubeSim`: HTTP server, faults) and ``tls`` (the server certificate).
 
 Usage::
 
@@ -16,11 +16,14 @@ Usage::
         ...
         sim.inject("PATCH", r"/deployments/web$", status=500, times=1)
         sim.set_down(True)
+        sim.grant(rules_from_manifests(Path("docs/rbac.yaml").read_text()))  # RBAC (default: allow all)
+        sim.revoke("patch", "deployments")                                   # now a PATCH is a 403
 
 Only 127.0.0.1 is ever bound. Everything is held in memory; one lock guards the state.
 """
 
 from .api import Request
+from .authz import Rule, rules_from_manifests
 from .controllers import fake_digest, image_repo
 from .defaults import apply_defaults, pod_template_of, validate
 from .discovery import SERVER_VERSION
@@ -46,6 +49,7 @@ __all__ = [
     "RequestRecord",
     "Requirement",
     "Resource",
+    "Rule",
     "StrList",
     "apply_defaults",
     "cronjob",
@@ -59,6 +63,7 @@ __all__ = [
     "namespace",
     "parse_selector",
     "pod_template_of",
+    "rules_from_manifests",
     "selector_matches",
     "statefulset",
     "status_object",

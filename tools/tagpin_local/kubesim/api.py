@@ -6,6 +6,8 @@ server-side tables for kubectl's human output, GET/LIST (label and simple field 
 ``limit``/``continue``), a polling WATCH, POST, PUT, PATCH (strategic merge, JSON merge, JSON
 patch; apply patches get 415), DELETE, ``dryRun=All``, resourceVersion preconditions (409) and
 ``Status`` errors. Resources: namespaces, pods, deployments, statefulsets, daemonsets, cronjobs.
+Every request is authorized (RBAC per token, allow-all by default: :mod:`.authz`), and the self
+access and rules reviews are answered.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import authz
+from .authz import Authz
 from .discovery import Discovery
 from .patch import _patched
 from .resources import _GROUPS, RESOURCES, ApiError, Obj, Resource, _not_found
@@ -24,7 +28,7 @@ from .state import ObjList
 from .store import Store
 
 
-class Api(Store, Discovery):
+class Api(Store, Discovery, Authz):
     """Serves requests: :meth:`handle` answers one, :meth:`watch_events` streams a watch."""
 
     # -- HTTP dispatch (called by the handler)
@@ -33,7 +37,12 @@ class Api(Store, Discovery):
         with self._lock:
             if req.method == "GET" and (disc := self._discovery([p for p in req.path.split("/") if p])):
                 return disc
+            if req.path.startswith(f"/apis/{authz.GROUP}/"):
+                return self._review(req.token, req.method, req.path, req.ctype, req.body)
             res, ns, name, sub = _parse_path(req.path)
+            self._authorize(
+                req.token, authz.verb_of(req.method, name is not None, req.query), res, ns, name, sub
+            )
             if name is None:
                 return self._collection(req, res, ns)
             if res.namespaced and ns is None:
@@ -81,6 +90,7 @@ class Api(Store, Discovery):
             raise ApiError(
                 405, "watch a collection with fieldSelector=metadata.name=NAME", "MethodNotAllowed"
             )
+        self._authorize(req.token, "watch", res, ns, None, "")
         with self._lock:
             self._matching(res, ns, req.query)
         since = int(req.query.get("resourceVersion") or 0)
@@ -160,6 +170,7 @@ class Request:
     ctype: str | None
     body: bytes
     accept: str
+    token: str | None = None  # the bearer token, for authorization
 
     @property
     def dry_run(self) -> bool:

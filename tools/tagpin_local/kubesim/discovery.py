@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from . import authz
 from .defaults import pod_template_of
 from .resources import _GROUPS, RESOURCES, Obj
 from .state import ObjList, State, StrList
@@ -84,6 +85,8 @@ class Discovery(State):
         return table
 
     def _discovery(self, parts: StrList) -> Obj | None:
+        if (reviews := authz.discovery(parts)) is not None:
+            return reviews
         if parts == ["version"]:
             return dict(SERVER_VERSION)
         if parts == ["api"]:
@@ -100,6 +103,8 @@ class Discovery(State):
             for g, v in _GROUPS.items():
                 gv = {"groupVersion": f"{g}/{v}", "version": v}
                 groups.append({"name": g, "versions": [gv], "preferredVersion": gv})
+            gv = {"groupVersion": f"{authz.GROUP}/{authz.VERSION}", "version": authz.VERSION}
+            groups.append({"name": authz.GROUP, "versions": [gv], "preferredVersion": gv})
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
         if parts in (["api", "v1"], *(["apis", g, v] for g, v in _GROUPS.items())):
             group = "" if parts[0] == "api" else parts[1]

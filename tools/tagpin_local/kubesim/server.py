@@ -55,7 +55,8 @@ class KubeSim(Api):
     ``fail_rollouts`` (rollouts end with Progressing=False/ProgressDeadlineExceeded and old Pods stay),
     ``broken`` (digests or image references: a pod template with a container image that contains one
     of them never becomes available: the same failure, for that image only; see :meth:`break_image`),
-    ``nodes`` (DaemonSet Pods per DaemonSet).
+    ``nodes`` (DaemonSet Pods per DaemonSet). Authorization: :meth:`grant`, :meth:`revoke`,
+    :meth:`add_token` (:mod:`.authz`; by default every request of an accepted token is allowed).
 
     One mixin per concern over a shared :class:`~.state.State` (see :mod:`.state`).
     """
@@ -63,6 +64,8 @@ class KubeSim(Api):
     def __init__(self, token: str | None = None, rollout_delay: float = 0.0, tls: bool = False) -> None:
         super().__init__(rollout_delay)
         self.token = token
+        self._users: dict[str, str] = {}  # more accepted tokens and their users (see .authz)
+        self._grants: dict[str, Any] = {}  # token -> its RBAC rules; absent: everything allowed
         self.tls = tls
         self.ca_file: Path | None = None  # the self-signed server certificate when ``tls=True``...
         self.ca_pem: bytes | None = None  # ...and its PEM text
@@ -280,9 +283,11 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.status is not None:
                 headers = {"Retry-After": "1"} if fault.status in (429, 503) else None
                 return self._send(fault.status, status_object(fault.status, "injected by kubesim"), headers)
-        if sim.token is not None and self.headers.get("Authorization") != f"Bearer {sim.token}":
+        header = self.headers.get("Authorization") or ""
+        token = header[7:] if header.startswith("Bearer ") else None
+        if not sim.authenticates(token):
             return self._send(401, status_object(401, "Unauthorized"))
-        req = Request(method, path, query, ctype, body, self.headers.get("Accept") or "")
+        req = Request(method, path, query, ctype, body, self.headers.get("Accept") or "", token)
         try:
             if method == "GET" and query.get("watch") in ("true", "1"):
                 return self._stream(sim.watch_events(req))

@@ -121,6 +121,11 @@ class KubeWorkloads:
             Kind.CRONJOB: batch.list_cron_job_for_all_namespaces,
         }
 
+    @property
+    def api(self) -> ApiClient:
+        """The cluster's API client, with the credentials the functions use (``tagpin doctor``)."""
+        return self._api
+
     def get(self, namespace: str, kind: Kind, name: str) -> Workload:
         what = f"get {_RESOURCES[kind]} in namespace {namespace}"
         response = self._call(what, self._read[kind], name, namespace, _preload_content=False)
