@@ -119,7 +119,7 @@ def _reach(name: str, connector: Any, where: str) -> tuple[Any, Result]:
     """The cluster's API client and whether it answers (``GET /version``)."""
     from kubernetes.client import VersionApi
     from kubernetes.client.exceptions import ApiException
-    from tagpin.adapters.kubernetes.clusters import REQUEST_TIMEOUT
+    from tagpin.adapters.kubernetes.workloads import REQUEST_TIMEOUT
     from tagpin.ports.workloads import WorkloadError
 
     fix = (
@@ -154,7 +154,7 @@ def self_review(api: Any) -> Review:
     """A ``SelfSubjectAccessReview`` per need, with the client's own credentials."""
     from kubernetes.client import AuthorizationV1Api, V1ResourceAttributes, V1SelfSubjectAccessReview
     from kubernetes.client import V1SelfSubjectAccessReviewSpec as Spec
-    from tagpin.adapters.kubernetes.clusters import REQUEST_TIMEOUT
+    from tagpin.adapters.kubernetes.workloads import REQUEST_TIMEOUT
 
     authz = AuthorizationV1Api(api)
 
@@ -175,7 +175,7 @@ def subject_review(api: Any, user: str, groups: list[str]) -> Review:
     create them; a 403 raises ``ApiException``)."""
     from kubernetes.client import AuthorizationV1Api, V1ResourceAttributes, V1SubjectAccessReview
     from kubernetes.client import V1SubjectAccessReviewSpec as Spec
-    from tagpin.adapters.kubernetes.clusters import REQUEST_TIMEOUT
+    from tagpin.adapters.kubernetes.workloads import REQUEST_TIMEOUT
 
     authz = AuthorizationV1Api(api)
 
