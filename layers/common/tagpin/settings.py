@@ -35,7 +35,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "verifier": (CONFIG, "state_table", "queue_url", "verification_queue_url", "notify_topic_arn"),
     "reconciler": (CONFIG, "state_table", "queue_url", "reconcile_resolves"),
 }
-OPTIONAL = frozenset({"notify_topic_arn"})  # read when set; absent means "not used"
+# Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves).
+OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves"})
 # Variables with a default, read by the functions that resolve tags (the registry client).
 TUNING: dict[str, tuple[str, ...]] = {
     "poll_concurrency": ("poller", "webhook", "reconciler"),
