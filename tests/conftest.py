@@ -10,6 +10,15 @@ import pytest
 from tagpin_local.kubesim import deployment
 from tagpin_local.stack import LocalStack, StackOptions
 
+# Every AWS call a function makes in any test is checked against its role in template.yaml.
+from tests.support.iamsession import (  # noqa: F401 (pytest hooks and an autouse fixture)
+    _iam_allows_every_call,
+    pytest_configure,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+    pytest_unconfigure,
+)
+
 
 def require_binary(name: str, path: str | None = None) -> str:
     found = path if path and os.path.exists(path) else shutil.which(name)

@@ -36,7 +36,7 @@ from tests.support.queues import ListQueue
 
 pytestmark = pytest.mark.integration
 
-SECRET = "tagpin/registry"
+SECRET = "tagpin/registries/registry"
 GAR_KEY = {"type": "service_account", "project_id": "p", "private_key_id": "k1", "client_email": "a@p.iam"}
 PUSHER = ("pusher", "push-password")
 BASIC_USERS = {

@@ -22,10 +22,10 @@ VALID = textwrap.dedent(
       dev:
         eks: {name: dev-cluster, region: eu-west-1}
       stage:
-        kubeconfig: {secret: tagpin/stage-kubeconfig, context: stage}
+        kubeconfig: {secret: tagpin/clusters/stage, context: stage}
     registries:
       127.0.0.1:5000: {insecure: true}
-      ghcr.io: {credentials_secret: tagpin/ghcr}
+      ghcr.io: {credentials_secret: tagpin/registries/ghcr}
     images:
       - image: nginx
         targets:
@@ -55,9 +55,9 @@ def test_valid_document_parses() -> None:
     assert cfg.clusters["dev"].eks is not None
     assert cfg.clusters["dev"].eks.region == "eu-west-1"
     assert cfg.clusters["stage"].kubeconfig is not None
-    assert cfg.clusters["stage"].kubeconfig.secret == "tagpin/stage-kubeconfig"
+    assert cfg.clusters["stage"].kubeconfig.secret == "tagpin/clusters/stage"
     assert cfg.registry("127.0.0.1:5000").insecure is True
-    assert cfg.registry("ghcr.io").credentials_secret == "tagpin/ghcr"
+    assert cfg.registry("ghcr.io").credentials_secret == "tagpin/registries/ghcr"
     assert cfg.registry("quay.io").insecure is False  # unknown hosts: anonymous, TLS
     web = cfg.followed["127.0.0.1:5000/demo/web:stable"]
     assert [t.id for t in web.targets] == [

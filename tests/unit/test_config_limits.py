@@ -17,32 +17,83 @@ from tagpin.adapters.config_source import (
 )
 from tagpin.domain.config import ConfigError, parse_config
 
-CLUSTER = "clusters:\n  lab: {kubeconfig: {secret: tagpin/lab}}\n"
+CLUSTER = "clusters:\n  lab: {kubeconfig: {secret: tagpin/clusters/lab}}\n"
 
 
 @pytest.mark.parametrize(
-    ("document", "field"),
+    ("document", "field", "prefix"),
     [
-        ("clusters:\n  lab: {kubeconfig: {secret: prod/lab}}\n", "clusters.lab.kubeconfig.secret"),
-        ("clusters:\n  lab: {service_account: {secret: lab}}\n", "clusters.lab.service_account.secret"),
+        (
+            "clusters:\n  lab: {kubeconfig: {secret: prod/lab}}\n",
+            "clusters.lab.kubeconfig.secret",
+            "clusters",
+        ),
+        (
+            "clusters:\n  lab: {service_account: {secret: lab}}\n",
+            "clusters.lab.service_account.secret",
+            "clusters",
+        ),
         (
             "registries:\n  ghcr.io: {credentials_secret: other/ghcr}\n",
             "registries.ghcr.io.credentials_secret",
+            "registries",
         ),
-        ("rollout:\n  notifications: {webhooks_secret: tagpin}\n", "rollout.notifications.webhooks_secret"),
-        ("clusters:\n  lab: {kubeconfig: {secret: 'tagpin/'}}\n", "clusters.lab.kubeconfig.secret"),
+        (
+            "rollout:\n  notifications: {webhooks_secret: tagpin}\n",
+            "rollout.notifications.webhooks_secret",
+            "notifications",
+        ),
+        (
+            "clusters:\n  lab: {kubeconfig: {secret: 'tagpin/clusters/'}}\n",
+            "clusters.lab.kubeconfig.secret",
+            "clusters",
+        ),
+        # under tagpin/, but not where its kind lives: a function that needs it could not read it
+        (
+            "clusters:\n  lab: {kubeconfig: {secret: tagpin/lab}}\n",
+            "clusters.lab.kubeconfig.secret",
+            "clusters",
+        ),
+        (
+            "clusters:\n  lab: {kubeconfig: {secret: tagpin/registries/lab}}\n",
+            "clusters.lab.kubeconfig.secret",
+            "clusters",
+        ),
+        (
+            "registries:\n  ghcr.io: {credentials_secret: tagpin/clusters/ghcr}\n",
+            "registries.ghcr.io.credentials_secret",
+            "registries",
+        ),
+        (
+            "rollout:\n  notifications: {webhooks_secret: tagpin/webhook}\n",
+            "rollout.notifications.webhooks_secret",
+            "notifications",
+        ),
     ],
 )
-def test_a_secret_outside_tagpin_is_refused_naming_the_field(document: str, field: str) -> None:
+def test_a_secret_outside_its_kinds_prefix_is_refused_naming_the_field(
+    document: str, field: str, prefix: str
+) -> None:
+    """Registry credentials live under tagpin/registries/, cluster credentials under tagpin/clusters/,
+    notification webhooks under tagpin/notifications/: template.yaml lets only the functions that
+    read each kind read its prefix."""
     with pytest.raises(ConfigError) as info:
         parse_config(document)
     message = str(info.value)
-    assert field in message and "is not a secret under tagpin/" in message
+    assert field in message and f"must be a secret named tagpin/{prefix}/<name>" in message
+    assert f"secretsmanager:GetSecretValue on tagpin/{prefix}/*" in message
 
 
-def test_secrets_under_tagpin_are_accepted() -> None:
-    config = parse_config(CLUSTER + "registries:\n  ghcr.io: {credentials_secret: tagpin/registries/ghcr}\n")
+def test_secrets_under_their_kinds_prefix_are_accepted() -> None:
+    config = parse_config(
+        CLUSTER
+        + "registries:\n  ghcr.io: {credentials_secret: tagpin/registries/ghcr}\n"
+        + "rollout:\n  notifications: {webhooks_secret: tagpin/notifications/chat}\n"
+    )
     assert config.registry("ghcr.io").credentials_secret == "tagpin/registries/ghcr"
+    assert config.clusters["lab"].kubeconfig is not None
+    assert config.clusters["lab"].kubeconfig.secret == "tagpin/clusters/lab"
+    assert config.rollout.notifications.webhooks_secret == "tagpin/notifications/chat"
 
 
 def document(targets: int) -> str:

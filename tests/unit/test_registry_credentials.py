@@ -63,7 +63,7 @@ def test_secret_shapes_by_kind() -> None:
         GAR_TOKEN_USER, "ya29.x"
     )
     with pytest.raises(CredentialsError, match="has: pass, user") as info:
-        secret_credentials(RegistryKind.QUAY, {"user": "x", "pass": "hunter2"}, "tagpin/q")
+        secret_credentials(RegistryKind.QUAY, {"user": "x", "pass": "hunter2"}, "tagpin/registries/q")
     assert "hunter2" not in str(info.value)
 
 
@@ -71,7 +71,7 @@ def test_config_registry_fields_and_defaults() -> None:
     config = parse_config(
         f"""
 registries:
-  docker.io: {{credentials_secret: tagpin/hub}}
+  docker.io: {{credentials_secret: tagpin/registries/hub}}
   registry.local:5000: {{insecure: true}}
   mirror.internal: {{kind: ecr, ecr: {{region: eu-west-1, role_arn: "arn:aws:iam::210987654321:role/pull"}}}}
   {ECR_HOST}: {{max_concurrency: 8, ignore_attestation_changes: true}}
@@ -90,12 +90,15 @@ def test_store_reads_secrets_lazily_per_registry() -> None:
     config = parse_config(
         """
 registries:
-  docker.io: {credentials_secret: tagpin/hub}
-  europe-docker.pkg.dev: {credentials_secret: tagpin/gar}
-  broken.example.com: {credentials_secret: tagpin/broken}
+  docker.io: {credentials_secret: tagpin/registries/hub}
+  europe-docker.pkg.dev: {credentials_secret: tagpin/registries/gar}
+  broken.example.com: {credentials_secret: tagpin/registries/broken}
 """
     )
-    secrets = {"tagpin/hub": {"username": "me", "password": "pat"}, "tagpin/gar": {"_json_key": SA_KEY}}
+    secrets = {
+        "tagpin/registries/hub": {"username": "me", "password": "pat"},
+        "tagpin/registries/gar": {"_json_key": SA_KEY},
+    }
     read: list[str] = []
 
     def secret_json(name: str) -> dict[str, Any]:
@@ -105,7 +108,7 @@ registries:
     store = CredentialStore(lambda: config, secret_json)
     hub = store.access("docker.io")
     assert (hub.credentials, hub.head_only) == (Credentials("me", "pat"), True)
-    assert read == ["tagpin/hub"]
+    assert read == ["tagpin/registries/hub"]
     assert store.access("europe-docker.pkg.dev").credentials.username == GAR_KEY_USER  # type: ignore[union-attr]
     assert store.access("anonymous.example.com").credentials is None
     with pytest.raises(KeyError):

@@ -170,7 +170,7 @@ def test_one_event_goes_to_sns_and_every_configured_webhook(caplog: pytest.LogCa
             raise OSError("teams is down")
 
     notifier = Notifier(
-        settings=lambda: NotificationSettings(webhooks_secret="tagpin/notify"),
+        settings=lambda: NotificationSettings(webhooks_secret="tagpin/notifications/notify"),
         sns=sns,
         topic_arn="arn:aws:sns:us-east-1:123456789012:tagpin-rollouts",
         secret=lambda name: {

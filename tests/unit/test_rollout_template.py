@@ -45,8 +45,12 @@ def test_rollout_permissions_are_scoped(template: dict[str, Any], fn: str) -> No
     assert send["Resource"] == [CHECKS_ARN, CHANGES_ARN]
     (publish,) = statements_for(props, "sns:Publish")
     assert publish["Resource"] == {"Ref": "RolloutTopic"}
-    for statement in statements_for(props, "secretsmanager:GetSecretValue"):
-        assert str(statement["Resource"]["Fn::Sub"]).endswith(":secret:tagpin/*")
+    # cluster credentials and notification webhooks, nothing else (tests/unit/test_template.py)
+    (secrets,) = statements_for(props, "secretsmanager:GetSecretValue")
+    assert [str(r["Fn::Sub"]).rsplit(":", 1)[1] for r in secrets["Resource"]] == [
+        "tagpin/clusters/*",
+        "tagpin/notifications/*",
+    ]
     if fn == "VerifierFunction":  # never deletes state; never touches the idempotency table
         assert "dynamodb:DeleteItem" not in actions_of(props)
         assert {s["Resource"]["Fn::GetAtt"][0] for s in statements_for(props, "dynamodb:GetItem")} == {

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tagpin.domain import config
 from tagpin.domain.redelivery import RECEIVES
 from tagpin.settings import CONFIG, NEEDS, PREFIX, Settings, variable
 
@@ -66,9 +67,23 @@ REGISTRY_FUNCTIONS = frozenset({"poller", "webhook", "reconciler"})
 EKS_CLUSTERS = {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluster/*"}
 ECR_REPOSITORIES = {"Fn::Sub": "arn:${AWS::Partition}:ecr:*:${AWS::AccountId}:repository/*"}
 REGISTRY_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::*:role/tagpin-registry-*"}
-TAGPIN_SECRETS = {
-    "Fn::Sub": "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:tagpin/*"
-}
+# The functions that notify rollout events (SNS and the webhooks of rollout.notifications).
+NOTIFYING_FUNCTIONS = frozenset({"consumer", "verifier"})
+
+
+SECRET_ARN = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
+
+
+def secrets_under(prefix: str) -> dict[str, str]:
+    """The ARNs of the secrets named ``prefix``... (the configuration's convention, per kind)."""
+    return {"Fn::Sub": f"{SECRET_ARN}{prefix}*"}
+
+
+REGISTRY_SECRETS = secrets_under(config.REGISTRY_SECRETS)
+CLUSTER_SECRETS = secrets_under(config.CLUSTER_SECRETS)
+NOTIFICATION_SECRETS = secrets_under(config.NOTIFICATION_SECRETS)
+# The webhook's own secret (parameter WebhookSecretName); Secrets Manager appends "-" + 6 characters.
+WEBHOOK_SECRET = {"Fn::Sub": SECRET_ARN + "${WebhookSecretName}-??????"}
 KMS_KEY = "arn:aws:kms:eu-west-1:111122223333:key/00000000-0000-0000-0000-000000000000"
 CLUSTER_ROLE = "arn:aws:iam::111122223333:role/tagpin-deployer"
 
@@ -378,11 +393,41 @@ def registry_problems(tpl: Template, fn: str) -> list[str]:
         if not resolves and granted:
             problems.append(f"{fn}: {action} on {resource}, but {key} does not resolve tags at registries")
     if resolves and not any(
-        _grants_on(s, "secretsmanager:GetSecretValue", TAGPIN_SECRETS) for s in statements
+        _grants_on(s, "secretsmanager:GetSecretValue", REGISTRY_SECRETS) for s in statements
     ):
-        problems.append(f"{fn}: resolves tags at registries but cannot read their credentials (tagpin/*)")
+        problems.append(
+            f"{fn}: resolves tags at registries but cannot read their credentials "
+            f"({config.REGISTRY_SECRETS}*)"
+        )
     if not resolves and any(a.startswith("ecr:") for s in statements for a in as_list(s["Action"])):
         problems.append(f"{fn}: ECR permissions, but {key} does not resolve tags at registries")
+    return problems
+
+
+def secret_problems(tpl: Template, fn: str) -> list[str]:
+    """Exactly the secrets it reads: registry credentials where tags are resolved, cluster
+    credentials where clusters are reached, notification webhooks where rollouts are notified, the
+    webhook's own secret in the webhook (the configuration checks that each secret it names is under
+    its kind's prefix)."""
+    key = _key(tpl, fn)
+    wanted = []
+    if key in REGISTRY_FUNCTIONS:
+        wanted.append(REGISTRY_SECRETS)
+    if key in KUBERNETES_FUNCTIONS:
+        wanted.append(CLUSTER_SECRETS)
+    if key in NOTIFYING_FUNCTIONS:
+        wanted.append(NOTIFICATION_SECRETS)
+    if variable("webhook_secret") in function_props(tpl, fn).get("Environment", {}).get("Variables", {}):
+        wanted.append(WEBHOOK_SECRET)
+    granted = [
+        r
+        for s in statements_for(function_props(tpl, fn), "secretsmanager:GetSecretValue")
+        for r in as_list(s["Resource"])
+    ]
+    problems = [
+        f"{fn}: may read the secrets {r}, which {key} does not read" for r in granted if r not in wanted
+    ]
+    problems += [f"{fn}: cannot read the secrets {w}, which {key} reads" for w in wanted if w not in granted]
     return problems
 
 
@@ -427,6 +472,7 @@ CHECKS: dict[str, Callable[[Template, str], list[str]]] = {
     "access": access_problems,
     "clusters": cluster_problems,
     "registries": registry_problems,
+    "secrets": secret_problems,
     "output": output_problems,
 }
 
@@ -631,6 +677,31 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
     "no KMS decrypt": (
         lambda t: _drop_statement(t, "ReconcilerFunction", "DecryptConfigAndSecrets"),
         "iam", "ReconcilerFunction", "no kms:Decrypt on KmsKeyArn",
+    ),
+    "every secret": (
+        lambda t: _statements("PollerFunction")(t).append(
+            {
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": secrets_under(config.base.SECRET_PREFIX),
+            }
+        ),
+        "secrets", "PollerFunction", "may read the secrets {'Fn::Sub': 'arn:${AWS::Partition}",
+    ),
+    "webhook reads cluster secrets": (
+        lambda t: _statements("WebhookFunction")(t).append(
+            {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": CLUSTER_SECRETS}
+        ),
+        "secrets", "WebhookFunction", "secret:tagpin/clusters/*'}, which webhook does not read",
+    ),
+    "verifier cannot notify": (
+        lambda t: _statements("VerifierFunction")(t)[
+            next(
+                i for i, s in enumerate(_statements("VerifierFunction")(t))
+                if s.get("Sid") == "ClusterAndNotificationSecrets"
+            )
+        ].update(Resource=CLUSTER_SECRETS),
+        "secrets", "VerifierFunction", "cannot read the secrets {'Fn::Sub'",
     ),
     "no output": (
         lambda t: t["Outputs"].pop("VerifierFunctionName"),
@@ -854,8 +925,8 @@ def test_consumer_permissions(template: Template) -> None:  # noqa: F811
     assert eks["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluster/*"}
     idem_arn = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
     idem = [s for s in policy_statements(props) if s["Resource"] == idem_arn]
+    # powertools: a conditional put returns the existing record (no GetItem); delete after a failure
     assert idem and {a for s in idem for a in as_list(s["Action"])} == {
-        "dynamodb:GetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",

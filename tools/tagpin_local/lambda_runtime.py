@@ -13,6 +13,7 @@ the thread. ``FUNCTION_OUTPUT`` writes to the process's stderr unless told other
 from __future__ import annotations
 
 import base64
+import contextvars
 import importlib.util
 import sys
 import threading
@@ -30,6 +31,12 @@ ACCOUNT = "123456789012"
 REGION = "us-east-1"
 
 Handler = Callable[[dict[str, Any], Any], Any]
+
+# The function whose handler is running in this context: set for the length of each invocation of a
+# handler ``load_handler`` returned, so that what happens during it (an AWS call, on this thread or
+# on a thread the invocation hands its context to) can be attributed to the function that did it.
+# Several functions run in one process here, concurrently: a context variable, not a global.
+INVOKED: contextvars.ContextVar[str | None] = contextvars.ContextVar("tagpin_invoked_function", default=None)
 
 
 @dataclass
@@ -124,14 +131,23 @@ def _route_logger() -> None:
 
 
 def load_handler(function: str) -> Handler:
-    """Import ``functions/<function>/app.py`` under a unique module name and return its handler."""
+    """Import ``functions/<function>/app.py`` under a unique module name and return its handler,
+    which runs with ``INVOKED`` set to ``function``."""
     path = REPO / "functions" / function / "app.py"
     spec = importlib.util.spec_from_file_location(f"tagpin_function_{function}", path)
     assert spec is not None and spec.loader is not None
     module: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     _route_logger()
-    handler: Handler = module.lambda_handler
+    lambda_handler: Handler = module.lambda_handler
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        token = INVOKED.set(function)
+        try:
+            return lambda_handler(event, context)
+        finally:
+            INVOKED.reset(token)
+
     return handler
 
 

@@ -10,7 +10,13 @@ The public names are importable from this package.
 
 from __future__ import annotations
 
-from tagpin.domain.config.base import ConfigError, NotConfigured
+from tagpin.domain.config.base import (
+    CLUSTER_SECRETS,
+    NOTIFICATION_SECRETS,
+    REGISTRY_SECRETS,
+    ConfigError,
+    NotConfigured,
+)
 from tagpin.domain.config.clusters import Cluster, EksAccess, KubeconfigAccess, ServiceAccountAccess
 from tagpin.domain.config.document import TagpinConfig, parse_config
 from tagpin.domain.config.registries import EcrSettings, Registry, RegistryKind, ecr_host_parts, registry_kind
@@ -24,6 +30,9 @@ from tagpin.domain.config.rollout import (
 from tagpin.domain.config.targets import FollowedImage, Kind, Target
 
 __all__ = [
+    "CLUSTER_SECRETS",
+    "NOTIFICATION_SECRETS",
+    "REGISTRY_SECRETS",
     "Cluster",
     "ConfigError",
     "EcrSettings",

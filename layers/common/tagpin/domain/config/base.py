@@ -27,16 +27,33 @@ class Strict(BaseModel):
 
 
 SECRET_PREFIX = "tagpin/"  # noqa: S105 (a name prefix, not a secret)
+# Each kind of secret the configuration names lives under its own prefix, so that template.yaml
+# grants each function only the kinds it reads (secretsmanager:GetSecretValue on <prefix>*):
+REGISTRY_SECRETS = SECRET_PREFIX + "registries/"  # the poller, the webhook, the reconciler
+CLUSTER_SECRETS = SECRET_PREFIX + "clusters/"  # the consumer, the verifier, the reconciler
+NOTIFICATION_SECRETS = SECRET_PREFIX + "notifications/"  # the consumer, the verifier
 
 
-def _under_prefix(name: str) -> str:
-    if not name.startswith(SECRET_PREFIX) or len(name) == len(SECRET_PREFIX):
-        raise ValueError(
-            f"{name!r} is not a secret under {SECRET_PREFIX}: the functions may read only secrets "
-            f"named {SECRET_PREFIX}... (the template's IAM policies name that prefix)"
-        )
-    return name
+def _under(prefix: str, what: str, readers: str) -> AfterValidator:
+    def check(name: str) -> str:
+        if not name.startswith(prefix) or len(name) == len(prefix):
+            raise ValueError(
+                f"{name!r}: {what} must be a secret named {prefix}<name>: only {readers} may read "
+                f"them (template.yaml grants secretsmanager:GetSecretValue on {prefix}* to those "
+                "functions alone; docs/deploying.md)"
+            )
+        return name
+
+    return AfterValidator(check)
 
 
-# The name of a Secrets Manager secret the configuration points to.
-SecretName = Annotated[str, AfterValidator(_under_prefix)]
+# The name of a Secrets Manager secret the configuration points to, by what it holds.
+RegistrySecretName = Annotated[
+    str, _under(REGISTRY_SECRETS, "registry credentials", "the functions that resolve tags")
+]
+ClusterSecretName = Annotated[
+    str, _under(CLUSTER_SECRETS, "cluster credentials", "the functions that reach clusters")
+]
+NotificationSecretName = Annotated[
+    str, _under(NOTIFICATION_SECRETS, "notification webhooks", "the functions that notify")
+]

@@ -6,7 +6,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from tagpin.domain.config.base import SecretName, Strict
+from tagpin.domain.config.base import ClusterSecretName, Strict
 
 
 class EksAccess(Strict):
@@ -24,8 +24,9 @@ class EksAccess(Strict):
 class KubeconfigAccess(Strict):
     """A kubeconfig held in Secrets Manager (``secret``) or, for local use, a file (``file``)."""
 
-    secret: SecretName | None = Field(
-        default=None, description="Secrets Manager secret (under `tagpin/`) holding the kubeconfig."
+    secret: ClusterSecretName | None = Field(
+        default=None,
+        description="Secrets Manager secret (named `tagpin/clusters/...`) holding the kubeconfig.",
     )
     file: str | None = Field(default=None, description="Path of a kubeconfig file (local use).")
     context: str | None = Field(
@@ -44,7 +45,9 @@ class ServiceAccountAccess(Strict):
     ``{"endpoint": "https://...", "ca.crt": "<PEM>", "token": "<token>"}`` (the keys of a
     Kubernetes service-account token Secret, plus the endpoint)."""
 
-    secret: SecretName = Field(description="Secrets Manager secret (under `tagpin/`) holding the JSON.")
+    secret: ClusterSecretName = Field(
+        description="Secrets Manager secret (named `tagpin/clusters/...`) holding the JSON."
+    )
 
 
 class Cluster(Strict):

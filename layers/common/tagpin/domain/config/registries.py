@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from tagpin.domain.config.base import SecretName, Strict
+from tagpin.domain.config.base import RegistrySecretName, Strict
 
 
 class RegistryKind(StrEnum):
@@ -78,8 +78,9 @@ class Registry(Strict):
     shape depends on ``kind``, see ``RegistryKind``); without it access is anonymous."""
 
     insecure: bool = Field(default=False, description="Plain HTTP (local registries only).")
-    credentials_secret: SecretName | None = Field(
-        default=None, description="Secrets Manager secret (under `tagpin/`) with this registry's credentials."
+    credentials_secret: RegistrySecretName | None = Field(
+        default=None,
+        description="Secrets Manager secret (named `tagpin/registries/...`) with the registry's credentials.",
     )
     kind: RegistryKind | None = Field(
         default=None, description="Credential kind; default: worked out from the host."

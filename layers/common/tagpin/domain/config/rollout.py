@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 
-from tagpin.domain.config.base import LABEL_PATTERN, SecretName, Strict
+from tagpin.domain.config.base import LABEL_PATTERN, NotificationSecretName, Strict
 
 
 class Wave(Strict):
@@ -86,9 +86,9 @@ class NotificationSettings(Strict):
     """Where rollout events go: the stack's SNS topic, and optionally chat and HTTP webhooks."""
 
     sns: bool = Field(default=True, description="Publish to the stack's SNS topic (`RolloutTopic`).")
-    webhooks_secret: SecretName | None = Field(
+    webhooks_secret: NotificationSecretName | None = Field(
         default=None,
-        description="Secrets Manager secret (under `tagpin/`) with webhook URLs: JSON "
+        description="Secrets Manager secret (named `tagpin/notifications/...`) with webhook URLs: JSON "
         '`{"slack": "https://hooks.slack.com/...", "teams": "https://...", "http": "https://..."}`, '
         "each optional.",
     )

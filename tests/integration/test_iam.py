@@ -1,0 +1,335 @@
+"""IAM proven from what the code calls (tests/support/iam.py): the real handlers on the local stack,
+driven through every kind of call their roles in template.yaml must cover, each call recorded and
+evaluated against its function's role; then every action x resource of every statement of every
+role must have been used by a call.
+
+The world: a moto server with a customer KMS key (the configuration is a SecureString and every
+secret is encrypted with it: ``KmsKeyArn`` set), two EKS clusters in moto (one of this account, one
+of another account reached through a cluster role: ``ClusterRoleArns`` set) whose endpoints are
+Kubernetes simulators, two kubeconfig clusters (Secrets Manager), and three registries: one with
+credentials in Secrets Manager, one of kind ECR (a token from moto's ECR), one of kind ECR through a
+registry role of another account. Rollouts go through two waves with notifications to SNS and to a
+webhook (secret). What Lambda itself does with each role (polling the SQS sources, the OnFailure
+destination, the logs) is added from the template (``platform_calls``).
+
+The session-wide check (tests/support/iamsession.py) evaluates every other test's calls with the
+default parameters; the calls here are captured apart, for the parameters set here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from tagpin import wiring
+from tagpin.ports.state import TargetStatus
+from tagpin_local.kubesim import KubeSim, deployment
+from tagpin_local.lambda_runtime import LocalFunction, http_api_event
+from tagpin_local.oci import push_image
+from tagpin_local.registry_server import RegistryServer
+from tagpin_local.stack import (
+    CONFIG_PARAMETER,
+    WEBHOOK_ROUTE,
+    WEBHOOK_SECRET,
+    LocalStack,
+    StackOptions,
+    cluster_secret,
+)
+
+from tests.conftest import require_binary
+from tests.support.constants import FOLLOW
+from tests.support.iam import Call, denied, platform_calls, unused
+from tests.support.iamsession import RECORDER
+from tests.support.stack import state_of
+
+pytestmark = pytest.mark.integration
+
+OTHER_ACCOUNT = "210987654321"
+CLUSTER_ROLE = f"arn:aws:iam::{OTHER_ACCOUNT}:role/tagpin-deployer"
+REGISTRY_ROLE = f"arn:aws:iam::{OTHER_ACCOUNT}:role/tagpin-registry-pull"
+REGISTRY_SECRET = "tagpin/registries/local"
+NOTIFY_SECRET = "tagpin/notifications/hooks"
+FUNCTIONS = ("poller", "webhook", "consumer", "verifier", "reconciler")
+DEADLINE_S = 60.0
+ROLLOUT_S = 0.5
+SLOW_ROLLOUT_S = 8.0  # cluster stage: its verifications find the rollout progressing, again later
+
+
+@dataclass
+class World:
+    st: LocalStack
+    key: str  # the customer KMS key's ARN
+    kubes: dict[str, KubeSim]  # every cluster by its configuration name
+    hosts: dict[str, str]  # "secret", "ecr", "ecr-cross": registry hosts
+    registries: dict[str, RegistryServer]
+    images: dict[str, str]  # host kind -> followed image
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        return {"KmsKeyArn": self.key, "ClusterRoleArns": CLUSTER_ROLE}
+
+
+def _eks_cluster(st: LocalStack, kube: KubeSim, name: str, role_arn: str | None) -> None:
+    """An EKS cluster in moto (in the role's account when given) whose endpoint is ``kube``."""
+    from moto.eks.models import eks_backends
+
+    client = st.client("eks")
+    account = "123456789012"
+    if role_arn is not None:
+        creds = st.client("sts").assume_role(RoleArn=role_arn, RoleSessionName="setup")["Credentials"]
+        client = boto3.session.Session(
+            aws_access_key_id=creds["AccessKeyId"],
+            aws_secret_access_key=creds["SecretAccessKey"],
+            aws_session_token=creds["SessionToken"],
+        ).client("eks", endpoint_url=st.aws_endpoint, region_name="us-east-1")
+        account = role_arn.split(":")[4]
+    client.create_cluster(
+        name=name, roleArn=f"arn:aws:iam::{account}:role/eks", resourcesVpcConfig={"subnetIds": []}
+    )
+    cluster = eks_backends[account]["us-east-1"].clusters[name]
+    cluster.endpoint = kube.url
+    assert kube.ca_pem is not None
+    cluster.certificate_authority = {"data": base64.b64encode(kube.ca_pem).decode()}
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    options = StackOptions(
+        notifications=False, poll_interval=None, consume=False, clusters=["stage"], rollout_delay=ROLLOUT_S
+    )
+    extra = {name: KubeSim(tls=True, rollout_delay=ROLLOUT_S) for name in ("eks", "cross")}
+    registries = {"ecr": RegistryServer(), "ecr-cross": RegistryServer()}
+    with LocalStack(options) as st:
+        try:
+            for kube in extra.values():
+                kube.start()
+            for registry in registries.values():
+                registry.start()
+            yield _build(st, extra, registries)
+        finally:
+            for kube in extra.values():
+                kube.stop()
+            for registry in registries.values():
+                registry.stop()
+
+
+def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, RegistryServer]) -> World:
+    assert st.registry is not None
+    key = st.client("kms").create_key(Description="tagpin")["KeyMetadata"]["Arn"]
+    _eks_cluster(st, extra["eks"], "tagpin-eks", None)
+    _eks_cluster(st, extra["cross"], "tagpin-cross", CLUSTER_ROLE)
+    secrets = st.client("secretsmanager")
+    for name in (WEBHOOK_SECRET, cluster_secret("local"), cluster_secret("stage")):
+        secrets.update_secret(SecretId=name, KmsKeyId=key)
+    secrets.put_secret_value(
+        SecretId=WEBHOOK_SECRET, SecretString=json.dumps({"generic": {"token": st.webhook_token}})
+    )
+    secrets.create_secret(
+        Name=REGISTRY_SECRET, KmsKeyId=key, SecretString=json.dumps({"username": "u", "password": "p"})
+    )
+    # Notifications to an address that refuses at once: the secret is read, the post fails quietly.
+    # A cluster that refuses connections: applying there fails (and releases the idempotency record).
+    gone = {"apiVersion": "v1", "kind": "Config", "current-context": "gone",
+            "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],
+            "users": [{"name": "gone", "user": {"token": "t"}}],
+            "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}]}  # fmt: skip
+    secrets.create_secret(Name=cluster_secret("gone"), KmsKeyId=key, SecretString=yaml.safe_dump(gone))
+    secrets.create_secret(
+        Name=NOTIFY_SECRET, KmsKeyId=key, SecretString=json.dumps({"http": "http://127.0.0.1:9/"})
+    )
+    hosts = {
+        "secret": st.registry.host,
+        "ecr": registries["ecr"].host,
+        "ecr-cross": registries["ecr-cross"].host,
+    }
+    images = {kind: f"{host}/demo/{kind}:stable" for kind, host in hosts.items()}
+    # Followed only in the second wave: the first has nothing of it to verify, so the consumer that
+    # applies its first change promotes it at once.
+    late = f"{hosts['secret']}/demo/late:stable"
+    # Followed only in the cluster whose rollouts take long: verified again and again.
+    slow = f"{hosts['secret']}/demo/slow:stable"
+    st.kubes["stage"].rollout_delay = SLOW_ROLLOUT_S
+    st.kubes["stage"].create(deployment("slow", "default", "placeholder", container="app"))
+    # Followed only in the cluster that refuses connections.
+    lost = f"{hosts['secret']}/demo/lost:stable"
+    kubes = {**st.kubes, **extra}
+    target = {"namespace": "default", "kind": "Deployment", "container": "app"}
+    for kind in images:
+        for cluster in ("local", "eks", "cross"):
+            kubes[cluster].create(deployment(kind, "default", "placeholder", container="app"))
+    kubes["eks"].create(deployment("late", "default", "placeholder", container="app"))
+    # Followed by label only: the reconciler discovers it (and keeps the index).
+    kubes["cross"].create(deployment("found", "default", images["secret"], container="app", labels=FOLLOW))
+    document = {
+        "clusters": {
+            "local": {"kubeconfig": {"secret": cluster_secret("local"), "context": "local"}},
+            "stage": {"kubeconfig": {"secret": cluster_secret("stage"), "context": "stage"}},
+            "eks": {"eks": {"name": "tagpin-eks", "region": "us-east-1"}},
+            "cross": {"eks": {"name": "tagpin-cross", "region": "us-east-1", "role_arn": CLUSTER_ROLE}},
+            "gone": {"kubeconfig": {"secret": cluster_secret("gone")}},
+        },
+        "registries": {
+            hosts["secret"]: {"insecure": True, "credentials_secret": REGISTRY_SECRET},
+            hosts["ecr"]: {"insecure": True, "kind": "ecr", "ecr": {"region": "us-east-1"}},
+            hosts["ecr-cross"]: {
+                "insecure": True,
+                "kind": "ecr",
+                "ecr": {"region": "us-east-1", "role_arn": REGISTRY_ROLE},
+            },
+        },
+        "images": [
+            {
+                "image": image,
+                "targets": [{**target, "cluster": c, "name": kind} for c in ("local", "eks", "cross")],
+            }
+            for kind, image in images.items()
+        ]
+        + [
+            {"image": late, "targets": [{**target, "cluster": "eks", "name": "late"}]},
+            {"image": lost, "targets": [{**target, "cluster": "gone", "name": "lost"}]},
+            {"image": slow, "targets": [{**target, "cluster": "stage", "name": "slow"}]},
+        ],
+        "rollout": {
+            "verify_interval_seconds": 1,
+            "soak_seconds": 0,
+            "waves": [
+                {"name": "first", "clusters": ["local", "gone", "stage"]},
+                {"name": "second", "clusters": ["eks", "cross"]},
+            ],
+            "notifications": {"sns": True, "webhooks_secret": NOTIFY_SECRET},
+        },
+    }
+    # One process runs every function here, and the composition root caches across invocations
+    # (configuration, secrets, ECR tokens, cluster clients): each invocation starts in a new
+    # container instead, so that each function makes every call it needs itself.
+    for function in st.functions.values():
+        _cold(function)
+    text = yaml.safe_dump(document, sort_keys=False)
+    st.client("ssm").put_parameter(
+        Name=CONFIG_PARAMETER, Value=text, Type="SecureString", KeyId=key, Overwrite=True
+    )
+    wiring.reset()
+    return World(
+        st,
+        key,
+        kubes,
+        hosts,
+        {"secret": st.registry, **registries},
+        {**images, "late": late, "lost": lost, "slow": slow},
+    )
+
+
+def _cold(function: LocalFunction) -> None:
+    invoke = function.invoke
+
+    def cold(event: dict[str, Any]) -> Any:
+        wiring.reset()
+        return invoke(event)
+
+    function.invoke = cold  # type: ignore[method-assign]
+
+
+def wait_for(what: str, condition: Callable[[], Any], step: Callable[[], Any]) -> None:
+    started = time.monotonic()
+    while time.monotonic() - started < DEADLINE_S:
+        if condition():
+            return
+        step()
+        time.sleep(0.2)
+    raise AssertionError(f"not within {DEADLINE_S:.0f} s: {what}")
+
+
+def notify(w: World, kind: str, digest: str, delivery: str) -> dict[str, Any]:
+    """A push notification for ``kind``'s image, through the webhook handler."""
+    body = json.dumps({"image": w.images[kind], "digest": digest, "id": delivery}).encode()
+    headers = {"authorization": f"Bearer {w.st.webhook_token}", "content-type": "application/json"}
+    event = http_api_event("POST", "/webhooks/generic", "", headers, body, "127.0.0.1", WEBHOOK_ROUTE)
+    response: dict[str, Any] = w.st.functions["webhook"].invoke(event)
+    assert response["statusCode"] == 202, response
+    return response
+
+
+def run_everything(w: World) -> None:
+    """Each function through the calls its role must cover."""
+    st = w.st
+    digests = {
+        kind: push_image(w.registries.get(kind, w.registries["secret"]).url, f"demo/{kind}", "stable")
+        for kind in w.images
+    }
+    # webhook: notifications re-resolved at the registries (credentials in a secret; ECR: this
+    # account's, another's through a registry role), each a change it enqueues; a delivery again
+    # (deduplicated); an ECR event
+    notify(w, "late", digests["late"], "d-0")
+    notify(w, "ecr", digests["ecr"], "d-1")
+    notify(w, "ecr", digests["ecr"], "d-1")
+    notify(w, "ecr-cross", digests["ecr-cross"], "d-2")
+    ecr_event = {
+        "version": "0", "id": "e-1", "detail-type": "ECR Image Action", "source": "aws.ecr",
+        "account": "123456789012", "time": "2025-11-21T05:20:00Z", "region": "us-east-1", "resources": [],
+        "detail": {"result": "SUCCESS", "repository-name": "demo/web", "image-digest": digests["secret"],
+                   "action-type": "PUSH", "image-tag": "stable"},
+    }  # fmt: skip
+    st.functions["webhook"].invoke(ecr_event)
+    # poller: every registry kind (a secret, an ECR token, an ECR token through a registry role)
+    st.run_poller()
+    # consumer and verifier: the first wave (kubeconfig clusters; one refuses connections), verified,
+    # promoted to the second (EKS: this account's, and another account's through a cluster role)
+    targets = [
+        f"{c}/default/Deployment/{kind}/app"
+        for kind in ("secret", "ecr", "ecr-cross")
+        for c in ("eks", "cross")
+    ]
+    targets.append("eks/default/Deployment/late/app")
+
+    def step() -> None:
+        while st.consume_once(wait_s=0):
+            pass
+        st.verify_once(wait_s=0)
+
+    def verified() -> bool:
+        state = state_of(st)
+        return all(
+            (t := state.targets.get(target)) is not None and t.status is TargetStatus.VERIFIED
+            for target in targets
+        )
+
+    wait_for("every image verified in the second wave", verified, step)
+    # reconciler: every cluster and registry; a workload found by label, then gone (its target removed)
+    st.run_reconciler()
+    w.kubes["cross"].delete("Deployment", "default", "found")
+    st.run_reconciler()
+    # a notification older than what is recorded (a later poll already saw the tag): not recorded
+    stored = {"pk": {"S": f"TAG#{w.images['ecr']}"}, "sk": {"S": "STATE"}}
+    later = str(int(time.time() * 1000) + 3_600_000)
+    st.client("dynamodb").update_item(
+        TableName="tagpin-state", Key=stored, UpdateExpression="SET observed_at = :t",
+        ExpressionAttributeValues={":t": {"N": later}},
+    )  # fmt: skip
+    notify(w, "ecr", digests["ecr"], "d-3")
+
+
+@pytest.fixture(scope="module")
+def calls(world: World) -> list[Call]:
+    with RECORDER.capture() as sink:
+        run_everything(world)
+    assert not sink.unattributed, f"production calls made outside any invocation: {sink.unattributed}"
+    environment = {name: value for name, value in sink.calls[0].environment} if sink.calls else {}
+    platform = [c for fn in FUNCTIONS for c in platform_calls(fn, environment, world.parameters)]
+    return sink.calls + platform
+
+
+def test_every_call_is_allowed_by_its_functions_role(world: World, calls: list[Call]) -> None:
+    assert {c.function for c in calls} == set(FUNCTIONS)
+    assert denied(calls, world.parameters) == []
+
+
+def test_every_statement_is_used_by_a_call(world: World, calls: list[Call]) -> None:
+    assert unused(calls, FUNCTIONS, world.parameters) == []

@@ -1,0 +1,202 @@
+"""The parts of the IAM check (tests/support/iam.py): the evaluator's matching, calls turned into IAM
+requests, the roles read from template.yaml, the attribution of calls to functions."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import boto3
+import pytest
+from moto.iam.access_control import PermissionResult
+from tagpin_local.lambda_runtime import INVOKED
+
+from tests.support.constants import REGION
+from tests.support.iam import (
+    Call,
+    Request,
+    Statement,
+    Underivable,
+    denied,
+    requests_of,
+    role,
+    secret_arn,
+    unused,
+)
+from tests.support.iamsession import RECORDER
+
+P, D, N = PermissionResult.PERMITTED, PermissionResult.DENIED, PermissionResult.NEUTRAL
+GET = "secretsmanager:GetSecretValue"
+REG, CLU, NOTE, HOOK = (
+    "tagpin/registries/hub",
+    "tagpin/clusters/lab",
+    "tagpin/notifications/chat",
+    "tagpin/webhook",
+)
+SECRETS = "arn:aws:secretsmanager:us-east-1:123456789012:secret:"
+QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-changes.fifo"
+ENV = {
+    "TAGPIN_STATE_TABLE": "tagpin-state",
+    "TAGPIN_IDEMPOTENCY_TABLE": "tagpin-idempotency",
+    "TAGPIN_QUEUE_URL": QUEUE,
+    "TAGPIN_VERIFICATION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-verifications",
+    "TAGPIN_NOTIFY_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:tagpin-notifications",
+    "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
+    "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+}
+
+
+def allow(action: Any, resource: Any, **more: Any) -> Statement:
+    return Statement({"Effect": "Allow", "Action": action, "Resource": resource, **more})
+
+
+@pytest.mark.parametrize(
+    ("statement", "action", "resource", "result"),
+    [
+        # ? is one character (moto 5.2.5 fails on it), as in a secret's 6-character suffix
+        (allow(GET, SECRETS + "tagpin/webhook-??????"), GET,
+         SECRETS + "tagpin/webhook-AbC123", P),
+        (allow(GET, SECRETS + "tagpin/webhook-??????"), GET,
+         SECRETS + "tagpin/webhook-AbC12", N),
+        (allow(GET, SECRETS + "tagpin/webhook-??????"), GET,
+         SECRETS + "tagpin/webhook", N),
+        # . is a dot (moto 5.2.5 lets it match any character)
+        (allow("sqs:SendMessage", "arn:aws:sqs:us-east-1:1:q.fifo"), "sqs:SendMessage",
+         "arn:aws:sqs:us-east-1:1:qXfifo", N),
+        # * spans any characters, slashes included
+        (allow(GET, SECRETS + "tagpin/clusters/*"), GET,
+         SECRETS + "tagpin/clusters/eu/lab-AbC123", P),
+        (allow(GET, SECRETS + "tagpin/clusters/*"), GET,
+         SECRETS + "tagpin/registries/lab-AbC123", N),
+        # actions are case-insensitive, resources are not
+        (allow("SQS:sendmessage", "*"), "sqs:SendMessage", "arn:aws:sqs:us-east-1:1:q", P),
+        (allow("sqs:SendMessage*", "*"), "sqs:SendMessageBatch", "x", P),
+        (allow("ssm:GetParameter", "arn:aws:ssm:us-east-1:1:parameter/tagpin/config"), "ssm:GetParameter",
+         "arn:aws:ssm:us-east-1:1:parameter/Tagpin/config", N),
+        # an explicit deny, NotAction
+        (Statement({"Effect": "Deny", "Action": "sqs:*", "Resource": "*"}), "sqs:SendMessage", "x", D),
+        (Statement({"Effect": "Allow", "NotAction": "sqs:*", "Resource": "*"}), "sqs:SendMessage", "x", N),
+        (Statement({"Effect": "Allow", "NotAction": "sqs:*", "Resource": "*"}), "sns:Publish", "x", P),
+    ],
+)  # fmt: skip
+def test_the_evaluator_matches_as_iam_does(
+    statement: Statement, action: str, resource: str, result: PermissionResult
+) -> None:
+    assert statement.permits(action, resource) is result
+
+
+def test_not_resource_is_refused_rather_than_ignored() -> None:
+    with pytest.raises(ValueError, match="NotResource"):
+        Statement({"Effect": "Allow", "Action": "sqs:*", "NotResource": "x"})
+
+
+def test_calls_become_the_requests_iam_authorises() -> None:
+    table = "arn:aws:dynamodb:us-east-1:123456789012:table/"
+    assert requests_of("dynamodb", "BatchGetItem", {"RequestItems": {"a": {}, "b": {}}}, REGION) == [
+        Request("dynamodb:BatchGetItem", table + "a"),
+        Request("dynamodb:BatchGetItem", table + "b"),
+    ]
+    items = [{"Put": {"TableName": "a"}}, {"ConditionCheck": {"TableName": "b"}}]
+    assert requests_of("dynamodb", "TransactWriteItems", {"TransactItems": items}, REGION) == [
+        Request("dynamodb:PutItem", table + "a"),
+        Request("dynamodb:ConditionCheckItem", table + "b"),
+    ]
+    assert requests_of("dynamodb", "Query", {"TableName": "a", "IndexName": "i"}, REGION) == [
+        Request("dynamodb:Query", table + "a/index/i")
+    ]
+    assert requests_of("sqs", "SendMessageBatch", {"QueueUrl": QUEUE}, REGION) == [
+        Request("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:tagpin-changes.fifo")
+    ]
+    key = "arn:aws:kms:us-east-1:123456789012:key/k"
+    assert requests_of(
+        "ssm",
+        "GetParameter",
+        {"Name": "/tagpin/config", "WithDecryption": True},
+        REGION,
+        keys={"/tagpin/config": key},
+    ) == [
+        Request("ssm:GetParameter", "arn:aws:ssm:us-east-1:123456789012:parameter/tagpin/config"),
+        Request("kms:Decrypt", key),
+    ]
+    assert requests_of("secretsmanager", "GetSecretValue", {"SecretId": "tagpin/webhook"}, REGION) == [
+        Request("secretsmanager:GetSecretValue", SECRETS + "tagpin/webhook-AbC123")
+    ]
+    assert requests_of("eks", "DescribeCluster", {"name": "prod"}, "eu-west-1", "210987654321") == [
+        Request("eks:DescribeCluster", "arn:aws:eks:eu-west-1:210987654321:cluster/prod")
+    ]
+    assert requests_of("ecr", "GetAuthorizationToken", {}, REGION) == [
+        Request("ecr:GetAuthorizationToken", "*")
+    ]
+    assert requests_of("sts", "GetCallerIdentity", {}, REGION) == []  # needs no permission
+    with pytest.raises(Underivable, match="dynamodb:ExecuteStatement"):
+        requests_of("dynamodb", "ExecuteStatement", {}, REGION)
+
+
+@pytest.mark.parametrize(
+    ("function", "readable", "unreadable"),
+    [
+        ("poller", [REG], [CLU, NOTE, HOOK]),
+        ("webhook", [REG, HOOK], [CLU, NOTE]),
+        ("consumer", [CLU, NOTE], [REG, HOOK]),
+        ("verifier", [CLU, NOTE], [REG, HOOK]),
+        ("reconciler", [REG, CLU], [NOTE, HOOK, "tagpin/x"]),
+    ],
+)  # fmt: skip
+def test_each_role_reads_only_the_secrets_its_function_reads(
+    function: str, readable: list[str], unreadable: list[str]
+) -> None:
+    granted = role(function, ENV)
+    for name in readable:
+        assert granted.allowed(Request(GET, secret_arn(name, REGION))), name
+    for name in unreadable:
+        assert not granted.allowed(Request(GET, secret_arn(name, REGION))), name
+
+
+def test_roles_name_the_resources_the_environment_names() -> None:
+    elsewhere = {**ENV, "TAGPIN_STATE_TABLE": "other-state"}
+    item = Request("dynamodb:GetItem", "arn:aws:dynamodb:us-east-1:123456789012:table/other-state")
+    assert role("poller", elsewhere).allowed(item)
+    assert not role("poller", ENV).allowed(item)
+    # the cluster roles only with ClusterRoleArns, the KMS key only with KmsKeyArn
+    assume = Request("sts:AssumeRole", "arn:aws:iam::210987654321:role/deployer")
+    assert not role("consumer", ENV).allowed(assume)
+    assert role("consumer", ENV, {"ClusterRoleArns": assume.resource}).allowed(assume)
+    decrypt = Request("kms:Decrypt", "arn:aws:kms:us-east-1:123456789012:key/k")
+    assert not role("verifier", ENV).allowed(decrypt)
+    assert role("verifier", ENV, {"KmsKeyArn": decrypt.resource}).allowed(decrypt)
+
+
+def test_denied_and_unused_report_what_they_find() -> None:
+    env = tuple(sorted(ENV.items()))
+    cluster = Request("secretsmanager:GetSecretValue", secret_arn("tagpin/clusters/lab", REGION))
+    (problem,) = denied([Call("webhook", "secretsmanager:GetSecretValue", (cluster,), environment=env)])
+    assert "webhook (WebhookFunction's role) may not secretsmanager:GetSecretValue" in problem
+    # a call made with an assumed role's credentials is that role's business
+    assert (
+        denied([Call("webhook", "x", (cluster,), principal="arn:aws:iam::1:role/r", environment=env)]) == []
+    )
+    config = Request("ssm:GetParameter", "arn:aws:ssm:us-east-1:123456789012:parameter/tagpin/config")
+    problems = unused([Call("poller", "ssm:GetParameter", (config,), environment=env)], ["poller"])
+    assert not any("ReadConfig" in p for p in problems)
+    assert any(p.startswith("PollerFunction EnqueueChanges: sqs:SendMessage on") for p in problems)
+
+
+def test_calls_are_attributed_on_the_threads_an_invocation_starts(aws: None) -> None:
+    client = boto3.client("secretsmanager", region_name=REGION)
+    client.create_secret(Name="tagpin/registries/a", SecretString=json.dumps({}))
+
+    def read() -> None:
+        client.get_secret_value(SecretId="tagpin/registries/a")
+
+    with RECORDER.capture() as sink:
+        read()  # no invocation: nobody's
+        token = INVOKED.set("poller")
+        try:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                list(pool.map(lambda _: read(), range(2)))
+        finally:
+            INVOKED.reset(token)
+    assert [(c.function, c.operation) for c in sink.calls] == [
+        ("poller", "secretsmanager:GetSecretValue")
+    ] * 2
