@@ -30,13 +30,13 @@ import pytest
 import yaml
 from tagpin import wiring
 from tagpin.ports.state import TargetStatus
+from tagpin_local.http_adapter import WEBHOOK_ROUTE
 from tagpin_local.kubesim import KubeSim, deployment
 from tagpin_local.lambda_runtime import LocalFunction, http_api_event
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer
 from tagpin_local.stack import (
     CONFIG_PARAMETER,
-    WEBHOOK_ROUTE,
     WEBHOOK_SECRET,
     LocalStack,
     StackOptions,
@@ -302,6 +302,10 @@ def run_everything(w: World) -> None:
         )
 
     wait_for("every image verified in the second wave", verified, step)
+    # a record that is no verification: the verifier fails it and makes it visible again at once
+    # (its redelivery schedule), then it is left to the dead-letter queue
+    st.client("sqs").send_message(QueueUrl=st.verification_url, MessageBody="not a verification")
+    assert st.verify_once(wait_s=1) == 1
     # reconciler: every cluster and registry; a workload found by label, then gone (its target removed)
     st.run_reconciler()
     w.kubes["cross"].delete("Deployment", "default", "found")
