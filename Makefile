@@ -56,7 +56,7 @@ local: venv tools
 	$(VENV)/bin/tagpin local
 
 test: venv tools
-	$(PY) -m pytest tests/unit tests/integration tests/e2e
+	$(PY) -m pytest tests/unit tests/integration tests/e2e $(PYTEST_ARGS)
 
 lint: venv
 	$(PY) -m ruff check .

@@ -543,24 +543,48 @@ def check_alarms(seat: Seat) -> list[Result]:
     return [Result("alarms", topic, Status.WARN, "no subscription: nobody hears the alarms", subscribe)]
 
 
+# What each dead-letter queue holds, by the stack output that names it (the local stack has one).
+DEAD_LETTERS = {
+    "ChangesDeadLetterQueueUrl": ("changes", "change(s) failed 10 times", "tagpin redrive"),
+    "VerificationDeadLetterQueueUrl": (
+        "verifications",
+        "verification(s) failed 10 times",
+        "aws sqs start-message-move-task --source-arn <its ARN> (back to its queue)",
+    ),
+    "EventsDeadLetterQueueUrl": (
+        "events",
+        "scheduled run(s) or ECR event(s) failed after Lambda's retries",
+        "the next scheduled run heals; read the failed function's log",
+    ),
+}
+
+
 def check_dead_letters(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    attributes = wiring.aws("sqs").get_queue_attributes(
-        QueueUrl=seat.target.dead_letter_queue_url, AttributeNames=["ApproximateNumberOfMessages"]
-    )["Attributes"]
-    count = int(attributes.get("ApproximateNumberOfMessages", 0))
-    if count:
-        return [
-            Result(
-                "dead letters",
-                "changes",
-                Status.WARN,
-                f"{count} change(s) failed 5 times",
-                "find the cause (docs/troubleshooting.md), then tagpin redrive",
+    outputs = seat.target.outputs
+    queues = [(outputs[k], *v) for k, v in DEAD_LETTERS.items() if outputs.get(k)] or [
+        (seat.target.dead_letter_queue_url, *DEAD_LETTERS["ChangesDeadLetterQueueUrl"])
+    ]
+    results = []
+    for url, subject, what, fix in queues:
+        attributes = wiring.aws("sqs").get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        count = int(attributes.get("ApproximateNumberOfMessages", 0))
+        if count:
+            results.append(
+                Result(
+                    "dead letters",
+                    subject,
+                    Status.WARN,
+                    f"{count} {what}",
+                    f"find the cause (docs/troubleshooting.md), then: {fix}",
+                )
             )
-        ]
-    return [Result("dead letters", "changes", Status.OK, "the dead-letter queue is empty")]
+        else:
+            results.append(Result("dead letters", subject, Status.OK, "the dead-letter queue is empty"))
+    return results
 
 
 # -- running and rendering -------------------------------------------------------------------------
