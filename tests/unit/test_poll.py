@@ -3,8 +3,11 @@ tag, only real changes enqueued, the time budget and its cursor, errors recorded
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from tagpin.domain.config import FollowedImage, Registry, Target
+from tagpin.domain.messages import Trigger
 from tagpin.ports.registry import OCI_MANIFEST, RegistryUnavailable
 from tagpin.ports.state import State, TargetStatus
 from tagpin.usecases.detect import Detector
@@ -198,3 +201,74 @@ def test_a_failing_send_for_one_tag_does_not_end_the_run(store: State) -> None:
     assert sorted(c.image for c in queue.sent) == sorted(set(images) - {images[1]})
     (failed,) = [r for r in summary.results if r.outcome == "error"]
     assert failed.image == images[1] and "ThrottlingException" in (failed.error or "")
+
+
+class Counting:
+    """A repository whose reads of many items are counted (by tag or target id)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.read: list[str] = []
+
+    def get_many(self, keys: list[str]) -> object:
+        self.read.extend(keys)
+        return self.inner.get_many(keys)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_a_settled_tag_costs_no_read_of_its_own_until_it_moves_or_fails(store: State) -> None:
+    images = [f"{A}/team/s{i}:stable" for i in range(6)]
+    tags = {image: digest(i) for i, image in enumerate(images)}
+    registry = scripted(dict(tags))
+    followed = [FollowedImage(image=image, targets=[target(f"s{i}")]) for i, image in enumerate(images)]
+    queue = ListQueue()
+    assert poller(registry, store, queue, chunk=4).run(followed).enqueued == 6
+    assert store.digests.all() == {}  # nothing settled while the targets are behind
+    apply_all(store, followed, tags)
+    assert poller(registry, store, queue, chunk=4).run(followed).unchanged == 6
+    assert store.digests.all() == tags  # found unchanged with every target settled
+
+    tag_reads, target_reads = Counting(store.tags), Counting(store.targets)
+    counted = dataclasses.replace(store, tags=tag_reads, targets=target_reads)  # type: ignore[arg-type]
+    steady = poller(registry, counted, queue, chunk=4).run(followed)
+    assert (steady.unchanged, steady.enqueued) == (6, 0)
+    assert (tag_reads.read, target_reads.read) == ([], [])
+
+    # one tag moves: only its items are read, the move is enqueued and its entry dropped
+    registry.answers[images[2]] = digest(50)
+    queue.sent.clear()
+    moved = poller(registry, counted, queue, chunk=4).run(followed)
+    assert (moved.changed, moved.unchanged, [c.digest for c in queue.sent]) == (1, 5, [digest(50)])
+    assert tag_reads.read == [images[2]]
+    assert set(target_reads.read) == {followed[2].targets[0].id}  # by the poll, then the level check
+    assert images[2] not in store.digests.all()
+
+    # a registry failure drops the entries of its tags, so that their error is recorded and cleared
+    registry.down[A] = RegistryUnavailable(f"{A}: down", host=A)
+    assert poller(registry, store, queue, chunk=4).run(followed).errors == 6
+    assert store.digests.all() == {}
+    del registry.down[A]
+    moved_target = followed[2].targets[0].id
+    assert store.targets.claim(moved_target, images[2], digest(50), 100, "poll", 101)
+    assert store.targets.finish(moved_target, digest(50), TargetStatus.APPLIED, 102, trigger="poll")
+    back = poller(registry, store, queue, chunk=4).run(followed)
+    assert (back.unchanged, back.errors) == (6, 0)
+    assert all((t := store.tags.get(image)) is not None and t.last_error is None for image in images)
+    poller(registry, store, queue, chunk=4).run(followed)  # found unchanged, no error: settled again
+    assert store.digests.all() == {**tags, images[2]: digest(50)}
+
+
+def test_a_settled_digest_is_never_older_than_its_tag(store: State) -> None:
+    """settle is checked against the tag's own item in one transaction; a move drops the entry."""
+    image = f"{A}/team/race:stable"
+    store.tags.record(image, digest(1), 10, Trigger.POLL)
+    assert store.digests.settle(image, digest(1))
+    assert store.digests.all() == {image: digest(1)}
+    store.tags.record(image, digest(2), 20, Trigger.WEBHOOK)  # moved by another writer
+    assert store.digests.all() == {}
+    assert not store.digests.settle(image, digest(1))  # a poll that read the old digest
+    assert store.digests.all() == {}
+    store.tags.record_error(image, "down", 30)
+    assert not store.digests.settle(image, digest(2))  # an erring tag is not settled

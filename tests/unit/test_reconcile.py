@@ -254,6 +254,34 @@ def test_with_polling_on_only_new_tags_are_resolved_and_steady_runs_write_nothin
     assert [(c.digest, c.reconcile_run) for c in world.heals()] == [(D2, "run-3")]
 
 
+def test_with_polling_on_a_steady_run_reads_the_settled_digests_not_each_tag(store, dynamodb):
+    """Once the poller settled a tag's digest, a run whose targets all run it reads no item of that
+    tag (only the shards' compact items); a target behind it has its tag read and healed."""
+    world = World(store)
+    world.reconciler._resolve = False
+    world.clusters["east"].add(wl("web", {"web": f"{APP}@{D1}"}), wl("db", {"db": f"{SIDE}@{D2}"}))
+    world.reconciler.run("run-1")
+    assert store.digests.settle(APP, D1) and store.digests.settle(SIDE, D2)  # what the poll does
+    read: list[str] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        for request in params.get("RequestItems", {}).values():
+            read.extend(k["pk"]["S"] for k in request.get("Keys", []))
+        if "Key" in params:
+            read.append(params["Key"]["pk"]["S"])
+
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.BatchGetItem", record)
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.GetItem", record)
+    report = world.reconciler.run("run-2")
+    assert report.enqueued == 0 and read and all(pk.startswith("DIGESTS#") for pk in read)
+    world.clusters["east"].add(wl("web", {"web": f"{APP}@{D0}"}))  # someone rolled it back by hand
+    read.clear()
+    report = world.reconciler.run("run-3")
+    assert report.behind == ["east/shop/Deployment/web/web"]
+    assert [pk for pk in read if not pk.startswith("DIGESTS#")] == [f"TAG#{APP}"]
+    assert [(c.image, c.digest) for c in world.heals()] == [(APP, D1)]
+
+
 def test_one_list_per_kind_per_cluster_and_one_resolve_per_tag(world):
     for i in range(30):
         world.clusters["east"].add(wl(f"web{i}", {"web": f"{APP}@{D1}"}))

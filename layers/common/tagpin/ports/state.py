@@ -332,6 +332,23 @@ class Clusters(Protocol):
     def get(self, name: str) -> ClusterState | None: ...
 
 
+class Digests(Protocol):
+    """The digest of every settled tag in a few compact items: what a steady poll and reconcile
+    read instead of one item per tag. An entry is a cache of ``Tags``: it is written only while
+    the tag's own item still holds that digest, and dropped whenever the tag moves."""
+
+    def all(self) -> dict[str, str]:
+        """Tag -> digest of every entry (eventually consistent)."""
+        ...
+
+    def settle(self, image: str, digest: str) -> bool:
+        """Add ``image``'s entry if its tag item still holds ``digest`` with no error (atomically
+        with that check); False when it does not."""
+        ...
+
+    def drop(self, image: str) -> None: ...
+
+
 class PollCursor(Protocol):
     """``POLL`` / ``CURSOR``: where the last poll that ran out of time stopped."""
 
@@ -354,3 +371,4 @@ class State:
     slots: Slots
     clusters: Clusters
     cursor: PollCursor
+    digests: Digests

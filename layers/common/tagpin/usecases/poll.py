@@ -12,6 +12,11 @@
   recorded on each tag of the failing registry.
 - When the remaining time runs short the poll stops starting new work, persists the first tag
   it did not finish as the cursor, and the next run starts there: no tag is starved.
+- The settled digests (``State.digests``: every shard's tags in one compact item) are read once
+  per run: a tag the registry answers with its settled digest costs no read of its own items at
+  all. Only the other tags (moved, first seen, erring, targets not settled yet) have their tag
+  and target items read as above; a tag found unchanged with every target settled is added to
+  the settled digests, a tag the registry failed to answer for is dropped from them.
 - Optionally (per registry, ``ignore_attestation_changes``) an index whose only change is in
   its attestation manifests (BuildKit provenance, platform ``unknown/unknown``) is not a change.
 """
@@ -59,7 +64,7 @@ class PollSummary:
         }
 
 
-def _guarded(call: Callable[[], Observation]) -> Observation:
+def _guarded(call: Callable[[], Observation | None]) -> Observation | None:
     """Run one tag's recording; a failure of our own store or queue (a throttle, say) is that
     tag's error for this run, not the end of the run: the others go on and the cursor is kept."""
     try:
@@ -78,8 +83,8 @@ def _guarded(call: Callable[[], Observation]) -> Observation:
 class _StateReads:
     """A chunk's state reads in flight: one future per BatchGetItem-sized slice."""
 
-    tags: list[Future[dict[str, TagState]]]
-    targets: list[Future[dict[str, TargetState]]]
+    tags: list[Future[dict[str, TagState]]] = field(default_factory=list)
+    targets: list[Future[dict[str, TargetState]]] = field(default_factory=list)
 
     def result(self) -> tuple[dict[str, TagState], dict[str, TargetState]]:
         tags: dict[str, TagState] = {}
@@ -127,6 +132,7 @@ class Poller:
         items = {f.image: f for f in merge_followed(followed)}
         order = sorted(items)
         cursor = self._state.cursor.get() if order else None
+        settled = self._state.digests.all() if order else {}
         if cursor is not None:  # start where the last run stopped; the rest follows, wrapping around
             first = next((i for i, image in enumerate(order) if image >= cursor), 0)
             order = order[first:] + order[:first]
@@ -136,7 +142,7 @@ class Poller:
 
         def start(pool: ThreadPoolExecutor, chunk: list[str]) -> tuple[Any, _StateReads]:
             resolving = self._resolver.start_many([items[i].ref for i in chunk], deadline=deadline)
-            return resolving, self._read_state(pool, [items[i] for i in chunk])
+            return resolving, self._read_state(pool, [items[i] for i in chunk if i not in settled])
 
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
             pending = start(pool, chunks[0]) if chunks else None
@@ -147,9 +153,8 @@ class Poller:
                 out_of_time = deadline is not None and self._monotonic() >= deadline
                 pending = start(pool, chunks[n + 1]) if n + 1 < len(chunks) and not out_of_time else None
                 unfinished = [i for i in chunk if items[i].ref not in resolved]
-                self._record(
-                    pool, [items[i] for i in chunk], resolved, reads, summary, trigger, correlation_id
-                )
+                todo = [items[i] for i in chunk]
+                self._record(pool, todo, resolved, reads, settled, summary, trigger, correlation_id)
                 if unfinished or pending is None:
                     rest = unfinished + [i for c in chunks[n + 1 :] for i in c]
                     summary.not_reached = len(rest)
@@ -163,6 +168,19 @@ class Poller:
                 extra={"cursor": summary.cursor, "not_reached": summary.not_reached},
             )
         return summary
+
+    # The settled digests are a cache: failing to update one costs a read next run, nothing else.
+    def _settle(self, image: str, digest: str) -> None:
+        try:
+            self._state.digests.settle(image, digest)
+        except Exception as exc:
+            logger.warning("settling a digest failed", extra={"image": image, "error": repr(exc)})
+
+    def _drop(self, image: str) -> None:
+        try:
+            self._state.digests.drop(image)
+        except Exception as exc:
+            logger.warning("dropping a settled digest failed", extra={"image": image, "error": repr(exc)})
 
     def _read_state(self, pool: ThreadPoolExecutor, chunk: list[FollowedImage]) -> _StateReads:
         images = [f.image for f in chunk]
@@ -184,17 +202,31 @@ class Poller:
         chunk: list[FollowedImage],
         resolved: dict[ImageRef, Resolution | RegistryError],
         reads: _StateReads,
+        settled: dict[str, str],
         summary: PollSummary,
         trigger: Trigger,
         correlation_id: str | None,
     ) -> None:
         done = [f for f in chunk if f.ref in resolved]
-        stored, targets = reads.result()
-        work: list[Callable[[], Observation]] = []
+        summary.resolved += len(done)
+        rest: list[FollowedImage] = []
         for f in done:
             answer = resolved[f.ref]
-            summary.resolved += 1
+            if isinstance(answer, Resolution) and settled.get(f.image) == answer.digest:
+                summary.unchanged += 1  # the steady case: nothing of its own read or written
+            else:
+                rest.append(f)
+        # A settled tag that moved: its items were not read ahead (they rarely are needed).
+        moved = [f for f in rest if f.image in settled]
+        stored, targets = reads.result()
+        more = self._read_state(pool, moved).result() if moved else ({}, {})
+        stored, targets = {**stored, **more[0]}, {**targets, **more[1]}
+        work: list[Callable[[], Observation | None]] = []
+        for f in rest:
+            answer = resolved[f.ref]
             if not isinstance(answer, Resolution):
+                if f.image in settled:
+                    work.append(partial(self._drop, f.image))
                 work.append(partial(self._detector.record_error, f, answer))
                 continue
             known = stored.get(f.image)
@@ -207,6 +239,7 @@ class Poller:
                 )
             ):
                 summary.unchanged += 1
+                work.append(partial(self._settle, f.image, answer.digest))
                 continue
             if known is not None and self._attestations.only_attestations(f.ref, known.digest, answer):
                 summary.ignored += 1
@@ -224,6 +257,8 @@ class Poller:
                 partial(self._detector.observe, f, answer, trigger=trigger, correlation_id=correlation_id)
             )
         for result in pool.map(_guarded, work):
+            if result is None:  # bookkeeping of the settled digests
+                continue
             summary.results.append(result)
             summary.changed += result.outcome is TagOutcome.CHANGED
             summary.enqueued += result.enqueued

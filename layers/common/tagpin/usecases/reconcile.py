@@ -257,13 +257,22 @@ class Reconciler:
         report.targets = sum(len(f.targets) for f in followed.values())
         # What the registries answered last (eventually consistent: a heal towards a digest that
         # was just replaced is refused by the consumer as superseded, never applied backwards).
-        known = {} if self._resolve else self._state.tags.get_many(list(followed))
-        with ThreadPoolExecutor(max_workers=max(1, min(self._concurrency, len(followed) or 1))) as pool:
+        # The settled digests first (a few items for all tags): a tag whose targets all run its
+        # settled digest needs nothing; only the others have their own item read.
+        todo = list(followed.values())
+        known: dict[str, TagState] = {}
+        if not self._resolve:
+            settled = self._state.digests.all()
+            todo = [
+                f
+                for f in todo
+                if f.image not in settled
+                or any(o.running != settled[f.image] for o in observed.get(f.image, []))
+            ]
+            known = self._state.tags.get_many([f.image for f in todo])
+        with ThreadPoolExecutor(max_workers=max(1, min(self._concurrency, len(todo) or 1))) as pool:
             outcomes = list(
-                pool.map(
-                    lambda f: self._heal(f, observed.get(f.image, []), report, known.get(f.image)),
-                    followed.values(),
-                )
+                pool.map(lambda f: self._heal(f, observed.get(f.image, []), report, known.get(f.image)), todo)
             )
         report.enqueued = sum(outcomes)
         logger.info("reconciled", extra=report.summary())

@@ -10,6 +10,7 @@ from typing import Any
 
 from tagpin.adapters.dynamodb.clusters import DynamoClusters, DynamoSlots
 from tagpin.adapters.dynamodb.cursor import DynamoPollCursor
+from tagpin.adapters.dynamodb.digests import DynamoDigests
 from tagpin.adapters.dynamodb.history import DynamoHistory
 from tagpin.adapters.dynamodb.index import DynamoIndex
 from tagpin.adapters.dynamodb.promotions import DynamoPromotions
@@ -32,4 +33,5 @@ def dynamodb_state(client: Any, table: str, retention_days: Callable[[], int] = 
         slots=DynamoSlots(shared),
         clusters=DynamoClusters(shared),
         cursor=DynamoPollCursor(shared),
+        digests=DynamoDigests(shared),
     )

@@ -1,14 +1,23 @@
-"""``FOLLOW`` / ``<registry/repo:tag>#<target id>``: the index of label-discovered targets.
+"""``FOLLOW#<shard>`` / ``<registry/repo:tag>#<target id>``: the index of label-discovered targets.
 
 Attributes: ``image``, ``target_id``, ``cluster``, ``namespace``, ``kind``, ``name``,
 ``container``, ``seen_at``. Written by the reconciler (what it found by label); read by the
-poller, the webhook and the consumer (``tagpin.usecases.followed``). One partition: the whole
-index is one paged Query, one tag's targets a ``begins_with`` Query.
+poller, the webhook and the consumer (``tagpin.usecases.followed``). A tag's entries are in its
+shard's partition (``table.shard``): one tag's targets are a ``begins_with`` Query of one
+partition whose size does not grow with the number of tags followed elsewhere (the consumer's
+lookup); the whole index is one paged Query per shard, run side by side.
+
+Upgrading from the one-partition index (``FOLLOW``): the first reconcile after the upgrade
+writes every entry again under its shard; until it runs (at most one reconcile interval)
+label-discovered targets are not seen by the poller, the webhook and the consumer. The old
+partition's items are left as they are (a few hundred bytes each, read by nothing).
 """
 
 from __future__ import annotations
 
-from tagpin.adapters.dynamodb.table import FOLLOW, Item, N, S, Table, key, number, text
+from concurrent.futures import ThreadPoolExecutor
+
+from tagpin.adapters.dynamodb.table import FOLLOW, Item, N, S, Table, key, number, shard, shards, text
 from tagpin.ports.state import IndexEntry
 
 
@@ -25,21 +34,29 @@ def index_entry(item: Item) -> IndexEntry:
     )
 
 
+def entry_key(e: IndexEntry) -> dict[str, dict[str, str]]:
+    return key(FOLLOW + shard(e.image), f"{e.image}#{e.target_id}")
+
+
+READERS = 8  # shards queried side by side when the whole index is read
+
+
 class DynamoIndex:
     def __init__(self, table: Table) -> None:
         self._table = table
 
     def entries(self, image: str | None = None) -> list[IndexEntry]:
-        prefix = None if image is None else image + "#"
-        return [index_entry(item) for item in self._table.query(FOLLOW, prefix=prefix)]
+        if image is not None:
+            return [index_entry(i) for i in self._table.query(FOLLOW + shard(image), prefix=image + "#")]
+        with ThreadPoolExecutor(max_workers=READERS) as pool:
+            pages = list(pool.map(lambda s: self._table.query(FOLLOW + s), shards()))
+        return [index_entry(item) for page in pages for item in page]
 
     def update(self, put: list[IndexEntry], delete: list[IndexEntry]) -> None:
-        requests: list[Item] = [
-            {"DeleteRequest": {"Key": key(FOLLOW, f"{e.image}#{e.target_id}")}} for e in delete
-        ]
+        requests: list[Item] = [{"DeleteRequest": {"Key": entry_key(e)}} for e in delete]
         for e in put:
             item: Item = {
-                **key(FOLLOW, f"{e.image}#{e.target_id}"),
+                **entry_key(e),
                 "image": S(e.image),
                 "target_id": S(e.target_id),
                 "cluster": S(e.cluster),
