@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         queue = boto3.client("sqs").create_queue(QueueName="changes.fifo", Attributes={"FifoQueue": "true"})
         os.environ["TAGPIN_QUEUE_URL"] = queue["QueueUrl"]
         boto3.client("ssm").put_parameter(Name="/tagpin/config", Value=CONFIG, Type="String")
-        boto3.client("secretsmanager").create_secret(
-            Name="tagpin/webhook", SecretString=json.dumps({"distribution": TOKEN})
+        # the webhook secret in the default store (SecretStore=ssm): the SecureString "/" + its name
+        boto3.client("ssm").put_parameter(
+            Name="/tagpin/webhook", Value=json.dumps({"distribution": TOKEN}), Type="SecureString"
         )
         from tagpin import wiring
         from tagpin.usecases.webhook import MAX_EVENTS

@@ -20,7 +20,8 @@ By concern:
 
 Usage (from the repository root):
   .venv/bin/python -m bench.cost [--sizes 100,1000,10000] [--changes-per-1000-per-day 20]
-      [--reconcile-max 1000] [--clusters 1] [--registries-with-credentials 0] [--from-results]
+      [--reconcile-max 1000] [--clusters 1] [--registries-with-credentials 0]
+      [--secret-store ssm|secretsmanager] [--from-results]
       [--results bench/results/cost.json]
 Writes bench/results/cost.json (or --results: a partial run such as ``--sizes 100`` belongs
 elsewhere, e.g. ``--results /tmp/cost-100.json``) and prints a table.

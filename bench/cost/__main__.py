@@ -41,6 +41,12 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=1, help="clusters (one kubeconfig secret each)")
     parser.add_argument("--registries-with-credentials", type=int, default=0)
     parser.add_argument(
+        "--secret-store",
+        choices=["ssm", "secretsmanager"],
+        default=None,
+        help="where the secrets live (template parameter SecretStore); default: the template's default",
+    )
+    parser.add_argument(
         "--esm-receives-per-minute",
         type=float,
         default=15.0,

@@ -1,6 +1,6 @@
 """Price: the template's defaults the monthly model runs at, read from template.yaml.
 
-Schedules, memory sizes, alarm count and log retention.
+Schedules, memory sizes, alarm count, log retention and the secret store.
 """
 
 from __future__ import annotations
@@ -51,4 +51,5 @@ def template_defaults() -> dict[str, Any]:
         "alarms": sum(r["Type"] == "AWS::CloudWatch::Alarm" for r in resources.values()),
         "log_retention_days": params["LogRetentionInDays"]["Default"],
         "log_groups": sum(r["Type"] == "AWS::Logs::LogGroup" for r in resources.values()),
+        "secret_store": params["SecretStore"]["Default"],
     }

@@ -38,13 +38,38 @@ def sqs_requests(m: dict[str, Any], fifo: bool = True) -> float:
 
 
 def secrets_calls(m: dict[str, Any]) -> int:
+    """Secret reads of a measurement made with Secrets Manager (``GetSecretValue``). A measurement
+    made with SSM (the local stack's default) counts them among ``ssm:GetParameter`` with the
+    configuration's reads: free at standard throughput, so not priced apart."""
     return sum(v for k, v in m["aws_calls"].items() if k.startswith("secretsmanager:"))
+
+
+@dataclass(frozen=True)
+class SecretPrices:
+    """What the secrets cost in the stack's store (template parameter SecretStore)."""
+
+    store: str
+    per_secret_month: float
+    per_read: float
+
+    @property
+    def label(self) -> str:
+        return "SSM SecureString" if self.store == "ssm" else "Secrets Manager"
+
+
+def secret_prices(store: str) -> SecretPrices:
+    """SSM Standard-tier SecureString parameters: no monthly charge, reads free at standard
+    throughput; Secrets Manager: $0.40 per secret a month and $0.05 per 10,000 reads."""
+    if store == "ssm":
+        return SecretPrices(store, PRICES["ssm_standard_parameter_month"], PRICES["ssm_standard_api_call"])
+    return SecretPrices(store, PRICES["secrets_manager_secret_month"], PRICES["secrets_manager_api_call"])
 
 
 @dataclass
 class Bill:
     lines: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
     usage: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
+    secrets: SecretPrices = field(default_factory=lambda: secret_prices("ssm"))
 
     def run(
         self, label: str, m: dict[str, Any], memory_mb: int, per_month: float, ms: float | None = None
@@ -62,8 +87,8 @@ class Bill:
         requests = sqs_requests(m)
         self.lines[f"{label}: SQS"] += per_month * requests * PRICES["sqs_fifo_request"]
         self.usage["sqs_requests"] += per_month * requests
-        self.lines[f"{label}: Secrets Manager calls"] += (
-            per_month * secrets_calls(m) * PRICES["secrets_manager_api_call"]
+        self.lines[f"{label}: secret reads ({self.secrets.label})"] += (
+            per_month * secrets_calls(m) * self.secrets.per_read
         )
         self.lines[f"{label}: CloudWatch Logs"] += (
             per_month * m["log_bytes"] / 1e9 * PRICES["cloudwatch_logs_ingest_gb"]
@@ -87,7 +112,8 @@ def estimate(
     polls = minutes / rate_minutes(defaults["poll_schedule"])
     reconciles = minutes / rate_minutes(defaults["reconcile_schedule"])
     changes = args.changes_per_1000_per_day * n / 1000 * HOURS_PER_MONTH / 24
-    bill = Bill()
+    store = secret_prices(getattr(args, "secret_store", None) or defaults.get("secret_store", "ssm"))
+    bill = Bill(secrets=store)
     bill.run("poll (steady)", row["steady_poll"], memory["poller"], polls)
     # detection in the poll: what a run with one change costs over a steady one (DynamoDB, SQS)
     extra = {
@@ -101,7 +127,7 @@ def estimate(
         "dynamodb_wru": max(0.0, row["poll_one_change"]["dynamodb_wru"] - row["steady_poll"]["dynamodb_wru"]),
         "log_bytes": max(0, row["poll_one_change"]["log_bytes"] - row["steady_poll"]["log_bytes"]),
     }
-    per_change = Bill()
+    per_change = Bill(secrets=store)
     per_change.run("change", extra, memory["poller"], 1, ms=0.0)
     per_change.lines["change: Lambda"] = 0.0
     per_change.lines["change: X-Ray"] = 0.0
@@ -119,11 +145,13 @@ def estimate(
     # fixed
     bill.lines["fixed: CloudWatch alarms"] = defaults["alarms"] * PRICES["cloudwatch_alarm_month"]
     bill.lines["fixed: CloudWatch custom metrics"] = metrics * PRICES["cloudwatch_metric_month"]
-    secrets = 1 + args.clusters + args.registries_with_credentials  # webhook + kubeconfigs + registries
-    bill.lines["fixed: Secrets Manager secrets"] = secrets * PRICES["secrets_manager_secret_month"]
+    # webhook + kubeconfigs + registries, in the stack's store: with SSM (the default) each is a
+    # Standard-tier SecureString at no monthly charge; with Secrets Manager $0.40 each
+    secrets = 1 + args.clusters + args.registries_with_credentials
+    bill.lines[f"fixed: secrets ({store.label})"] = secrets * store.per_secret_month
     # registry credentials: the poller reads each secret at most every 5 minutes per warm container
-    bill.lines["fixed: Secrets Manager calls (registry credentials)"] = (
-        args.registries_with_credentials * (polls + reconciles) * PRICES["secrets_manager_api_call"]
+    bill.lines[f"fixed: secret reads ({store.label}, registry credentials)"] = (
+        args.registries_with_credentials * (polls + reconciles) * store.per_read
     )
     # Lambda's SQS event source long-polls each consumed queue even when idle (not measured here)
     queues = 1 + int(bool(row.get("verifier_one_change")))
@@ -139,11 +167,12 @@ def estimate(
         logs_gb * defaults["log_retention_days"] / 30 * PRICES["cloudwatch_logs_storage_gb_month"]
     )
     total = bill.total()
-    webhook_change = Bill()
+    webhook_change = Bill(secrets=store)
     webhook_change.run("webhook", row["webhook_one_change"], memory["webhook"], 1)
     webhook_change.lines["webhook: HTTP API"] = PRICES["http_api_request"]
     return {
         "n": n,
+        "secret_store": store.store,
         "polls_per_month": round(polls),
         "reconciles_per_month": round(reconciles),
         "changes_per_month": round(changes),

@@ -25,6 +25,7 @@ PRICES: dict[str, float] = {
     "secrets_manager_secret_month": 0.40,
     "secrets_manager_api_call": 0.05 / 10_000,
     "ssm_standard_parameter_month": 0.0,  # standard tier: no storage charge, standard throughput free
+    "ssm_standard_api_call": 0.0,  # GetParameter at standard throughput (higher throughput: $0.05/10,000)
     "ssm_advanced_parameter_month": 0.05,
     "cloudwatch_alarm_month": 0.10,  # standard resolution, per alarm metric
     "cloudwatch_metric_month": 0.30,  # custom metrics (EMF), first 10,000 tier

@@ -49,6 +49,7 @@ def write(
             "targets_per_tag": 1,
             "clusters": args.clusters,
             "registries_with_credentials": args.registries_with_credentials,
+            "secret_store": getattr(args, "secret_store", None) or defaults["secret_store"],
             "sqs_event_source_idle_receives_per_minute_per_queue": args.esm_receives_per_minute,
             "detection": "by the poll (the webhook path is priced per change separately)",
             "hours_per_month": HOURS_PER_MONTH,

@@ -150,10 +150,7 @@ def test_a_wrong_registry_password_fails_the_registry(stack, endpoints, healthy,
     auth = write_htpasswd(tmp_path / "htpasswd", {"robot": "right-password"})
     document = stack.config_document()
     document["registries"][stack.registry.host]["credentials_secret"] = REGISTRY_SECRET
-    secrets = stack.client("secretsmanager")
-    secrets.create_secret(
-        Name=REGISTRY_SECRET, SecretString=json.dumps({"username": "robot", "password": "x"})
-    )
+    stack.put_secret(REGISTRY_SECRET, json.dumps({"username": "robot", "password": "x"}))
     stack.registry.reconfigure(None, auth=auth)
     try:
         push_image(stack.registry.url, "demo/web", "stable", auth=("robot", "right-password"))
@@ -165,38 +162,36 @@ def test_a_wrong_registry_password_fails_the_registry(stack, endpoints, healthy,
         assert REGISTRY_SECRET in registry["fix"] and "tagpin resolve" in registry["fix"]
         assert "x" not in registry["detail"].split()  # never the password
 
-        secrets.put_secret_value(
-            SecretId=REGISTRY_SECRET,
-            SecretString=json.dumps({"username": "robot", "password": "right-password"}),
-        )
+        stack.put_secret(REGISTRY_SECRET, json.dumps({"username": "robot", "password": "right-password"}))
         code, report = doctor(capsys, endpoints)
         registry = checks(report, "registry")[stack.registry.host]
         assert code == 0 and registry["status"] == "ok" and "with credentials" in registry["detail"]
 
-        secrets.put_secret_value(SecretId=REGISTRY_SECRET, SecretString=json.dumps({"user": "robot"}))
+        stack.put_secret(REGISTRY_SECRET, json.dumps({"user": "robot"}))
         code, report = doctor(capsys, endpoints)
         secret = checks(report, "secret")[REGISTRY_SECRET]
         assert code == 1 and secret["status"] == "fail" and "unusable" in secret["detail"]
     finally:
         stack.registry.reconfigure(None, auth=None)
         stack.write_config()
-        secrets.delete_secret(SecretId=REGISTRY_SECRET, ForceDeleteWithoutRecovery=True)
+        stack.delete_secret(REGISTRY_SECRET)
 
 
 def test_a_missing_webhook_secret_fails_the_secret_and_the_webhook(stack, endpoints, healthy, capsys):
-    secrets = stack.client("secretsmanager")
-    value = secrets.get_secret_value(SecretId=WEBHOOK_SECRET)["SecretString"]
-    secrets.delete_secret(SecretId=WEBHOOK_SECRET, ForceDeleteWithoutRecovery=True)
+    value = stack.secret_value(WEBHOOK_SECRET)
+    stack.delete_secret(WEBHOOK_SECRET)
     try:
         code, report = doctor(capsys, endpoints)
         assert code == 1
         secret = checks(report, "secret")[WEBHOOK_SECRET]
         assert secret["status"] == "fail" and "does not exist" in secret["detail"]
-        assert "create-secret --name tagpin/webhook" in secret["fix"]
+        # the default store: the SecureString parameter "/" + the secret's name
+        assert "does not exist" in secret["detail"] and "/tagpin/webhook" in secret["detail"]
+        assert "aws ssm put-parameter --type SecureString --name /tagpin/webhook" in secret["fix"]
         (webhook,) = checks(report, "webhook").values()
         assert webhook["status"] == "fail" and "503" in webhook["detail"]
     finally:
-        secrets.create_secret(Name=WEBHOOK_SECRET, SecretString=value)
+        stack.put_secret(WEBHOOK_SECRET, value)
         from tagpin import wiring
 
         wiring.reset()  # the webhook function's cached "not configured"

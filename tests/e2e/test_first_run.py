@@ -33,7 +33,7 @@ def fresh() -> Iterator[LocalStack]:
         assert st.registry is not None
         st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
         st.client("ssm").delete_parameter(Name=CONFIG_PARAMETER)
-        st.client("secretsmanager").delete_secret(SecretId=WEBHOOK_SECRET, ForceDeleteWithoutRecovery=True)
+        st.delete_secret(WEBHOOK_SECRET)
         wiring.reset()
         yield st
 
@@ -94,9 +94,7 @@ def test_once_configured_a_push_rolls(fresh: LocalStack) -> None:
     st = fresh
     assert st.registry is not None
     st.client("sqs").purge_queue(QueueUrl=st.queue_url)
-    st.client("secretsmanager").create_secret(
-        Name=WEBHOOK_SECRET, SecretString=json.dumps({"distribution": st.webhook_token})
-    )
+    st.put_secret(WEBHOOK_SECRET, json.dumps({"distribution": st.webhook_token}))
     st.write_config()  # what `tagpin config push` does
     digest = push_image(st.registry.url, "demo/web", "stable")  # the registry notifies the webhook
     deadline = time.monotonic() + 20

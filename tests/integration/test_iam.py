@@ -3,17 +3,20 @@ driven through every kind of call their roles in template.yaml must cover, each 
 evaluated against its function's role; then every action x resource of every statement of every
 role must have been used by a call.
 
-The world: a moto server with a customer KMS key (the configuration is a SecureString and every
-secret is encrypted with it: ``KmsKeyArn`` set), two EKS clusters in moto (one of this account, one
-of another account reached through a cluster role: ``ClusterRoleArns`` set) whose endpoints are
-Kubernetes simulators, two kubeconfig clusters (Secrets Manager), and three registries: one with
-credentials in Secrets Manager, one of kind ECR (a token from moto's ECR), one of kind ECR through a
-registry role of another account. Rollouts go through two waves with notifications to SNS and to a
-webhook (secret). What Lambda itself does with each role (polling the SQS sources, the OnFailure
-destination, the logs) is added from the template (``platform_calls``).
+The world, once per secret store (``SecretStore``: ``ssm``, SecureString parameters ``/tagpin/...``,
+the default; ``secretsmanager``, secrets ``tagpin/...``): a moto server with a customer KMS key (the
+configuration is a SecureString and every secret is encrypted with it: ``KmsKeyArn`` set), two EKS
+clusters in moto (one of this account, one of another account reached through a cluster role:
+``ClusterRoleArns`` set) whose endpoints are Kubernetes simulators, two kubeconfig clusters (a
+secret each), and three registries: one with credentials in a secret, one of kind ECR (a token from
+moto's ECR), one of kind ECR through a registry role of another account. Rollouts go through two
+waves with notifications to SNS and to a webhook (secret). What Lambda itself does with each role
+(polling the SQS sources, the OnFailure destination, the logs) is added from the template
+(``platform_calls``).
 
 The session-wide check (tests/support/iamsession.py) evaluates every other test's calls with the
-default parameters; the calls here are captured apart, for the parameters set here.
+default parameters (the SecretStore their TAGPIN_SECRET_STORE names); the calls here are captured
+apart, for the parameters set here.
 """
 
 from __future__ import annotations
@@ -73,7 +76,11 @@ class World:
 
     @property
     def parameters(self) -> dict[str, str]:
-        return {"KmsKeyArn": self.key, "ClusterRoleArns": CLUSTER_ROLE}
+        return {
+            "KmsKeyArn": self.key,
+            "ClusterRoleArns": CLUSTER_ROLE,
+            "SecretStore": self.st.options.secret_store,
+        }
 
 
 def _eks_cluster(st: LocalStack, kube: KubeSim, name: str, role_arn: str | None) -> None:
@@ -99,11 +106,17 @@ def _eks_cluster(st: LocalStack, kube: KubeSim, name: str, role_arn: str | None)
     cluster.certificate_authority = {"data": base64.b64encode(kube.ca_pem).decode()}
 
 
-@pytest.fixture(scope="module")
-def world() -> Iterator[World]:
+@pytest.fixture(scope="module", params=["ssm", "secretsmanager"])
+def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    """The world with its secrets in one store (the template's SecretStore, and the functions' too)."""
     require_binary("docker-registry", "/usr/bin/docker-registry")
     options = StackOptions(
-        notifications=False, poll_interval=None, consume=False, clusters=["stage"], rollout_delay=ROLLOUT_S
+        notifications=False,
+        poll_interval=None,
+        consume=False,
+        clusters=["stage"],
+        rollout_delay=ROLLOUT_S,
+        secret_store=request.param,
     )
     extra = {name: KubeSim(tls=True, rollout_delay=ROLLOUT_S) for name in ("eks", "cross")}
     registries = {"ecr": RegistryServer(), "ecr-cross": RegistryServer()}
@@ -126,25 +139,19 @@ def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, Regi
     key = st.client("kms").create_key(Description="tagpin")["KeyMetadata"]["Arn"]
     _eks_cluster(st, extra["eks"], "tagpin-eks", None)
     _eks_cluster(st, extra["cross"], "tagpin-cross", CLUSTER_ROLE)
-    secrets = st.client("secretsmanager")
-    for name in (WEBHOOK_SECRET, cluster_secret("local"), cluster_secret("stage")):
-        secrets.update_secret(SecretId=name, KmsKeyId=key)
-    secrets.put_secret_value(
-        SecretId=WEBHOOK_SECRET, SecretString=json.dumps({"generic": {"token": st.webhook_token}})
-    )
-    secrets.create_secret(
-        Name=REGISTRY_SECRET, KmsKeyId=key, SecretString=json.dumps({"username": "u", "password": "p"})
-    )
+    # every secret in the stack's store, encrypted with the customer key
+    for name in (cluster_secret("local"), cluster_secret("stage")):
+        st.put_secret(name, st.secret_value(name), key=key)
+    st.put_secret(WEBHOOK_SECRET, json.dumps({"generic": {"token": st.webhook_token}}), key=key)
+    st.put_secret(REGISTRY_SECRET, json.dumps({"username": "u", "password": "p"}), key=key)
     # Notifications to an address that refuses at once: the secret is read, the post fails quietly.
     # A cluster that refuses connections: applying there fails (and releases the idempotency record).
     gone = {"apiVersion": "v1", "kind": "Config", "current-context": "gone",
             "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],
             "users": [{"name": "gone", "user": {"token": "t"}}],
             "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}]}  # fmt: skip
-    secrets.create_secret(Name=cluster_secret("gone"), KmsKeyId=key, SecretString=yaml.safe_dump(gone))
-    secrets.create_secret(
-        Name=NOTIFY_SECRET, KmsKeyId=key, SecretString=json.dumps({"http": "http://127.0.0.1:9/"})
-    )
+    st.put_secret(cluster_secret("gone"), yaml.safe_dump(gone), key=key)
+    st.put_secret(NOTIFY_SECRET, json.dumps({"http": "http://127.0.0.1:9/"}), key=key)
     hosts = {
         "secret": st.registry.host,
         "ecr": registries["ecr"].host,

@@ -125,9 +125,7 @@ def test_an_unreachable_cluster_fails_only_its_record(stack):
     document["clusters"]["gone"] = {"kubeconfig": {"secret": "tagpin/clusters/gone"}}
     gone_kubeconfig = stack.kube.kubeconfig("gone")
     gone_kubeconfig["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:9"  # nothing listens there
-    stack.client("secretsmanager").create_secret(
-        Name="tagpin/clusters/gone", SecretString=json.dumps(gone_kubeconfig)
-    )
+    stack.put_secret("tagpin/clusters/gone", json.dumps(gone_kubeconfig))
     document["images"].append(
         {
             "image": f"{host}/demo/api:stable",

@@ -30,7 +30,7 @@ def pushed(stack: LocalStack) -> str:
     text = (SAMPLES / "secret.json").read_text().replace("127.0.0.1:5000", stack.registry.host)
     secret = json.loads(text)
     secret["distribution"] = {"token": stack.webhook_token}
-    stack.client("secretsmanager").put_secret_value(SecretId=WEBHOOK_SECRET, SecretString=json.dumps(secret))
+    stack.put_secret(WEBHOOK_SECRET, json.dumps(secret))
     wiring.reset()  # the function's cached secret and config: a new container, in effect
     return digest
 

@@ -81,7 +81,20 @@ def test_a_secret_outside_its_kinds_prefix_is_refused_naming_the_field(
         parse_config(document)
     message = str(info.value)
     assert field in message and f"must be a secret named tagpin/{prefix}/<name>" in message
-    assert f"secretsmanager:GetSecretValue on tagpin/{prefix}/*" in message
+    granted = f"the SSM parameters /tagpin/{prefix}/*, or the Secrets Manager secrets tagpin/{prefix}/*"
+    assert granted in message
+
+
+@pytest.mark.parametrize(
+    "name", ["tagpin/clusters/a@b", "tagpin/clusters/a+b", "tagpin/clusters//lab", "tagpin/clusters/lab/"]
+)
+def test_a_secret_name_invalid_in_either_store_is_refused(name: str) -> None:
+    """SSM parameter names allow letters, digits and _.-/ only (no +=@, no empty level): a name is
+    valid in both stores, so a configuration works with either SecretStore."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(f"clusters:\n  lab:\n    kubeconfig: {{secret: '{name}'}}\n")
+    assert "clusters.lab.kubeconfig.secret" in str(info.value)
+    assert "valid as an SSM parameter and as a Secrets Manager secret" in str(info.value)
 
 
 def test_secrets_under_their_kinds_prefix_are_accepted() -> None:

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 from tagpin import wiring
+from tagpin.adapters.secrets import SecretNotFound, Secrets
 from tagpin.domain.config import parse_config
+from tagpin.settings import SecretStore
 from tagpin_cli import doctor, doctor_clusters
 from tagpin_cli.doctor import Seat, Status
 from tagpin_cli.environment import Target
@@ -135,20 +137,41 @@ SECRETS = {
 }
 
 
-def test_each_secret_is_checked_for_its_shape_and_each_readers_iam_access(clients, monkeypatch):
-    monkeypatch.setattr(wiring, "secret_text", lambda name: SECRETS[name])
+def secret_clients(clients: dict[str, Fake], parameter_type: str = "SecureString") -> None:
+    """Both stores answer: an SSM parameter's ARN and type, a secret's ARN (6 random characters)."""
+    clients["ssm"] = Fake(
+        get_parameter=lambda Name: {
+            "Parameter": {"ARN": f"arn:ssm:parameter{Name}", "Type": parameter_type, "Name": Name}
+        }
+    )
     clients["secretsmanager"] = Fake(
         describe_secret=lambda SecretId: {"ARN": f"arn:secret:{SecretId}-AbCdEf"}
     )
+
+
+@pytest.mark.parametrize(
+    ("store", "action", "webhook_arn"),
+    [
+        ("ssm", "ssm:GetParameter", "arn:ssm:parameter/tagpin/webhook"),
+        ("secretsmanager", "secretsmanager:GetSecretValue", "arn:secret:tagpin/webhook-AbCdEf"),
+    ],
+)
+def test_each_secret_is_checked_for_its_shape_and_each_readers_iam_access(
+    clients, monkeypatch, store, action, webhook_arn
+):
+    monkeypatch.setattr(wiring, "secret_text", lambda name: SECRETS[name])
+    secret_clients(clients)
     asked: list[tuple[str, str]] = []
 
     def simulate(PolicySourceArn: str, ActionNames: list[str], ResourceArns: list[str]) -> dict[str, Any]:
+        assert ActionNames == [action]  # what reads a secret in the stack's store
         asked.append((PolicySourceArn.rsplit("/", 1)[1], ResourceArns[0]))
         denied = "reconciler" in PolicySourceArn and "clusters" in ResourceArns[0]
         return {"EvaluationResults": [{"EvalDecision": "implicitDeny" if denied else "allowed"}]}
 
     clients["iam"] = Fake(simulate_principal_policy=simulate)
-    seat = Seat(target(), config=parse_config(CONFIG, source="test"))
+    t = target()
+    seat = Seat(Target(**{**t.__dict__, "secret_store": store}), config=parse_config(CONFIG, source="test"))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
     results = {r.subject: r for r in doctor.check_secrets(seat)}
     assert (
@@ -158,7 +181,7 @@ def test_each_secret_is_checked_for_its_shape_and_each_readers_iam_access(client
     assert results["tagpin/registries/example"].status is Status.OK
     lab = results["tagpin/clusters/lab"]
     assert lab.status is Status.FAIL and "reconciler may not read it" in lab.detail
-    assert ("webhook", "arn:secret:tagpin/webhook-AbCdEf") in asked
+    assert ("webhook", webhook_arn) in asked
     assert {f for f, arn in asked if "registries" in arn} == set(doctor.REGISTRY_READERS)
 
     SECRETS["tagpin/registries/example"] = '{"user": "robot"}'
@@ -167,6 +190,62 @@ def test_each_secret_is_checked_for_its_shape_and_each_readers_iam_access(client
     finally:
         SECRETS["tagpin/registries/example"] = '{"username": "robot", "password": "p"}'
     assert broken.status is Status.FAIL and "unusable" in broken.detail and "robot" not in broken.detail
+
+
+def test_a_secret_in_a_plain_string_parameter_warns(clients, monkeypatch):
+    monkeypatch.setattr(wiring, "secret_text", lambda name: SECRETS[name])
+    secret_clients(clients, parameter_type="String")
+    clients["iam"] = Fake(
+        simulate_principal_policy=lambda **_: {"EvaluationResults": [{"EvalDecision": "allowed"}]}
+    )
+    seat = Seat(target(), config=parse_config(CONFIG, source="test"))
+    seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
+    webhook = {r.subject: r for r in doctor.check_secrets(seat)}["tagpin/webhook"]
+    assert webhook.status is Status.WARN and "a String parameter, not a SecureString" in webhook.detail
+    assert "--type SecureString --name /tagpin/webhook" in webhook.fix
+
+
+@pytest.mark.parametrize(
+    ("store", "fix"),
+    [
+        ("ssm", "aws ssm put-parameter --type SecureString --name /tagpin/webhook"),
+        ("secretsmanager", "aws secretsmanager create-secret --name tagpin/webhook"),
+    ],
+)
+def test_a_missing_secret_says_how_to_create_it_in_the_stacks_store(clients, monkeypatch, store, fix):
+    def missing(name: str) -> str:
+        raise SecretNotFound(f"the {Secrets(SecretStore(store)).where(name)} does not exist")
+
+    monkeypatch.setattr(wiring, "secret_text", missing)
+    t = target()
+    seat = Seat(Target(**{**t.__dict__, "secret_store": store}), config=parse_config(CONFIG, source="test"))
+    webhook = {r.subject: r for r in doctor.check_secrets(seat)}["tagpin/webhook"]
+    assert webhook.status is Status.FAIL and "does not exist" in webhook.detail
+    assert webhook.fix.startswith(fix)
+
+
+def test_the_stack_says_where_its_secrets_live(monkeypatch):
+    """SecretStore from the stack's parameters; a stack older than the parameter used Secrets Manager."""
+    from tagpin_cli import environment
+
+    def described(parameters: dict[str, str]) -> Any:
+        stack = {
+            "Outputs": [
+                {"OutputKey": k, "OutputValue": "x"}
+                for k in ("StateTableName", "ChangesQueueUrl", "ChangesDeadLetterQueueUrl")
+            ],
+            "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+        }
+        cfn = Fake(describe_stacks=lambda StackName: {"Stacks": [stack]})
+        return SimpleNamespace(client=lambda service: cfn, region_name="eu-west-1")
+
+    for parameters, store in (
+        ({"SecretStore": "ssm"}, "ssm"),
+        ({"SecretStore": "secretsmanager"}, "secretsmanager"),
+        ({}, "secretsmanager"),
+    ):
+        monkeypatch.setattr("boto3.session.Session", lambda region_name=None, p=parameters: described(p))
+        assert environment.stack("tagpin").secret_store == store
 
 
 EKS_CONFIG = """

@@ -19,6 +19,7 @@ from tests.support.iam import (
     Statement,
     Underivable,
     denied,
+    parameter_arn,
     requests_of,
     role,
     secret_arn,
@@ -133,6 +134,14 @@ def test_calls_become_the_requests_iam_authorises() -> None:
         requests_of("dynamodb", "ExecuteStatement", {}, REGION)
 
 
+def secret_request(store: str, name: str) -> Request:
+    """Reading the secret ``name`` in ``store``: the SecureString parameter "/" + name, or the secret."""
+    if store == "ssm":
+        return Request("ssm:GetParameter", parameter_arn("/" + name, REGION))
+    return Request(GET, secret_arn(name, REGION))
+
+
+@pytest.mark.parametrize("store", ["ssm", "secretsmanager"])
 @pytest.mark.parametrize(
     ("function", "readable", "unreadable"),
     [
@@ -144,13 +153,16 @@ def test_calls_become_the_requests_iam_authorises() -> None:
     ],
 )  # fmt: skip
 def test_each_role_reads_only_the_secrets_its_function_reads(
-    function: str, readable: list[str], unreadable: list[str]
+    store: str, function: str, readable: list[str], unreadable: list[str]
 ) -> None:
-    granted = role(function, ENV)
+    """In the store its TAGPIN_SECRET_STORE names (SecretStore), and in no other."""
+    granted = role(function, {**ENV, "TAGPIN_SECRET_STORE": store})
+    other = "secretsmanager" if store == "ssm" else "ssm"
     for name in readable:
-        assert granted.allowed(Request(GET, secret_arn(name, REGION))), name
+        assert granted.allowed(secret_request(store, name)), name
+        assert not granted.allowed(secret_request(other, name)), name
     for name in unreadable:
-        assert not granted.allowed(Request(GET, secret_arn(name, REGION))), name
+        assert not granted.allowed(secret_request(store, name)), name
 
 
 def test_roles_name_the_resources_the_environment_names() -> None:

@@ -51,6 +51,12 @@ def test_rollout_permissions_are_scoped(template: dict[str, Any], fn: str) -> No
         "tagpin/clusters/*",
         "tagpin/notifications/*",
     ]
+    # the same secrets as SecureString parameters (SecretStore=ssm, the default)
+    (parameters,) = [s for s in statements_for(props, "ssm:GetParameter") if s["Sid"] == secrets["Sid"]]
+    assert [str(r["Fn::Sub"]).rsplit(":parameter", 1)[1] for r in parameters["Resource"]] == [
+        "/tagpin/clusters/*",
+        "/tagpin/notifications/*",
+    ]
     if fn == "VerifierFunction":  # never deletes state; never touches the idempotency table
         assert "dynamodb:DeleteItem" not in actions_of(props)
         assert {s["Resource"]["Fn::GetAtt"][0] for s in statements_for(props, "dynamodb:GetItem")} == {

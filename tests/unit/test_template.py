@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from tagpin.domain import config
 from tagpin.domain.redelivery import RECEIVES
-from tagpin.settings import CONFIG, NEEDS, PREFIX, Settings, variable
+from tagpin.settings import CONFIG, NEEDS, PREFIX, SecretStore, Settings, variable
 
 from tests.unit.template_support import (
     FUNCTIONS,
@@ -72,6 +72,9 @@ NOTIFYING_FUNCTIONS = frozenset({"consumer", "verifier"})
 
 
 SECRET_ARN = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
+PARAMETER_ARN = "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/"
+# The stores of template parameter SecretStore, each with the action that reads a secret there.
+SECRET_STORES = {"ssm": "ssm:GetParameter", "secretsmanager": "secretsmanager:GetSecretValue"}
 
 
 def secrets_under(prefix: str) -> dict[str, str]:
@@ -79,11 +82,24 @@ def secrets_under(prefix: str) -> dict[str, str]:
     return {"Fn::Sub": f"{SECRET_ARN}{prefix}*"}
 
 
+def parameters_under(prefix: str) -> dict[str, str]:
+    """The ARNs of the SecureString parameters ``/prefix``... (SecretStore=ssm)."""
+    return {"Fn::Sub": f"{PARAMETER_ARN}{prefix}*"}
+
+
 REGISTRY_SECRETS = secrets_under(config.REGISTRY_SECRETS)
 CLUSTER_SECRETS = secrets_under(config.CLUSTER_SECRETS)
 NOTIFICATION_SECRETS = secrets_under(config.NOTIFICATION_SECRETS)
 # The webhook's own secret (parameter WebhookSecretName); Secrets Manager appends "-" + 6 characters.
 WEBHOOK_SECRET = {"Fn::Sub": SECRET_ARN + "${WebhookSecretName}-??????"}
+# The same secrets in SSM: the parameter "/" + the name.
+REGISTRY_PARAMETERS = parameters_under(config.REGISTRY_SECRETS)
+CLUSTER_PARAMETERS = parameters_under(config.CLUSTER_SECRETS)
+NOTIFICATION_PARAMETERS = parameters_under(config.NOTIFICATION_SECRETS)
+WEBHOOK_PARAMETER = {"Fn::Sub": PARAMETER_ARN + "${WebhookSecretName}"}
+CONFIG_PARAMETER = {
+    "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${ConfigParameterName}"
+}
 KMS_KEY = "arn:aws:kms:eu-west-1:111122223333:key/00000000-0000-0000-0000-000000000000"
 CLUSTER_ROLE = "arn:aws:iam::111122223333:role/tagpin-deployer"
 
@@ -97,6 +113,7 @@ VARIABLE_VALUES: dict[str, Any] = {
     "TAGPIN_NOTIFY_TOPIC_ARN": {"Ref": "RolloutTopic"},
     "TAGPIN_WEBHOOK_SECRET": {"Ref": "WebhookSecretName"},
     "TAGPIN_RECONCILE_RESOLVES": {"Fn::If": ["PollingEnabled", "false", "true"]},
+    "TAGPIN_SECRET_STORE": {"Ref": "SecretStore"},
 }
 # Besides its TAGPIN_* variables a function carries these and POWERTOOLS_SERVICE_NAME, nothing else.
 POWERTOOLS_VARIABLES: dict[str, Any] = {
@@ -317,10 +334,18 @@ def iam_problems(tpl: Template, fn: str) -> list[str]:
         if "*" in as_list(stmt.get("Resource", [])) and scopable:
             problems.append(f"{fn}: Resource '*' for {sorted(scopable)}, which can name a resource")
     if CONFIG in NEEDS.get(settings_key(props) or "", ()):
+        # ssm:GetParameter: the config parameter by its own ARN, in a statement of its own; besides it
+        # only the secrets' parameters (SecretStore=ssm; which ones: secret_problems)
         reads = statements_for(props, "ssm:GetParameter")
-        arns = [s["Resource"].get("Fn::Sub") if isinstance(s["Resource"], dict) else None for s in reads]
-        if len(arns) != 1 or not str(arns[0]).endswith(":parameter${ConfigParameterName}"):
-            problems.append(f"{fn}: ssm:GetParameter is not granted on the config parameter only: {reads}")
+        config_reads = [s for s in reads if CONFIG_PARAMETER in as_list(s["Resource"])]
+        if len(config_reads) != 1 or as_list(config_reads[0]["Resource"]) != [CONFIG_PARAMETER]:
+            problems.append(f"{fn}: ssm:GetParameter is not granted on the config parameter alone: {reads}")
+        others = [r for s in reads if s not in config_reads for r in as_list(s["Resource"])]
+        problems += [
+            f"{fn}: ssm:GetParameter on {r}, neither the configuration nor a secret"
+            for r in others
+            if not (isinstance(r, dict) and str(r.get("Fn::Sub", "")).startswith(PARAMETER_ARN))
+        ]
         # the configuration (and secrets) may be encrypted with KmsKeyArn: decrypt with it, only when given
         if any("kms:Decrypt" in as_list(s["Action"]) for s in evaluated_statements(tpl, props, {})):
             problems.append(f"{fn}: kms:Decrypt is granted without a KmsKeyArn")
@@ -392,42 +417,59 @@ def registry_problems(tpl: Template, fn: str) -> list[str]:
             problems.append(f"{fn}: resolves tags at registries but gets no {action} on {resource}")
         if not resolves and granted:
             problems.append(f"{fn}: {action} on {resource}, but {key} does not resolve tags at registries")
-    if resolves and not any(
-        _grants_on(s, "secretsmanager:GetSecretValue", REGISTRY_SECRETS) for s in statements
-    ):
-        problems.append(
-            f"{fn}: resolves tags at registries but cannot read their credentials "
-            f"({config.REGISTRY_SECRETS}*)"
-        )
+    for store, read in SECRET_STORES.items():
+        where = REGISTRY_PARAMETERS if store == "ssm" else REGISTRY_SECRETS
+        granted = evaluated_statements(tpl, function_props(tpl, fn), {"SecretStore": store})
+        if resolves and not any(_grants_on(s, read, where) for s in granted):
+            problems.append(
+                f"{fn}: resolves tags at registries but cannot read their credentials "
+                f"({config.REGISTRY_SECRETS}*) with SecretStore={store}"
+            )
     if not resolves and any(a.startswith("ecr:") for s in statements for a in as_list(s["Action"])):
         problems.append(f"{fn}: ECR permissions, but {key} does not resolve tags at registries")
     return problems
 
 
 def secret_problems(tpl: Template, fn: str) -> list[str]:
-    """Exactly the secrets it reads: registry credentials where tags are resolved, cluster
-    credentials where clusters are reached, notification webhooks where rollouts are notified, the
-    webhook's own secret in the webhook (the configuration checks that each secret it names is under
-    its kind's prefix)."""
+    """Exactly the secrets it reads, in the store SecretStore names and in no other: registry
+    credentials where tags are resolved, cluster credentials where clusters are reached, notification
+    webhooks where rollouts are notified, the webhook's own secret in the webhook (the configuration
+    checks that each secret it names is under its kind's prefix). With ``ssm`` they are SecureString
+    parameters ``/<name>`` (``ssm:GetParameter``), with ``secretsmanager`` secrets
+    (``secretsmanager:GetSecretValue``); the configuration parameter is no secret (iam_problems)."""
     key = _key(tpl, fn)
-    wanted = []
+    props = function_props(tpl, fn)
+    kinds = []
     if key in REGISTRY_FUNCTIONS:
-        wanted.append(REGISTRY_SECRETS)
+        kinds.append((REGISTRY_PARAMETERS, REGISTRY_SECRETS))
     if key in KUBERNETES_FUNCTIONS:
-        wanted.append(CLUSTER_SECRETS)
+        kinds.append((CLUSTER_PARAMETERS, CLUSTER_SECRETS))
     if key in NOTIFYING_FUNCTIONS:
-        wanted.append(NOTIFICATION_SECRETS)
-    if variable("webhook_secret") in function_props(tpl, fn).get("Environment", {}).get("Variables", {}):
-        wanted.append(WEBHOOK_SECRET)
-    granted = [
-        r
-        for s in statements_for(function_props(tpl, fn), "secretsmanager:GetSecretValue")
-        for r in as_list(s["Resource"])
-    ]
-    problems = [
-        f"{fn}: may read the secrets {r}, which {key} does not read" for r in granted if r not in wanted
-    ]
-    problems += [f"{fn}: cannot read the secrets {w}, which {key} reads" for w in wanted if w not in granted]
+        kinds.append((NOTIFICATION_PARAMETERS, NOTIFICATION_SECRETS))
+    if variable("webhook_secret") in props.get("Environment", {}).get("Variables", {}):
+        kinds.append((WEBHOOK_PARAMETER, WEBHOOK_SECRET))
+    problems = []
+    for store in SECRET_STORES:
+        # a secret in the other store counts as one it may read but does not
+        statements = evaluated_statements(tpl, props, {"SecretStore": store})
+        wanted = [parameter if store == "ssm" else secret for parameter, secret in kinds]
+        granted = [
+            r
+            for s in statements
+            if s.get("Effect") == "Allow"
+            for r in as_list(s["Resource"])
+            if any(a in as_list(s["Action"]) for a in SECRET_STORES.values()) and r != CONFIG_PARAMETER
+        ]
+        problems += [
+            f"{fn}: may read the secrets {r}, which {key} does not read (SecretStore={store})"
+            for r in granted
+            if r not in wanted
+        ]
+        problems += [
+            f"{fn}: cannot read the secrets {w}, which {key} reads (SecretStore={store})"
+            for w in wanted
+            if w not in granted
+        ]
     return problems
 
 
@@ -437,6 +479,8 @@ def access_problems(tpl: Template, fn: str) -> list[str]:
     props = function_props(tpl, fn)
     env = props.get("Environment", {}).get("Variables", {})
     granted = {name for s in policy_statements(props) if s.get("Effect") == "Allow" for name in references(s)}
+    # A parameter with AllowedValues is a choice (SecretStore), not the name of a resource.
+    choices = {name for name, p in tpl.get("Parameters", {}).items() if "AllowedValues" in p}
     problems = []
     behind: dict[str, str] = {}
     for name, value in VARIABLE_VALUES.items():
@@ -446,7 +490,7 @@ def access_problems(tpl: Template, fn: str) -> list[str]:
         if name.startswith(PREFIX):
             problems += [
                 f"{fn}: {name} names {ref}, but no statement grants on it"
-                for ref in references(value) - granted
+                for ref in references(value) - granted - choices
             ]
     for ref in sorted(granted & behind.keys()):
         if behind[ref] not in env:
@@ -536,6 +580,15 @@ def _drop_statement(t: Template, fn: str, sid: str) -> None:
     statements = _statements(fn)(t)
     assert any(sid_of(s) == sid for s in statements), sid
     statements[:] = [s for s in statements if sid_of(s) != sid]
+
+
+def _branch(t: Template, fn: str, sid: str, store: str) -> dict[str, Any]:
+    """The statement ``sid`` of the SecretStore ``store``: a branch of its Fn::If on SecretsInSsm."""
+    for stmt in _statements(fn)(t):
+        if "Fn::If" in stmt and stmt["Fn::If"][0] == "SecretsInSsm" and stmt["Fn::If"][1].get("Sid") == sid:
+            branch: dict[str, Any] = stmt["Fn::If"][1 if store == "ssm" else 2]
+            return branch
+    raise AssertionError(f"{fn} has no {sid} on SecretsInSsm")
 
 
 def _new_function(t: Template) -> None:
@@ -695,13 +748,49 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "secrets", "WebhookFunction", "secret:tagpin/clusters/*'}, which webhook does not read",
     ),
     "verifier cannot notify": (
-        lambda t: _statements("VerifierFunction")(t)[
-            next(
-                i for i, s in enumerate(_statements("VerifierFunction")(t))
-                if s.get("Sid") == "ClusterAndNotificationSecrets"
-            )
-        ].update(Resource=CLUSTER_SECRETS),
-        "secrets", "VerifierFunction", "cannot read the secrets {'Fn::Sub'",
+        lambda t: _branch(t, "VerifierFunction", "ClusterAndNotificationSecrets", "ssm").update(
+            Resource=CLUSTER_PARAMETERS
+        ),
+        "secrets", "VerifierFunction",
+        "parameter/tagpin/notifications/*'}, which verifier reads (SecretStore=ssm)",
+    ),
+    "verifier cannot notify with secretsmanager": (
+        lambda t: _branch(t, "VerifierFunction", "ClusterAndNotificationSecrets", "secretsmanager").update(
+            Resource=CLUSTER_SECRETS
+        ),
+        "secrets", "VerifierFunction",
+        "secret:tagpin/notifications/*'}, which verifier reads (SecretStore=secretsmanager)",
+    ),
+    "secrets in both stores": (
+        lambda t: _statements("PollerFunction")(t).append(
+            copy.deepcopy(_branch(t, "PollerFunction", "RegistryCredentials", "ssm"))
+        ),
+        "secrets", "PollerFunction",
+        "parameter/tagpin/registries/*'}, which poller does not read (SecretStore=secretsmanager)",
+    ),
+    "webhook secret in the wrong store": (
+        lambda t: _branch(t, "WebhookFunction", "WebhookSecret", "ssm").update(
+            Action="secretsmanager:GetSecretValue", Resource=WEBHOOK_SECRET
+        ),
+        "secrets", "WebhookFunction",
+        "${WebhookSecretName}-??????'}, which webhook does not read (SecretStore=ssm)",
+    ),
+    "reconciler cannot read registry parameters": (
+        lambda t: _branch(t, "ReconcilerFunction", "RegistryAndClusterSecrets", "ssm").update(
+            Resource=CLUSTER_PARAMETERS
+        ),
+        "registries", "ReconcilerFunction",
+        "cannot read their credentials (tagpin/registries/*) with SecretStore=ssm",
+    ),
+    "config and secrets in one statement": (
+        lambda t: _branch(t, "ConsumerFunction", "ClusterAndNotificationSecrets", "ssm")["Resource"].append(
+            CONFIG_PARAMETER
+        ),
+        "iam", "ConsumerFunction", "ssm:GetParameter is not granted on the config parameter alone",
+    ),
+    "no secret store variable": (
+        lambda t: t["Globals"]["Function"]["Environment"]["Variables"].pop("TAGPIN_SECRET_STORE"),
+        "environment", "ReconcilerFunction", "TAGPIN_SECRET_STORE is missing",
     ),
     "no output": (
         lambda t: t["Outputs"].pop("VerifierFunctionName"),
@@ -766,6 +855,7 @@ def test_parameter_defaults(template: Template) -> None:  # noqa: F811
     params = template["Parameters"]
     assert params["ConfigParameterName"]["Default"] == "/tagpin/config"
     assert params["WebhookSecretName"]["Default"] == "tagpin/webhook"
+    assert params["SecretStore"]["Default"] == "ssm"
     assert params["PollSchedule"]["Default"] == "rate(5 minutes)"
 
 
@@ -866,6 +956,58 @@ def test_idempotency_table_has_ttl(template: Template) -> None:  # noqa: F811
 
 
 # --------------------------------------------------------------------------- IAM
+def test_the_secret_store_is_a_choice_of_two(template: Template) -> None:  # noqa: F811
+    """SecretStore: ssm (SecureString parameters, free: the default) or secretsmanager; every function
+    is told which (TAGPIN_SECRET_STORE, tagpin.settings.SecretStore) and the condition follows it."""
+    param = template["Parameters"]["SecretStore"]
+    assert param["Default"] == "ssm" and param["AllowedValues"] == list(SECRET_STORES)
+    assert sorted(param["AllowedValues"]) == sorted(s.value for s in SecretStore)
+    assert template["Conditions"]["SecretsInSsm"] == {"Fn::Equals": [{"Ref": "SecretStore"}, "ssm"]}
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["TAGPIN_SECRET_STORE"] == {"Ref": "SecretStore"}
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS)
+def test_secret_statements_follow_the_secret_store(template: Template, fn: str) -> None:  # noqa: F811
+    """Each statement that grants secrets is an Fn::If on SecretsInSsm: ssm:GetParameter on the
+    parameters /tagpin/<kind>/* when SecretStore=ssm, secretsmanager:GetSecretValue on the secrets
+    tagpin/<kind>/* otherwise, the same kinds either way; nothing of the other store is granted."""
+    raw = resources(template)[fn]["Properties"]["Policies"][0]["Statement"]
+    choices = [s["Fn::If"] for s in raw if "Fn::If" in s and s["Fn::If"][0] == "SecretsInSsm"]
+    assert choices, f"{fn} reads secrets: its statements choose the store"
+    for _, ssm, secretsmanager in choices:
+        assert ssm["Sid"] == secretsmanager["Sid"]
+        assert ssm["Action"] == "ssm:GetParameter"
+        assert secretsmanager["Action"] == "secretsmanager:GetSecretValue"
+        parameters = [str(r["Fn::Sub"]).removeprefix(PARAMETER_ARN) for r in as_list(ssm["Resource"])]
+        secrets = [
+            str(r["Fn::Sub"]).removeprefix(SECRET_ARN).removesuffix("-??????")
+            for r in as_list(secretsmanager["Resource"])
+        ]
+        assert parameters == secrets, ssm["Sid"]  # one name per secret: "/" + name in SSM
+    # no secret statement outside a choice
+    for stmt in raw:
+        if "Fn::If" not in stmt:
+            assert "secretsmanager:GetSecretValue" not in as_list(stmt["Action"]), stmt
+            if "ssm:GetParameter" in as_list(stmt["Action"]):
+                assert stmt["Resource"] == CONFIG_PARAMETER, stmt
+    props = function_props(template, fn)
+    for store, read in SECRET_STORES.items():
+        granted = evaluated_statements(template, props, {"SecretStore": store})
+        actions = {a for s in granted for a in as_list(s["Action"])}
+        assert read in actions, (fn, store)
+        if store == "ssm":
+            assert not {a for a in actions if a.startswith("secretsmanager:")}, fn
+        else:
+            reads = [
+                r
+                for s in granted
+                if "ssm:GetParameter" in as_list(s["Action"])
+                for r in as_list(s["Resource"])
+            ]
+            assert reads == [CONFIG_PARAMETER], fn
+
+
 def test_producer_permissions(template: Template) -> None:  # noqa: F811
     for fn in PRODUCERS:
         props = function_props(template, fn)

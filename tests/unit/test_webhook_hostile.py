@@ -59,8 +59,9 @@ def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, C
         QueueName="changes.fifo", Attributes={"FifoQueue": "true"}
     )["QueueUrl"]
     boto3.client("ssm", region_name=REGION).put_parameter(Name="/tagpin/config", Value=CONFIG, Type="String")
-    boto3.client("secretsmanager", region_name=REGION).create_secret(
-        Name="tagpin/webhook", SecretString=json.dumps({"distribution": WEBHOOK_TOKEN})
+    # the webhook secret in the default store: the SecureString parameter "/" + its name
+    boto3.client("ssm", region_name=REGION).put_parameter(
+        Name="/tagpin/webhook", Value=json.dumps({"distribution": WEBHOOK_TOKEN}), Type="SecureString"
     )
     for name, value in {
         "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",

@@ -13,9 +13,11 @@ What is decided where (docs/troubleshooting.md, "tagpin doctor"):
   in-process with the local stack's environment: skipped.
 - configuration: the SSM parameter exists and validates; the followed tags (configuration and
   the reconciler's index of labelled workloads).
-- secrets: each secret the configuration names (and the webhook's) exists and holds what its
-  reader expects. On AWS, ``iam:SimulatePrincipalPolicy`` also asks whether each function that
-  reads it may (``secretsmanager:GetSecretValue``); locally there is no IAM: not checked.
+- secrets: each secret the configuration names (and the webhook's) exists in the stack's secret
+  store (``SecretStore``: an SSM SecureString parameter ``/<name>``, or a Secrets Manager secret)
+  and holds what its reader expects; an SSM parameter that is not a SecureString is a warning. On
+  AWS, ``iam:SimulatePrincipalPolicy`` also asks whether each function that reads it may
+  (``ssm:GetParameter`` or ``secretsmanager:GetSecretValue``); locally there is no IAM: not checked.
 - registries: one followed tag per registry, resolved (HEAD) with the registry's credentials.
 - clusters: see :mod:`tagpin_cli.doctor_clusters`.
 - webhook: an unauthenticated POST to ``<WebhookUrl>/distribution`` must answer 401.
@@ -30,6 +32,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from tagpin.adapters.secrets import SecretNotFound, parameter_name
+from tagpin.settings import SecretStore
 
 from tagpin_cli.environment import Target
 
@@ -334,24 +339,41 @@ def _notify_shape(text: str) -> str:
     return "webhooks: " + ", ".join(sorted(data))
 
 
+# What reads a secret in each store (the action the functions' roles must allow).
+READ_ACTION = {
+    SecretStore.SSM: "ssm:GetParameter",
+    SecretStore.SECRETS_MANAGER: "secretsmanager:GetSecretValue",
+}
+
+
+def create_command(store: SecretStore, name: str) -> str:
+    """How the operator creates the secret ``name`` in ``store`` (docs/deploying.md)."""
+    if store is SecretStore.SSM:
+        return f"aws ssm put-parameter --type SecureString --name {parameter_name(name)} --value ..."
+    return f"aws secretsmanager create-secret --name {name} --secret-string ..."
+
+
 def check_secrets(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
+    store = SecretStore(seat.target.secret_store)
     results = []
     for secret in secrets_of(seat):
         subject = secret.name
-        create = f"aws secretsmanager create-secret --name {secret.name} ... (docs/deploying.md)"
+        create = f"{create_command(store, secret.name)} (docs/deploying.md)"
         try:
             text = wiring.secret_text(secret.name)
+        except SecretNotFound as exc:
+            results.append(Result("secret", subject, Status.FAIL, f"{secret.what}: {exc}", create))
+            continue
         except Exception as exc:
-            missing = "ResourceNotFound" in repr(exc) or "ResourceNotFound" in type(exc).__name__
             results.append(
                 Result(
                     "secret",
                     subject,
                     Status.FAIL,
-                    f"{secret.what}: " + ("does not exist" if missing else f"not readable: {_short(exc)}"),
-                    create if missing else "check your permission to read it (secretsmanager:GetSecretValue)",
+                    f"{secret.what}: not readable: {_short(exc)}",
+                    f"check your permission to read it ({READ_ACTION[store]})",
                 )
             )
             continue
@@ -368,33 +390,61 @@ def check_secrets(seat: Seat) -> list[Result]:
                 )
             )
             continue
-        access, denied = _function_access(seat, secret)
+        arn, kind, located = _located(store, secret.name)
+        access, denied = _function_access(seat, secret, store, arn, located)
         status = Status.FAIL if denied else Status.OK
         fix = (
             "the functions may read only secrets under tagpin/; redeploy the template's policies"
             if denied
             else ""
         )
-        results.append(Result("secret", subject, status, f"{secret.what}: {shape}; {access}", fix))
+        detail = f"{secret.what}: {shape}; {access}"
+        if kind is not None and kind != "SecureString":
+            # a String parameter is stored and shown in plain text, to anyone who may read parameters
+            detail = f"{secret.what}: a {kind} parameter, not a SecureString; {shape}; {access}"
+            if not denied:
+                status = Status.WARN
+                fix = (
+                    f"store it encrypted: aws ssm delete-parameter --name {parameter_name(secret.name)}, "
+                    f"then {create_command(store, secret.name)}"
+                )
+        results.append(Result("secret", subject, status, detail, fix))
     return results
 
 
-def _function_access(seat: Seat, secret: _Secret) -> tuple[str, list[str]]:
+def _located(store: SecretStore, name: str) -> tuple[str | None, str | None, str]:
+    """The secret's ARN and, in SSM, its parameter type (read without decryption); on failure
+    (None, None, why)."""
+    from tagpin import wiring
+
+    try:
+        if store is SecretStore.SSM:
+            parameter = wiring.aws("ssm").get_parameter(Name=parameter_name(name))["Parameter"]
+            return str(parameter["ARN"]), str(parameter.get("Type", "")), ""
+        return str(wiring.aws("secretsmanager").describe_secret(SecretId=name)["ARN"]), None, ""
+    except Exception as exc:
+        return None, None, _short(exc)
+
+
+def _function_access(
+    seat: Seat, secret: _Secret, store: SecretStore, arn: str | None, located: str
+) -> tuple[str, list[str]]:
     """Whether each reader's role may read the secret: IAM's policy simulator on AWS."""
     readers = ", ".join(secret.readers)
     if seat.local:
         return f"read by {readers} (their access is not checked locally: no IAM)", []
+    if arn is None:
+        return f"read by {readers} (their access not checked: {located})", []
     from tagpin import wiring
 
     try:
-        arn = wiring.aws("secretsmanager").describe_secret(SecretId=secret.name)["ARN"]
         denied = []
         for function in secret.readers:
             role = seat.roles.get(function)
             if role is None:
                 continue
             evaluation = wiring.aws("iam").simulate_principal_policy(
-                PolicySourceArn=role, ActionNames=["secretsmanager:GetSecretValue"], ResourceArns=[arn]
+                PolicySourceArn=role, ActionNames=[READ_ACTION[store]], ResourceArns=[arn]
             )["EvaluationResults"]
             if not evaluation or evaluation[0].get("EvalDecision") != "allowed":
                 denied.append(function)

@@ -33,6 +33,7 @@ class Target:
     webhook_url: str | None = None  # the base: <webhook_url>/<source>
     alarm_topic_arn: str | None = None
     webhook_secret: str | None = None
+    secret_store: str = "ssm"  # noqa: S105 (a store: tagpin.settings.SecretStore, not a secret)
     outputs: dict[str, str] = field(default_factory=dict)  # CloudFormation outputs (AWS only)
     parameters: dict[str, str] = field(default_factory=dict)  # CloudFormation parameters (AWS only)
     endpoints: dict[str, Any] = field(default_factory=dict)  # the endpoints file (local only)
@@ -46,6 +47,7 @@ class Target:
         os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
         os.environ["TAGPIN_CONFIG_PARAMETER"] = self.config_parameter
         os.environ.pop("TAGPIN_CONFIG_FILE", None)
+        os.environ["TAGPIN_SECRET_STORE"] = self.secret_store
         if self.aws_endpoint:
             os.environ["AWS_ENDPOINT_URL"] = self.aws_endpoint
             for key, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
@@ -88,6 +90,7 @@ def local(path: Path = LOCAL_FILE) -> Target:
             webhook_url=str(data.get("webhook_url") or "").removesuffix("/{source}") or None,
             alarm_topic_arn=data.get("alarm_topic_arn") or None,
             webhook_secret=data.get("webhook_secret") or None,
+            secret_store=data.get("secret_store") or "ssm",
             endpoints=data,
         )
     except KeyError as exc:
@@ -119,6 +122,8 @@ def stack(name: str, region: str | None = None) -> Target:
             webhook_url=outputs.get("WebhookUrl"),
             alarm_topic_arn=outputs.get("AlarmTopicArn"),
             webhook_secret=parameters.get("WebhookSecretName") or "tagpin/webhook",
+            # A stack deployed before the template had SecretStore reads Secrets Manager.
+            secret_store=parameters.get("SecretStore") or "secretsmanager",
             outputs=outputs,
             parameters=parameters,
         )

@@ -171,6 +171,7 @@ def local_options(args: argparse.Namespace) -> Any:
         poll_interval=None if args.poll_interval <= 0 else args.poll_interval,
         reconcile_interval=None if args.reconcile_interval <= 0 else args.reconcile_interval,
         log_level=args.log_level,
+        secret_store=args.secret_store,
     )
 
 
@@ -390,6 +391,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     local.add_argument("--no-notifications", action="store_true", help="registry push notifications off")
     local.add_argument("--log-level", default="WARNING")
+    local.add_argument(
+        "--secret-store",
+        choices=["ssm", "secretsmanager"],
+        default="ssm",
+        help="where the secrets live, as the template's SecretStore (default ssm: SecureString parameters)",
+    )
     local.add_argument("--empty", action="store_true", help="do not create the demo Deployment default/web")
     local.add_argument("--endpoints-file", type=Path, default=None, help=argparse.SUPPRESS)
     add("demo", _demo, "run the demo scenario and exit", False)

@@ -1,13 +1,15 @@
 """The local stack: tagpin's real handlers wired to real local parts, all on 127.0.0.1.
 
-- moto server (SQS, DynamoDB, SSM, Secrets Manager, STS) as the AWS endpoint;
+- moto server (SQS, DynamoDB, SSM, Secrets Manager, STS) as the AWS endpoint; the secrets in the
+  store ``StackOptions.secret_store`` names, as the template's ``SecretStore`` (SSM SecureString
+  parameters ``/tagpin/...`` by default, or Secrets Manager secrets): ``put_secret`` and friends;
 - the CNCF registry (Debian's docker-registry) with push notifications to the webhook adapter;
 - an HTTP adapter that turns requests into HTTP API v2 events for the real webhook handler;
 - a scheduler that invokes the real poller handler with EventBridge schedule events;
 - an SQS loop that invokes the real consumer handler with real SQS event shapes, deletes what
   succeeded and leaves failed records to be redelivered and, after maxReceiveCount, dead-lettered;
-- the Kubernetes API simulator holding the workloads, reached through a kubeconfig kept in
-  Secrets Manager, exactly as a non-EKS cluster is reached in AWS; ``StackOptions.clusters`` adds
+- the Kubernetes API simulator holding the workloads, reached through a kubeconfig kept in a
+  secret, exactly as a non-EKS cluster is reached in AWS; ``StackOptions.clusters`` adds
   more simulated clusters (one simulator each, each with its own kubeconfig secret);
 - a scheduler for the reconciler (``reconcile_interval``), or ``run_reconciler()`` on demand;
 - the rollout checks queue (SQS standard, delayed messages) and a loop that invokes the real
@@ -33,7 +35,10 @@ from typing import Any, Self
 
 import boto3
 import yaml
+from tagpin.adapters.config_source import STANDARD_LIMIT
+from tagpin.adapters.secrets import parameter_name
 from tagpin.domain.redelivery import RECEIVES
+from tagpin.settings import SecretStore
 
 from tagpin_local.http_adapter import WebhookAdapter, WebhookAdapterHandler
 from tagpin_local.kubesim import KubeSim
@@ -47,7 +52,7 @@ CLUSTER_SECRET = "tagpin/clusters/local"  # noqa: S105
 
 
 def cluster_secret(name: str) -> str:
-    """The Secrets Manager secret holding a simulated cluster's kubeconfig."""
+    """The secret holding a simulated cluster's kubeconfig (the SSM parameter "/" + it by default)."""
     return "tagpin/clusters/" + name
 
 
@@ -68,6 +73,7 @@ class StackOptions:
     rollout: dict[str, Any] | None = None  # the configuration's ``rollout`` section
     rollout_delay: float = 0.0  # seconds each simulated rollout takes (KubeSim.rollout_delay)
     log_level: str = "WARNING"
+    secret_store: str = "ssm"  # noqa: S105 (where secrets live: tagpin.settings.SecretStore)
 
 
 class LocalStack:
@@ -198,6 +204,7 @@ class LocalStack:
             "state_table": "tagpin-state",
             "config_parameter": CONFIG_PARAMETER,
             "webhook_secret": WEBHOOK_SECRET,
+            "secret_store": self.options.secret_store,
         }
 
     # -- configuration ----------------------------------------------------------------------
@@ -263,6 +270,7 @@ class LocalStack:
             "TAGPIN_IDEMPOTENCY_TABLE": "tagpin-idempotency",
             "TAGPIN_CONFIG_PARAMETER": CONFIG_PARAMETER,
             "TAGPIN_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "TAGPIN_SECRET_STORE": self.options.secret_store,
             "POWERTOOLS_SERVICE_NAME": "tagpin",
             "POWERTOOLS_METRICS_NAMESPACE": "tagpin",
             "POWERTOOLS_LOG_LEVEL": self.options.log_level,
@@ -368,7 +376,50 @@ class LocalStack:
         self._put_secret(WEBHOOK_SECRET, json.dumps({"distribution": self.webhook_token}))
 
     def _put_secret(self, name: str, value: str) -> None:
-        self.client("secretsmanager").create_secret(Name=name, SecretString=value)
+        self.put_secret(name, value)
+
+    # -- secrets, in the store the functions read (StackOptions.secret_store) ----------------
+    @property
+    def secrets_in_ssm(self) -> bool:
+        return SecretStore(self.options.secret_store) is SecretStore.SSM
+
+    def put_secret(self, name: str, value: str, key: str | None = None) -> None:
+        """Create or overwrite the secret ``name`` (``tagpin/...``), as an operator does
+        (docs/deploying.md): the SecureString parameter ``/<name>`` (Standard tier when it fits,
+        Advanced otherwise), or the Secrets Manager secret; ``key``: a customer KMS key."""
+        if self.secrets_in_ssm:
+            extra = {"KeyId": key} if key else {}
+            tier = "Standard" if len(value.encode()) <= STANDARD_LIMIT else "Advanced"
+            self.client("ssm").put_parameter(
+                Name=parameter_name(name),
+                Value=value,
+                Type="SecureString",
+                Tier=tier,
+                Overwrite=True,
+                **extra,
+            )
+            return
+        secrets = self.client("secretsmanager")
+        try:
+            secrets.describe_secret(SecretId=name)
+        except secrets.exceptions.ResourceNotFoundException:
+            secrets.create_secret(Name=name, SecretString=value, **({"KmsKeyId": key} if key else {}))
+            return
+        if key:
+            secrets.update_secret(SecretId=name, KmsKeyId=key)
+        secrets.put_secret_value(SecretId=name, SecretString=value)
+
+    def secret_value(self, name: str) -> str:
+        if self.secrets_in_ssm:
+            parameter = self.client("ssm").get_parameter(Name=parameter_name(name), WithDecryption=True)
+            return str(parameter["Parameter"]["Value"])
+        return str(self.client("secretsmanager").get_secret_value(SecretId=name)["SecretString"])
+
+    def delete_secret(self, name: str) -> None:
+        if self.secrets_in_ssm:
+            self.client("ssm").delete_parameter(Name=parameter_name(name))
+        else:
+            self.client("secretsmanager").delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
 
     # -- the event sources --------------------------------------------------------------------
     def _spawn(self, target: Callable[[], None], name: str) -> None:

@@ -11,6 +11,7 @@ the first request.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -20,10 +21,24 @@ PREFIX = "TAGPIN_"
 Function = Literal["poller", "webhook", "consumer", "verifier", "reconciler"]
 CONFIG = "config"  # one of config_parameter or config_file
 
+
+class SecretStore(StrEnum):
+    """Where the secrets live (template parameter ``SecretStore``). One name per secret either way:
+    the configuration names ``tagpin/clusters/prod``; in SSM that is the SecureString parameter
+    ``/tagpin/clusters/prod``, in Secrets Manager the secret ``tagpin/clusters/prod``."""
+
+    # SSM Parameter Store SecureString, Standard tier: no monthly charge, standard throughput free
+    # (a Secrets Manager secret costs $0.40 a month). The default.
+    SSM = "ssm"
+    # Secrets Manager: for rotation, cross-account resource policies, values over 4 KB (8 KB with
+    # SSM's Advanced tier). $0.40 per secret a month, $0.05 per 10,000 reads.
+    SECRETS_MANAGER = "secretsmanager"
+
+
 # What each function reads. The template test checks each function's Environment against it.
 NEEDS: dict[str, tuple[str, ...]] = {
-    "poller": (CONFIG, "state_table", "queue_url"),
-    "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret"),
+    "poller": (CONFIG, "state_table", "queue_url", "secret_store"),
+    "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret", "secret_store"),
     "consumer": (
         CONFIG,
         "state_table",
@@ -31,12 +46,21 @@ NEEDS: dict[str, tuple[str, ...]] = {
         "queue_url",
         "verification_queue_url",
         "notify_topic_arn",
+        "secret_store",
     ),
-    "verifier": (CONFIG, "state_table", "queue_url", "verification_queue_url", "notify_topic_arn"),
-    "reconciler": (CONFIG, "state_table", "queue_url", "reconcile_resolves"),
+    "verifier": (
+        CONFIG,
+        "state_table",
+        "queue_url",
+        "verification_queue_url",
+        "notify_topic_arn",
+        "secret_store",
+    ),
+    "reconciler": (CONFIG, "state_table", "queue_url", "reconcile_resolves", "secret_store"),
 }
-# Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves).
-OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves"})
+# Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves,
+# secret_store). Every function reads secrets of some kind: each gets TAGPIN_SECRET_STORE.
+OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves", "secret_store"})
 # Variables with a default, read by the functions that resolve tags (the registry client).
 TUNING: dict[str, tuple[str, ...]] = {
     "poll_concurrency": ("poller", "webhook", "reconciler"),
@@ -79,7 +103,16 @@ class Settings(BaseSettings):
     webhook_secret: str | None = Field(
         default=None,
         min_length=1,
-        description='Secrets Manager secret of the webhook credentials: `{"<source>": {...}}`.',
+        description='Secret with the webhook credentials: `{"<source>": {...}}`, in the secret store '
+        "(`TAGPIN_SECRET_STORE`): the SecureString parameter `/` + this name, or the Secrets Manager "
+        "secret of this name.",
+    )
+    secret_store: SecretStore = Field(
+        default=SecretStore.SSM,
+        description="Where every secret is read (template parameter `SecretStore`): `ssm`, SSM "
+        "Parameter Store SecureString parameters named `/` + the secret's name (`/tagpin/clusters/prod`; "
+        "Standard tier, free), or `secretsmanager`, Secrets Manager secrets named as written "
+        "(`tagpin/clusters/prod`; $0.40 a month each, for rotation).",
     )
     notify_topic_arn: str | None = Field(
         default=None, description="SNS topic for rollout notifications (optional: no SNS when empty)."

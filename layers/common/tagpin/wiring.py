@@ -17,6 +17,7 @@ from tagpin.adapters.config_source import ConfigLoader
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.adapters.registry.client import RegistryClient
 from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
+from tagpin.adapters.secrets import SecretNotFound, Secrets
 from tagpin.adapters.sqs import SqsChangeQueue
 from tagpin.domain.config import FollowedImage, NotConfigured, RolloutSettings, TagpinConfig
 from tagpin.ports.registry import RegistryAccess
@@ -70,20 +71,21 @@ def config() -> TagpinConfig:
     return config_loader().load()
 
 
-def secret_text(name: str) -> str:
-    from aws_lambda_powertools.utilities import parameters
+@cache
+def secrets() -> Secrets:
+    """The secret store of the stack (``TAGPIN_SECRET_STORE``): SSM SecureString parameters or
+    Secrets Manager secrets, one name per secret either way (``tagpin.adapters.secrets``)."""
+    return Secrets(settings().secret_store, max_age=SECRET_MAX_AGE)
 
-    value = parameters.get_secret(name, max_age=SECRET_MAX_AGE)
-    return value.decode() if isinstance(value, bytes) else str(value)
+
+def secret_text(name: str) -> str:
+    """The secret ``name`` (``tagpin/clusters/prod``) as text, from whichever store holds secrets."""
+    return secrets().text(name)
 
 
 def secret_json(name: str) -> dict[str, Any]:
-    from aws_lambda_powertools.utilities import parameters
-
-    value = parameters.get_secret(name, transform="json", max_age=SECRET_MAX_AGE)
-    if not isinstance(value, dict):
-        raise ValueError(f"secret {name} is not a JSON object")
-    return value
+    """The secret ``name`` as a JSON object, from whichever store holds secrets."""
+    return secrets().json(name)
 
 
 def ecr_client(region: str, role_arn: str | None) -> Any:
@@ -168,19 +170,17 @@ def webhook_service() -> WebhookService:
     secret_name = setting("webhook_secret")
     deliveries = DeliveryStore(aws("dynamodb"), setting("state_table"))
 
-    def secrets() -> dict[str, Any]:  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
+    def webhook_secrets() -> dict[str, Any]:  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
         try:
             return secret_json(secret_name)
-        except Exception as exc:
-            if "ResourceNotFoundException" not in str(exc):
-                raise
+        except SecretNotFound:
             raise NotConfigured(
                 f"the webhook secret {secret_name} does not exist yet: create it (docs/deploying.md)"
             ) from None
 
     return WebhookService(
         sources=SOURCES,
-        secrets=secrets,
+        secrets=webhook_secrets,
         config=config,
         detector=detector,
         deliveries=lambda: deliveries,
@@ -340,6 +340,7 @@ def reset() -> None:
     for built in (
         settings,
         aws,
+        secrets,
         config_loader,
         credential_store,
         state,

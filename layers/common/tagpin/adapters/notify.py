@@ -1,5 +1,5 @@
 """Rollout notifications: the stack's SNS topic, and optionally Slack, Microsoft Teams and a
-generic HTTP webhook (URLs from a Secrets Manager secret named in the configuration).
+generic HTTP webhook (URLs from a secret named in the configuration).
 
 One message per rollout event (a wave applied, a wave verified, a digest failed / rolled back):
 the caller sends only when it won the event's conditional write in the state table

@@ -5,8 +5,8 @@ imported by the webhook or the poller).
   ``GetCallerIdentity`` with the ``x-k8s-aws-id`` header, as ``aws eks get-token`` does, regenerated
   before its 15-minute validity ends; optionally through a role assumed per cluster (cross-account),
   whose credentials botocore refreshes before they expire.
-- Any other cluster: a kubeconfig from Secrets Manager (context selectable) or a file for local use;
-  or endpoint + CA + service-account token from one Secrets Manager secret.
+- Any other cluster: a kubeconfig from a secret (context selectable) or a file for local use;
+  or endpoint + CA + service-account token from one secret (``tagpin.adapters.secrets``).
 
 A cluster that cannot be reached, is not ready or rejects the credentials raises ``Unreachable``
 for the work in it only. A client whose credentials were rejected (401) is rebuilt on next use,

@@ -1,4 +1,4 @@
-"""Registry credentials per host, by kind: Secrets Manager secrets and ECR authorization tokens.
+"""Registry credentials per host, by kind: secrets (SSM or Secrets Manager) and ECR authorization tokens.
 
 ``CredentialStore.access(host)`` gives the ``RegistryAccess`` the registry client needs. Secrets
 are read through a ``secret_json`` callable (powertools parameters in Lambda, cached across warm

@@ -1,4 +1,4 @@
-"""How each sender proves it is who it says: one scheme per source, configured from Secrets Manager.
+"""How each sender proves it is who it says: one scheme per source, configured from the webhook secret.
 
 The webhook secret (``TAGPIN_WEBHOOK_SECRET``) is one JSON object keyed by source. Each entry is
 an object validated by ``SourceSecret`` (unknown keys are refused, so a typo does not silently

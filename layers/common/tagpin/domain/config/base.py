@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
@@ -28,10 +29,16 @@ class Strict(BaseModel):
 
 SECRET_PREFIX = "tagpin/"  # noqa: S105 (a name prefix, not a secret)
 # Each kind of secret the configuration names lives under its own prefix, so that template.yaml
-# grants each function only the kinds it reads (secretsmanager:GetSecretValue on <prefix>*):
+# grants each function only the kinds it reads (ssm:GetParameter on parameter/<prefix>*, or
+# secretsmanager:GetSecretValue on secret:<prefix>*, as the stack's SecretStore says):
 REGISTRY_SECRETS = SECRET_PREFIX + "registries/"  # the poller, the webhook, the reconciler
 CLUSTER_SECRETS = SECRET_PREFIX + "clusters/"  # the consumer, the verifier, the reconciler
 NOTIFICATION_SECRETS = SECRET_PREFIX + "notifications/"  # the consumer, the verifier
+# A name valid in both stores, so a configuration works with either: SSM parameter names allow
+# letters, digits and _.-/ (Secrets Manager also allows +=@, SSM does not). Written without the
+# leading "/" of the SSM parameter (tagpin/clusters/prod is the parameter /tagpin/clusters/prod).
+SECRET_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*")
+SECRET_NAME_MAX = 512  # Secrets Manager's limit; SSM allows 1011 characters for a whole name
 
 
 def _under(prefix: str, what: str, readers: str) -> AfterValidator:
@@ -39,15 +46,21 @@ def _under(prefix: str, what: str, readers: str) -> AfterValidator:
         if not name.startswith(prefix) or len(name) == len(prefix):
             raise ValueError(
                 f"{name!r}: {what} must be a secret named {prefix}<name>: only {readers} may read "
-                f"them (template.yaml grants secretsmanager:GetSecretValue on {prefix}* to those "
-                "functions alone; docs/deploying.md)"
+                f"them (template.yaml grants them alone the SSM parameters /{prefix}*, or the Secrets "
+                f"Manager secrets {prefix}*; docs/deploying.md)"
+            )
+        if len(name) > SECRET_NAME_MAX or not SECRET_NAME_PATTERN.fullmatch(name):
+            raise ValueError(
+                f"{name!r}: a secret name has letters, digits and _ . - between single slashes, at most "
+                f"{SECRET_NAME_MAX} characters (valid as an SSM parameter and as a Secrets Manager secret)"
             )
         return name
 
     return AfterValidator(check)
 
 
-# The name of a Secrets Manager secret the configuration points to, by what it holds.
+# The name of a secret the configuration points to, by what it holds: the SSM SecureString
+# parameter "/" + name, or the Secrets Manager secret name (template parameter SecretStore).
 RegistrySecretName = Annotated[
     str, _under(REGISTRY_SECRETS, "registry credentials", "the functions that resolve tags")
 ]

@@ -22,11 +22,12 @@ class EksAccess(Strict):
 
 
 class KubeconfigAccess(Strict):
-    """A kubeconfig held in Secrets Manager (``secret``) or, for local use, a file (``file``)."""
+    """A kubeconfig held in a secret (``secret``) or, for local use, a file (``file``)."""
 
     secret: ClusterSecretName | None = Field(
         default=None,
-        description="Secrets Manager secret (named `tagpin/clusters/...`) holding the kubeconfig.",
+        description="Secret named `tagpin/clusters/...` holding the kubeconfig (the SSM SecureString "
+        "`/tagpin/clusters/...`, or the Secrets Manager secret with `SecretStore=secretsmanager`).",
     )
     file: str | None = Field(default=None, description="Path of a kubeconfig file (local use).")
     context: str | None = Field(
@@ -41,12 +42,13 @@ class KubeconfigAccess(Strict):
 
 
 class ServiceAccountAccess(Strict):
-    """Endpoint, CA and a service-account token held in one Secrets Manager secret: JSON
+    """Endpoint, CA and a service-account token held in one secret: JSON
     ``{"endpoint": "https://...", "ca.crt": "<PEM>", "token": "<token>"}`` (the keys of a
     Kubernetes service-account token Secret, plus the endpoint)."""
 
     secret: ClusterSecretName = Field(
-        description="Secrets Manager secret (named `tagpin/clusters/...`) holding the JSON."
+        description="Secret named `tagpin/clusters/...` holding the JSON (the SSM SecureString "
+        "`/tagpin/clusters/...`, or the Secrets Manager secret with `SecretStore=secretsmanager`)."
     )
 
 

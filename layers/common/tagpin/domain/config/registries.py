@@ -74,13 +74,15 @@ class EcrSettings(Strict):
 
 
 class Registry(Strict):
-    """How to reach one registry host. ``credentials_secret`` names a Secrets Manager secret (its
+    """How to reach one registry host. ``credentials_secret`` names a secret (its
     shape depends on ``kind``, see ``RegistryKind``); without it access is anonymous."""
 
     insecure: bool = Field(default=False, description="Plain HTTP (local registries only).")
     credentials_secret: RegistrySecretName | None = Field(
         default=None,
-        description="Secrets Manager secret (named `tagpin/registries/...`) with the registry's credentials.",
+        description="Secret named `tagpin/registries/...` with the registry's credentials (the SSM "
+        "SecureString `/tagpin/registries/...`, or the Secrets Manager secret with "
+        "`SecretStore=secretsmanager`).",
     )
     kind: RegistryKind | None = Field(
         default=None, description="Credential kind; default: worked out from the host."

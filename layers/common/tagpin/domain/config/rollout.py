@@ -88,7 +88,8 @@ class NotificationSettings(Strict):
     sns: bool = Field(default=True, description="Publish to the stack's SNS topic (`RolloutTopic`).")
     webhooks_secret: NotificationSecretName | None = Field(
         default=None,
-        description="Secrets Manager secret (named `tagpin/notifications/...`) with webhook URLs: JSON "
+        description="Secret named `tagpin/notifications/...` (the SSM SecureString "
+        "`/tagpin/notifications/...`, or the Secrets Manager secret) with webhook URLs: JSON "
         '`{"slack": "https://hooks.slack.com/...", "teams": "https://...", "http": "https://..."}`, '
         "each optional.",
     )
