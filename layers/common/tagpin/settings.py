@@ -22,7 +22,7 @@ CONFIG = "config"  # one of config_parameter or config_file
 
 # What each function reads. The template test checks each function's Environment against it.
 NEEDS: dict[str, tuple[str, ...]] = {
-    "poller": (CONFIG, "state_table", "queue_url"),
+    "poller": (CONFIG, "state_table", "queue_url", "poll_parts"),
     "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret"),
     "consumer": (
         CONFIG,
@@ -35,8 +35,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "verifier": (CONFIG, "state_table", "queue_url", "verification_queue_url", "notify_topic_arn"),
     "reconciler": (CONFIG, "state_table", "queue_url", "reconcile_resolves"),
 }
-# Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves).
-OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves"})
+# Read when set; absent means "not used" (the topic) or the field's default (the others).
+OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves", "poll_parts"})
 # Variables with a default, read by the functions that resolve tags (the registry client).
 TUNING: dict[str, tuple[str, ...]] = {
     "poll_concurrency": ("poller", "webhook", "reconciler"),
@@ -98,6 +98,14 @@ class Settings(BaseSettings):
     )
     registry_concurrency: int = Field(
         default=32, ge=1, le=1024, description="Registry requests in flight to one registry host."
+    )
+    poll_parts: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Invocations a scheduled poll is split into (template parameter PollParts): above 1 "
+        "the scheduled invocation starts that many parts asynchronously, each polling a fixed set of "
+        "the 64 shards with its own cursor and time budget. About one part per 5,000 tags.",
     )
 
     @model_validator(mode="after")
