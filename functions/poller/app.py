@@ -1,6 +1,8 @@
 """Poller: on schedule, resolve every followed tag once and enqueue what moved or is behind.
 
-Stops cleanly before the Lambda time runs out; the next run continues where this one stopped."""
+Stops cleanly before the Lambda time runs out; the next run continues where this one stopped.
+With ``TAGPIN_POLL_PARTS`` above 1 the scheduled invocation only starts the parts (asynchronous
+invocations of this function, each a fixed set of shards) and every part polls as above."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
+from tagpin.adapters.lambda_parts import event_part
 from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Trigger
+from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.observability import correlation_id, logger, metrics, own_keys, registry_metrics
 
 wiring.check_settings("poller")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
@@ -24,8 +28,16 @@ MAX_RESULTS = 100  # per-tag details in the response (the counts cover everythin
 @own_keys
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     started = time.monotonic()
+    part = event_part(event)
+    parts = wiring.settings().poll_parts
+    if part is None and parts > 1:  # the scheduled invocation of a split poll: start the parts
+        wiring.poll_parts(context.invoked_function_arn).start([PollPart(i, parts) for i in range(parts)])
+        metrics.add_metric(name="PollPartsStarted", unit=MetricUnit.Count, value=parts)
+        logger.info("poll parts started", extra={"parts": parts})
+        return {"parts": parts}
+    part = part or WHOLE
     try:
-        followed = wiring.followed_images()
+        followed = wiring.followed_images(part)
     except NotConfigured as exc:  # deployed, not configured yet: nothing to poll, nothing failed
         logger.warning("not configured yet; nothing polled", extra={"reason": str(exc)})
         return {"configured": False, "reason": str(exc)}
@@ -34,6 +46,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         trigger=Trigger.POLL,
         correlation_id=correlation_id(),
         remaining_ms=context.get_remaining_time_in_millis,
+        part=part,
     )
     counts = summary.counts()
     for name, value in counts.items():
@@ -46,9 +59,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     )
     rate_limits = wiring.registry_client().rate_limits
     registry_metrics(summary.results, rate_limits)
-    logger.info("poll finished", extra={**counts, "cursor": summary.cursor, "rate_limits": rate_limits})
+    logger.info(
+        "poll finished",
+        extra={**counts, "cursor": summary.cursor, "rate_limits": rate_limits, "part": part.name or "whole"},
+    )
     return {
         **counts,
+        "part": part.name or "whole",
         "cursor": summary.cursor,
         "rate_limits": rate_limits,
         "results": [r.as_dict() for r in summary.results[:MAX_RESULTS]],

@@ -25,9 +25,10 @@ from tests.conftest import require_binary
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fresh() -> Iterator[LocalStack]:
-    """A stack whose configuration parameter and webhook secret were never written."""
+    """A stack whose configuration parameter and webhook secret were never written: one per test,
+    so that each stands alone (in any order)."""
     require_binary("docker-registry", "/usr/bin/docker-registry")
     with LocalStack(StackOptions(notifications=True, poll_interval=None, consume=False)) as st:
         assert st.registry is not None

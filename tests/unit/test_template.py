@@ -114,7 +114,10 @@ VARIABLE_VALUES: dict[str, Any] = {
     "TAGPIN_WEBHOOK_SECRET": {"Ref": "WebhookSecretName"},
     "TAGPIN_RECONCILE_RESOLVES": {"Fn::If": ["PollingEnabled", "false", "true"]},
     "TAGPIN_SECRET_STORE": {"Ref": "SecretStore"},
+    "TAGPIN_POLL_PARTS": {"Ref": "PollParts"},
 }
+# Variables that carry a setting, not a resource (no statement grants on them).
+SETTINGS_ONLY = frozenset({"TAGPIN_RECONCILE_RESOLVES", "TAGPIN_POLL_PARTS"})
 # Besides its TAGPIN_* variables a function carries these and POWERTOOLS_SERVICE_NAME, nothing else.
 POWERTOOLS_VARIABLES: dict[str, Any] = {
     "POWERTOOLS_METRICS_NAMESPACE": "tagpin",
@@ -484,10 +487,10 @@ def access_problems(tpl: Template, fn: str) -> list[str]:
     problems = []
     behind: dict[str, str] = {}
     for name, value in VARIABLE_VALUES.items():
-        for ref in references(value):
+        for ref in references(value) if name not in SETTINGS_ONLY else ():
             behind[ref] = name
     for name, value in env.items():
-        if name.startswith(PREFIX):
+        if name.startswith(PREFIX) and name not in SETTINGS_ONLY:
             problems += [
                 f"{fn}: {name} names {ref}, but no statement grants on it"
                 for ref in references(value) - granted - choices

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tagpin import wiring
-from tagpin.adapters.dynamodb.table import SHARDS
+from tagpin.domain.shards import SHARDS
 from tagpin.ports.registry import OCI_MANIFEST
 from tagpin.usecases.webhook import MAX_EVENTS, delivery_key
 from tagpin_local.lambda_runtime import LocalContext, http_api_event, load_handler

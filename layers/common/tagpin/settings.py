@@ -37,7 +37,7 @@ class SecretStore(StrEnum):
 
 # What each function reads. The template test checks each function's Environment against it.
 NEEDS: dict[str, tuple[str, ...]] = {
-    "poller": (CONFIG, "state_table", "queue_url", "secret_store"),
+    "poller": (CONFIG, "state_table", "queue_url", "secret_store", "poll_parts"),
     "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret", "secret_store"),
     "consumer": (
         CONFIG,
@@ -59,8 +59,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "reconciler": (CONFIG, "state_table", "queue_url", "reconcile_resolves", "secret_store"),
 }
 # Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves,
-# secret_store). Every function reads secrets of some kind: each gets TAGPIN_SECRET_STORE.
-OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves", "secret_store"})
+# secret_store, poll_parts). Every function reads secrets of some kind: each gets TAGPIN_SECRET_STORE.
+OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves", "secret_store", "poll_parts"})
 # Variables with a default, read by the functions that resolve tags (the registry client).
 TUNING: dict[str, tuple[str, ...]] = {
     "poll_concurrency": ("poller", "webhook", "reconciler"),
@@ -131,6 +131,14 @@ class Settings(BaseSettings):
     )
     registry_concurrency: int = Field(
         default=32, ge=1, le=1024, description="Registry requests in flight to one registry host."
+    )
+    poll_parts: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Invocations a scheduled poll is split into (template parameter PollParts): above 1 "
+        "the scheduled invocation starts that many parts asynchronously, each polling a fixed set of "
+        "the 64 shards with its own cursor and time budget. About one part per 5,000 tags.",
     )
 
     @model_validator(mode="after")

@@ -20,6 +20,8 @@ from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
 from tagpin.adapters.secrets import SecretNotFound, Secrets
 from tagpin.adapters.sqs import SqsChangeQueue
 from tagpin.domain.config import FollowedImage, NotConfigured, RolloutSettings, TagpinConfig
+from tagpin.domain.shards import WHOLE, PollPart
+from tagpin.ports.parts import PollParts
 from tagpin.ports.registry import RegistryAccess
 from tagpin.ports.state import State
 from tagpin.settings import Function, Settings
@@ -131,10 +133,11 @@ def state() -> State:
     )
 
 
-def followed() -> Mapping[str, FollowedImage]:
-    """Every followed tag and its targets: the configuration's, merged with those the reconciler
-    discovered by label (the index in the state table). Read per invocation (lazily)."""
-    return Followed(config(), state())
+def followed(part: PollPart = WHOLE) -> Mapping[str, FollowedImage]:
+    """Every followed tag (of a poll's ``part``) and its targets: the configuration's, merged with
+    those the reconciler discovered by label (the index in the state table). Read per invocation
+    (lazily)."""
+    return Followed(config(), state(), part)
 
 
 @cache
@@ -149,9 +152,16 @@ def detector() -> Detector:
     )
 
 
-def followed_images() -> list[FollowedImage]:
-    """Every followed tag the poller checks: the configuration's and the discovered ones."""
-    return list(followed().values())
+def followed_images(part: PollPart = WHOLE) -> list[FollowedImage]:
+    """Every followed tag the poller checks (in ``part``): the configuration's and the discovered ones."""
+    return list(followed(part).values())
+
+
+def poll_parts(function: str) -> PollParts:
+    """Starts the parts of a split poll as invocations of ``function`` (the poller itself)."""
+    from tagpin.adapters.lambda_parts import LambdaPollParts
+
+    return LambdaPollParts(aws("lambda"), function)
 
 
 @cache

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.shards import WHOLE, PollPart
 
 
 class TargetStatus(StrEnum):
@@ -264,8 +265,8 @@ class History(Protocol):
 class Index(Protocol):
     """``FOLLOW``: the label-discovered targets of each followed tag (written by the reconciler)."""
 
-    def entries(self, image: str | None = None) -> list[IndexEntry]:
-        """Every entry, or those of one tag."""
+    def entries(self, image: str | None = None, shards: list[str] | None = None) -> list[IndexEntry]:
+        """Every entry (of ``shards``, default all), or those of one tag."""
         ...
 
     def update(self, put: list[IndexEntry], delete: list[IndexEntry]) -> None: ...
@@ -337,8 +338,8 @@ class Digests(Protocol):
     read instead of one item per tag. An entry is a cache of ``Tags``: it is written only while
     the tag's own item still holds that digest, and dropped whenever the tag moves."""
 
-    def all(self) -> dict[str, str]:
-        """Tag -> digest of every entry (eventually consistent)."""
+    def all(self, shards: list[str] | None = None) -> dict[str, str]:
+        """Tag -> digest of every entry of ``shards`` (default: all; eventually consistent)."""
         ...
 
     def settle(self, image: str, digest: str) -> bool:
@@ -350,11 +351,11 @@ class Digests(Protocol):
 
 
 class PollCursor(Protocol):
-    """``POLL`` / ``CURSOR``: where the last poll that ran out of time stopped."""
+    """``POLL`` / ``CURSOR``: where the last poll (of a part) that ran out of time stopped."""
 
-    def get(self) -> str | None: ...
+    def get(self, part: PollPart = WHOLE) -> str | None: ...
 
-    def put(self, image: str | None, at: int) -> None:
+    def put(self, image: str | None, at: int, part: PollPart = WHOLE) -> None:
         """``None``: the last run finished every tag."""
         ...
 

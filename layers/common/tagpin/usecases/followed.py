@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
+from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.state import IndexEntry, State
 
 logger = logging.getLogger(__name__)
@@ -58,19 +59,23 @@ def merge(
 class Followed(Mapping[str, FollowedImage]):
     """Followed images by canonical tagged reference (configuration + index)."""
 
-    def __init__(self, config: TagpinConfig, state: State) -> None:
+    def __init__(self, config: TagpinConfig, state: State, part: PollPart = WHOLE) -> None:
+        """``part``: iterating yields only the tags of that part of a poll (its shards)."""
         self._config = config
         self._state = state
+        self._part = part
         self._all: dict[str, FollowedImage] | None = None
 
     def _load(self) -> dict[str, FollowedImage]:
         if self._all is None:
             by_image: dict[str, list[IndexEntry]] = {}
-            for entry in self._state.index.entries():
+            shards = None if self._part.whole else self._part.shards
+            for entry in self._state.index.entries(shards=shards):
                 by_image.setdefault(entry.image, []).append(entry)
             known = set(self._config.clusters)
             merged: dict[str, FollowedImage] = {}
-            for image in dict.fromkeys([*self._config.followed, *by_image]):
+            configured = [i for i in self._config.followed if self._part.covers(i)]
+            for image in dict.fromkeys([*configured, *by_image]):
                 followed = merge(image, self._config.followed.get(image), by_image.get(image, []), known)
                 if followed is not None:
                     merged[image] = followed

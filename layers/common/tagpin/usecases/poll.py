@@ -17,6 +17,9 @@
   all. Only the other tags (moved, first seen, erring, targets not settled yet) have their tag
   and target items read as above; a tag found unchanged with every target settled is added to
   the settled digests, a tag the registry failed to answer for is dropped from them.
+- A poll can be split in parts (``PollPart``: fixed sets of shards), each run by its own
+  invocation with its own cursor and time budget; the scheduled invocation then only starts the
+  parts (``functions/poller``). One part reads only its shards' index partitions and items.
 - Optionally (per registry, ``ignore_attestation_changes``) an index whose only change is in
   its attestation manifests (BuildKit provenance, platform ``unknown/unknown``) is not a change.
 """
@@ -35,6 +38,7 @@ from tagpin.domain.config import FollowedImage, Registry
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import ImageRef
+from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
 from tagpin.ports.state import State, TagState, TargetState
 from tagpin.usecases.attestations import AttestationFilter
@@ -128,11 +132,14 @@ class Poller:
         trigger: Trigger = Trigger.POLL,
         correlation_id: str | None = None,
         remaining_ms: Callable[[], int] | None = None,
+        part: PollPart = WHOLE,
     ) -> PollSummary:
+        """``part``: the part of a poll split across invocations that ``followed`` is (its own
+        cursor, its shards' settled digests)."""
         items = {f.image: f for f in merge_followed(followed)}
         order = sorted(items)
-        cursor = self._state.cursor.get() if order else None
-        settled = self._state.digests.all() if order else {}
+        cursor = self._state.cursor.get(part) if order else None
+        settled = self._state.digests.all(None if part.whole else part.shards) if order else {}
         if cursor is not None:  # start where the last run stopped; the rest follows, wrapping around
             first = next((i for i, image in enumerate(order) if image >= cursor), 0)
             order = order[first:] + order[:first]
@@ -161,7 +168,7 @@ class Poller:
                     summary.cursor = rest[0] if rest else None
                     break
         if order:
-            self._state.cursor.put(summary.cursor, self._clock())
+            self._state.cursor.put(summary.cursor, self._clock(), part)
         if summary.cursor:
             logger.warning(
                 "poll stopped for the time budget; the next run continues",

@@ -21,7 +21,8 @@ moves (they cost reads only: about 130 bytes each).
 
 from __future__ import annotations
 
-from tagpin.adapters.dynamodb.table import DIGESTS, TAG, Item, S, Table, key, shard, shards, text
+from tagpin.adapters.dynamodb.table import DIGESTS, TAG, Item, S, Table, key, text
+from tagpin.domain.shards import all_shards, shard
 
 SKIP = frozenset({"pk", "sk"})
 
@@ -34,9 +35,10 @@ class DynamoDigests:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def all(self) -> dict[str, str]:
+    def all(self, shards: list[str] | None = None) -> dict[str, str]:
         found: dict[str, str] = {}
-        for item in self._table.batch_get([key(DIGESTS + s) for s in shards()], consistent=False):
+        keys = [key(DIGESTS + s) for s in shards or all_shards()]
+        for item in self._table.batch_get(keys, consistent=False):
             found.update({name: text(item, name) or "" for name in item.keys() - SKIP})
         return found
 

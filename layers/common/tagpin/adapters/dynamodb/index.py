@@ -3,7 +3,7 @@
 Attributes: ``image``, ``target_id``, ``cluster``, ``namespace``, ``kind``, ``name``,
 ``container``, ``seen_at``. Written by the reconciler (what it found by label); read by the
 poller, the webhook and the consumer (``tagpin.usecases.followed``). A tag's entries are in its
-shard's partition (``table.shard``): one tag's targets are a ``begins_with`` Query of one
+shard's partition (``tagpin.domain.shards``): one tag's targets are a ``begins_with`` Query of one
 partition whose size does not grow with the number of tags followed elsewhere (the consumer's
 lookup); the whole index is one paged Query per shard, run side by side.
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from tagpin.adapters.dynamodb.table import FOLLOW, Item, N, S, Table, key, number, shard, shards, text
+from tagpin.adapters.dynamodb.table import FOLLOW, Item, N, S, Table, key, number, text
+from tagpin.domain.shards import all_shards, shard
 from tagpin.ports.state import IndexEntry
 
 
@@ -45,11 +46,11 @@ class DynamoIndex:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def entries(self, image: str | None = None) -> list[IndexEntry]:
+    def entries(self, image: str | None = None, shards: list[str] | None = None) -> list[IndexEntry]:
         if image is not None:
             return [index_entry(i) for i in self._table.query(FOLLOW + shard(image), prefix=image + "#")]
         with ThreadPoolExecutor(max_workers=READERS) as pool:
-            pages = list(pool.map(lambda s: self._table.query(FOLLOW + s), shards()))
+            pages = list(pool.map(lambda s: self._table.query(FOLLOW + s), shards or all_shards()))
         return [index_entry(item) for page in pages for item in page]
 
     def update(self, put: list[IndexEntry], delete: list[IndexEntry]) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ IMAGE = "IMAGE#"  # + registry/repo:tag (its audit trail)
 ROLLOUT = "ROLLOUT#"  # + registry/repo:tag (its promotion)
 CLUSTER = "CLUSTER#"  # + cluster name
 DELIVERY = "DELIVERY#"  # + sha256 of (source, delivery id, tag)
-FOLLOW = "FOLLOW#"  # + shard: the index, SHARDS partitions
+FOLLOW = "FOLLOW#"  # + shard (tagpin.domain.shards): the index, one partition per shard
 DIGESTS = "DIGESTS#"  # + shard: the settled digests, one item per shard
 POLL = "POLL"
 # ... and sort keys.
@@ -37,10 +36,6 @@ DAY_S = 86400
 TEXT_LIMIT = 1000  # characters kept of an error or a detail
 BATCH_GET_KEYS = 100  # BatchGetItem's limit
 BATCH_WRITE_ITEMS = 25  # BatchWriteItem's limit
-# Fixed: a tag's shard is part of its keys. 64 keeps each shard's items small at 100,000 tags
-# (about 1,600 tags, 240 KB of digests, an index partition far below DynamoDB's per-partition
-# throughput) and a read of every shard cheap at 100 tags (64 items, 32 read units).
-SHARDS = 64
 RETRY_BASE_S = 0.05
 RETRY_CAP_S = 2.0
 RETRY_ATTEMPTS = 10
@@ -52,15 +47,6 @@ class UnprocessedError(RuntimeError):
 
 def key(pk: str, sk: str = STATE) -> Key:
     return {"pk": {"S": pk}, "sk": {"S": sk}}
-
-
-def shard(image: str) -> str:
-    """The shard of a followed tag (stable across processes and versions)."""
-    return format(zlib.crc32(image.encode("utf-8", "surrogatepass")) % SHARDS, "02x")
-
-
-def shards() -> list[str]:
-    return [format(n, "02x") for n in range(SHARDS)]
 
 
 def text(item: Item, name: str) -> str | None:
