@@ -6,6 +6,7 @@
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
+#   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -74,7 +75,7 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost
+bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
@@ -94,4 +95,7 @@ bench-webhook: venv
 bench-cost: venv tools
 	$(PY) -m bench.cost
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook
+bench-fanout: venv tools
+	$(PY) -m bench.fanout
+
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout

@@ -26,7 +26,8 @@ from tests.support.stack import drain, state_of
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
+# Function-scoped: each test has its own stack and world, so that it stands alone in any order.
+@pytest.fixture
 def st() -> Iterator[LocalStack]:
     require_binary("docker-registry", "/usr/bin/docker-registry")
     options = StackOptions(notifications=False, poll_interval=None, consume=False, clusters=["east", "west"])
@@ -54,7 +55,7 @@ def reconcile(st: LocalStack) -> dict[str, Any]:
     return result
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def world(st: LocalStack) -> dict[str, Any]:
     """Labelled workloads of every kind over the three clusters, one reconcile, one drain."""
     reg = st.registry

@@ -309,6 +309,10 @@ def run_everything(w: World) -> None:
         )
 
     wait_for("every image verified in the second wave", verified, step)
+    # poller again: every tag unchanged with its targets settled, so their digests are settled
+    # (a transaction checked against each tag's item); then a steady poll reads only those
+    st.run_poller()
+    st.run_poller()
     # a record that is no verification: the verifier fails it and makes it visible again at once
     # (its redelivery schedule), then it is left to the dead-letter queue
     st.client("sqs").send_message(QueueUrl=st.verification_url, MessageBody="not a verification")

@@ -7,14 +7,28 @@ points them at the local stack's registry and token, nothing else changes.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
+from tagpin_local.kubesim import deployment
 from tagpin_local.oci import push_image
-from tagpin_local.stack import LocalStack
+from tagpin_local.stack import LocalStack, StackOptions
 
+from tests.conftest import require_binary
 from tests.support.constants import EVENTS
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def stack() -> Iterator[LocalStack]:
+    """A fresh stack per test (each stands alone, in any order): a Deployment default/web runs
+    <registry>/demo/web:stable; notifications, polling and the SQS loop off."""
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    with LocalStack(StackOptions(notifications=False, poll_interval=None, consume=False)) as st:
+        assert st.registry is not None
+        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
+        yield st
 
 
 def load(name: str, st: LocalStack) -> dict:
@@ -50,12 +64,16 @@ def test_webhook_sample(stack):
 
 
 def test_poller_sample(stack):
+    push_image(stack.registry.url, "demo/web", "stable")
     result = stack.functions["poller"].invoke(load("poller-scheduled.json", stack))
     assert result["resolved"] == 1 and result["errors"] == 0
 
 
 def test_consumer_sample_replayed_after_newer_state_changes_nothing(stack):
     """After the webhook recorded a newer digest, the old sample is superseded, not applied."""
+    assert stack.functions["consumer"].invoke(load("consumer-sqs.json", stack)) == {"batchItemFailures": []}
+    push_image(stack.registry.url, "demo/web", "stable")
+    assert stack.functions["webhook"].invoke(load("webhook-distribution.json", stack))["statusCode"] == 202
     before = stack.kube.count("PATCH", r"/deployments/web$")
     assert stack.functions["consumer"].invoke(load("consumer-sqs.json", stack)) == {"batchItemFailures": []}
     assert stack.kube.count("PATCH", r"/deployments/web$") == before

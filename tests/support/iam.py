@@ -364,13 +364,22 @@ class Recorder:
     def _learn(self, service: str, operation: str, params: Mapping[str, Any], response: Any) -> None:
         if service == "sts" and operation == "AssumeRole":
             self._assumed[response["Credentials"]["AccessKeyId"]] = params["RoleArn"]
-        elif service == "ssm" and operation == "PutParameter" and params.get("Type") == "SecureString":
-            if params.get("KeyId"):
+        # A name written again without a customer key (another test's stack, say) forgets its key.
+        elif service == "ssm" and operation == "PutParameter":
+            if params.get("Type") == "SecureString" and params.get("KeyId"):
                 self._keys[params["Name"]] = params["KeyId"]
+            else:
+                self._keys.pop(params["Name"], None)
+        elif service == "ssm" and operation == "DeleteParameter":
+            self._keys.pop(params["Name"], None)
         elif service == "secretsmanager" and operation in ("CreateSecret", "UpdateSecret"):
             name = params.get("Name") or params.get("SecretId")
             if params.get("KmsKeyId") and name:
                 self._keys[name] = params["KmsKeyId"]
+            elif operation == "CreateSecret" and name:
+                self._keys.pop(name, None)
+        elif service == "secretsmanager" and operation == "DeleteSecret":
+            self._keys.pop(params.get("SecretId", ""), None)
 
     def _registry_request(self, method: str, url: str, host: str) -> None:
         function, key = INVOKED.get(), self._ecr.get(host)
