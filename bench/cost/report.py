@@ -122,11 +122,8 @@ def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
     # reconcile and the changes).
     largest = max(ests, key=lambda e: e["n"])
     factor = MODEL_N / largest["n"]
-    model = {
-        "n": MODEL_N,
-        "by_part": {k: v * (1 if k == "fixed" else factor) for k, v in largest["by_part"].items()},
-    }
-    model["total_usd_month"] = sum(model["by_part"].values())
+    by_part = {k: v * (1 if k == "fixed" else factor) for k, v in largest["by_part"].items()}
+    model: dict[str, Any] = {"n": MODEL_N, "by_part": by_part, "total_usd_month": sum(by_part.values())}
     columns = [*ests, model]
     print(f"{'':<34}" + "".join(f"{'N=' + format(e['n'], ','):>14}" for e in ests) + f"{'N=100,000*':>14}")
     parts = list(dict.fromkeys(p for e in ests for p in e["by_part"]))
