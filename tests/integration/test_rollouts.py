@@ -237,7 +237,8 @@ def test_a_maintenance_window_defers_the_rollout_then_applies_it(st: LocalStack)
     _image, (target,) = follow(
         st, "demo/pay", [("prod", deployment("pay", "pay", "placeholder", container="app"))]
     )
-    opens = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5)
+    # far enough ahead that a busy machine still sees the deferral before the window opens
+    opens = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=15)
     window = {
         "clusters": ["prod"],
         "start": opens.strftime("%H:%M:%S"),
