@@ -5,6 +5,7 @@
 #   make bench     benchmarks: poll throughput (bench-poll), cold start/size (bench-coldstart), cost (bench-cost)
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
+#   make bench-concurrency 50 tags pushed at once through the local stack, 1 vs 3 containers per function
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
 #   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make docs      regenerate docs/configuration.md from the configuration models
@@ -94,6 +95,9 @@ bench-webhook: venv
 # The real handlers on the local stack; about 11 minutes on 2 cores (10,000 tags dominate).
 bench-cost: venv tools
 	$(PY) -m bench.cost
+
+bench-concurrency: venv tools
+	$(PY) -m bench.concurrency
 
 bench-fanout: venv tools
 	$(PY) -m bench.fanout
