@@ -48,7 +48,11 @@ def template_defaults() -> dict[str, Any]:
         "poll_schedule": params["PollSchedule"]["Default"],
         "reconcile_schedule": params["ReconcileSchedule"]["Default"],
         "memory_mb": memory,
-        "alarms": sum(r["Type"] == "AWS::CloudWatch::Alarm" for r in resources.values()),
+        # at the defaults: the alarms under a condition (DetailedMonitoring's) are not created
+        "alarms": sum(
+            r["Type"] == "AWS::CloudWatch::Alarm" and "Condition" not in r for r in resources.values()
+        ),
+        "detailed_monitoring": str(params["DetailedMonitoring"]["Default"]).lower() == "true",
         "log_retention_days": params["LogRetentionInDays"]["Default"],
         "log_groups": sum(r["Type"] == "AWS::Logs::LogGroup" for r in resources.values()),
         "secret_store": params["SecretStore"]["Default"],

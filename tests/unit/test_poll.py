@@ -261,14 +261,23 @@ def test_a_settled_tag_costs_no_read_of_its_own_until_it_moves_or_fails(store: S
 
 
 def test_a_settled_digest_is_never_older_than_its_tag(store: State) -> None:
-    """settle is checked against the tag's own item in one transaction; a move drops the entry."""
+    """A move leaves a tombstone with its time; a settle is written only for the move it read."""
+    from tagpin.adapters.dynamodb.digests import tombstone
+    from tagpin.adapters.dynamodb.table import Table
+
     image = f"{A}/team/race:stable"
     store.tags.record(image, digest(1), 10, Trigger.POLL)
-    assert store.digests.settle(image, digest(1))
+    assert store.digests.settle(image, digest(1), 10)
     assert store.digests.all() == {image: digest(1)}
     store.tags.record(image, digest(2), 20, Trigger.WEBHOOK)  # moved by another writer
     assert store.digests.all() == {}
-    assert not store.digests.settle(image, digest(1))  # a poll that read the old digest
+    assert not store.digests.settle(image, digest(1), 10)  # a poll that read the old digest
     assert store.digests.all() == {}
-    store.tags.record_error(image, "down", 30)
-    assert not store.digests.settle(image, digest(2))  # an erring tag is not settled
+    table: Table = store.tags._table  # type: ignore[attr-defined]
+    tombstone(table, image, 15)  # an older move's tombstone arriving late changes nothing
+    assert not store.digests.settle(image, digest(1), 15)
+    assert store.digests.settle(image, digest(2), 20)  # the current move's
+    assert store.digests.all() == {image: digest(2)}
+    store.digests.drop(image)  # a registry error
+    assert store.digests.all() == {}
+    store.digests.drop(image)  # nothing to drop: no error

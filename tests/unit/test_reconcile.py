@@ -261,7 +261,9 @@ def test_with_polling_on_a_steady_run_reads_the_settled_digests_not_each_tag(sto
     world.reconciler._resolve = False
     world.clusters["east"].add(wl("web", {"web": f"{APP}@{D1}"}), wl("db", {"db": f"{SIDE}@{D2}"}))
     world.reconciler.run("run-1")
-    assert store.digests.settle(APP, D1) and store.digests.settle(SIDE, D2)  # what the poll does
+    app, side = store.tags.get(APP), store.tags.get(SIDE)
+    assert app is not None and side is not None
+    assert store.digests.settle(APP, D1, app.changed_at) and store.digests.settle(SIDE, D2, side.changed_at)
     read: list[str] = []
 
     def record(params: dict[str, Any], **_: Any) -> None:

@@ -335,16 +335,16 @@ class Clusters(Protocol):
 
 class Digests(Protocol):
     """The digest of every settled tag in a few compact items: what a steady poll and reconcile
-    read instead of one item per tag. An entry is a cache of ``Tags``: it is written only while
-    the tag's own item still holds that digest, and dropped whenever the tag moves."""
+    read instead of one item per tag. An entry is a cache of ``Tags``, never ahead of it: every
+    move of a tag invalidates its entry, and an entry is written only for the move it was read at."""
 
     def all(self, shards: list[str] | None = None) -> dict[str, str]:
         """Tag -> digest of every entry of ``shards`` (default: all; eventually consistent)."""
         ...
 
-    def settle(self, image: str, digest: str) -> bool:
-        """Add ``image``'s entry if its tag item still holds ``digest`` with no error (atomically
-        with that check); False when it does not."""
+    def settle(self, image: str, digest: str, changed_at: int) -> bool:
+        """Add ``image``'s entry: ``digest``, which its tag moved to at ``changed_at``; False when
+        the tag has moved since (nothing written)."""
         ...
 
     def drop(self, image: str) -> None: ...

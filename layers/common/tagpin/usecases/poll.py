@@ -177,9 +177,9 @@ class Poller:
         return summary
 
     # The settled digests are a cache: failing to update one costs a read next run, nothing else.
-    def _settle(self, image: str, digest: str) -> None:
+    def _settle(self, image: str, digest: str, changed_at: int) -> None:
         try:
-            self._state.digests.settle(image, digest)
+            self._state.digests.settle(image, digest, changed_at)
         except Exception as exc:
             logger.warning("settling a digest failed", extra={"image": image, "error": repr(exc)})
 
@@ -246,7 +246,7 @@ class Poller:
                 )
             ):
                 summary.unchanged += 1
-                work.append(partial(self._settle, f.image, answer.digest))
+                work.append(partial(self._settle, f.image, answer.digest, known.changed_at))
                 continue
             if known is not None and self._attestations.only_attestations(f.ref, known.digest, answer):
                 summary.ignored += 1

@@ -1,34 +1,48 @@
 """``DIGESTS#<shard>`` / ``STATE``: the digest of every settled tag, one compact item per shard.
 
-Each attribute other than the key is a tag (its name) holding the digest its ``TAG#`` item has
-(``S``). A steady poll or reconcile reads the ``SHARDS`` items (one BatchGetItem) instead of one
-item per tag: at 1,000 tags about 35 read units instead of 1,500, at 10,000 about 200 instead of
-15,000.
+Each attribute other than the key is a tag (its name) holding a map: ``d`` (the digest its
+``TAG#`` item has) and ``t`` (when the tag moved to it, the item's ``changed_at``). A steady poll
+or reconcile reads the ``SHARDS`` items (one BatchGetItem) instead of one item per tag: at 1,000
+tags about 35 read units instead of 1,500, at 10,000 about 200 instead of 15,000.
 
-The items are a cache of the ``TAG#`` items and never ahead of them:
+The items are a cache of the ``TAG#`` items and never ahead of them, without transactions:
 
-- an entry is written (``settle``) in one transaction with a condition on the tag's item (still
-  that digest, no error), so a tag that moved meanwhile is never cached at its old digest;
-- ``DynamoTags.record`` drops the entry after every move of the tag (after its own write), so
-  whatever order the two writers take, the entry is gone or right;
-- the poll drops the entry of a tag the registry failed to answer for (so that its error is
-  cleared through the tag's item when it answers again).
+- every move of a tag (``DynamoTags.record``) leaves a tombstone ``{t: <when it moved>}`` in its
+  entry, written only if no later move left one (``t`` only grows);
+- ``settle`` writes ``{d, t}`` only if the entry's ``t`` is not later than the ``changed_at`` the
+  poll read with the digest: a move that happened after that read has left a later tombstone, so
+  an old digest is never cached over a newer move, whichever write lands first;
+- the poll drops the entry of a tag the registry failed to answer for (an entry, not a
+  tombstone), so that its error is cleared through the tag's item when it answers again.
 
-A write costs the shard item's size (1 write unit per KB: about 4 at 10,000 tags), and happens
-only when a tag moves or is first seen. Entries of tags no longer followed stay until the tag
-moves (they cost reads only: about 130 bytes each).
+A write costs the shard item's size (1 write unit per KB: about 4 at 10,000 tags) and happens only
+when a tag moves or settles. Entries of tags no longer followed stay (about 130 bytes each, read
+only).
 """
 
 from __future__ import annotations
 
-from tagpin.adapters.dynamodb.table import DIGESTS, TAG, Item, S, Table, key, text
+from tagpin.adapters.dynamodb.table import DIGESTS, Item, N, S, Table, key
 from tagpin.domain.shards import all_shards, shard
 
 SKIP = frozenset({"pk", "sk"})
+NEWER = "attribute_not_exists(#i) OR #i.t <= :t"
 
 
 def digest_key(image: str) -> dict[str, dict[str, str]]:
     return key(DIGESTS + shard(image))
+
+
+def tombstone(table: Table, image: str, moved_at: int) -> None:
+    """After a move of ``image`` at ``moved_at``: its entry is no longer right (a later move's
+    tombstone is kept)."""
+    table.update(
+        digest_key(image),
+        "SET #i = :v",
+        condition=NEWER,
+        names={"#i": image},
+        values={":v": {"M": {"t": N(moved_at)}}, ":t": N(moved_at)},
+    )
 
 
 class DynamoDigests:
@@ -39,33 +53,26 @@ class DynamoDigests:
         found: dict[str, str] = {}
         keys = [key(DIGESTS + s) for s in shards or all_shards()]
         for item in self._table.batch_get(keys, consistent=False):
-            found.update({name: text(item, name) or "" for name in item.keys() - SKIP})
+            for name in item.keys() - SKIP:
+                entry = item[name].get("M", {})
+                if "d" in entry:
+                    found[name] = entry["d"]["S"]
         return found
 
-    def settle(self, image: str, digest: str) -> bool:
-        names = {"#i": image}
-        values: Item = {":d": S(digest)}
-        return self._table.transact(
-            [
-                {
-                    "ConditionCheck": {
-                        "TableName": self._table.name,
-                        "Key": key(TAG + image),
-                        "ConditionExpression": "digest = :d AND attribute_not_exists(last_error)",
-                        "ExpressionAttributeValues": values,
-                    }
-                },
-                {
-                    "Update": {
-                        "TableName": self._table.name,
-                        "Key": digest_key(image),
-                        "UpdateExpression": "SET #i = :d",
-                        "ExpressionAttributeNames": names,
-                        "ExpressionAttributeValues": values,
-                    }
-                },
-            ]
+    def settle(self, image: str, digest: str, changed_at: int) -> bool:
+        value: Item = {"M": {"d": S(digest), "t": N(changed_at)}}
+        return (
+            self._table.update(
+                digest_key(image),
+                "SET #i = :v",
+                condition=NEWER,
+                names={"#i": image},
+                values={":v": value, ":t": N(changed_at)},
+            )
+            is not None
         )
 
     def drop(self, image: str) -> None:
-        self._table.update(digest_key(image), "REMOVE #i", names={"#i": image})
+        self._table.update(
+            digest_key(image), "REMOVE #i", condition="attribute_exists(#i.d)", names={"#i": image}
+        )

@@ -158,19 +158,6 @@ class Table:
         attributes: Item = response.get("Attributes", {})
         return attributes
 
-    def transact(self, items: list[Item]) -> bool:
-        """``TransactWriteItems``: False when one of its conditions did not hold (nothing written)."""
-        try:
-            self.client.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            reasons = exc.response.get("CancellationReasons") or []
-            if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException" and any(
-                r.get("Code") == "ConditionalCheckFailed" for r in reasons
-            ):
-                return False
-            raise
-        return True
-
     # -- many items -------------------------------------------------------------------------------
     def batch_get(self, keys: list[Key], *, consistent: bool) -> list[Item]:
         """Every item found, ``BATCH_GET_KEYS`` keys a call; unprocessed keys are asked again after

@@ -5,12 +5,13 @@ Attributes: ``digest``; ``observed_at`` (the newest observation, epoch ms, tagpi
 answered); ``last_error`` / ``error_at`` while it cannot be resolved; ``bad_digest``,
 ``bad_reason``, ``bad_at`` when a rollout of the digest failed (cleared when the tag moves).
 Written by the poller, the webhook and the reconciler (``record``), the verifier (``mark_bad``).
-A move drops the tag's entry in ``DIGESTS#`` (``digests.py``), the cache steady runs read.
+A move leaves a tombstone in the tag's entry in ``DIGESTS#`` (``digests.py``), the cache steady
+runs read.
 """
 
 from __future__ import annotations
 
-from tagpin.adapters.dynamodb.digests import digest_key
+from tagpin.adapters.dynamodb.digests import tombstone
 from tagpin.adapters.dynamodb.table import TAG, TEXT_LIMIT, Item, N, S, Table, key, number, text
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
@@ -64,8 +65,8 @@ class DynamoTags:
                 returns="ALL_OLD",
             )
             if old is not None:
-                # after the move, never before: the settled-digest entry is gone or right
-                self._table.update(digest_key(image), "REMOVE #i", names={"#i": image})
+                # the settled-digest cache: this move's tombstone (see digests.py)
+                tombstone(self._table, image, observed_at)
                 state = TagState(image, digest, observed_at, observed_at, observed_at)
                 return TagRecord(TagOutcome.CHANGED, state, text(old, "digest"))
             current = self.get(image)
