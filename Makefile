@@ -5,6 +5,7 @@
 #   make bench     benchmarks: poll throughput (bench-poll), cold start/size (bench-coldstart), cost (bench-cost)
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
+#   make bench-concurrency 50 tags pushed at once through the local stack, 1 vs 3 containers per function
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
 #   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make docs      regenerate docs/configuration.md from the configuration models
@@ -75,7 +76,7 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout
+bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
@@ -95,7 +96,10 @@ bench-webhook: venv
 bench-cost: venv tools
 	$(PY) -m bench.cost
 
+bench-concurrency: venv tools
+	$(PY) -m bench.concurrency
+
 bench-fanout: venv tools
 	$(PY) -m bench.fanout
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency

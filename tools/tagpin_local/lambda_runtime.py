@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextvars
 import importlib.util
+import queue
 import sys
 import threading
 import time
@@ -152,25 +153,49 @@ def load_handler(function: str) -> Handler:
 
 
 class LocalFunction:
-    """One warm Lambda container: invocations are serialised, as a container runs one at a time."""
+    """A Lambda function as it scales: up to ``containers`` warm containers, each running one
+    invocation at a time. An invocation takes an idle container, or starts a new one (a cold start:
+    the handler module loaded again) while fewer than ``containers`` exist, or waits for one.
 
-    def __init__(self, name: str, timeout_s: float = 60.0) -> None:
+    Unlike Lambda, the containers share one process: the layer's module-level caches (clients,
+    the configuration) are shared between them, and they share the GIL.
+    """
+
+    def __init__(self, name: str, timeout_s: float = 60.0, containers: int = 1) -> None:
         self.name = name
         self.timeout_s = timeout_s
-        self._handler = load_handler(name)
-        self._lock = threading.Lock()
+        self.containers = containers
+        self._idle: queue.SimpleQueue[Handler] = queue.SimpleQueue()
+        self._idle.put(load_handler(name))
+        self._slots = threading.BoundedSemaphore(containers)
+        self._count = threading.Lock()
         self.invocations = 0
+        self.cold_starts = 1
+        self.concurrent = 0
+        self.peak_concurrency = 0
 
     def invoke(self, event: dict[str, Any]) -> Any:
-        with self._lock:
-            self.invocations += 1
+        with self._slots:
+            try:
+                handler = self._idle.get_nowait()
+            except queue.Empty:  # every started container is busy: start another (a cold start)
+                handler = load_handler(self.name)
+                with self._count:
+                    self.cold_starts += 1
+            with self._count:
+                self.invocations += 1
+                self.concurrent += 1
+                self.peak_concurrency = max(self.peak_concurrency, self.concurrent)
             _route_stdout()  # again each time: a test framework may have swapped sys.stdout since
             outer = getattr(_running, "active", False)
             _running.active = True
             try:
-                return self._handler(event, LocalContext(f"tagpin-{self.name}", timeout_s=self.timeout_s))
+                return handler(event, LocalContext(f"tagpin-{self.name}", timeout_s=self.timeout_s))
             finally:
                 _running.active = outer
+                with self._count:
+                    self.concurrent -= 1
+                self._idle.put(handler)
 
 
 def _now() -> datetime:

@@ -74,6 +74,10 @@ class StackOptions:
     rollout_delay: float = 0.0  # seconds each simulated rollout takes (KubeSim.rollout_delay)
     log_level: str = "WARNING"
     secret_store: str = "ssm"  # noqa: S105 (where secrets live: tagpin.settings.SecretStore)
+    # Containers per function, as Lambda scales out (a cold start each): the webhook, consumer and
+    # verifier run this many invocations side by side, and the SQS loops receive with as many
+    # pollers. 1 serialises every invocation of a function.
+    containers: int = 3
 
 
 class LocalStack:
@@ -143,13 +147,16 @@ class LocalStack:
 
         wiring.reset()
         timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "verifier": 60.0}
+        scaled = {"webhook", "consumer", "verifier"}  # the scheduled ones run one at a time anyway
         for name, timeout in timeouts.items():
-            self.functions[name] = LocalFunction(name, timeout_s=timeout)
+            containers = self.options.containers if name in scaled else 1
+            self.functions[name] = LocalFunction(name, timeout_s=timeout, containers=containers)
         assert self._adapter is not None
         self._adapter.function = self.functions["webhook"]
         if self.options.consume:
-            self._spawn(self._sqs_loop, "sqs-consumer")
-            self._spawn(self._verification_loop, "sqs-verifier")
+            for n in range(self.options.containers):  # Lambda's pollers: batches side by side
+                self._spawn(self._sqs_loop, f"sqs-consumer-{n}")
+                self._spawn(self._verification_loop, f"sqs-verifier-{n}")
         self._spawn(self._scheduler, "scheduler")
         self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
 
