@@ -68,7 +68,7 @@ def write(
     print_table(doc, path)
 
 
-MODEL_N = 100_000
+MODEL_NS = (10_000, 100_000)
 VM_USD_MONTH = 6.0  # a small VM running an in-cluster peer (the issue's comparison)
 
 
@@ -117,15 +117,21 @@ def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
         ],
     )
     print()
-    # The last column: 100,000 tags, MODELLED (not measured) from the largest measured size, every
-    # part but the fixed one scaled linearly in N (what the measured sizes show for the poll, the
-    # reconcile and the changes).
+    # Columns for the sizes not measured (10,000 when not run, 100,000), MODELLED from the largest
+    # measured size: every part but the fixed one scaled linearly in N (what the measured sizes
+    # show for the poll, the reconcile and the changes).
     largest = max(ests, key=lambda e: e["n"])
-    factor = MODEL_N / largest["n"]
-    by_part = {k: v * (1 if k == "fixed" else factor) for k, v in largest["by_part"].items()}
-    model: dict[str, Any] = {"n": MODEL_N, "by_part": by_part, "total_usd_month": sum(by_part.values())}
-    columns = [*ests, model]
-    print(f"{'':<34}" + "".join(f"{'N=' + format(e['n'], ','):>14}" for e in ests) + f"{'N=100,000*':>14}")
+    models: list[dict[str, Any]] = []
+    for n in (m for m in MODEL_NS if m > largest["n"]):
+        factor = n / largest["n"]
+        by_part = {k: v * (1 if k == "fixed" else factor) for k, v in largest["by_part"].items()}
+        models.append({"n": n, "by_part": by_part, "total_usd_month": sum(by_part.values())})
+    columns = [*ests, *models]
+    print(
+        f"{'':<34}"
+        + "".join(f"{'N=' + format(e['n'], ','):>14}" for e in ests)
+        + "".join(f"{'N=' + format(m['n'], ',') + '*':>14}" for m in models)
+    )
     parts = list(dict.fromkeys(p for e in ests for p in e["by_part"]))
     for part in parts:
         line(f"$/month {part}", [f"{e['by_part'].get(part, 0):.2f}" for e in columns])
@@ -144,6 +150,6 @@ def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
             for e in columns
         ],
     )
-    print(f"* N=100,000 is modelled: the largest measured size's parts scaled by {factor:g}, fixed kept")
+    print(f"* modelled, not measured: N={largest['n']:,}'s parts scaled linearly in N, the fixed part kept")
     path = path.resolve()
     print(f"written to {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
