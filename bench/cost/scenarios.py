@@ -54,6 +54,9 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
     with LocalStack(options) as stack, FaultProxy(stack.registry.url) as proxy:  # type: ignore[union-attr]
         assert stack.registry is not None
         os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"  # EMF blobs counted in the log bytes
+        # as the template sets it at its defaults (PollSchedule on): the reconciler uses the digests
+        # the poller stored instead of asking the registries for every tag
+        os.environ["TAGPIN_RECONCILE_RESOLVES"] = "false"
         for name in ["tagpin", *logging.root.manager.loggerDict]:
             if name == "tagpin" or name.startswith("tagpin."):
                 for handler in logging.getLogger(name).handlers:
