@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
-from tagpin.domain.shards import WHOLE, PollPart
+from tagpin.domain.shards import WHOLE, PollPart, shard
 from tagpin.ports.state import IndexEntry, State
 
 logger = logging.getLogger(__name__)
@@ -66,28 +66,34 @@ class Followed(Mapping[str, FollowedImage]):
         self._part = part
         self._all: dict[str, FollowedImage] | None = None
 
+    def _merged(self, entries: list[IndexEntry], configured: list[str]) -> dict[str, FollowedImage]:
+        by_image: dict[str, list[IndexEntry]] = {}
+        for entry in entries:
+            by_image.setdefault(entry.image, []).append(entry)
+        known = set(self._config.clusters)
+        merged: dict[str, FollowedImage] = {}
+        for image in dict.fromkeys([*configured, *by_image]):
+            followed = merge(image, self._config.followed.get(image), by_image.get(image, []), known)
+            if followed is not None:
+                merged[image] = followed
+        return merged
+
     def _load(self) -> dict[str, FollowedImage]:
         if self._all is None:
-            by_image: dict[str, list[IndexEntry]] = {}
             shards = None if self._part.whole else self._part.shards
-            for entry in self._state.index.entries(shards=shards):
-                by_image.setdefault(entry.image, []).append(entry)
-            known = set(self._config.clusters)
-            merged: dict[str, FollowedImage] = {}
             configured = [i for i in self._config.followed if self._part.covers(i)]
-            for image in dict.fromkeys([*configured, *by_image]):
-                followed = merge(image, self._config.followed.get(image), by_image.get(image, []), known)
-                if followed is not None:
-                    merged[image] = followed
-            self._all = merged
+            self._all = self._merged(self._state.index.entries(shards=shards), configured)
         return self._all
 
     def select(self, images: Iterable[str]) -> dict[str, FollowedImage]:
         """The followed ones among ``images`` in one lookup's worth of work: one Query per tag while
-        there are a few, the whole index at once (one paged Query) beyond that, whatever the count."""
+        there are a few, else one Query per shard they fall in (at most ``SHARDS``, side by side),
+        whatever the count."""
         wanted = list(dict.fromkeys(images))
         if self._all is None and len(wanted) > SELECT_ONE_BY_ONE:
-            self._load()
+            shards = sorted({shard(image) for image in wanted})
+            found = self._merged(self._state.index.entries(shards=shards), wanted)
+            return {image: found[image] for image in wanted if image in found}
         return {image: followed for image in wanted if (followed := self.get(image)) is not None}
 
     def __getitem__(self, image: str) -> FollowedImage:
