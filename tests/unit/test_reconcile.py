@@ -13,13 +13,8 @@ from tagpin.ports.state import IndexEntry, State, TargetStatus
 from tagpin.ports.workloads import Forbidden, Pod, Workload
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import Followed
-from tagpin.usecases.reconcile import (
-    Reconciler,
-    discovered_targets,
-    image_id_digest,
-    running_digest,
-    selector_matches,
-)
+from tagpin.usecases.reconcile import Reconciler, discovered_targets
+from tagpin.usecases.running import image_id_digest, running_digest, selector_matches
 
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters

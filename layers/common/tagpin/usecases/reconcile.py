@@ -12,9 +12,10 @@ A scheduled run does, for every configured cluster at once:
    (and recorded as ``removed`` on the target). A cluster that cannot be listed (unreachable, not
    ready, credentials rejected, RBAC) is skipped and recorded with its error; its entries are
    kept until it answers again, and the other clusters proceed.
-3. **Compare.** What each target runs: the digest in its image field when pinned, else the
-   ``imageID`` its pods report (one paged LIST of pods per namespace that has such a target).
-   Unknown (no pods yet, a CronJob between runs, pods of several digests) counts as behind.
+3. **Compare.** What each target runs (``tagpin.usecases.running``): the digest in its image
+   field when pinned, else the ``imageID`` its pods report (one paged LIST of pods per namespace
+   that has such a target). Unknown (no pods yet, a CronJob between runs, pods of several
+   digests) counts as behind.
 4. **Heal.** Each distinct tag is resolved once (the ``Detector``: the registry, the state's
    conditional write, the level check against the targets' state), then every target that does not
    run the tag's digest is enqueued in one change per tag, marked with the run so that the consumer
@@ -37,100 +38,17 @@ from tagpin.domain.annotations import ANNOTATION_CONTAINERS, FOLLOW_SELECTOR
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.outcomes import TagOutcome
-from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
+from tagpin.domain.refs import ImageRef
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import IndexEntry, State, TagState
 from tagpin.ports.workloads import Inventory, NotFound, Pod, Workload, WorkloadError
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import merge
+from tagpin.usecases.running import Observed, running_digest
 
 logger = logging.getLogger(__name__)
 
 MAX_LISTED = 50  # target ids listed per category in the run's report
-
-
-# -- reading what runs ---------------------------------------------------------------------------
-
-
-def image_id_digest(image_id: str, followed: ImageRef) -> str | None:
-    """The digest in a container status ``imageID`` when it names the followed repository.
-
-    Accepts ``repo@sha256:...`` with or without a runtime prefix (``docker-pullable://``,
-    ``docker://``) and familiar names (``nginx`` = ``docker.io/library/nginx``). A bare image
-    config id (``sha256:...`` without a repository) says nothing about the manifest: None.
-    """
-    text = image_id.split("://", 1)[-1]
-    name, at, digest = text.rpartition("@")
-    if not at or not name or not is_digest(digest):
-        return None
-    try:
-        ref = ImageRef.parse(name)
-    except InvalidReference:
-        return None
-    return digest if ref.name == followed.name else None
-
-
-def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    """A LabelSelector (``matchLabels`` and ``matchExpressions``) against a pod's labels. An empty
-    or missing selector matches nothing here: the pods of a workload are never guessed."""
-    if not selector:
-        return False
-    match_labels = selector.get("matchLabels") or {}
-    expressions = selector.get("matchExpressions") or []
-    if not match_labels and not expressions:
-        return False
-    if any(labels.get(k) != v for k, v in match_labels.items()):
-        return False
-    for expression in expressions:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = expression.get("values") or []
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class Observed:
-    """What a target runs: a digest, or None when unknown (then it counts as behind)."""
-
-    target: Target
-    image: str
-    running: str | None
-    how: str  # "pinned", "pods", or why it is unknown
-
-
-def running_digest(
-    workload: Workload, container: str, followed: ImageRef, pods: Callable[[], list[Pod]]
-) -> tuple[str | None, str]:
-    image = workload.image_of(container)
-    if image is None:
-        return None, f"no container {container!r}"
-    try:
-        ref = ImageRef.parse(image)
-    except InvalidReference:
-        return None, "unparseable image"
-    if ref.name != followed.name:
-        return None, f"runs another repository ({ref.name})"
-    if ref.digest is not None:
-        return ref.digest, "pinned"
-    if workload.kind is Kind.CRONJOB:
-        return None, "unpinned CronJob"
-    digests: set[str | None] = set()
-    for pod in pods():
-        if pod.namespace == workload.namespace and selector_matches(workload.selector, pod.labels):
-            digests.add(image_id_digest(pod.image_ids.get(container, ""), followed))
-    if not digests:
-        return None, "no pods"
-    if len(digests) > 1 or None in digests:
-        return None, "pods disagree or report no digest"
-    return digests.pop(), "pods"
 
 
 # -- discovering what is followed ----------------------------------------------------------------
