@@ -6,16 +6,15 @@ from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 from tagpin import wiring
 from tagpin.domain.budget import Budget
-from tagpin.domain.config import NotConfigured
 from tagpin.domain.messages import Change
 from tagpin.observability import logger, metrics, own_keys, record_keys
-from tagpin.redelivery import back_off
+from tagpin.redelivery import process_batch
 
 wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
@@ -56,20 +55,11 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> list[dic
 @own_keys
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     wiring.idempotency_config().register_lambda_context(context)
-    try:
-        wiring.config()
-    except NotConfigured as exc:
-        # Deployed, not configured yet: every record waits for a later delivery, reported failed
-        # without an error, so no error alarm fires for a stack nobody has configured yet; the
-        # redelivery schedule keeps them for half an hour before a dead letter.
-        logger.warning("not configured yet; records left for later", extra={"reason": str(exc)})
-        response: dict[str, Any] = {
-            "batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event.get("Records", [])]
-        }
-    else:
-        permanent.clear()
-        response = process_partial_response(  # type: ignore[assignment]
-            event=event, record_handler=record_handler, processor=processor, context=context
-        )
-    back_off(response, event.get("Records", []), wiring.setting("queue_url"), permanent)
-    return response
+    return process_batch(
+        event,
+        context,
+        record_handler=record_handler,
+        processor=processor,
+        permanent=permanent,
+        queue_url=wiring.setting("queue_url"),
+    )

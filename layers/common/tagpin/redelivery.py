@@ -5,10 +5,14 @@ timeout. A record the handler marked permanent (not a valid message) comes back 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from aws_lambda_powertools.utilities.batch import process_partial_response
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from tagpin import wiring
+from tagpin.domain.config import NotConfigured
 from tagpin.domain.redelivery import PERMANENT, redelivery_delay
 
 logger = logging.getLogger(__name__)
@@ -32,3 +36,33 @@ def back_off(
     except Exception as exc:  # the records come back after the visibility timeout instead
         logger.warning("could not set the redelivery delays", extra={"error": f"{type(exc).__name__}: {exc}"})
     logger.info("failed records come back later", extra={"delays_s": sorted(delays.values())})
+
+
+def process_batch(
+    event: dict[str, Any],
+    context: LambdaContext,
+    *,
+    record_handler: Callable[..., Any],
+    processor: Any,
+    permanent: set[str],
+    queue_url: str,
+) -> dict[str, Any]:
+    """A queue handler's batch: each record through ``record_handler`` (partial batch failure),
+    then every failed record on its own redelivery schedule (``back_off``)."""
+    try:
+        wiring.config()
+    except NotConfigured as exc:
+        # Deployed, not configured yet: every record waits for a later delivery, reported failed
+        # without an error, so no error alarm fires for a stack nobody has configured yet; the
+        # redelivery schedule keeps them for half an hour before a dead letter.
+        logger.warning("not configured yet; records left for later", extra={"reason": str(exc)})
+        response: dict[str, Any] = {
+            "batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event.get("Records", [])]
+        }
+    else:
+        permanent.clear()
+        response = process_partial_response(  # type: ignore[assignment]
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    back_off(response, event.get("Records", []), queue_url, permanent)
+    return response
