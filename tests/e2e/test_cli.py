@@ -133,6 +133,9 @@ def test_config_validate_and_push(stack, endpoints, capsys, tmp_path):
 
 def test_redrive_moves_dead_letters_back(stack, endpoints, capsys):
     sqs = stack.client("sqs")
+    # The stack is shared: start from empty queues, whatever earlier tests left on them.
+    for url in (stack.queue_url, stack.dlq_url):
+        sqs.purge_queue(QueueUrl=url)
     body = json.dumps(
         {"image": "x", "digest": "y", "observed_at": int(time.time() * 1000), "trigger": "poll"}
     )

@@ -104,5 +104,9 @@ def test_tagpin_local_serves_until_stopped_and_kubectl_sees_the_rollout(tmp_path
         assert httpx.post(url, content=b"{", headers={"authorization": "Bearer wrong"}).status_code == 401
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        try:
+            assert proc.wait(timeout=30) == 0
+        except subprocess.TimeoutExpired:
+            proc.kill()  # no stack left running behind the suite
+            raise
     assert not endpoints_file.exists()  # the CLI's --local file goes away with the stack

@@ -199,7 +199,11 @@ def _local(args: argparse.Namespace) -> int:
         endpoints["kubeconfig"] = json.dumps(stack.kube.kubeconfig("local"))
         environment.write_local(endpoints, path)
         print(json.dumps(endpoints), flush=True)
-        stop.wait()
+        # Wake up now and then: the kernel may deliver SIGTERM to any of the stack's threads, and
+        # Python runs the handler only once the main thread runs again; a plain ``stop.wait()``
+        # could then sleep forever.
+        while not stop.wait(0.5):
+            pass
     path.unlink(missing_ok=True)
     return 0
 
