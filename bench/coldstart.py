@@ -1,6 +1,11 @@
 """Cold-start figures of the built Lambda artifacts (run after `sam build`).
 
-For each function in .aws-sam/build:
+The functions are arm64; this machine is x86_64 and cannot import aarch64 wheels, so
+``make bench-coldstart`` builds the same template into .aws-sam/build-host with the host's
+wheels (``LAYER_PLATFORM=manylinux2014_x86_64``) and measures that (``--build-dir``): the same
+packages and the same pycs, measured on this host's CPU (the JSON records the host).
+
+For each function in the build directory:
   * unzipped size of the function dir plus its layers (MB), with and without .pyc, and the
     deflate-zipped size (what is uploaded);
   * cold import time of the handler module ``app`` as built: a fresh interpreter per run,
@@ -118,9 +123,9 @@ def _any_tag(loader: _AnyTagLoader, suffix: str, node: yaml.Node) -> dict[str, A
 _AnyTagLoader.add_multi_constructor("!", _any_tag)  # type: ignore[no-untyped-call]
 
 
-def built_layout() -> dict[str, dict[str, Any]]:
+def built_layout(build: Path = BUILD) -> dict[str, dict[str, Any]]:
     """Function name -> {"code": dir, "layers": [(name, python dir), ...]} from the built template."""
-    template_path = BUILD / "template.yaml"
+    template_path = build / "template.yaml"
     if not template_path.exists():
         sys.exit(f"{template_path} not found: run `sam build` first (see docs/build.md)")
     template = yaml.load(template_path.read_text(encoding="utf-8"), Loader=_AnyTagLoader)
@@ -131,9 +136,9 @@ def built_layout() -> dict[str, dict[str, Any]]:
         layers = []
         for ref in props.get("Layers", []):
             name = ref["Ref"]
-            content = BUILD / resources[name]["Properties"]["ContentUri"]
+            content = build / resources[name]["Properties"]["ContentUri"]
             layers.append((name, content))
-        layout[fn] = {"code": BUILD / props["CodeUri"], "layers": layers}
+        layout[fn] = {"code": build / props["CodeUri"], "layers": layers}
     return layout
 
 
@@ -230,6 +235,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--python", default="python3.13", help="interpreter matching the Lambda runtime")
     parser.add_argument("--no-zip", action="store_true", help="skip the zipped-size computation")
+    parser.add_argument("--build-dir", type=Path, default=BUILD, help="the sam build directory to measure")
     args = parser.parse_args()
 
     version = subprocess.run(
@@ -243,7 +249,7 @@ def main() -> int:
             f"{args.python} is Python {version}; the runtime is python3.13 (set PYENV_VERSION=3.11.7:3.13.0)"
         )
 
-    layout = built_layout()
+    layout = built_layout(args.build_dir)
     WORK.mkdir(parents=True, exist_ok=True)
     runtime = runtime_boto3(args.python)
 

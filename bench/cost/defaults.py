@@ -48,6 +48,7 @@ def template_defaults() -> dict[str, Any]:
         "poll_schedule": params["PollSchedule"]["Default"],
         "reconcile_schedule": params["ReconcileSchedule"]["Default"],
         "memory_mb": memory,
+        "architecture": doc["Globals"]["Function"]["Architectures"][0],
         # at the defaults: the alarms under a condition (DetailedMonitoring's) are not created
         "alarms": sum(
             r["Type"] == "AWS::CloudWatch::Alarm" and "Condition" not in r for r in resources.values()

@@ -18,9 +18,14 @@ from .defaults import rate_minutes
 from .prices import FREE_TIER, HOURS_PER_MONTH, PRICES
 
 
-def lambda_cost(duration_ms: float, memory_mb: int) -> float:
+def gb_second_price(architecture: str) -> float:
+    """Lambda's price per GB-s for the functions' architecture (template.yaml, Globals)."""
+    return PRICES["lambda_gb_second_arm64" if architecture == "arm64" else "lambda_gb_second"]
+
+
+def lambda_cost(duration_ms: float, memory_mb: int, architecture: str = "x86_64") -> float:
     return (
-        math.ceil(duration_ms) / 1000 * memory_mb / 1024 * PRICES["lambda_gb_second"]
+        math.ceil(duration_ms) / 1000 * memory_mb / 1024 * gb_second_price(architecture)
         + PRICES["lambda_request"]
     )
 
@@ -70,6 +75,7 @@ class Bill:
     lines: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
     usage: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
     secrets: SecretPrices = field(default_factory=lambda: secret_prices("ssm"))
+    architecture: str = "x86_64"
 
     def run(
         self, label: str, m: dict[str, Any], memory_mb: int, per_month: float, ms: float | None = None
@@ -79,7 +85,7 @@ class Bill:
         invocations = sum(m["invocations"].values()) or 1
         duration = statistics.median(m["duration_ms"]) if ms is None and m["duration_ms"] else (ms or 0.0)
         self.lines[f"{label}: Lambda"] += per_month * (
-            invocations * lambda_cost(duration / invocations, memory_mb)
+            invocations * lambda_cost(duration / invocations, memory_mb, self.architecture)
         )
         self.usage["lambda_requests"] += per_month * invocations
         self.usage["lambda_gb_seconds"] += per_month * duration / 1000 * memory_mb / 1024
@@ -113,7 +119,8 @@ def estimate(
     reconciles = minutes / rate_minutes(defaults["reconcile_schedule"])
     changes = args.changes_per_1000_per_day * n / 1000 * HOURS_PER_MONTH / 24
     store = secret_prices(getattr(args, "secret_store", None) or defaults.get("secret_store", "ssm"))
-    bill = Bill(secrets=store)
+    architecture = defaults.get("architecture", "x86_64")
+    bill = Bill(secrets=store, architecture=architecture)
     bill.run("poll (steady)", row["steady_poll"], memory["poller"], polls)
     # detection in the poll: what a run with one change costs over a steady one (DynamoDB, SQS)
     extra = {
@@ -127,7 +134,7 @@ def estimate(
         "dynamodb_wru": max(0.0, row["poll_one_change"]["dynamodb_wru"] - row["steady_poll"]["dynamodb_wru"]),
         "log_bytes": max(0, row["poll_one_change"]["log_bytes"] - row["steady_poll"]["log_bytes"]),
     }
-    per_change = Bill(secrets=store)
+    per_change = Bill(secrets=store, architecture=architecture)
     per_change.run("change", extra, memory["poller"], 1, ms=0.0)
     per_change.lines["change: Lambda"] = 0.0
     per_change.lines["change: X-Ray"] = 0.0
@@ -167,7 +174,7 @@ def estimate(
         logs_gb * defaults["log_retention_days"] / 30 * PRICES["cloudwatch_logs_storage_gb_month"]
     )
     total = bill.total()
-    webhook_change = Bill(secrets=store)
+    webhook_change = Bill(secrets=store, architecture=architecture)
     webhook_change.run("webhook", row["webhook_one_change"], memory["webhook"], 1)
     webhook_change.lines["webhook: HTTP API"] = PRICES["http_api_request"]
     return {
@@ -209,7 +216,7 @@ def after_free_tier(bill: Bill, total: float) -> float:
     """The total with the always-free allowances subtracted (if nothing else in the account uses them)."""
     u = bill.usage
     saved = min(u["lambda_requests"], FREE_TIER["lambda_requests"]) * PRICES["lambda_request"]
-    saved += min(u["lambda_gb_seconds"], FREE_TIER["lambda_gb_seconds"]) * PRICES["lambda_gb_second"]
+    saved += min(u["lambda_gb_seconds"], FREE_TIER["lambda_gb_seconds"]) * gb_second_price(bill.architecture)
     saved += min(u["sqs_requests"], FREE_TIER["sqs_requests"]) * PRICES["sqs_fifo_request"]
     saved += (
         min(u["cloudwatch_logs_gb"], FREE_TIER["cloudwatch_logs_gb"]) * PRICES["cloudwatch_logs_ingest_gb"]

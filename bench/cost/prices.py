@@ -15,6 +15,7 @@ HOURS_PER_MONTH = 730  # AWS's convention for monthly estimates
 PRICE_DATE = "2025-06 (DynamoDB on-demand after the 2024-11-01 reduction)"
 PRICES: dict[str, float] = {
     "lambda_gb_second": 0.0000166667,  # x86_64
+    "lambda_gb_second_arm64": 0.0000133334,  # arm64 (Graviton), first 7.5 billion GB-s a month
     "lambda_request": 0.20 / 1e6,
     "dynamodb_wru": 0.625 / 1e6,  # on-demand write request unit (standard table class)
     "dynamodb_rru": 0.125 / 1e6,  # on-demand read request unit

@@ -550,8 +550,8 @@ def test_every_function_of_the_settings_is_deployed_once(template: Template) -> 
 
 def test_one_architecture_for_all_functions(template: Template) -> None:  # noqa: F811
     archs = {tuple(function_props(template, fn)["Architectures"]) for fn in FUNCTIONS}
-    # x86_64: the layer wheels are built on an x86_64 host (template.yaml, Globals)
-    assert archs == {("x86_64",)}
+    # arm64: the layer Makefiles install aarch64 wheels (template.yaml, Globals)
+    assert archs == {("arm64",)}
 
 
 def test_needs_name_settings_fields() -> None:
@@ -681,16 +681,16 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "memory", "VerifierFunction", "with the kubernetes layer",
     ),
     "two architectures": (
-        lambda t: t["Globals"]["Function"].update(Architectures=["x86_64", "arm64"]),
+        lambda t: t["Globals"]["Function"].update(Architectures=["arm64", "x86_64"]),
         "architecture", "PollerFunction", "exactly one is expected",
     ),
     "function architecture": (
-        lambda t: _props("ConsumerFunction")(t).update(Architectures=["arm64"]),
-        "architecture", "ConsumerFunction", "arm64 is not among CommonLayer's CompatibleArchitectures",
+        lambda t: _props("ConsumerFunction")(t).update(Architectures=["x86_64"]),
+        "architecture", "ConsumerFunction", "x86_64 is not among CommonLayer's CompatibleArchitectures",
     ),
     "layer architecture": (
-        lambda t: resources(t)["KubernetesLayer"]["Properties"].update(CompatibleArchitectures=["arm64"]),
-        "architecture", "ReconcilerFunction", "x86_64 is not among KubernetesLayer's CompatibleArchitectures",
+        lambda t: resources(t)["KubernetesLayer"]["Properties"].update(CompatibleArchitectures=["x86_64"]),
+        "architecture", "ReconcilerFunction", "arm64 is not among KubernetesLayer's CompatibleArchitectures",
     ),
     "no dead-letter queue": (
         lambda t: resources(t)["VerificationQueue"]["Properties"].pop("RedrivePolicy"),
