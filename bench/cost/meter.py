@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import cpu
 from .awscalls import AwsCalls
 
 LAMBDA_PLATFORM_LOG_BYTES = 350  # START, END and REPORT lines of every invocation (not measured)
@@ -50,6 +51,7 @@ class Measured:
     what: str
     invocations: int = 0
     duration_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)  # the function's own threads (cpu.py)
     aws: dict[str, int] = field(default_factory=dict)
     rru: float = 0.0
     wru: float = 0.0
@@ -63,6 +65,7 @@ class Measured:
             "what": self.what,
             "invocations": self.functions,
             "duration_ms": [round(d, 1) for d in self.duration_ms],
+            "cpu_ms": [round(c, 1) for c in self.cpu_ms],
             "aws_calls": dict(sorted(self.aws.items())),
             "dynamodb_rru": round(self.rru, 1),
             "dynamodb_wru": round(self.wru, 1),
@@ -81,7 +84,8 @@ class Meter:
         self.proxy = proxy
         self.calls = calls
         self.logs = logs
-        self.timings: list[tuple[str, float]] = []
+        self.timings: list[tuple[str, float, float]] = []  # function, wall ms, own CPU ms
+        cpu.install()
         for name, function in stack.functions.items():
             self.wrap(name, function)
 
@@ -91,11 +95,11 @@ class Meter:
 
     def _timed(self, name: str, invoke: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         def timed(event: dict[str, Any]) -> Any:
-            started = time.perf_counter()
+            started, own = time.perf_counter(), cpu.Invocation()
             try:
                 return invoke(event)
             finally:
-                self.timings.append((name, (time.perf_counter() - started) * 1000))
+                self.timings.append((name, (time.perf_counter() - started) * 1000, own.cpu_ms()))
 
         return timed
 
@@ -121,8 +125,9 @@ class Meter:
                 for r in self.stack.kube.requests
             )
         )
-        result.duration_ms = [ms for _n, ms in self.timings]
-        result.functions = dict(collections.Counter(n for n, _ms in self.timings))
+        result.duration_ms = [ms for _n, ms, _c in self.timings]
+        result.cpu_ms = [c for _n, _ms, c in self.timings]
+        result.functions = dict(collections.Counter(n for n, _ms, _c in self.timings))
         result.invocations = len(self.timings)
         result.log_bytes = self.logs.bytes - before + LAMBDA_PLATFORM_LOG_BYTES * result.invocations
 

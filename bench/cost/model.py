@@ -30,6 +30,32 @@ def lambda_cost(duration_ms: float, memory_mb: int, architecture: str = "x86_64"
     )
 
 
+# Lambda's billed duration, modelled from what was measured (``cpu.py``): the function's own CPU
+# time, stretched by the CPU share Lambda gives the memory size (a full vCPU at 1,769 MB,
+# proportionally less below), plus the waits on the network, each call one assumed round trip,
+# one after another (pessimistic: the poll overlaps its reads and its registry requests).
+FULL_VCPU_MB = 1769
+AWS_CALL_MS = 10.0  # one AWS API call in-region (DynamoDB answers in single-digit ms)
+KUBERNETES_CALL_MS = 20.0  # one Kubernetes API request (a LIST page of 500 workloads included)
+REGISTRY_MS = 50.0  # one registry round trip (HEAD of a manifest) over the internet
+REGISTRY_CONCURRENCY = 32  # the registry client's per-registry bound (adapters/registry/client.py)
+
+
+def billed_ms(m: dict[str, Any], memory_mb: int) -> float | None:
+    """Modelled duration of one invocation of a measurement (None when no CPU was measured)."""
+    if not m.get("cpu_ms"):
+        return None
+    invocations = max(1, len(m["duration_ms"]))
+    cpu = statistics.median(m["cpu_ms"]) * max(1.0, FULL_VCPU_MB / memory_mb)
+    aws = sum(v for k, v in m["aws_calls"].items()) * AWS_CALL_MS / invocations
+    kube = sum(m.get("kubernetes_requests", {}).values()) * KUBERNETES_CALL_MS / invocations
+    registry = (
+        math.ceil(sum(m.get("registry_requests", {}).values()) / invocations / REGISTRY_CONCURRENCY)
+        * REGISTRY_MS
+    )
+    return float(cpu + aws + kube + registry)
+
+
 def dynamodb_cost(m: dict[str, Any]) -> float:
     return (
         float(m["dynamodb_rru"]) * PRICES["dynamodb_rru"] + float(m["dynamodb_wru"]) * PRICES["dynamodb_wru"]
@@ -83,7 +109,11 @@ class Bill:
         """``per_month`` executions of a measured operation (one function invocation each unless
         the measurement had several)."""
         invocations = sum(m["invocations"].values()) or 1
-        duration = statistics.median(m["duration_ms"]) if ms is None and m["duration_ms"] else (ms or 0.0)
+        modelled = billed_ms(m, memory_mb) if ms is None else None
+        if modelled is not None:
+            duration = modelled * invocations
+        else:
+            duration = statistics.median(m["duration_ms"]) if ms is None and m["duration_ms"] else (ms or 0.0)
         self.lines[f"{label}: Lambda"] += per_month * (
             invocations * lambda_cost(duration / invocations, memory_mb, self.architecture)
         )
@@ -198,6 +228,9 @@ def scale(m: dict[str, Any], factor: float) -> dict[str, Any]:
     return {
         **m,
         "duration_ms": [d * factor for d in m["duration_ms"]],
+        "cpu_ms": [c * factor for c in m.get("cpu_ms", [])],
+        "registry_requests": {k: round(v * factor) for k, v in m.get("registry_requests", {}).items()},
+        "kubernetes_requests": {k: round(v * factor) for k, v in m.get("kubernetes_requests", {}).items()},
         "aws_calls": {k: round(v * factor) for k, v in m["aws_calls"].items()},
         "dynamodb_rru": m["dynamodb_rru"] * factor,
         "dynamodb_wru": m["dynamodb_wru"] * factor,

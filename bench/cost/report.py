@@ -12,7 +12,15 @@ from typing import Any
 
 from . import ROOT
 from .defaults import template_defaults
-from .model import estimate
+from .model import (
+    AWS_CALL_MS,
+    FULL_VCPU_MB,
+    KUBERNETES_CALL_MS,
+    REGISTRY_CONCURRENCY,
+    REGISTRY_MS,
+    billed_ms,
+    estimate,
+)
 from .prices import FREE_TIER, HOURS_PER_MONTH, PRICE_DATE, PRICES
 
 RESULTS = ROOT / "bench" / "results" / "cost.json"
@@ -54,7 +62,13 @@ def write(
             "sqs_event_source_idle_receives_per_minute_per_queue": args.esm_receives_per_minute,
             "detection": "by the poll (the webhook path is priced per change separately)",
             "hours_per_month": HOURS_PER_MONTH,
-            "lambda_duration": "handler wall time against moto on this machine: pessimistic",
+            "lambda_duration": (
+                "modelled where the function's own CPU was measured (bench/cost/cpu.py): CPU ms x "
+                f"max(1, {FULL_VCPU_MB} / memory MB) + {AWS_CALL_MS:.0f} ms per AWS call + "
+                f"{KUBERNETES_CALL_MS:.0f} ms per Kubernetes request + {REGISTRY_MS:.0f} ms per "
+                f"{REGISTRY_CONCURRENCY} registry requests, all serial; else the handler's wall time "
+                "against moto on this machine (pessimistic: moto's CPU is in it)"
+            ),
         },
         "price_date": PRICE_DATE,
         "prices_usd": PRICES,
@@ -84,8 +98,16 @@ def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
 
     rows, ests = doc["measured"], doc["estimate"]
     line(
-        "steady poll: ms (median)",
+        "steady poll: wall ms (against moto)",
         [f"{statistics.median(r['steady_poll']['duration_ms']):.0f}" for r in rows],
+    )
+    line(
+        "steady poll: own CPU ms",
+        [f"{statistics.median(r['steady_poll'].get('cpu_ms') or [0]):.0f}" for r in rows],
+    )
+    line(
+        "steady poll: billed ms (modelled)",
+        [f"{billed_ms(r['steady_poll'], doc['defaults']['memory_mb']['poller']) or 0:.0f}" for r in rows],
     )
     line("steady poll: AWS calls", [sum(r["steady_poll"]["aws_calls"].values()) for r in rows])
     line(
@@ -101,9 +123,27 @@ def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
     )
     line("webhook, one change: AWS calls", [sum(r["webhook_one_change"]["aws_calls"].values()) for r in rows])
     line(
-        "steady reconcile: ms",
+        "steady reconcile: wall ms",
         [
             f"{r['steady_reconcile']['duration_ms'][0]:.0f}" if "steady_reconcile" in r else "extrap."
+            for r in rows
+        ],
+    )
+    line(
+        "steady reconcile: own CPU ms",
+        [
+            f"{statistics.median(r['steady_reconcile'].get('cpu_ms') or [0]):.0f}"
+            if "steady_reconcile" in r
+            else "extrap."
+            for r in rows
+        ],
+    )
+    line(
+        "steady reconcile: billed ms (mod.)",
+        [
+            f"{billed_ms(r['steady_reconcile'], doc['defaults']['memory_mb']['reconciler']) or 0:.0f}"
+            if "steady_reconcile" in r
+            else "extrap."
             for r in rows
         ],
     )

@@ -146,6 +146,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
             polls.append(poll)
         out["steady_poll"] = polls[-1].as_dict()
         out["steady_poll"]["duration_ms"] = [round(p.duration_ms[0], 1) for p in polls]
+        out["steady_poll"]["cpu_ms"] = [round(p.cpu_ms[0], 1) for p in polls]
 
         # (b) one change through the poll, then the consumer
         changed_digest = push_image(stack.registry.url, "bench/r000", "t000")
