@@ -97,6 +97,7 @@ def test_an_older_digest_never_replaces_a_newer_one(stack):
 
 
 def test_registry_down_leaves_the_workload_and_the_next_run_picks_up(stack):
+    push_image(stack.registry.url, "demo/web", "stable")  # whatever ran before: a digest to keep
     stack.run_poller()
     drain(stack)
     running = image_of(stack)
