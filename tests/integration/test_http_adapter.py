@@ -100,3 +100,25 @@ def test_a_valid_delivery_still_reaches_the_handler(stack: LocalStack) -> None:
     )
     status, _, answer = exchange(stack, request("POST", headers=headers, body=body))
     assert status == 202 and json.loads(answer)["accepted"] == 0
+
+
+def test_a_sender_that_went_away_is_a_log_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = http_adapter.WebhookAdapter(("127.0.0.1", 0), http_adapter.WebhookAdapterHandler)
+    caplog.set_level("INFO", logger="tagpin_local.stack")
+    try:
+        for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+            try:
+                raise gone
+            except ConnectionError:
+                server.handle_error(None, ("127.0.0.1", 40000))
+        try:  # anything else is still reported in full
+            raise ValueError("a bug")
+        except ValueError:
+            server.handle_error(None, ("127.0.0.1", 40000))
+    finally:
+        server.server_close()
+    err = capsys.readouterr().err
+    assert caplog.text.count("127.0.0.1 went away before the answer") == 2
+    assert err.count("Traceback") == 1 and "ValueError: a bug" in err

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +32,14 @@ OTHER_METHODS = ("GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "C
 class WebhookAdapter(ThreadingHTTPServer):
     daemon_threads = True
     function: LocalFunction
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A sender that gave up before the answer (the registry's notification timeout, with 50
+        pushes at once) is a line in the log, not a traceback: it sends the notification again."""
+        if isinstance(sys.exc_info()[1], ConnectionError):  # broken pipe, reset
+            log.info("webhook adapter: %s went away before the answer", client_address[0])
+            return
+        super().handle_error(request, client_address)
 
 
 class WebhookAdapterHandler(BaseHTTPRequestHandler):
