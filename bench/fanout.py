@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.cost import cpu
-from bench.cost.model import FULL_VCPU_MB, REGISTRY_CONCURRENCY, REGISTRY_MS
+from bench.cost.defaults import template_defaults
+from bench.cost.model import REGISTRY_CONCURRENCY, REGISTRY_MS, lambda_ms
 from bench.cost.world import images, push_tags, seed_index, seed_target_states
 
 RESULTS = Path(__file__).parent / "results" / "fanout.json"
 TARGET_S = 300  # one round of 100,000 tags: under 5 minutes
 MODEL_TAGS = 100_000
-POLLER_MB = 256  # template.yaml: PollerFunction MemorySize
 
 
 def measure(n: int, parts_list: list[int]) -> dict[str, Any]:
@@ -46,6 +46,7 @@ def measure(n: int, parts_list: list[int]) -> dict[str, Any]:
 
     logging.getLogger("tagpin").setLevel(logging.WARNING)
     cpu.install()
+    poller_mb = template_defaults()["memory_mb"]["poller"]
     out: dict[str, Any] = {"tags": n, "rows": []}
     options = StackOptions(notifications=False, consume=False, log_level="WARNING")
     with LocalStack(options) as stack:
@@ -84,12 +85,11 @@ def measure(n: int, parts_list: list[int]) -> dict[str, Any]:
             per_tag = slowest / (n / parts)
             model_s = per_tag * MODEL_TAGS / parts
             # the same from the poller's own CPU (moto's is in the wall time, bench/cost/cpu.py),
-            # stretched to the 256 MB CPU share, plus the registry round trips at the per-registry
-            # bound: what one part of 100,000 / P tags would take on Lambda
-            cpu_per_tag = max(cpus) / (n / parts)
+            # as the cost model bills it: what one part of 100,000 / P tags would take on Lambda
             part_tags = MODEL_TAGS / parts
-            model_cpu_s = cpu_per_tag * part_tags * FULL_VCPU_MB / POLLER_MB + (
-                part_tags / REGISTRY_CONCURRENCY * REGISTRY_MS / 1000
+            model_cpu_s = (
+                lambda_ms(max(cpus) * 1000 / (n / parts) * part_tags, poller_mb, registry_requests=part_tags)
+                / 1000
             )
             row = {
                 "parts": parts,
@@ -110,7 +110,8 @@ def measure(n: int, parts_list: list[int]) -> dict[str, Any]:
                 f"({n // parts:,} tags), all parts one after the other {sum(timings):6.2f} s, "
                 f"peak {max(peaks):5.1f} MB; modelled 100,000 tags in {parts} parts: {model_s:6.1f} s "
                 f"({'under' if model_s < TARGET_S else 'OVER'} 5 min); from own CPU "
-                f"{max(cpus):.2f} s at 256 MB + 50 ms per 32 registry requests: {model_cpu_s:6.1f} s "
+                f"{max(cpus):.2f} s at {poller_mb} MB + {REGISTRY_MS:.0f} ms per {REGISTRY_CONCURRENCY} "
+                f"registry requests: {model_cpu_s:6.1f} s "
                 f"({'under' if model_cpu_s < TARGET_S else 'OVER'} 5 min)"
             )
         os.environ.pop("TAGPIN_POLL_PARTS", None)

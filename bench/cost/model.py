@@ -41,19 +41,35 @@ REGISTRY_MS = 50.0  # one registry round trip (HEAD of a manifest) over the inte
 REGISTRY_CONCURRENCY = 32  # the registry client's per-registry bound (adapters/registry/client.py)
 
 
+def lambda_ms(
+    cpu_ms: float,
+    memory_mb: int,
+    *,
+    aws_calls: float = 0,
+    kubernetes_requests: float = 0,
+    registry_requests: float = 0,
+) -> float:
+    """Modelled duration of one invocation from its own CPU and its round trips (above)."""
+    return (
+        cpu_ms * max(1.0, FULL_VCPU_MB / memory_mb)
+        + aws_calls * AWS_CALL_MS
+        + kubernetes_requests * KUBERNETES_CALL_MS
+        + math.ceil(registry_requests / REGISTRY_CONCURRENCY) * REGISTRY_MS
+    )
+
+
 def billed_ms(m: dict[str, Any], memory_mb: int) -> float | None:
     """Modelled duration of one invocation of a measurement (None when no CPU was measured)."""
     if not m.get("cpu_ms"):
         return None
     invocations = max(1, len(m["duration_ms"]))
-    cpu = statistics.median(m["cpu_ms"]) * max(1.0, FULL_VCPU_MB / memory_mb)
-    aws = sum(v for k, v in m["aws_calls"].items()) * AWS_CALL_MS / invocations
-    kube = sum(m.get("kubernetes_requests", {}).values()) * KUBERNETES_CALL_MS / invocations
-    registry = (
-        math.ceil(sum(m.get("registry_requests", {}).values()) / invocations / REGISTRY_CONCURRENCY)
-        * REGISTRY_MS
+    return lambda_ms(
+        float(statistics.median(m["cpu_ms"])),
+        memory_mb,
+        aws_calls=sum(m["aws_calls"].values()) / invocations,
+        kubernetes_requests=sum(m.get("kubernetes_requests", {}).values()) / invocations,
+        registry_requests=sum(m.get("registry_requests", {}).values()) / invocations,
     )
-    return float(cpu + aws + kube + registry)
 
 
 def dynamodb_cost(m: dict[str, Any]) -> float:

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,39 +123,21 @@ def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
         "consumer, one change: AWS calls", [sum(r["consumer_one_change"]["aws_calls"].values()) for r in rows]
     )
     line("webhook, one change: AWS calls", [sum(r["webhook_one_change"]["aws_calls"].values()) for r in rows])
-    line(
-        "steady reconcile: wall ms",
-        [
-            f"{r['steady_reconcile']['duration_ms'][0]:.0f}" if "steady_reconcile" in r else "extrap."
-            for r in rows
-        ],
-    )
+
+    def reconcile(value: Callable[[dict[str, Any]], str]) -> list[str]:
+        """A steady reconcile's figure per size ("extrap." where none was measured)."""
+        return [value(r["steady_reconcile"]) if "steady_reconcile" in r else "extrap." for r in rows]
+
+    reconciler_mb = doc["defaults"]["memory_mb"]["reconciler"]
+    line("steady reconcile: wall ms", reconcile(lambda m: f"{m['duration_ms'][0]:.0f}"))
     line(
         "steady reconcile: own CPU ms",
-        [
-            f"{statistics.median(r['steady_reconcile'].get('cpu_ms') or [0]):.0f}"
-            if "steady_reconcile" in r
-            else "extrap."
-            for r in rows
-        ],
+        reconcile(lambda m: f"{statistics.median(m.get('cpu_ms') or [0]):.0f}"),
     )
-    line(
-        "steady reconcile: billed ms (mod.)",
-        [
-            f"{billed_ms(r['steady_reconcile'], doc['defaults']['memory_mb']['reconciler']) or 0:.0f}"
-            if "steady_reconcile" in r
-            else "extrap."
-            for r in rows
-        ],
-    )
+    line("steady reconcile: billed ms (mod.)", reconcile(lambda m: f"{billed_ms(m, reconciler_mb) or 0:.0f}"))
     line(
         "steady reconcile: RRU / WRU",
-        [
-            f"{r['steady_reconcile']['dynamodb_rru']:.0f}/{r['steady_reconcile']['dynamodb_wru']:.0f}"
-            if "steady_reconcile" in r
-            else "extrap."
-            for r in rows
-        ],
+        reconcile(lambda m: f"{m['dynamodb_rru']:.0f}/{m['dynamodb_wru']:.0f}"),
     )
     print()
     # Columns for the sizes not measured (10,000 when not run, 100,000), MODELLED from the largest

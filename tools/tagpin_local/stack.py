@@ -23,6 +23,7 @@ The functions' logs and metrics go to stderr, not stdout (``lambda_runtime.FUNCT
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -58,14 +59,9 @@ def _cache_moto_modules() -> None:
     changes no answer moto gives."""
     from moto import backends
 
-    if not getattr(backends.list_of_moto_modules, "cached", False):
-        modules = tuple(backends.list_of_moto_modules())
-
-        def cached() -> tuple[str, ...]:
-            return modules
-
-        cached.cached = True  # type: ignore[attr-defined]
-        backends.list_of_moto_modules = cached
+    listing = backends.list_of_moto_modules
+    if not hasattr(listing, "cache_info"):  # not cached yet (once per process)
+        backends.list_of_moto_modules = functools.cache(lambda: tuple(listing()))
 
 
 def cluster_secret(name: str) -> str:
