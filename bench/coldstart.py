@@ -68,7 +68,6 @@ STUB_ENV = {
     "TAGPIN_IDEMPOTENCY_TABLE": "tagpin-idempotency",
     "TAGPIN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-changes.fifo",
     "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
-    "TAGPIN_VERIFICATION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-verifications",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONHASHSEED": "0",
 }
@@ -97,7 +96,7 @@ REFERENCE_COMMON = (
 REFERENCE_K8S = (
     "from kubernetes.client import ApiClient, AppsV1Api, Configuration\n"
     "AppsV1Api(ApiClient(Configuration()))\n"
-    "import tagpin.adapters.kubernetes.clusters  # imported by the consumer and verifier on first use\n"
+    "import tagpin.adapters.kubernetes.clusters  # imported by the consumer on first use\n"
 )
 REFERENCES = {
     "ref:common-libs": (("CommonLayer",), REFERENCE_COMMON),

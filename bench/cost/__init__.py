@@ -1,7 +1,7 @@
 """What tagpin costs to run: API calls per operation, measured through the real handlers, priced.
 
 For N followed tags (default 100, 1,000, 10,000; one label-discovered target each) the local stack
-runs a steady-state poll, one change end to end (poll or webhook, consumer, verifier) and a
+runs a steady-state poll, one change end to end (poll or webhook, consumer, its rollout verification) and a
 steady-state reconcile through the real handlers; each operation's AWS calls, registry and
 Kubernetes requests, handler time and log bytes are counted, and a monthly cost is computed from
 them at the template's defaults and a price table kept here (docs/cost.md describes the method).

@@ -1,6 +1,7 @@
 """Price: the template's defaults the monthly model runs at, read from template.yaml.
 
-Schedules, memory sizes, alarm count, log retention and the secret store.
+Schedules, memory sizes, the alarms created at the parameters' defaults (their conditions
+evaluated), the queues Lambda's event sources poll, log retention and the secret store.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ class _CfnLoader(yaml.SafeLoader):
 
 
 def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    """A CloudFormation short tag in its long form (``!Ref X`` -> ``{"Ref": "X"}``)."""
+    value: Any
     if isinstance(node, yaml.ScalarNode):
-        return loader.construct_scalar(node)
-    if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node)
-    return loader.construct_mapping(node)  # type: ignore[arg-type]
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    if suffix in ("Ref", "Condition"):
+        return {suffix: value}
+    return {f"Fn::{suffix}": value}
 
 
 _CfnLoader.add_multi_constructor("!", _any_tag)  # type: ignore[no-untyped-call]
@@ -34,10 +41,46 @@ def rate_minutes(expression: str) -> float:
     return float(value) * factor
 
 
+def _holds(condition: Any, conditions: dict[str, Any], params: dict[str, Any]) -> bool:
+    """A template condition's value at the parameters' defaults (Equals, Not, And, Or, Condition)."""
+    if isinstance(condition, dict) and len(condition) == 1:
+        ((key, value),) = condition.items()
+        if key == "Condition":
+            return _holds(conditions[value], conditions, params)
+        if key == "Fn::Not":
+            return not _holds(value[0], conditions, params)
+        if key == "Fn::And":
+            return all(_holds(v, conditions, params) for v in value)
+        if key == "Fn::Or":
+            return any(_holds(v, conditions, params) for v in value)
+        if key == "Fn::Equals":
+            left, right = (_value(v, params) for v in value)
+            return str(left) == str(right)
+    raise ValueError(f"cannot evaluate the condition {condition!r}")
+
+
+def _value(value: Any, params: dict[str, Any], conditions: dict[str, Any] | None = None) -> Any:
+    if isinstance(value, dict) and set(value) == {"Fn::If"} and conditions is not None:
+        name, then, otherwise = value["Fn::If"]
+        return _value(then if _holds(conditions[name], conditions, params) else otherwise, params, conditions)
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return params[value["Ref"]]
+    if isinstance(value, dict) and set(value) == {"Fn::Join"}:
+        separator, items = value["Fn::Join"]
+        return separator.join(str(v) for v in _value(items, params))
+    return value
+
+
 def template_defaults() -> dict[str, Any]:
     doc = yaml.load((ROOT / "template.yaml").read_text(), Loader=_CfnLoader)
     params = doc["Parameters"]
     resources = doc["Resources"]
+    values = {name: p.get("Default", "") for name, p in params.items()}
+
+    def created(resource: dict[str, Any]) -> bool:
+        name = resource.get("Condition")
+        return name is None or _holds(doc["Conditions"][name], doc["Conditions"], values)
+
     default_memory = doc["Globals"]["Function"]["MemorySize"]
     memory = {
         name.removesuffix("Function").lower(): r["Properties"].get("MemorySize", default_memory)
@@ -49,9 +92,20 @@ def template_defaults() -> dict[str, Any]:
         "reconcile_schedule": params["ReconcileSchedule"]["Default"],
         "memory_mb": memory,
         "architecture": doc["Globals"]["Function"]["Architectures"][0],
-        # at the defaults: the alarms under a condition (DetailedMonitoring's) are not created
-        "alarms": sum(
-            r["Type"] == "AWS::CloudWatch::Alarm" and "Condition" not in r for r in resources.values()
+        "tracing": _value(
+            doc["Globals"]["Function"].get("Tracing", "PassThrough"), values, doc["Conditions"]
+        ),
+        # the alarms created at the parameters' defaults
+        "alarms": sum(r["Type"] == "AWS::CloudWatch::Alarm" and created(r) for r in resources.values()),
+        # the queues Lambda's event sources poll around the clock, idle or not
+        "consumed_queues": len(
+            {
+                str(event["Properties"]["Queue"])
+                for r in resources.values()
+                if r["Type"] == "AWS::Serverless::Function"
+                for event in (r["Properties"].get("Events") or {}).values()
+                if event["Type"] == "SQS"
+            }
         ),
         "detailed_monitoring": str(params["DetailedMonitoring"]["Default"]).lower() == "true",
         "log_retention_days": params["LogRetentionInDays"]["Default"],

@@ -118,6 +118,7 @@ class Bill:
     usage: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
     secrets: SecretPrices = field(default_factory=lambda: secret_prices("ssm"))
     architecture: str = "x86_64"
+    traced: bool = True  # X-Ray (template Globals Tracing: Active): one trace per invocation
 
     def run(
         self, label: str, m: dict[str, Any], memory_mb: int, per_month: float, ms: float | None = None
@@ -146,10 +147,11 @@ class Bill:
             per_month * m["log_bytes"] / 1e9 * PRICES["cloudwatch_logs_ingest_gb"]
         )
         self.usage["cloudwatch_logs_gb"] += per_month * m["log_bytes"] / 1e9
-        self.lines[f"{label}: X-Ray"] += per_month * invocations * PRICES["xray_trace_recorded"]
+        if self.traced:
+            self.lines[f"{label}: X-Ray"] += per_month * invocations * PRICES["xray_trace_recorded"]
         publishes = m["aws_calls"].get("sns:Publish", 0)
         self.lines[f"{label}: SNS"] += per_month * publishes * PRICES["sns_publish"]
-        self.usage["xray_traces"] += per_month * invocations
+        self.usage["xray_traces"] += per_month * invocations * self.traced
 
     def total(self) -> float:
         return sum(self.lines.values())
@@ -166,7 +168,8 @@ def estimate(
     changes = args.changes_per_1000_per_day * n / 1000 * HOURS_PER_MONTH / 24
     store = secret_prices(getattr(args, "secret_store", None) or defaults.get("secret_store", "ssm"))
     architecture = defaults.get("architecture", "x86_64")
-    bill = Bill(secrets=store, architecture=architecture)
+    traced = defaults.get("tracing", "Active") == "Active"
+    bill = Bill(secrets=store, architecture=architecture, traced=traced)
     bill.run("poll (steady)", row["steady_poll"], memory["poller"], polls)
     # detection in the poll: what a run with one change costs over a steady one (DynamoDB, SQS)
     extra = {
@@ -180,16 +183,20 @@ def estimate(
         "dynamodb_wru": max(0.0, row["poll_one_change"]["dynamodb_wru"] - row["steady_poll"]["dynamodb_wru"]),
         "log_bytes": max(0, row["poll_one_change"]["log_bytes"] - row["steady_poll"]["log_bytes"]),
     }
-    per_change = Bill(secrets=store, architecture=architecture)
+    per_change = Bill(secrets=store, architecture=architecture, traced=traced)
     per_change.run("change", extra, memory["poller"], 1, ms=0.0)
     per_change.lines["change: Lambda"] = 0.0
-    per_change.lines["change: X-Ray"] = 0.0
+    if traced:
+        per_change.lines["change: X-Ray"] = 0.0
     per_change.run("change consumer", row["consumer_one_change"], memory["consumer"], 1)
-    if row.get("verifier_one_change"):
-        per_change.run("change verifier", row["verifier_one_change"], memory.get("verifier", 256), 1)
+    # a rollout verification: the consumer again (before it is due and when it is due); measured
+    # apart by older runs, when a verifier function read a queue of its own
+    verification = row.get("verification_one_change") or row.get("verifier_one_change")
+    if verification:
+        per_change.run("change verification", verification, memory.get("verifier", memory["consumer"]), 1)
     for key, value in per_change.lines.items():
         bill.lines["changes: " + key.split(": ", 1)[1]] += value * changes
-    bill.usage["lambda_requests"] += changes * (1 + int(bool(row.get("verifier_one_change"))))
+    bill.usage["lambda_requests"] += changes * (1 + int(bool(verification)))
     steady_reconcile = row.get("steady_reconcile")
     reconcile_extrapolated = steady_reconcile is None
     if steady_reconcile is None:  # linear in the tags: scale the largest measured run
@@ -206,8 +213,9 @@ def estimate(
     bill.lines[f"fixed: secret reads ({store.label}, registry credentials)"] = (
         args.registries_with_credentials * (polls + reconciles) * store.per_read
     )
-    # Lambda's SQS event source long-polls each consumed queue even when idle (not measured here)
-    queues = 1 + int(bool(row.get("verifier_one_change")))
+    # Lambda's SQS event source long-polls each consumed queue even when idle (not measured here):
+    # the template's queues that an event source reads (one since verifications share it)
+    queues = defaults.get("consumed_queues", 1)
     idle = queues * args.esm_receives_per_minute * minutes
     bill.lines["fixed: SQS event source idle polling (assumed)"] = idle * PRICES["sqs_fifo_request"]
     bill.usage["sqs_requests"] += idle
@@ -220,7 +228,7 @@ def estimate(
         logs_gb * defaults["log_retention_days"] / 30 * PRICES["cloudwatch_logs_storage_gb_month"]
     )
     total = bill.total()
-    webhook_change = Bill(secrets=store, architecture=architecture)
+    webhook_change = Bill(secrets=store, architecture=architecture, traced=traced)
     webhook_change.run("webhook", row["webhook_one_change"], memory["webhook"], 1)
     webhook_change.lines["webhook: HTTP API"] = PRICES["http_api_request"]
     return {

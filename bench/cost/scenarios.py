@@ -8,8 +8,9 @@ a request-counting proxy, the Kubernetes API simulator) runs:
   (b) one change end to end: a new digest pushed under one tag, seen by the poll (its extra calls
       over (a) are the detection cost) and, for a second tag, by a registry notification through
       the real webhook handler; each change then applied by the real consumer handler as Lambda's
-      SQS event source does (receive, invoke, delete); when the consumer queues a rollout check,
-      the real verifier handler runs it;
+      SQS event source does (receive, invoke, delete); when the consumer queues a rollout
+      verification (on the same queue, due after ``verify_interval_seconds``), the real consumer
+      handler runs it too: once before it is due (hidden until then) and once when it is due;
   (c) a steady-state reconcile run, the real reconciler handler.
 """
 
@@ -19,7 +20,6 @@ import argparse
 import logging
 import os
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -44,7 +44,6 @@ from .world import (
 def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogBytes) -> dict[str, Any]:
     from tagpin_local.faultproxy import FaultProxy
     from tagpin_local.kubesim import deployment
-    from tagpin_local.lambda_runtime import sqs_event
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions, cluster_secret
 
@@ -64,13 +63,6 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
                         handler.setStream(logs)
         host = proxy.host
         tags = images(host, n)
-        # checks queue for the verifier (when the consumer sends rollout checks)
-        sqs = stack.client("sqs")
-        verification_url = sqs.create_queue(QueueName="tagpin-verifications")["QueueUrl"]
-        verification_arn = sqs.get_queue_attributes(QueueUrl=verification_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        os.environ["TAGPIN_VERIFICATION_QUEUE_URL"] = verification_url
         document = {
             "clusters": {"local": {"kubeconfig": {"secret": cluster_secret("local"), "context": "local"}}},
             "registries": {host: {"insecure": True}, stack.registry.host: {"insecure": True}},
@@ -166,9 +158,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
             "containers"
         ][0]["image"]
         assert deployment_image.endswith(changed_digest), deployment_image
-        out["verifier_one_change"] = run_verifications(
-            stack, meter, sqs, verification_url, verification_arn, sqs_event
-        )
+        out["verification_one_change"] = run_verifications(stack, meter)
 
         # (b') one change through a registry notification (the webhook), then the consumer
         second = tags[1] if n > 1 else tags[0]
@@ -187,7 +177,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
         assert answer.status_code == 202, answer.text
         out["webhook_one_change"] = hook.as_dict()
         out["consumer_webhook_change"] = consume("consumer, webhook change").as_dict()
-        run_verifications(stack, meter, sqs, verification_url, verification_arn, sqs_event)
+        run_verifications(stack, meter)
 
         # (c) steady-state reconcile
         if n <= args.reconcile_max:
@@ -202,53 +192,30 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
     return out
 
 
-def run_verifications(
-    stack: Any, meter: Meter, sqs: Any, url: str, arn: str, sqs_event: Callable[..., dict[str, Any]]
-) -> dict[str, Any] | None:
-    """Run the verifier on the rollout checks the consumer queued (delayed messages), as Lambda's
-    event source would; None when the consumer queued none."""
-    from tagpin_local.lambda_runtime import LocalFunction
-
-    verifier = stack.functions.get("verifier")
-    if verifier is None:
-        try:
-            verifier = stack.functions["verifier"] = LocalFunction("verifier", timeout_s=60)
-        except Exception:  # no verifier function in this tree
-            return None
-        meter.wrap("verifier", verifier)
-    total: Measured | None = None
+def run_verifications(stack: Any, meter: Meter) -> dict[str, Any] | None:
+    """Run the consumer on the rollout verifications it queued on the changes queue, as Lambda's
+    event source would, until none is left (each delivered before it is due, hidden, then again when
+    it is due); None when the consumer queued none."""
+    sqs = stack.client("sqs")
     deadline = time.monotonic() + 90
-    with meter.measure("verifier") as measured:
+    with meter.measure("consumer, verification") as measured:
         while time.monotonic() < deadline:
             attributes = sqs.get_queue_attributes(
-                QueueUrl=url,
-                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+                QueueUrl=stack.queue_url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
             )["Attributes"]
             if (
                 attributes["ApproximateNumberOfMessages"] == "0"
-                and attributes["ApproximateNumberOfMessagesDelayed"] == "0"
+                and attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
             ):
                 break
-            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2).get(
-                "Messages", []
-            )
-            if not messages:
-                continue
-            response = verifier.invoke(sqs_event(messages, arn)) or {}
-            failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
-            done = [m for m in messages if m["MessageId"] not in failed]
-            if done:
-                sqs.delete_message_batch(
-                    QueueUrl=url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
-                )
-        total = measured
-    if total is None or total.invocations == 0:
+            stack.consume_once(wait_s=1)
+    if measured.invocations == 0:
         return None
-    # the receive loop above waits for delayed messages: only the calls Lambda's poller would make
-    # for the messages it delivered are kept (one receive per batch, one delete batch)
-    result = total.as_dict()
+    # the receive loop above also waits for hidden messages: only the calls Lambda's poller would
+    # make for the messages it delivered are kept (one receive per batch)
+    result = measured.as_dict()
     calls = result["aws_calls"]
-    calls["sqs:ReceiveMessage"] = total.invocations
+    calls["sqs:ReceiveMessage"] = measured.invocations
     calls.pop("sqs:GetQueueAttributes", None)
     return result

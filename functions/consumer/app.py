@@ -1,4 +1,6 @@
-"""Consumer: apply digest changes from the FIFO queue to every target, with partial batch failures."""
+"""Consumer: the changes queue, with partial batch failures. A change is applied to every target of
+its tag; a rollout verification (delayed: due at ``due_at``) follows a patch until the workload has
+rolled out, rolls back a failed digest and promotes the next wave."""
 
 from __future__ import annotations
 
@@ -12,31 +14,53 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 from tagpin import wiring
 from tagpin.domain.budget import Budget
-from tagpin.domain.messages import Change
+from tagpin.domain.messages import Change, Verification, parse_message
+from tagpin.domain.outcomes import VerificationOutcome
+from tagpin.domain.redelivery import PERMANENT
 from tagpin.observability import logger, metrics, own_keys, record_keys
 from tagpin.redelivery import process_batch
 
 wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
-# One group per image: a failing record fails only the later records of its own image. Every
-# failure is reported per record (never by raising), so each gets its own redelivery delay.
+# One group per image (and one per verification): a failing record fails only the later records of
+# its own group. Every failure is reported per record (never by raising), so each gets its own
+# redelivery delay.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 processor.raise_on_entire_batch_failure = False  # not an __init__ argument of the FIFO processor
-permanent: set[str] = set()  # records of this invocation that can never succeed
-# A target is started only while this much of the invocation is left: its two cluster calls (read,
-# patch) each end within the client's connect + read timeout (adapters.kubernetes). What is not
-# started is reported failed and delivered again, instead of the whole batch hitting the timeout.
+later: dict[str, int] = {}  # records of this invocation that come back after a delay of their own
+# A record is started only while this much of the invocation is left: a change's two cluster calls
+# per target (read, patch), a rollback's per target, each end within the client's connect + read
+# timeout (adapters.kubernetes). What is not started is reported failed and delivered again,
+# instead of the whole batch hitting the timeout.
 RESERVE_MS = 30_000
+# Counted once per rollout: a duplicate verification answers ALREADY_DECIDED and is not counted.
+COUNTED = frozenset(
+    {VerificationOutcome.VERIFIED, VerificationOutcome.ROLLED_BACK, VerificationOutcome.FAILED}
+)
 
 
-def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> list[dict[str, Any]]:
+class NotDue(Exception):
+    """A verification received before it is due: hidden until then, not an error."""
+
+
+def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> Any:
     budget = Budget(lambda_context.get_remaining_time_in_millis, RESERVE_MS)
-    budget.check(f"change {record.message_id}")
+    budget.check(f"message {record.message_id}")
     try:
-        change = Change.model_validate_json(record.body)
+        message = parse_message(record.body)
     except ValidationError:
-        permanent.add(record.message_id)  # not a change: straight on to the dead-letter queue
+        later[record.message_id] = PERMANENT  # neither a change nor a verification: to the dead letters
         raise
+    if isinstance(message, Verification):
+        wait_ms = message.wait_ms(wiring.clock())
+        if wait_ms > 0:
+            later[record.message_id] = -(-wait_ms // 1000)
+            raise NotDue(f"due in {wait_ms} ms")
+        return verify(message)
+    return apply(message, budget)
+
+
+def apply(change: Change, budget: Budget) -> list[dict[str, Any]]:
     # The id of the webhook delivery or the poll run that saw the change, carried by the message.
     record_keys(change.correlation_id, image=change.image, digest=change.digest, trigger=change.trigger)
     metrics.add_metric(name="ChangesReceived", unit=MetricUnit.Count, value=1)
@@ -50,6 +74,30 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> list[dic
     return outcomes
 
 
+def verify(verification: Verification) -> str:
+    record_keys(  # the change's correlation id, carried along
+        verification.correlation_id,
+        image=verification.image,
+        digest=verification.digest,
+        target=verification.target_id,
+    )
+    result = wiring.verifier().handle(verification)
+    if result.outcome in COUNTED:
+        metrics.add_metric(
+            name="Rollouts" + result.outcome.value.title().replace("_", ""), unit=MetricUnit.Count, value=1
+        )
+    logger.info(
+        "verification done",
+        extra={
+            "kind": verification.kind,
+            "attempt": verification.attempt,
+            "outcome": result.outcome,
+            "detail": result.detail,
+        },
+    )
+    return result.outcome.value
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 @own_keys
@@ -60,6 +108,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         context,
         record_handler=record_handler,
         processor=processor,
-        permanent=permanent,
+        later=later,
         queue_url=wiring.setting("queue_url"),
     )

@@ -13,6 +13,7 @@ import json
 import time
 
 import pytest
+from tagpin import wiring
 from tagpin_cli import environment
 from tagpin_cli.main import main
 from tagpin_local import lambda_runtime
@@ -20,7 +21,7 @@ from tagpin_local.kubesim import deployment
 from tagpin_local.oci import push_image
 
 from tests.support.constants import STATE_TABLE
-from tests.support.stack import drain
+from tests.support.stack import drain, empty
 
 pytestmark = pytest.mark.e2e
 
@@ -135,7 +136,7 @@ def test_redrive_moves_dead_letters_back(stack, endpoints, capsys):
     sqs = stack.client("sqs")
     # The stack is shared: start from empty queues, whatever earlier tests left on them.
     for url in (stack.queue_url, stack.dlq_url):
-        sqs.purge_queue(QueueUrl=url)
+        empty(stack, url)
     body = json.dumps(
         {"image": "x", "digest": "y", "observed_at": int(time.time() * 1000), "trigger": "poll"}
     )
@@ -150,6 +151,40 @@ def test_redrive_moves_dead_letters_back(stack, endpoints, capsys):
     assert message["Body"] == body and message["Attributes"]["MessageGroupId"] == "grp"
     sqs.delete_message(QueueUrl=stack.queue_url, ReceiptHandle=message["ReceiptHandle"])
     assert sqs.receive_message(QueueUrl=stack.dlq_url, WaitTimeSeconds=0).get("Messages", []) == []
+
+
+def test_a_failed_scheduled_run_is_kept_and_redrive_lists_and_clears_it(
+    stack, endpoints, capsys, monkeypatch
+):
+    """A scheduled run that fails twice is filed in the dead-letter queue (as FailedInvocationsRule
+    does on AWS), where the alarm watches; redrive moves the change back and lists the failed run."""
+    sqs = stack.client("sqs")
+    for url in (stack.queue_url, stack.dlq_url):
+        empty(stack, url)
+    monkeypatch.setenv("TAGPIN_STATE_TABLE", "no-such-table")  # every poll fails
+    wiring.reset()
+    try:
+        assert stack.invoke_async("poller", lambda_runtime.scheduled_event()) is False
+    finally:
+        monkeypatch.undo()
+        wiring.reset()
+    (record,) = sqs.receive_message(
+        QueueUrl=stack.dlq_url, MessageSystemAttributeNames=["MessageGroupId"], VisibilityTimeout=0
+    )["Messages"]
+    assert record["Attributes"]["MessageGroupId"] == "failed-invocations"
+    event = json.loads(record["Body"])
+    assert event["detail-type"] == lambda_runtime.FAILURE_DETAIL_TYPE
+    assert event["detail"]["requestContext"]["approximateInvokeCount"] == 2  # the retry, then filed
+    change = json.dumps({"image": "x", "digest": "y", "observed_at": 1, "trigger": "poll"})
+    sqs.send_message(QueueUrl=stack.dlq_url, MessageBody=change, MessageGroupId="grp")
+    code, result = run(capsys, endpoints, "redrive")
+    assert code == 0 and result["moved"] == 1
+    (failed,) = result["failed_invocations"]
+    assert failed["function"] == "tagpin-poller" and "ResourceNotFoundException" in failed["error"]
+    assert sqs.receive_message(QueueUrl=stack.dlq_url, WaitTimeSeconds=0).get("Messages", []) == []
+    (moved,) = sqs.receive_message(QueueUrl=stack.queue_url, WaitTimeSeconds=1)["Messages"]
+    assert moved["Body"] == change
+    sqs.delete_message(QueueUrl=stack.queue_url, ReceiptHandle=moved["ReceiptHandle"])
 
 
 def test_missing_local_stack_is_exit_3(tmp_path, capsys):
@@ -220,7 +255,9 @@ def test_labelled_workloads_show_in_status_history_and_plan(stack, endpoints, ca
 
         code, events = run(capsys, endpoints, "history", image)
         assert code == 0 and events and {e["target"] for e in events} == {target}
-        assert events[0]["digest"] == digest and events[0]["status"] == "applied"
+        # applied, and verified once its verification (on the same queue) was due and consumed
+        assert events[0]["digest"] == digest and events[0]["status"] in ("applied", "verified")
+        assert "applied" in {e["status"] for e in events if e["digest"] == digest}
         code, events = run(capsys, endpoints, "history", target)
         assert code == 0 and events[0]["target"] == target
 

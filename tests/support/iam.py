@@ -598,10 +598,14 @@ def _role(
             for s in SQS_QUEUE_EXECUTION
         ]
     for kind, destination in _destinations(props, params, attrs):
-        if kind == "SQS":
-            statement = {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": destination}
-            granted.append(Granted("EventInvokeConfig destination", statement, sam="an SQS destination"))
+        statement = {"Effect": "Allow", "Action": DESTINATION_ACTIONS[kind], "Resource": destination}
+        granted.append(Granted("EventInvokeConfig destination", statement, sam=f"an {kind} destination"))
     return Role(fn, tuple(granted))
+
+
+# What Lambda calls with the function's role to deliver an invocation record, per destination type
+# (SAM grants it: EventInvokeConfig's generated <Function>EventInvokeConfigOnFailure<Type>Policy).
+DESTINATION_ACTIONS = {"SQS": "sqs:SendMessage", "SNS": "sns:Publish", "EventBridge": "events:PutEvents"}
 
 
 def _destinations(
@@ -617,8 +621,9 @@ def platform_calls(
     function: str, environment: Mapping[str, str], parameters: Mapping[str, str] | None = None
 ) -> list[Call]:
     """What Lambda does with the function's role, as the template configures it: poll its SQS event
-    sources (ReceiveMessage, DeleteMessage, GetQueueAttributes), send failed asynchronous
-    invocations to its EventInvokeConfig SQS destination, write its log group."""
+    sources (ReceiveMessage, DeleteMessage, GetQueueAttributes), send the records of failed
+    asynchronous invocations to its EventInvokeConfig destination (the default event bus), write
+    its log group."""
     ts = _template()
     template = _loaded()
     fn = logical_id(function)
@@ -633,15 +638,14 @@ def platform_calls(
         )
         calls.append(Call(function, "lambda:event source mapping", requests, environment=env))
     for kind, destination in _destinations(props, params, attrs):
-        if kind == "SQS":
-            calls.append(
-                Call(
-                    function,
-                    "lambda:OnFailure destination",
-                    (Request("sqs:SendMessage", destination),),
-                    environment=env,
-                )
+        calls.append(
+            Call(
+                function,
+                "lambda:OnFailure destination",
+                (Request(DESTINATION_ACTIONS[kind], destination),),
+                environment=env,
             )
+        )
     group = props.get("LoggingConfig", {}).get("LogGroup")
     if group is not None:
         stream = _arn("logs", REGION, ACCOUNT, f"log-group:{_resolve(group, params, attrs)}:log-stream:local")

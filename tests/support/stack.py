@@ -18,3 +18,13 @@ def drain(st: LocalStack) -> None:
 def state_of(st: LocalStack) -> State:
     """The stack's state table, through the production repositories."""
     return dynamodb_state(st.client("dynamodb"), STATE_TABLE)
+
+
+def empty(st: LocalStack, queue_url: str) -> None:
+    """Delete every message visible on a queue (SQS allows a PurgeQueue only once a minute)."""
+    sqs = st.client("sqs")
+    while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
+        sqs.delete_message_batch(
+            QueueUrl=queue_url,
+            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+        )

@@ -30,7 +30,7 @@ ROW = {
     "steady_poll": measurement(),
     "poll_one_change": measurement(),
     "consumer_one_change": measurement(**{"secretsmanager:GetSecretValue": 1}),
-    "verifier_one_change": measurement(),
+    "verification_one_change": measurement(),
     "webhook_one_change": measurement(**{"secretsmanager:GetSecretValue": 1}),
     "steady_reconcile": measurement(),
     "table_bytes": {"tagpin-state": 0},

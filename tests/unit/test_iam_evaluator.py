@@ -148,7 +148,6 @@ def secret_request(store: str, name: str) -> Request:
         ("poller", [REG], [CLU, NOTE, HOOK]),
         ("webhook", [REG, HOOK], [CLU, NOTE]),
         ("consumer", [CLU, NOTE], [REG, HOOK]),
-        ("verifier", [CLU, NOTE], [REG, HOOK]),
         ("reconciler", [REG, CLU], [NOTE, HOOK, "tagpin/x"]),
     ],
 )  # fmt: skip
@@ -175,8 +174,8 @@ def test_roles_name_the_resources_the_environment_names() -> None:
     assert not role("consumer", ENV).allowed(assume)
     assert role("consumer", ENV, {"ClusterRoleArns": assume.resource}).allowed(assume)
     decrypt = Request("kms:Decrypt", "arn:aws:kms:us-east-1:123456789012:key/k")
-    assert not role("verifier", ENV).allowed(decrypt)
-    assert role("verifier", ENV, {"KmsKeyArn": decrypt.resource}).allowed(decrypt)
+    assert not role("consumer", ENV).allowed(decrypt)
+    assert role("consumer", ENV, {"KmsKeyArn": decrypt.resource}).allowed(decrypt)
 
 
 def test_denied_and_unused_report_what_they_find() -> None:

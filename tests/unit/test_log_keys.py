@@ -34,7 +34,7 @@ def test_concurrent_invocations_keep_their_own_keys() -> None:
             threading.Thread(
                 target=handler, args=({"id": n, "digest": f"sha256:{n}"}, LocalContext(f"tagpin-{n}"))
             )
-            for n in ("consumer", "verifier")
+            for n in ("consumer", "webhook")
         ]
         for run in runs:
             run.start()

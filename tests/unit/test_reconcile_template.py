@@ -71,7 +71,7 @@ def test_the_level_check_may_batch_read_target_states(template, fn):  # noqa: F8
 
 def test_eks_access_entries_are_optional(template):  # noqa: F811
     entries = {k: v for k, v in resources(template).items() if v["Type"] == "AWS::EKS::AccessEntry"}
-    assert set(entries) == {"ConsumerAccessEntry", "ReconcilerAccessEntry", "VerifierAccessEntry"}
+    assert set(entries) == {"ConsumerAccessEntry", "ReconcilerAccessEntry"}
     assert template["Conditions"]["HasEksAccessEntry"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "EksAccessEntryCluster"}, ""]}]
     }
@@ -86,6 +86,5 @@ def test_eks_access_entries_are_optional(template):  # noqa: F811
     assert groups == {
         "ConsumerAccessEntry": ["tagpin-consumer"],
         "ReconcilerAccessEntry": ["tagpin-reconciler"],
-        "VerifierAccessEntry": ["tagpin-consumer"],  # reads rollouts, patches back on rollback
     }
     assert template["Parameters"]["EksAccessEntryCluster"]["Default"] == ""

@@ -1,6 +1,7 @@
 """Failed queue records come back on a schedule of their own (tagpin.domain.redelivery): soon
 after a blip, later while a failure lasts, dead-lettered only after half an hour; a record that can
-never succeed comes back at once, to reach the dead-letter queue in seconds."""
+never succeed comes back at once, to reach the dead-letter queue in seconds; a delayed verification
+received before it is due comes back when it is due."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 import boto3
 import pytest
 from tagpin import wiring
-from tagpin.domain.redelivery import DELAYS_S, PERMANENT, RECEIVES, redelivery_delay
+from tagpin.domain.redelivery import DELAYS_S, EARLY_RECEIVES, PERMANENT, RECEIVES, redelivery_delay
 from tagpin.redelivery import back_off
 
 from tests.support.constants import REGION
@@ -23,17 +24,18 @@ def test_the_schedule_outlasts_half_an_hour_before_a_dead_letter() -> None:
     assert redelivery_delay(0) == DELAYS_S[0] and redelivery_delay(99) == DELAYS_S[-1] <= 900
 
 
-def test_the_queues_dead_letter_after_the_schedule() -> None:
+def test_the_queue_dead_letters_after_the_schedule() -> None:
     res = resources(load_template())
-    for queue in ("ChangesQueue", "VerificationQueue"):
-        assert res[queue]["Properties"]["RedrivePolicy"]["maxReceiveCount"] == RECEIVES, queue
+    assert res["ChangesQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"] == RECEIVES
+    # the whole schedule, and the one early receive of a delayed verification
+    assert len(DELAYS_S) + 1 + EARLY_RECEIVES == RECEIVES
 
 
 def test_back_off_sets_each_failed_records_visibility(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
     wiring.reset()
     sqs = boto3.client("sqs", region_name=REGION)
     url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
-    for body in ("ok", "transient", "poison"):
+    for body in ("ok", "transient", "poison", "early"):
         sqs.send_message(QueueUrl=url, MessageBody=body)
     received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
     records = [
@@ -41,13 +43,15 @@ def test_back_off_sets_each_failed_records_visibility(aws: None, monkeypatch: py
         for m in received
     ]
     ids = {m["Body"]: m["MessageId"] for m in received}
-    response = {
-        "batchItemFailures": [{"itemIdentifier": ids["transient"]}, {"itemIdentifier": ids["poison"]}]
-    }
-    back_off(response, records, url, permanent={ids["poison"]})
+    response = {"batchItemFailures": [{"itemIdentifier": ids[b]} for b in ("transient", "poison", "early")]}
+    # the handler chose two delays: at once for the poison, 2 s for a verification due in 2 s
+    back_off(response, records, url, later={ids["poison"]: PERMANENT, ids["early"]: 2})
     again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
     assert [m["Body"] for m in again] == ["poison"]  # PERMANENT: at once; "ok" is not failed at all
-    time.sleep(redelivery_delay(1) + 0.5)
+    time.sleep(2.5)
+    due = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    assert {m["Body"] for m in due} == {"early"}  # when it is due, not the schedule's 5 s
+    time.sleep(redelivery_delay(1) - 2.5 + 0.5)
     later = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
     assert {m["Body"] for m in later} == {"transient"}  # back after 5 s, not the queue's 30 s
     assert PERMANENT == 0

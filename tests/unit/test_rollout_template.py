@@ -1,16 +1,18 @@
-"""template.yaml invariants of safe rollouts: the verifier, its delayed checks queue and its DLQ,
-the rollout notification topic, least-privilege IAM.
+"""template.yaml invariants of safe rollouts: the consumer follows rollouts through delayed
+verifications on the one changes queue (no second queue, no second event source polled around
+the clock), the rollout notification topic, least-privilege IAM.
 
 Runtime, layers, timeout vs visibility timeout, partial batch failures and the environment of the
-verifier are checked with every function's in tests/unit/test_template.py."""
+consumer are checked with every function's in tests/unit/test_template.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
+from tagpin.domain.redelivery import RECEIVES
 
 from tests.unit.template_support import (
+    FUNCTIONS,
     actions_of,
     events_of_type,
     function_props,
@@ -19,30 +21,41 @@ from tests.unit.template_support import (
     template,  # noqa: F401 (the module fixture)
 )
 
-CHECKS_ARN = {"Fn::GetAtt": ["VerificationQueue", "Arn"]}
 CHANGES_ARN = {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
 
 
-def test_verifier_consumes_the_checks_queue(template: dict[str, Any]) -> None:  # noqa: F811
-    props = function_props(template, "VerifierFunction")
-    (event,) = events_of_type(props, "SQS")
-    assert event["Queue"] == CHECKS_ARN
-    queue = resources(template)["VerificationQueue"]["Properties"]
-    assert "FifoQueue" not in queue  # per-message DelaySeconds needs a standard queue
-    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
-        "Fn::GetAtt": ["VerificationDeadLetterQueue", "Arn"]
+def test_one_queue_is_read_by_one_function(template: dict[str, Any]) -> None:  # noqa: F811
+    """Each queue an event source reads costs about $0.33 a month idle (docs/cost.md): one."""
+    sources = [
+        (name, event["Queue"])
+        for name in FUNCTIONS
+        for event in events_of_type(function_props(template, name), "SQS")
+    ]
+    assert sources == [("ConsumerFunction", CHANGES_ARN)]
+    queues = [k for k, v in resources(template).items() if v["Type"] == "AWS::SQS::Queue"]
+    assert sorted(queues) == ["ChangesDeadLetterQueue", "ChangesQueue", "EventsDeadLetterQueue"]
+    queue = resources(template)["ChangesQueue"]["Properties"]
+    assert queue["FifoQueue"] is True
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": ["ChangesDeadLetterQueue", "Arn"]},
+        "maxReceiveCount": RECEIVES,
     }
-    dlq = resources(template)["VerificationDeadLetterQueue"]["Properties"]
+    dlq = resources(template)["ChangesDeadLetterQueue"]["Properties"]
     assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600 and dlq["SqsManagedSseEnabled"] is True
-    alarm = resources(template)["VerificationDeadLetterAlarm"]["Properties"]
-    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["VerificationDeadLetterQueue", "QueueName"]}
+    alarm = resources(template)["ChangesDeadLetterAlarm"]
+    assert "Condition" not in alarm
+    assert alarm["Properties"]["Dimensions"][0]["Value"] == {
+        "Fn::GetAtt": ["ChangesDeadLetterQueue", "QueueName"]
+    }
 
 
-@pytest.mark.parametrize("fn", ["ConsumerFunction", "VerifierFunction"])
-def test_rollout_permissions_are_scoped(template: dict[str, Any], fn: str) -> None:  # noqa: F811
-    props = function_props(template, fn)
+def test_rollout_permissions_are_scoped(template: dict[str, Any]) -> None:  # noqa: F811
+    props = function_props(template, "ConsumerFunction")
     (send,) = statements_for(props, "sqs:SendMessage")
-    assert send["Resource"] == [CHECKS_ARN, CHANGES_ARN]
+    assert send["Resource"] == CHANGES_ARN
+    # hides a verification received early until it is due, sets a failed record's next attempt
+    (receive,) = statements_for(props, "sqs:ReceiveMessage")
+    assert "sqs:ChangeMessageVisibility" in receive["Action"] and receive["Resource"] == CHANGES_ARN
     (publish,) = statements_for(props, "sns:Publish")
     assert publish["Resource"] == {"Ref": "RolloutTopic"}
     # cluster credentials and notification webhooks, nothing else (tests/unit/test_template.py)
@@ -57,15 +70,8 @@ def test_rollout_permissions_are_scoped(template: dict[str, Any], fn: str) -> No
         "/tagpin/clusters/*",
         "/tagpin/notifications/*",
     ]
-    if fn == "VerifierFunction":  # never deletes state; never touches the idempotency table
-        assert "dynamodb:DeleteItem" not in actions_of(props)
-        assert {s["Resource"]["Fn::GetAtt"][0] for s in statements_for(props, "dynamodb:GetItem")} == {
-            "StateTable"
-        }
-
-
-def test_verifier_consumes_only_the_checks_queue(template: dict[str, Any]) -> None:  # noqa: F811
-    props = function_props(template, "VerifierFunction")
-    receive = statements_for(props, "sqs:ReceiveMessage")
-    assert [s["Resource"] for s in receive] == [CHECKS_ARN]
+    # never deletes state (the idempotency table's records only)
+    deletes = statements_for(props, "dynamodb:DeleteItem")
+    assert [s["Resource"] for s in deletes] == [{"Fn::GetAtt": ["IdempotencyTable", "Arn"]}]
+    assert "dynamodb:DeleteTable" not in actions_of(props)
     assert resources(template)["RolloutTopic"]["Properties"]["KmsMasterKeyId"] == "alias/aws/sns"

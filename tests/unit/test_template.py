@@ -60,7 +60,7 @@ COMMON_LAYER = {"Ref": "CommonLayer"}
 KUBERNETES_LAYER = {"Ref": "KubernetesLayer"}
 # The functions that talk to clusters: the only ones that get the kubernetes client layer, EKS
 # permissions, the cluster roles of other accounts and an EKS access entry.
-KUBERNETES_FUNCTIONS = frozenset({"consumer", "verifier", "reconciler"})
+KUBERNETES_FUNCTIONS = frozenset({"consumer", "reconciler"})
 # The functions that resolve tags at their registries (their handlers build tagpin.wiring.detector()):
 # the only ones that get ECR tokens and manifests and the registry roles of other accounts.
 REGISTRY_FUNCTIONS = frozenset({"poller", "webhook", "reconciler"})
@@ -68,7 +68,7 @@ EKS_CLUSTERS = {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluste
 ECR_REPOSITORIES = {"Fn::Sub": "arn:${AWS::Partition}:ecr:*:${AWS::AccountId}:repository/*"}
 REGISTRY_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::*:role/tagpin-registry-*"}
 # The functions that notify rollout events (SNS and the webhooks of rollout.notifications).
-NOTIFYING_FUNCTIONS = frozenset({"consumer", "verifier"})
+NOTIFYING_FUNCTIONS = frozenset({"consumer"})
 
 
 SECRET_ARN = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
@@ -109,7 +109,6 @@ VARIABLE_VALUES: dict[str, Any] = {
     "TAGPIN_STATE_TABLE": {"Ref": "StateTable"},
     "TAGPIN_IDEMPOTENCY_TABLE": {"Ref": "IdempotencyTable"},
     "TAGPIN_QUEUE_URL": {"Ref": "ChangesQueue"},
-    "TAGPIN_VERIFICATION_QUEUE_URL": {"Ref": "VerificationQueue"},
     "TAGPIN_NOTIFY_TOPIC_ARN": {"Ref": "RolloutTopic"},
     "TAGPIN_WEBHOOK_SECRET": {"Ref": "WebhookSecretName"},
     "TAGPIN_RECONCILE_RESOLVES": {"Fn::If": ["PollingEnabled", "false", "true"]},
@@ -607,8 +606,8 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         _new_function, "identity", "JanitorFunction", "must be added to tagpin.settings.NEEDS",
     ),
     "missing variable": (
-        lambda t: _variables("VerifierFunction")(t).pop("TAGPIN_VERIFICATION_QUEUE_URL"),
-        "environment", "VerifierFunction", "TAGPIN_VERIFICATION_QUEUE_URL is missing",
+        lambda t: _variables("ConsumerFunction")(t).pop("TAGPIN_NOTIFY_TOPIC_ARN"),
+        "environment", "ConsumerFunction", "TAGPIN_NOTIFY_TOPIC_ARN is missing",
     ),
     "extra variable": (
         lambda t: _variables("ReconcilerFunction")(t).update(
@@ -617,10 +616,10 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "environment", "ReconcilerFunction", "TAGPIN_IDEMPOTENCY_TABLE is set but",
     ),
     "wrong value": (
-        lambda t: _variables("VerifierFunction")(t).update(
-            TAGPIN_QUEUE_URL={"Ref": "VerificationQueue"}
+        lambda t: _variables("ConsumerFunction")(t).update(
+            TAGPIN_QUEUE_URL={"Ref": "ChangesDeadLetterQueue"}
         ),
-        "environment", "VerifierFunction", "TAGPIN_QUEUE_URL is",
+        "environment", "ConsumerFunction", "TAGPIN_QUEUE_URL is",
     ),
     "resource *": (
         lambda t: _statements("ReconcilerFunction")(t).append(
@@ -629,10 +628,10 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "iam", "ReconcilerFunction", "Resource '*' for ['sqs:SendMessage']",
     ),
     "service wildcard": (
-        lambda t: _statements("VerifierFunction")(t).append(
+        lambda t: _statements("ConsumerFunction")(t).append(
             {"Effect": "Allow", "Action": "sns:*", "Resource": {"Ref": "RolloutTopic"}}
         ),
-        "iam", "VerifierFunction", "wildcard action ['sns:*']",
+        "iam", "ConsumerFunction", "wildcard action ['sns:*']",
     ),
     "SAM template with *": (
         lambda t: _props("ReconcilerFunction")(t)["Policies"].append({"EKSDescribePolicy": {}}),
@@ -653,8 +652,8 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "access", "ReconcilerFunction", "granted on IdempotencyTable without TAGPIN_IDEMPOTENCY_TABLE",
     ),
     "variable without grant": (
-        lambda t: _drop_statement(t, "VerifierFunction", "RolloutNotifications"),
-        "access", "VerifierFunction", "TAGPIN_NOTIFY_TOPIC_ARN names RolloutTopic, but no statement",
+        lambda t: _drop_statement(t, "ConsumerFunction", "RolloutNotifications"),
+        "access", "ConsumerFunction", "TAGPIN_NOTIFY_TOPIC_ARN names RolloutTopic, but no statement",
     ),
     "kubernetes layer on the webhook": (
         lambda t: _props("WebhookFunction")(t)["Layers"].append(KUBERNETES_LAYER),
@@ -665,8 +664,8 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "layers", "ReconcilerFunction", "Layers",
     ),
     "visibility timeout": (
-        lambda t: _props("VerifierFunction")(t).update(Timeout=61),
-        "timeout", "VerifierFunction", "VerificationQueue.VisibilityTimeout 360 < 6 x Timeout 61",
+        lambda t: _props("ConsumerFunction")(t).update(Timeout=61),
+        "timeout", "ConsumerFunction", "ChangesQueue.VisibilityTimeout 360 < 6 x Timeout 61",
     ),
     "schedule overlap": (
         lambda t: _props("ReconcilerFunction")(t).update(Timeout=900),
@@ -677,8 +676,8 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "timeout", "WebhookFunction", "waits 15000 ms",
     ),
     "memory": (
-        lambda t: _props("VerifierFunction")(t).update(MemorySize=256),
-        "memory", "VerifierFunction", "with the kubernetes layer",
+        lambda t: _props("ConsumerFunction")(t).update(MemorySize=256),
+        "memory", "ConsumerFunction", "with the kubernetes layer",
     ),
     "two architectures": (
         lambda t: t["Globals"]["Function"].update(Architectures=["arm64", "x86_64"]),
@@ -693,8 +692,8 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "architecture", "ReconcilerFunction", "arm64 is not among KubernetesLayer's CompatibleArchitectures",
     ),
     "no dead-letter queue": (
-        lambda t: resources(t)["VerificationQueue"]["Properties"].pop("RedrivePolicy"),
-        "sqs_sources", "VerifierFunction", "VerificationQueue has no dead-letter queue",
+        lambda t: resources(t)["ChangesQueue"]["Properties"].pop("RedrivePolicy"),
+        "sqs_sources", "ConsumerFunction", "ChangesQueue has no dead-letter queue",
     ),
     "runtime": (
         lambda t: _props("ReconcilerFunction")(t).update(Runtime="python3.12"),
@@ -716,9 +715,9 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         ),
         "clusters", "WebhookFunction", "eks:DescribeCluster on the account's clusters, but webhook does not",
     ),
-    "verifier without cluster roles": (
-        lambda t: _drop_statement(t, "VerifierFunction", "AssumeClusterRoles"),
-        "clusters", "VerifierFunction", "has no sts:AssumeRole on ClusterRoleArns",
+    "consumer without cluster roles": (
+        lambda t: _drop_statement(t, "ConsumerFunction", "AssumeClusterRoles"),
+        "clusters", "ConsumerFunction", "has no sts:AssumeRole on ClusterRoleArns",
     ),
     "reconciler without access entry": (
         lambda t: resources(t).pop("ReconcilerAccessEntry"),
@@ -750,19 +749,19 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         ),
         "secrets", "WebhookFunction", "secret:tagpin/clusters/*'}, which webhook does not read",
     ),
-    "verifier cannot notify": (
-        lambda t: _branch(t, "VerifierFunction", "ClusterAndNotificationSecrets", "ssm").update(
+    "consumer cannot notify": (
+        lambda t: _branch(t, "ConsumerFunction", "ClusterAndNotificationSecrets", "ssm").update(
             Resource=CLUSTER_PARAMETERS
         ),
-        "secrets", "VerifierFunction",
-        "parameter/tagpin/notifications/*'}, which verifier reads (SecretStore=ssm)",
+        "secrets", "ConsumerFunction",
+        "parameter/tagpin/notifications/*'}, which consumer reads (SecretStore=ssm)",
     ),
-    "verifier cannot notify with secretsmanager": (
-        lambda t: _branch(t, "VerifierFunction", "ClusterAndNotificationSecrets", "secretsmanager").update(
+    "consumer cannot notify with secretsmanager": (
+        lambda t: _branch(t, "ConsumerFunction", "ClusterAndNotificationSecrets", "secretsmanager").update(
             Resource=CLUSTER_SECRETS
         ),
-        "secrets", "VerifierFunction",
-        "secret:tagpin/notifications/*'}, which verifier reads (SecretStore=secretsmanager)",
+        "secrets", "ConsumerFunction",
+        "secret:tagpin/notifications/*'}, which consumer reads (SecretStore=secretsmanager)",
     ),
     "secrets in both stores": (
         lambda t: _statements("PollerFunction")(t).append(
@@ -796,8 +795,8 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "environment", "ReconcilerFunction", "TAGPIN_SECRET_STORE is missing",
     ),
     "no output": (
-        lambda t: t["Outputs"].pop("VerifierFunctionName"),
-        "output", "VerifierFunction", "no output VerifierFunctionName",
+        lambda t: t["Outputs"].pop("ConsumerFunctionName"),
+        "output", "ConsumerFunction", "no output ConsumerFunctionName",
     ),
 }  # fmt: skip
 
@@ -1052,12 +1051,9 @@ def test_consumer_permissions(template: Template) -> None:  # noqa: F811
         "secretsmanager:GetSecretValue",
         "eks:DescribeCluster",
     } <= actions
-    # sends only delayed rollout checks and a promotion's next wave (tests/unit/test_rollout_template.py)
+    # sends only delayed verifications and a promotion's next wave, on the changes queue
     (send,) = statements_for(props, "sqs:SendMessage")
-    assert send["Resource"] == [
-        {"Fn::GetAtt": ["VerificationQueue", "Arn"]},
-        {"Fn::GetAtt": ["ChangesQueue", "Arn"]},
-    ]
+    assert send["Resource"] == {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
     # cross-account clusters: only the role ARNs given as a parameter, only when given
     (assume,) = statements_for(props, "sts:AssumeRole")
     assert assume["Resource"] == {"Ref": "ClusterRoleArns"}

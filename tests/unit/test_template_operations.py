@@ -1,5 +1,6 @@
-"""Operational guarantees of the template: every asynchronous path ends in a dead-letter queue,
-every dead-letter queue and every function has an alarm, and alarms reach the alarm topic."""
+"""Operational guarantees of the template: every asynchronous path ends in the dead-letter queue,
+which has the one alarm of a default stack, every function's failures reach it, and alarms reach
+the alarm topic."""
 
 from __future__ import annotations
 
@@ -30,11 +31,36 @@ def test_every_eventbridge_event_has_a_dead_letter_queue(template, name):  # noq
             assert "DeadLetterConfig" in event["Properties"], f"{name}.{event_name} has no DeadLetterConfig"
 
 
+DEFAULT_BUS = {"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"}
+
+
 @pytest.mark.parametrize("name", FUNCTIONS)
-def test_failed_async_invocations_go_to_a_dead_letter_queue(template, name):  # noqa: F811
+def test_failed_async_invocations_go_to_the_dead_letter_queue(template, name):  # noqa: F811
+    """Through the default bus (a FIFO queue cannot be a destination): FailedInvocationsRule files
+    the function's failure records in the one dead-letter queue, which EventBridge may write to."""
+    res = resources(template)
     config = function_props(template, name).get("EventInvokeConfig") or {}
     on_failure = config.get("DestinationConfig", {}).get("OnFailure", {})
-    assert on_failure.get("Type") == "SQS", f"{name}: failed async invocations are not kept"
+    assert on_failure.get("Type") == "EventBridge", f"{name}: failed async invocations are not kept"
+    assert on_failure["Destination"] == DEFAULT_BUS
+    rule = res["FailedInvocationsRule"]["Properties"]
+    assert rule["EventBusName"] == "default" and rule["State"] == "ENABLED"
+    pattern = rule["EventPattern"]
+    assert pattern["source"] == ["lambda"]
+    assert pattern["detail-type"] == ["Lambda Function Invocation Result - Failure"]
+    assert {"prefix": {"Fn::GetAtt": [name, "Arn"]}} in pattern["detail"]["requestContext"]["functionArn"]
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["ChangesDeadLetterQueue", "Arn"]}
+    assert target["SqsParameters"]["MessageGroupId"] == "failed-invocations"
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["EventsDeadLetterQueue", "Arn"]}
+    # the rule's SQS target sets no deduplication id: the FIFO queue must make one from the body
+    assert res["ChangesDeadLetterQueue"]["Properties"]["ContentBasedDeduplication"] is True
+    (statement,) = res["ChangesDeadLetterQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Action"] == "sqs:SendMessage"
+    assert statement["Condition"] == {
+        "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["FailedInvocationsRule", "Arn"]}}
+    }
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -48,21 +74,68 @@ def test_every_function_logs_to_its_own_group_with_the_retention(template, name)
     assert all(function_props(template, f)["LoggingConfig"]["LogGroup"] != group for f in others)
 
 
-def test_every_dead_letter_queue_has_an_alarm(template):  # noqa: F811
+def _event_dead_letter_queues(tpl: dict[str, Any]) -> set[str]:
+    """The queues EventBridge sends what it could not deliver to (rules' DeadLetterConfig)."""
+    found: set[str] = set()
+    for name in FUNCTIONS:
+        for event in (function_props(tpl, name).get("Events") or {}).values():
+            if "DeadLetterConfig" in event.get("Properties", {}):
+                found.add(event["Properties"]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0])
+    for resource in resources(tpl).values():
+        if resource["Type"] == "AWS::Events::Rule":
+            for target in resource["Properties"].get("Targets", []):
+                if "DeadLetterConfig" in target:
+                    found.add(target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0])
+    return found
+
+
+def test_every_dead_letter_queue_of_work_has_an_alarm(template):  # noqa: F811
+    """Every queue that receives failed work (a queue's dead letters, the failed invocations) has
+    an alarm that is always on. The one exception is the queue of events EventBridge could not
+    deliver at all (a rule's dead-letter queue must be a standard queue, so it cannot be the
+    alarmed FIFO one): only a broken deployment fills it, `tagpin doctor` reports it, and it is
+    used for nothing else."""
     res = resources(template)
-    dlqs = {
+    work = {
         q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
         for q in res.values()
         if q["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in q.get("Properties", {})
     }
-    dlqs |= {k for k in res if k.endswith("DeadLetterQueue") and res[k]["Type"] == "AWS::SQS::Queue"}
+    work |= {t["Arn"]["Fn::GetAtt"][0] for t in res["FailedInvocationsRule"]["Properties"]["Targets"]}
     watched = {
         a["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
-        for a in _alarms(template)
+        for a in _always_on_alarms(template)
         if a["Namespace"] == "AWS/SQS" and isinstance(a["Dimensions"][0]["Value"], dict)
     }
-    assert dlqs, "no dead-letter queue found"
-    assert dlqs <= watched, f"dead-letter queues without an alarm: {sorted(dlqs - watched)}"
+    assert work, "no dead-letter queue found"
+    assert work <= watched, f"dead-letter queues without an alarm: {sorted(work - watched)}"
+    undelivered = {k for k in res if k.endswith("DeadLetterQueue") and res[k]["Type"] == "AWS::SQS::Queue"}
+    undelivered -= work
+    assert undelivered == {"EventsDeadLetterQueue"}
+    assert _event_dead_letter_queues(template) == undelivered
+    # ... and nothing else sends to it: every reference is a DeadLetterConfig (or its own policy)
+    others = {
+        k: v for k, v in res.items() if k not in ("EventsDeadLetterQueue", "EventsDeadLetterQueuePolicy")
+    }
+    assert _references_outside_dead_letter_configs(others, "EventsDeadLetterQueue") == []
+
+
+def _references_outside_dead_letter_configs(node: Any, name: str, path: str = "") -> list[str]:
+    if isinstance(node, dict):
+        if node in ({"Ref": name}, {"Fn::GetAtt": [name, "Arn"]}):
+            return [] if "DeadLetterConfig" in path else [path]
+        return [
+            hit
+            for key, value in node.items()
+            for hit in _references_outside_dead_letter_configs(value, name, f"{path}/{key}")
+        ]
+    if isinstance(node, list):
+        return [
+            hit
+            for i, v in enumerate(node)
+            for hit in _references_outside_dead_letter_configs(v, name, f"{path}/{i}")
+        ]
+    return []
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -72,7 +145,7 @@ def test_with_detailed_monitoring_every_function_has_error_and_throttle_alarms(t
         for a in resources(template).values()
         if a["Type"] == "AWS::CloudWatch::Alarm"
         and a["Properties"]["Namespace"] == "AWS/Lambda"
-        and a.get("Condition") in ("Detailed", None)
+        and a.get("Condition") in ("Detailed", "WebhookErrorsAlarmed", None)
     }
     for metric in ("Errors", "Throttles"):
         assert (name, metric) in watched, f"{name} has no {metric} alarm"
@@ -89,20 +162,16 @@ def _always_on_alarms(template) -> list[dict]:  # noqa: F811
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_every_function_failure_reaches_an_alarm_that_is_always_on(template, name):  # noqa: F811
     """Without detailed monitoring (the cheap default) a function's failure still reaches a person:
-    a failing SQS record ends in its queue's dead-letter queue, a failed scheduled or EventBridge
-    run in the asynchronous on-failure queue, a failed webhook invocation in its own Errors (not the
-    API's 5xx: the unconfigured webhook's 503 is by design)."""
+    a failing SQS record ends in the dead-letter queue, a failed scheduled or EventBridge run too
+    (through the default bus and FailedInvocationsRule), both under the one alarm; a failed
+    webhook request is retried by its sender and caught by the next poll, and with polling off its
+    own Errors alarm (not the API's 5xx: the unconfigured webhook's 503 is by design)."""
     res = resources(template)
     props = function_props(template, name)
     alarmed = {
         a["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
         for a in _always_on_alarms(template)
         if a["Namespace"] == "AWS/SQS" and isinstance(a["Dimensions"][0]["Value"], dict)
-    }
-    functions = {
-        _ref(a["Dimensions"][0]["Value"])
-        for a in _always_on_alarms(template)
-        if a["Namespace"] == "AWS/Lambda" and a["MetricName"] == "Errors"
     }
     for event in props.get("Events", {}).values():
         kind = event["Type"]
@@ -111,17 +180,27 @@ def test_every_function_failure_reaches_an_alarm_that_is_always_on(template, nam
             dlq = res[queue]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
             assert dlq in alarmed, f"{name}: {queue}'s dead letters raise no alarm"
         elif kind in ("Schedule", "EventBridgeRule"):
-            on_failure = props["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]["Destination"]
-            assert on_failure["Fn::GetAtt"][0] in alarmed, f"{name}: failed runs raise no alarm"
+            assert props["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]["Destination"] == DEFAULT_BUS
+            (target,) = res["FailedInvocationsRule"]["Properties"]["Targets"]
+            assert target["Arn"]["Fn::GetAtt"][0] in alarmed, f"{name}: failed runs raise no alarm"
         elif kind == "HttpApi":
-            assert name in functions, f"{name}: its failed requests raise no alarm"
+            # A failed request is retried by its sender and caught by the next poll; with polling
+            # off nothing would catch it, so then (or with detailed monitoring) its Errors alarm.
+            alarm = res["WebhookErrorsAlarm"]
+            assert alarm["Properties"]["Dimensions"][0]["Value"] == {"Ref": name}
+            assert alarm["Condition"] == "WebhookErrorsAlarmed"
+            assert template["Conditions"]["WebhookErrorsAlarmed"] == {
+                "Fn::Or": [{"Condition": "Detailed"}, {"Fn::Not": [{"Condition": "PollingEnabled"}]}]
+            }
+            assert "PollSchedule" in function_props(template, "PollerFunction")["Events"]
         else:
             raise AssertionError(f"{name}: no rule for {kind} events: say how its failures are alarmed")
 
 
 def test_the_default_alarms_are_few(template):  # noqa: F811
-    """$0.10 an alarm a month: the default stack keeps the ones a person acts on (docs/cost.md)."""
-    assert len(_always_on_alarms(template)) <= 4
+    """$0.10 an alarm a month: the default stack keeps the one a person acts on, on the one queue
+    everything that failed for good ends in (docs/cost.md)."""
+    assert len(_always_on_alarms(template)) == 1
 
 
 def test_alarms_notify_the_alarm_topic_which_cloudwatch_may_publish_to(template):  # noqa: F811

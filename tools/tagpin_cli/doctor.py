@@ -22,7 +22,7 @@ What is decided where (docs/troubleshooting.md, "tagpin doctor"):
 - clusters: see :mod:`tagpin_cli.doctor_clusters`.
 - webhook: an unauthenticated POST to ``<WebhookUrl>/distribution`` must answer 401.
 - alarms: the alarm topic has a confirmed subscription.
-- dead letters: the dead-letter queues are empty.
+- dead letters: the dead-letter queue is empty, and so is the queue of undelivered events.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from tagpin.settings import SecretStore
 
 from tagpin_cli.environment import Target
 
-FUNCTIONS = ("poller", "webhook", "consumer", "verifier", "reconciler")
+FUNCTIONS = ("poller", "webhook", "consumer", "reconciler")
 REGISTRY_READERS = ("poller", "webhook", "reconciler")  # resolve tags with the registry's credentials
-CLUSTER_READERS = ("consumer", "verifier", "reconciler")  # reach clusters
-NOTIFIERS = ("consumer", "verifier")
+CLUSTER_READERS = ("consumer", "reconciler")  # reach clusters
+NOTIFIERS = ("consumer",)
 
 
 class Status(StrEnum):
@@ -595,16 +595,15 @@ def check_alarms(seat: Seat) -> list[Result]:
 
 # What each dead-letter queue holds, by the stack output that names it (the local stack has one).
 DEAD_LETTERS = {
-    "ChangesDeadLetterQueueUrl": ("changes", "change(s) failed 10 times", "tagpin redrive"),
-    "VerificationDeadLetterQueueUrl": (
-        "verifications",
-        "verification(s) failed 10 times",
-        "aws sqs start-message-move-task --source-arn <its ARN> (back to its queue)",
+    "ChangesDeadLetterQueueUrl": (
+        "dead-letter queue",
+        "change(s) or verification(s) that failed every receive, or failed run(s)",
+        "tagpin redrive (moves changes and verifications back, lists and clears failed runs)",
     ),
     "EventsDeadLetterQueueUrl": (
-        "events",
-        "scheduled run(s) or ECR event(s) failed after Lambda's retries",
-        "the next scheduled run heals; read the failed function's log",
+        "undelivered events",
+        "schedule(s) or ECR event(s) EventBridge could not deliver (a removed permission or function?)",
+        "redeploy the stack (sam deploy), then purge the queue; the next scheduled run repeats the work",
     ),
 }
 

@@ -2,8 +2,8 @@
 
 What each function does in a cluster (docs/rbac.yaml), per workload kind:
 
-- consumer: get and patch the workloads it rolls;
-- verifier: get them (the rollout's status), patch them back on a rollback;
+- consumer: get and patch the workloads it rolls (and get them again to follow the rollout, patch
+  them back on a rollback);
 - reconciler: list every kind in all namespaces (the ``tagpin.dev/follow`` label), get the
   configured workloads, list pods (what they run).
 
@@ -47,7 +47,6 @@ def needs(targets: list[Any]) -> dict[str, list[Need]]:
     rolled = [(KINDS[kind], ns) for kind, ns in scoped]
     return {
         "consumer": [(v, g, r, ns) for (g, r), ns in rolled for v in ("get", "patch")],
-        "verifier": [(v, g, r, ns) for (g, r), ns in rolled for v in ("get", "patch")],
         "reconciler": [
             *(("list", g, r, "") for g, r in KINDS.values()),
             *(("get", g, r, ns) for (g, r), ns in rolled),
@@ -202,7 +201,7 @@ def _with_secret(name: str, secret: str, connector: Any, targets: list[Any]) -> 
     api, reached = _reach(name, connector, f"secret {secret}")
     if api is None:
         return [reached, Result("permissions", name, Status.SKIP, "needs the cluster")]
-    who = f"the identity in {secret} (the same for the consumer, the verifier and the reconciler)"
+    who = f"the identity in {secret} (the same for the consumer and the reconciler)"
     try:
         return [reached, *permissions(name, self_review(api), targets, who)]
     except Exception as exc:
@@ -212,7 +211,7 @@ def _with_secret(name: str, secret: str, connector: Any, targets: list[Any]) -> 
         ]
 
 
-_GROUPS = {"consumer": "tagpin-consumer", "verifier": "tagpin-consumer", "reconciler": "tagpin-reconciler"}
+_GROUPS = {"consumer": "tagpin-consumer", "reconciler": "tagpin-reconciler"}
 
 
 def _eks(seat: Seat, name: str, cluster: Any, connector: Any, targets: list[Any]) -> list[Result]:

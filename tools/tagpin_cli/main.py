@@ -154,12 +154,17 @@ def _redrive(args: argparse.Namespace) -> int:
 
     target: environment.Target = args.target
     result = commands.redrive(target.dead_letter_queue_url, target.queue_url, limit=args.limit)
-    _emit(
-        args,
-        result,
-        lambda d: print(f"moved {d['moved']} message(s) from the dead-letter queue back to the queue"),
-    )
+    _emit(args, result, _print_redrive)
     return 0
+
+
+def _print_redrive(result: dict[str, Any]) -> None:
+    print(f"moved {result['moved']} message(s) from the dead-letter queue back to the queue")
+    failed = result["failed_invocations"]
+    if failed:
+        print(f"removed {len(failed)} record(s) of failed runs (the next run repeats the work):")
+        for record in failed:
+            print(f"  {record['at']}  {record['function']}  {record['error']}")
 
 
 def local_options(args: argparse.Namespace) -> Any:
@@ -364,7 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     config = add("config", _config, "validate a configuration file, or push it to the SSM parameter")
     config.add_argument("action", choices=["validate", "push"])
     config.add_argument("file", type=Path)
-    redrive = add("redrive", _redrive, "move dead-lettered messages back to the changes queue")
+    redrive = add(
+        "redrive",
+        _redrive,
+        "move dead-lettered changes and verifications back to the changes queue; list and clear failed runs",
+    )
     redrive.add_argument("--limit", type=int, default=None)
     doctor = add(
         "doctor",

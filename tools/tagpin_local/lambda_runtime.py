@@ -283,3 +283,48 @@ def scheduled_event(rule: str = "tagpin-poll") -> dict[str, Any]:
         "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}"],
         "detail": {},
     }
+
+
+FAILURE_DETAIL_TYPE = "Lambda Function Invocation Result - Failure"
+
+
+def failure_event(
+    function_name: str, request: dict[str, Any], error: Exception, attempts: int
+) -> dict[str, Any]:
+    """What Lambda puts on the default event bus for an asynchronous invocation that failed every
+    attempt (an ``OnFailure`` destination of type EventBridge): the invocation record in ``detail``."""
+    function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function_name}:$LATEST"
+    now = _now()
+    request_id = str(uuid.uuid4())
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": FAILURE_DETAIL_TYPE,
+        "source": "lambda",
+        "account": ACCOUNT,
+        "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": REGION,
+        "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default", function_arn],
+        "detail": {
+            "version": "1.0",
+            "timestamp": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "requestContext": {
+                "requestId": request_id,
+                "functionArn": function_arn,
+                "condition": "RetriesExhausted",
+                "approximateInvokeCount": attempts,
+            },
+            "requestPayload": request,
+            "responseContext": {
+                "statusCode": 200,
+                "executedVersion": "$LATEST",
+                "functionError": "Unhandled",
+            },
+            "responsePayload": {
+                "errorMessage": str(error),
+                "errorType": type(error).__name__,
+                "requestId": request_id,
+                "stackTrace": [],
+            },
+        },
+    }

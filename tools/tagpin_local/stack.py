@@ -5,18 +5,19 @@
   parameters ``/tagpin/...`` by default, or Secrets Manager secrets): ``put_secret`` and friends;
 - the CNCF registry (Debian's docker-registry) with push notifications to the webhook adapter;
 - an HTTP adapter that turns requests into HTTP API v2 events for the real webhook handler;
-- a scheduler that invokes the real poller handler with EventBridge schedule events;
-- an SQS loop that invokes the real consumer handler with real SQS event shapes, deletes what
-  succeeded and leaves failed records to be redelivered and, after maxReceiveCount, dead-lettered;
+- a scheduler that invokes the real poller handler with EventBridge schedule events, as an
+  asynchronous invocation: retried once, then its failure record filed in the dead-letter queue as
+  the template's FailedInvocationsRule does (``invoke_async``);
+- an SQS loop that invokes the real consumer handler with real SQS event shapes (changes and
+  delayed rollout verifications, one queue), deletes what succeeded and leaves failed records to be
+  redelivered and, after maxReceiveCount, dead-lettered;
 - the Kubernetes API simulator holding the workloads, reached through a kubeconfig kept in a
   secret, exactly as a non-EKS cluster is reached in AWS; ``StackOptions.clusters`` adds
   more simulated clusters (one simulator each, each with its own kubeconfig secret);
 - a scheduler for the reconciler (``reconcile_interval``), or ``run_reconciler()`` on demand;
-- the rollout checks queue (SQS standard, delayed messages) and a loop that invokes the real
-  verifier handler with it (with ``consume``), or ``verify_once()`` on demand; the SNS topic of
-  rollout notifications, with an SQS queue subscribed to it so that ``notifications()`` shows
-  what was published; the alarm topic (no alarms locally), with an SQS queue subscribed as the
-  stack's ``AlarmEmail`` would be.
+- the SNS topic of rollout notifications, with an SQS queue subscribed to it so that
+  ``notifications()`` shows what was published; the alarm topic (no alarms locally), with an SQS
+  queue subscribed as the stack's ``AlarmEmail`` would be.
 
 The functions' logs and metrics go to stderr, not stdout (``lambda_runtime.FUNCTION_OUTPUT``).
 """
@@ -43,7 +44,7 @@ from tagpin.settings import SecretStore
 
 from tagpin_local.http_adapter import WebhookAdapter, WebhookAdapterHandler
 from tagpin_local.kubesim import KubeSim
-from tagpin_local.lambda_runtime import REGION, LocalFunction, scheduled_event, sqs_event
+from tagpin_local.lambda_runtime import REGION, LocalFunction, failure_event, scheduled_event, sqs_event
 from tagpin_local.registry_server import RegistryServer
 
 log = logging.getLogger("tagpin.local")
@@ -87,9 +88,9 @@ class StackOptions:
     rollout_delay: float = 0.0  # seconds each simulated rollout takes (KubeSim.rollout_delay)
     log_level: str = "WARNING"
     secret_store: str = "ssm"  # noqa: S105 (where secrets live: tagpin.settings.SecretStore)
-    # Containers per function, as Lambda scales out (a cold start each): the webhook, consumer and
-    # verifier run up to this many invocations side by side, and the SQS loops receive with as many
-    # pollers, so that tests see concurrent invocations (and their races) as they happen on AWS.
+    # Containers per function, as Lambda scales out (a cold start each): the webhook and the consumer
+    # run up to this many invocations side by side, and the SQS loop receives with as many pollers,
+    # so that tests see concurrent invocations (and their races) as they happen on AWS.
     # 1 serialises every invocation of a function.
     containers: int = 3
 
@@ -118,9 +119,6 @@ class LocalStack:
         self.queue_url = ""
         self.dlq_url = ""
         self.queue_arn = ""
-        self.verification_url = ""
-        self.verification_dlq_url = ""
-        self.verification_arn = ""
         self.topic_arn = ""
         self.alarm_topic_arn = ""
         self.observer_url = ""
@@ -163,8 +161,8 @@ class LocalStack:
         from tagpin import wiring
 
         wiring.reset()
-        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "verifier": 60.0}
-        scaled = {"webhook", "consumer", "verifier"}  # the scheduled ones run one at a time anyway
+        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0}
+        scaled = {"webhook", "consumer"}  # the scheduled ones run one at a time anyway
         for name, timeout in timeouts.items():
             containers = self.options.containers if name in scaled else 1
             self.functions[name] = LocalFunction(name, timeout_s=timeout, containers=containers)
@@ -173,7 +171,6 @@ class LocalStack:
         if self.options.consume:
             for n in range(self.options.containers):  # Lambda's pollers: batches side by side
                 self._spawn(self._sqs_loop, f"sqs-consumer-{n}")
-                self._spawn(self._verification_loop, f"sqs-verifier-{n}")
         self._spawn(self._scheduler, "scheduler")
         self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
 
@@ -225,7 +222,6 @@ class LocalStack:
             "aws_endpoint": self.aws_endpoint,
             "queue_url": self.queue_url,
             "dead_letter_queue_url": self.dlq_url,
-            "verification_queue_url": self.verification_url,
             "notification_topic_arn": self.topic_arn,
             "alarm_topic_arn": self.alarm_topic_arn,
             "state_table": "tagpin-state",
@@ -344,7 +340,11 @@ class LocalStack:
         sqs = self.client("sqs")
         self.dlq_url = sqs.create_queue(
             QueueName="tagpin-changes-dlq.fifo",
-            Attributes={"FifoQueue": "true", "MessageRetentionPeriod": "1209600"},
+            Attributes={
+                "FifoQueue": "true",
+                "ContentBasedDeduplication": "true",  # as the template's (FailedInvocationsRule)
+                "MessageRetentionPeriod": "1209600",
+            },
         )["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
@@ -364,29 +364,6 @@ class LocalStack:
             "Attributes"
         ]["QueueArn"]
         os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
-        verification_dlq = sqs.create_queue(
-            QueueName="tagpin-verifications-dlq", Attributes={"MessageRetentionPeriod": "1209600"}
-        )
-        self.verification_dlq_url = verification_dlq["QueueUrl"]
-        verification_dlq_arn = sqs.get_queue_attributes(
-            QueueUrl=self.verification_dlq_url, AttributeNames=["QueueArn"]
-        )["Attributes"]["QueueArn"]
-        self.verification_url = sqs.create_queue(
-            QueueName="tagpin-verifications",
-            Attributes={
-                "VisibilityTimeout": str(self.options.visibility_timeout),
-                "RedrivePolicy": json.dumps(
-                    {
-                        "deadLetterTargetArn": verification_dlq_arn,
-                        "maxReceiveCount": self.options.max_receive_count,
-                    }
-                ),
-            },
-        )["QueueUrl"]
-        self.verification_arn = sqs.get_queue_attributes(
-            QueueUrl=self.verification_url, AttributeNames=["QueueArn"]
-        )["Attributes"]["QueueArn"]
-        os.environ["TAGPIN_VERIFICATION_QUEUE_URL"] = self.verification_url
         self.topic_arn = self.client("sns").create_topic(Name="tagpin-notifications")["TopicArn"]
         os.environ["TAGPIN_NOTIFY_TOPIC_ARN"] = self.topic_arn
         self.observer_url = sqs.create_queue(QueueName="tagpin-notifications-observer")["QueueUrl"]
@@ -469,10 +446,34 @@ class LocalStack:
         )
 
     def run_poller(self) -> Any:
+        """One poll, invoked and waited for (its errors raise here)."""
         return self.functions["poller"].invoke(scheduled_event())
 
     def run_reconciler(self) -> Any:
+        """One reconcile, invoked and waited for (its errors raise here)."""
         return self.functions["reconciler"].invoke(scheduled_event())
+
+    def invoke_async(self, function: str, event: dict[str, Any]) -> bool:
+        """Invoke ``function`` as EventBridge does (asynchronously): on an error once more
+        (``MaximumRetryAttempts: 1``), then its failure record is put on the default bus, which
+        the template's FailedInvocationsRule files in the dead-letter queue (group
+        ``failed-invocations``). Lambda waits about a minute before the retry; here it is at once.
+        True when an attempt succeeded."""
+        error: Exception | None = None
+        for _attempt in range(2):
+            try:
+                self.functions[function].invoke(event)
+                return True
+            except Exception as exc:
+                error = exc
+                log.warning("%s invocation failed: %s", function, exc)
+        assert error is not None
+        self.client("sqs").send_message(
+            QueueUrl=self.dlq_url,
+            MessageBody=json.dumps(failure_event(f"tagpin-{function}", event, error, attempts=2)),
+            MessageGroupId="failed-invocations",
+        )
+        return False
 
     def _reconcile_scheduler(self) -> None:
         while not self._stop.is_set():
@@ -480,10 +481,7 @@ class LocalStack:
             if interval is None:
                 self._stop.wait(timeout=1.0)
                 continue
-            try:
-                self.run_reconciler()
-            except Exception:
-                log.exception("reconciler invocation failed")
+            self.invoke_async("reconciler", scheduled_event("tagpin-reconcile"))
             self._stop.wait(timeout=interval)
 
     def _scheduler(self) -> None:
@@ -493,10 +491,7 @@ class LocalStack:
                 self._poll_wake.wait(timeout=1.0)
                 self._poll_wake.clear()
                 continue
-            try:
-                self.run_poller()
-            except Exception:
-                log.exception("poller invocation failed")
+            self.invoke_async("poller", scheduled_event())
             self._poll_wake.wait(timeout=interval)
             self._poll_wake.clear()
 
@@ -528,33 +523,6 @@ class LocalStack:
             )
         return len(messages)
 
-    def verify_once(self, wait_s: int = 1) -> int:
-        """Receive up to 10 due checks and invoke the verifier, as Lambda's SQS poller does (a
-        standard queue: partial batch failures reappear after the visibility timeout)."""
-        sqs = self.client("sqs")
-        messages = sqs.receive_message(
-            QueueUrl=self.verification_url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=wait_s,
-            MessageSystemAttributeNames=["All"],
-        ).get("Messages", [])
-        if not messages:
-            return 0
-        try:
-            response = self.functions["verifier"].invoke(sqs_event(messages, self.verification_arn)) or {}
-            failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
-        except Exception as exc:
-            log.warning("verifier invocation failed: %s", exc)
-            self.consumer_errors.append(f"verifier: {type(exc).__name__}: {exc}")
-            failed = {m["MessageId"] for m in messages}
-        done = [m for m in messages if m["MessageId"] not in failed]
-        if done:
-            sqs.delete_message_batch(
-                QueueUrl=self.verification_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
-            )
-        return len(messages)
-
     def notifications(self) -> list[dict[str, Any]]:
         """What was published on the notification topic since the last call (oldest first)."""
         sqs = self.client("sqs")
@@ -568,16 +536,6 @@ class LocalStack:
             for m in messages:
                 found.append(json.loads(m["Body"]))
                 sqs.delete_message(QueueUrl=self.observer_url, ReceiptHandle=m["ReceiptHandle"])
-
-    def _verification_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.verify_once()
-            except Exception:
-                if self._stop.is_set():
-                    return
-                log.exception("receive_message (checks) failed")
-                time.sleep(0.5)
 
     def _sqs_loop(self) -> None:
         while not self._stop.is_set():

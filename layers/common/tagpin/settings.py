@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PREFIX = "TAGPIN_"
-Function = Literal["poller", "webhook", "consumer", "verifier", "reconciler"]
+Function = Literal["poller", "webhook", "consumer", "reconciler"]
 CONFIG = "config"  # one of config_parameter or config_file
 
 
@@ -39,23 +39,7 @@ class SecretStore(StrEnum):
 NEEDS: dict[str, tuple[str, ...]] = {
     "poller": (CONFIG, "state_table", "queue_url", "secret_store", "poll_parts"),
     "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret", "secret_store"),
-    "consumer": (
-        CONFIG,
-        "state_table",
-        "idempotency_table",
-        "queue_url",
-        "verification_queue_url",
-        "notify_topic_arn",
-        "secret_store",
-    ),
-    "verifier": (
-        CONFIG,
-        "state_table",
-        "queue_url",
-        "verification_queue_url",
-        "notify_topic_arn",
-        "secret_store",
-    ),
+    "consumer": (CONFIG, "state_table", "idempotency_table", "queue_url", "notify_topic_arn", "secret_store"),
     "reconciler": (CONFIG, "state_table", "queue_url", "reconcile_resolves", "secret_store"),
 }
 # Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves,
@@ -95,10 +79,9 @@ class Settings(BaseSettings):
         default=None, min_length=3, description="DynamoDB table of the consumer's idempotency records."
     )
     queue_url: str | None = Field(
-        default=None, min_length=1, description="URL of the changes queue (SQS FIFO)."
-    )
-    verification_queue_url: str | None = Field(
-        default=None, min_length=1, description="URL of the verification queue (SQS standard, delayed)."
+        default=None,
+        min_length=1,
+        description="URL of the changes queue (SQS FIFO): changes and delayed rollout verifications.",
     )
     webhook_secret: str | None = Field(
         default=None,

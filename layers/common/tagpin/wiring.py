@@ -57,6 +57,11 @@ def setting(name: str) -> str:
     return settings().require(name)
 
 
+def clock() -> int:
+    """Now, in epoch milliseconds: the clock every use case is given."""
+    return now_ms()
+
+
 @cache
 def aws(service: str) -> Any:
     import boto3
@@ -259,7 +264,7 @@ def redelivery(queue_url: str) -> SqsRedelivery:
 def verification_queue() -> SqsVerificationQueue:
     from tagpin.adapters.sqs import SqsVerificationQueue
 
-    return SqsVerificationQueue(aws("sqs"), setting("verification_queue_url"))
+    return SqsVerificationQueue(aws("sqs"), setting("queue_url"))
 
 
 @cache

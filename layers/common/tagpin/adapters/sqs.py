@@ -1,9 +1,19 @@
-"""The two queues on SQS: changes (FIFO: one message group per image, deduplicated on the move of
-a tag) and verifications (standard, delayed)."""
+"""The changes queue on SQS (FIFO), which carries changes (one message group per image,
+deduplicated on the move of a tag) and delayed rollout verifications (a group each).
+
+One queue, read by one function, instead of a second queue for verifications: Lambda's event
+source polls every queue it reads around the clock (about 15 ``ReceiveMessage`` a minute when idle,
+$0.33 a month per FIFO queue), and each queue needs a dead-letter queue and an alarm
+(docs/cost.md). A FIFO queue has no per-message delay, so a verification carries when it is due
+(``Verification.due_at``) and the consumer hides one that arrives early until then
+(``SqsRedelivery.later``).
+"""
 
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tagpin.domain.messages import Change, Verification
@@ -52,23 +62,38 @@ class SqsChangeQueue:
         )
 
 
-class SqsVerificationQueue:
-    """The verification queue (SQS standard): per-message ``DelaySeconds`` up to ``MAX_DELAY_S``."""
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
-    def __init__(self, client: Any, queue_url: str) -> None:
+
+class SqsVerificationQueue:
+    """Verifications on the changes queue, each due ``delay_s`` (up to ``MAX_DELAY_S``) after it is
+    sent. Each is a message group of its own: it never waits behind a tag's changes or another
+    verification, nor holds them up. The deduplication id is the body's hash, ``due_at`` included:
+    the same verification sent twice at once is delivered once, a later identical one again."""
+
+    def __init__(self, client: Any, queue_url: str, clock: Callable[[], int] = _now_ms) -> None:
         self._sqs = client
         self._url = queue_url
+        self._clock = clock
 
     def send(self, verification: Verification, delay_s: int) -> None:
+        delay_ms = max(0, min(MAX_DELAY_S, int(delay_s))) * 1000
+        body = verification.model_copy(update={"due_at": self._clock() + delay_ms}).model_dump_json(
+            exclude_none=True
+        )
+        key = hashlib.sha256(body.encode()).hexdigest()
         self._sqs.send_message(
             QueueUrl=self._url,
-            MessageBody=verification.model_dump_json(exclude_none=True),
-            DelaySeconds=max(0, min(MAX_DELAY_S, int(delay_s))),
+            MessageBody=body,
+            MessageGroupId="verify-" + key[:64],
+            MessageDeduplicationId=key,
         )
 
 
 class SqsRedelivery:
-    """Sets when failed records of one queue come back (``ChangeMessageVisibilityBatch``)."""
+    """Sets when failed records of the queue come back (``ChangeMessageVisibilityBatch``), and when
+    a verification received before it is due is delivered again."""
 
     def __init__(self, client: Any, queue_url: str) -> None:
         self._sqs = client

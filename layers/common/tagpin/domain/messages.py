@@ -1,11 +1,12 @@
-"""Messages that cross process boundaries: the change on the changes queue, the per-target unit of
-work, and the verification request on the verification queue."""
+"""Messages that cross process boundaries: the change and the delayed rollout verification, both on
+the changes queue (the one queue the consumer reads), and the per-target unit of work."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
 from tagpin.domain.refs import is_digest
 
@@ -83,12 +84,15 @@ class VerificationKind(StrEnum):
 
 
 class Verification(BaseModel):
-    """A delayed rollout verification: the body of every message on the verification queue.
+    """A delayed rollout verification: a message on the changes queue, handled by the consumer once
+    it is due (``due_at``).
 
-    A Lambda must not sleep while a Deployment rolls out, and the changes queue is FIFO (no
-    per-message delay), so every "look again later" of a rollout is a verification, consumed by
-    the ``verifier`` function after its delay. The queue delivers at least once and out of order:
-    every step decides through conditional writes in the state table, so a duplicate changes nothing.
+    A Lambda must not sleep while a Deployment rolls out, so every "look again later" of a rollout
+    is a verification. The changes queue is FIFO, which has no per-message delay: the sender sets
+    ``due_at`` and the consumer hides a verification it receives early until then
+    (``tagpin.adapters.sqs``). Each verification is its own message group, so it never waits behind
+    a tag's changes nor holds them up, and it may be delivered more than once: every step decides
+    through conditional writes in the state table, so a duplicate changes nothing.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -102,6 +106,31 @@ class Verification(BaseModel):
     attempt: int = Field(default=0, ge=0)
     trigger: Trigger | None = None
     correlation_id: str | None = Field(default=None, max_length=256)
+    # When it is due (epoch ms, the sender's clock); None: at once. Set by the queue when sent.
+    due_at: int | None = Field(default=None, ge=0)
 
     def again(self) -> Verification:
-        return self.model_copy(update={"attempt": self.attempt + 1})
+        return self.model_copy(update={"attempt": self.attempt + 1, "due_at": None})
+
+    def wait_ms(self, now_ms: int) -> int:
+        """How long until it is due (0: due now)."""
+        return max(0, (self.due_at or 0) - now_ms)
+
+
+def _message_kind(value: object) -> str:
+    """A verification carries ``kind``; a change does not (messages sent before verifications
+    shared the queue carry no marker, so the shape decides)."""
+    fields = value if isinstance(value, dict) else vars(value)
+    return "verification" if "kind" in fields else "change"
+
+
+Message = Annotated[
+    Annotated[Change, Tag("change")] | Annotated[Verification, Tag("verification")],
+    Discriminator(_message_kind),
+]
+_MESSAGE: TypeAdapter[Change | Verification] = TypeAdapter(Message)
+
+
+def parse_message(body: str | bytes) -> Change | Verification:
+    """The body of a message on the changes queue (``pydantic.ValidationError`` if it is neither)."""
+    return _MESSAGE.validate_json(body)

@@ -1,5 +1,6 @@
-"""The two queues, as the use cases see them: changes to apply (FIFO, per image in order) and the
-delayed follow-up work of a rollout (verification requests, with a delay)."""
+"""What the use cases send, as they see it: changes to apply (per image in order) and the delayed
+follow-up work of a rollout (verifications, each after a delay). Both travel on the one changes
+queue (``tagpin.adapters.sqs``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from typing import Protocol
 
 from tagpin.domain.messages import Change, Verification
 
-MAX_DELAY_S = (
-    900  # the longest delay one message can wait (SQS DelaySeconds); longer waits come back and wait again
-)
+# The longest one verification waits before it is handled; longer waits (a soak time) come back and
+# wait again. 15 minutes keeps a waiting verification well within SQS's 12-hour visibility limit.
+MAX_DELAY_S = 900
 
 
 class ChangeQueue(Protocol):

@@ -1,13 +1,14 @@
 """Follow a rollout after the patch, and roll back a digest that fails.
 
-The ``verifier`` function consumes the verification queue (``tagpin.domain.messages.Verification``).
+The consumer runs it for each verification on the changes queue once it is due
+(``tagpin.domain.messages.Verification``).
 A ``verify`` verification reads the workload and asks ``tagpin.usecases.health`` whether the
 rollout is complete, progressing or failed:
 
 - complete: the target becomes ``verified`` (applied -> verified, conditional), its concurrency
   slot is released, and the promotion may move on (``tagpin.usecases.promote``);
 - progressing, within ``rollout.verify_timeout_seconds``: the same verification comes back after
-  ``verify_interval_seconds`` (a delayed SQS message: nothing sleeps in a Lambda);
+  ``verify_interval_seconds`` (a delayed message: nothing sleeps in a Lambda);
 - failed (``ProgressDeadlineExceeded``) or timed out: the target becomes ``failed``, the digest is
   marked bad for the tag (so neither the poller, the webhook nor the reconciler applies it again
   until the tag moves to another digest), the promotion is halted, and every target of the tag
@@ -16,7 +17,7 @@ rollout is complete, progressing or failed:
 Every step is a conditional write, and a rollback interrupted half-way is finished by the retried
 verification (the failed target stays ``failed`` until its rollback is done), so at-least-once
 delivery and concurrent verifications are safe. A cluster that cannot be reached raises: the
-verification is retried by SQS and ends in the verification dead-letter queue.
+verification is retried by SQS and ends in the dead-letter queue.
 """
 
 from __future__ import annotations
