@@ -6,8 +6,9 @@ times the function's timeout (6 minutes here): a fixed delay far too long for a 
 to outlast an outage within the receive count. The handlers set each failed record's visibility
 from this schedule instead (``ChangeMessageVisibility``), by how often it was received. The
 queue's ``maxReceiveCount`` (template.yaml) is ``RECEIVES``: the record is dead-lettered after the
-last delay, some 35 minutes after its first failure. A record that can never succeed (not a valid
-message) comes back at once, so it reaches the dead-letter queue in seconds.
+last delay, some 35 minutes after its first failure (a change gets one more try 15 minutes
+later, below). A record that can never succeed (not a valid message) comes back at once, so it
+reaches the dead-letter queue in seconds.
 
 A delayed verification is usually received once before it is due (the FIFO queue has no
 per-message delay: the consumer hides it until ``due_at``); that receive counts too, so
