@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from tagpin.domain.versions import (
-    MAX_TAG_LENGTH,
     InvalidPolicy,
     InvalidRange,
     Move,
@@ -33,6 +32,7 @@ ATT = "sha256-" + "ab" * 32 + ".att"
 SBOM = "sha256-" + "ab" * 32 + ".sbom"
 REFERRERS = "sha256-" + "ab" * 32
 DIGEST = "sha256:" + "ab" * 32
+LONGEST = 128  # the OCI distribution spec's longest tag: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}
 
 SEMVER = VersionPolicy(kind=PolicyKind.SEMVER)
 NUMERIC = VersionPolicy(kind=PolicyKind.NUMERIC)
@@ -81,8 +81,8 @@ SEMVER_TAGS = {
     SBOM: (False, False, ""),
     REFERRERS: (False, False, ""),
     DIGEST: (False, False, ""),
-    "1.4.2-" + "a" * (MAX_TAG_LENGTH - 6): (True, True, ""),  # exactly 128 characters
-    "1.4.2-" + "a" * (MAX_TAG_LENGTH - 5): (False, False, ""),  # 129
+    "1.4.2-" + "a" * (LONGEST - 6): (True, True, ""),  # exactly 128 characters
+    "1.4.2-" + "a" * (LONGEST - 5): (False, False, ""),  # 129
 }
 
 
@@ -137,8 +137,8 @@ NUMERIC_TAGS: dict[str, int | None] = {
     "0": 0,
     "000": 0,
     "20261103": 20261103,
-    "9" * MAX_TAG_LENGTH: int("9" * MAX_TAG_LENGTH),
-    "9" * (MAX_TAG_LENGTH + 1): None,
+    "9" * LONGEST: int("9" * LONGEST),
+    "9" * (LONGEST + 1): None,
     "-1": None,
     "+7": None,
     "1_000": None,  # int() would accept it
@@ -204,7 +204,7 @@ BUILDS = VersionPolicy(kind=PolicyKind.REGEX, pattern=r"^build-(?P<version>\d+)$
         (BUILDS, "build-012", "012"),
         (BUILDS, "build-x", None),
         (BUILDS, "12", None),
-        (BUILDS, "build-" + "1" * (MAX_TAG_LENGTH - 5), None),  # 129 characters
+        (BUILDS, "build-" + "1" * (LONGEST - 5), None),  # 129 characters
         (VersionPolicy(kind="regex", pattern="(?P<version>.+)", order="lexical"), SIG, None),
         (VersionPolicy(kind="regex", pattern="(?P<version>.+)", order="lexical"), REFERRERS, None),
         (VersionPolicy(kind="regex", pattern="(?P<version>.+)", order="lexical"), "latest", "latest"),
@@ -397,6 +397,8 @@ def test_a_policy_is_frozen_and_compares_by_value() -> None:
     with pytest.raises(ValidationError):
         policy.range = "^2"  # type: ignore[misc]
     assert policy == VersionPolicy(kind="semver", range="~1.4")
+    assert hash(policy) == hash(VersionPolicy(kind="semver", range="~1.4"))
+    assert policy != VersionPolicy(kind="semver", range="~1.5")
     assert VersionPolicy.model_validate(policy.model_dump()) == policy
 
 
