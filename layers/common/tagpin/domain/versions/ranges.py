@@ -13,13 +13,14 @@ each comparison.
 
 Ranges name release lines only. A range that names a pre-release (``>=2.0.0-rc.1``) is refused:
 npm's rule for those (a pre-release matches only a comparator of the same major.minor.patch) is
-easy to misread, and ``semantic_version`` departs from npm there (``<1.5.0`` admits
-``1.5.0-rc.1``, ``1.2.3-rc.1`` admits ``1.2.3``). Pre-releases are the policy's ``prereleases`` and
-``floor`` instead (``tagpin.domain.versions.policy``). Build metadata is refused too: semver gives it
-no order, and npm ignores it in ranges where ``semantic_version`` would match it exactly.
+easy to misread, and ``semantic_version`` departs from npm in matching pre-releases (``<1.5.0``
+admits ``1.5.0-rc.1``, ``1.2.3-rc.1`` admits ``1.2.3``), so this module asks it about releases only.
+Pre-releases are the policy's ``prereleases`` and ``floor`` instead
+(``tagpin.domain.versions.policy``). Build metadata is refused too: semver gives it no order, and npm
+ignores it in ranges where ``semantic_version`` would match it exactly.
 
-Why a table: asking ``NpmSpec`` costs about 10 µs a version (parsing the version, then walking the
-clauses), 100 ms for 10,000 tags. A range is a union of intervals whose ends are the versions its
+Why a table: asking ``NpmSpec`` costs about 14 µs a version (3.6 to make its ``Version``, 10 to walk
+the clauses), 140 ms for 10,000 tags. A range is a union of intervals whose ends are the versions its
 comparators name, so whether a release is in it changes only at those versions. ``SemverRange`` asks
 the library once at each end and once between two ends, and afterwards answers with a binary search.
 When the library's clause tree holds a node this module does not know, it asks the library each time

@@ -7,10 +7,11 @@ reader is unsure about is never followed, so a loose reading cannot move a workl
 Decisions, one per edge case (tests/unit/test_versions.py has a table for each):
 
 * semver: the grammar of semver.org 2.0.0, read with a precompiled regular expression (the one the
-  specification publishes) rather than the range library's parser: it is about ten times faster,
-  and tests check that both order versions alike.
+  specification publishes) rather than the range library's parser: about 1 µs a tag against 3.6,
+  and it yields a tuple key; tests check that both order versions alike.
 
-  - ``v1.4.2``: one leading lowercase ``v`` is dropped (the usual Git tag spelling).
+  - ``v1.4.2``: one leading lowercase ``v`` is allowed (the usual Git tag spelling); ``V1.4.2``
+    and ``vv1.4.2`` are not versions.
   - ``1.04.2``: rejected. Semver forbids leading zeros; reading it as ``1.4.2`` would make two
     different tags the same version without anyone having said so.
   - ``1.4`` and ``1``: rejected. On registries these are floating aliases that move from patch to
@@ -26,8 +27,9 @@ Decisions, one per edge case (tests/unit/test_versions.py has a table for each):
   No sign, no ``v``, no separators (``int()`` alone would accept ``1_000`` and ``+7``).
 * calver: a calendar date, ``2026.11.03``, ``2026.11.3`` or ``20261103``, optionally followed by a
   revision of that day: ``20261103-1``, ``2026.11.03-2``. The date must exist (``2026.02.30`` is
-  not a version); no revision counts as revision 0. Other calendar schemes (``24.04``,
-  ``2026.1.7`` as year.minor.micro) are not dates: use a ``regex`` policy for them.
+  not a version); no revision counts as revision 0. Other calendar schemes are not dates
+  (``24.04``; ``YYYY.MINOR.MICRO``, whose ``2026.1.40`` is no day): use a ``regex`` policy with
+  order ``semver`` for them.
 * lexical: any non-empty text, ordered by code point (only for what a ``regex`` policy extracts).
 * Everywhere: a tag longer than 128 characters (the OCI distribution spec's limit) is not a version,
   and neither is a cosign or referrers artefact tag (``sha256-<hex>``, ``sha256-<hex>.sig``,
@@ -37,7 +39,8 @@ Decisions, one per edge case (tests/unit/test_versions.py has a table for each):
 Equal versions spelt differently (``1.4.2``, ``v1.4.2``, ``1.4.2_build.7``; ``42`` and ``0042``;
 ``20261103`` and ``2026.11.03``) have equal keys. ``Version.rank`` breaks the tie so that exactly one
 tag is the newest, whatever order the tags arrive in: the shortest spelling, then the greatest in
-code-point order.
+code-point order. Two builds of one version are never both heads, and ``selection.move`` calls a
+move between them ``SAME``, so a channel does not flip from one build to the other.
 """
 
 from __future__ import annotations
