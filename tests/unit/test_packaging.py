@@ -17,6 +17,7 @@ PROVIDED_BY_LAMBDA = {"boto3", "botocore"}  # the Lambda Python runtime provides
 # Import name -> distribution name, where they differ.
 DISTRIBUTION = {"yaml": "pyyaml", "aws_lambda_powertools": "aws-lambda-powertools", "jwt": "pyjwt"}
 DISTRIBUTION |= {"pydantic_settings": "pydantic-settings", "pydantic_core": "pydantic-core"}
+DISTRIBUTION |= {"semantic_version": "semantic-version"}
 TRANSITIVE = {"pydantic-core", "urllib3", "certifi"}  # installed by a pinned package above them
 
 
