@@ -1,4 +1,5 @@
-"""Shards: every followed tag belongs to one of ``SHARDS`` by a stable hash of its name.
+"""Shards: every followed tag belongs to one of ``SHARDS`` by a stable hash of its name (a version
+channel by its repository's).
 
 The state table keeps the label index and the settled digests per shard, and a poll can be split
 into parts, each a fixed set of shards (``PollPart``): part ``i`` of ``n`` polls the shards whose
@@ -11,6 +12,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from tagpin.domain.channels import repository_part
+
 # Fixed: a tag's shard is part of its keys. 64 keeps each shard's items small at 100,000 tags
 # (about 1,600 tags, 240 KB of digests, an index partition far below DynamoDB's per-partition
 # throughput) and a read of every shard cheap at 100 tags (64 items, 32 read units).
@@ -19,8 +22,10 @@ MAX_PARTS = SHARDS
 
 
 def shard(image: str) -> str:
-    """The shard of a followed tag (stable across processes and versions): two hex digits."""
-    return format(zlib.crc32(image.encode("utf-8", "surrogatepass")) % SHARDS, "02x")
+    """The shard of a followed tag (stable across processes and versions): two hex digits. Every
+    version channel of a repository is in the repository's shard (``repository_part``), so one
+    Query finds them all for a push notification."""
+    return format(zlib.crc32(repository_part(image).encode("utf-8", "surrogatepass")) % SHARDS, "02x")
 
 
 def all_shards() -> list[str]:

@@ -15,6 +15,8 @@ and refuses ``1.2.0-rc.1`` in ``>=1.2.0``; here the first is out of range and th
 
 from __future__ import annotations
 
+import json
+
 import re
 from collections.abc import Callable
 from enum import StrEnum
@@ -187,12 +189,10 @@ Pattern = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_co
 
 
 class VersionPolicy(Strict):
-    """Which tags a version channel may move to: the newest version that passes every rule.
+    """Which tags a version channel may move to: the newest version that passes every rule."""
 
-    Build it with ``VersionPolicy(...)``, ``model_validate`` or ``parse``; the compiled form is made
-    at validation, so a ``model_copy(update=...)`` (which pydantic does not validate) is not a way
-    to change one.
-    """
+    # Build it with VersionPolicy(...), model_validate or parse: the compiled form is made at
+    # validation, so a model_copy(update=...) (which pydantic does not validate) cannot change one.
 
     kind: PolicyKind = Field(
         default=PolicyKind.DIGEST,
@@ -348,6 +348,20 @@ class VersionPolicy(Strict):
                         f"semver); bound {self.effective_order} versions with floor and ceiling"
                     )
 
+    @property
+    def text(self) -> str:
+        """The policy as one line that ``parse`` reads back to an equal policy: the compact form
+        where the policy has one, else its fields as compact JSON. A channel's name when none is
+        given (``tagpin.domain.channels``), so it is stable for a given policy."""
+        if not (self.prereleases or self.include or self.exclude or self.floor or self.ceiling):
+            if self.kind is PolicyKind.REGEX:
+                return f"regex/{self.order}:{self.pattern}" if self.order else f"regex:{self.pattern}"
+            if self.kind is PolicyKind.SEMVER and self.range is not None:
+                return f"semver:{self.range}"
+            return str(self.kind)
+        fields = self.model_dump(mode="json", exclude_defaults=True)
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
     @classmethod
     def parse(cls, text: str) -> VersionPolicy:
         """The compact form used in annotations and on the command line.
@@ -355,10 +369,14 @@ class VersionPolicy(Strict):
         ``digest``, ``semver``, ``semver:~1.4``, ``numeric``, ``calver``,
         ``regex:^build-(?P<version>\\d+)$`` (order numeric), ``regex/semver:^(?P<version>.+)-alpine$``,
         or a bare range (``~1.4``, ``^2``, ``>=1.2 <2``) meaning ``semver:<range>``. The other fields
-        (include, exclude, floor, ceiling, prereleases) have no compact form. Raises InvalidPolicy.
+        (include, exclude, floor, ceiling, prereleases) have no compact form: a JSON object of the
+        fields (``{"kind": "semver", "range": "~1.4", "exclude": ["-alpine$"]}``) gives them all.
+        Raises InvalidPolicy.
         """
         text = text.strip()
         try:
+            if text.startswith("{"):
+                return cls.model_validate_json(text)
             return cls._from_compact(text)
         except ValidationError as error:
             raise InvalidPolicy(f"{text!r}: {_describe(error)}") from None
