@@ -4,9 +4,7 @@ run them."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
-
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 

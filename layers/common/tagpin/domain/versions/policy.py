@@ -16,7 +16,6 @@ and refuses ``1.2.0-rc.1`` in ``>=1.2.0``; here the first is out of range and th
 from __future__ import annotations
 
 import json
-
 import re
 from collections.abc import Callable
 from enum import StrEnum
