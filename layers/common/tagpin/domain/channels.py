@@ -40,6 +40,17 @@ def repository_part(key: str) -> str:
     return key.split(SEPARATOR, 1)[0] if is_channel(key) else key
 
 
+def pinned_source(key: str, tag: str | None) -> str:
+    """What a target of ``key`` is pinned to, before ``@digest``: a followed tag's own reference, or
+    a channel's repository at the version ``tag`` it chose."""
+    channel = ChannelKey.parse(key)
+    if channel is None:
+        return key
+    if tag is None:
+        raise ValueError(f"{key}: a channel's change names the version it chose")
+    return str(channel.at(tag))
+
+
 @dataclass(frozen=True)
 class ChannelKey:
     repository: ImageRef  # registry and repository; no tag, no digest

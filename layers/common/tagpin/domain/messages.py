@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
+from tagpin.domain.channels import pinned_source
 from tagpin.domain.refs import is_digest
 
 
@@ -49,6 +50,9 @@ class Change(BaseModel):
     # Set by the verifier on a promotion's own changes (the next wave, a deferred retry): joins the
     # deduplication id only, so the FIFO queue does not drop it as a repeat of the first change.
     round: str | None = Field(default=None, max_length=128)
+    # A version channel's change (``image`` is the channel's key): the version it chose, so the
+    # targets are pinned to ``repository:<tag>@<digest>`` (tagpin.domain.channels).
+    tag: str | None = Field(default=None, min_length=1, max_length=128)
 
     def model_post_init(self, _context: object) -> None:
         if not is_digest(self.digest):
@@ -73,6 +77,13 @@ class TargetChange(BaseModel):
     correlation_id: str | None = None
     reconcile_run: str | None = None
     changed_at: int | None = None
+    tag: str | None = None  # a version channel's chosen version
+
+    @property
+    def source(self) -> str:
+        """What the target is pinned to (before ``@digest``): the followed tag, or the channel's
+        repository at its chosen version."""
+        return pinned_source(self.image, self.tag)
 
 
 class VerificationKind(StrEnum):

@@ -77,6 +77,7 @@ class TagState:
     error_at: int | None = None
     bad_digest: str | None = None  # a rollout of this digest failed; cleared when the tag moves
     bad_reason: str | None = None
+    version: str | None = None  # a version channel's head: the tag ``digest`` was resolved from
 
     @property
     def blocked(self) -> bool:
@@ -122,6 +123,18 @@ class Promotion:
     correlation_id: str | None = None
     detail: str | None = None
     started: bool = False  # this call created it (a new digest, or a new promotion of it)
+    tag: str | None = None  # a version channel's: the version being promoted
+
+
+@dataclass(frozen=True)
+class BadVersion:
+    """A version of a repository that no channel chooses again until a person clears it: its
+    rollout failed and was rolled back, or a person held it back (``tagpin downgrade``)."""
+
+    tag: str
+    digest: str
+    reason: str
+    at: int
 
 
 @dataclass(frozen=True)
@@ -169,8 +182,11 @@ class HistoryEntry:
 class Tags(Protocol):
     """``TAG#<image>``: the digest each followed tag points to."""
 
-    def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
-        """Store an observation of ``image`` -> ``digest``; say whether it changed anything."""
+    def record(
+        self, image: str, digest: str, observed_at: int, trigger: Trigger, version: str | None = None
+    ) -> TagRecord:
+        """Store an observation of ``image`` -> ``digest`` (a version channel's: at ``version``, its
+        head); say whether it changed anything."""
         ...
 
     def record_error(self, image: str, error: str, at: int) -> None:
@@ -285,9 +301,10 @@ class Promotions(Protocol):
         trigger: Trigger,
         correlation_id: str | None,
         dry_run: bool,
+        tag: str | None = None,
     ) -> Promotion | None:
         """The promotion of ``digest`` (started here when it is newer than the stored one); None
-        when a newer digest holds the tag's promotion."""
+        when a newer digest holds the tag's promotion. ``tag``: a version channel's version."""
         ...
 
     def get(self, image: str) -> Promotion | None: ...
@@ -360,6 +377,21 @@ class PollCursor(Protocol):
         ...
 
 
+class Versions(Protocol):
+    """``VERSIONS#<registry/repository>``: the repository's versions marked bad, for every version
+    channel of it (read in batches by the poller only when a channel's head would move)."""
+
+    def bad(self, repositories: list[str]) -> dict[str, dict[str, BadVersion]]:
+        """Each repository's bad versions by tag (repositories without any are left out)."""
+        ...
+
+    def mark_bad(self, repository: str, version: BadVersion) -> None: ...
+
+    def clear(self, repository: str, tag: str) -> bool:
+        """Forget a bad version (a person decided); False when it was not marked."""
+        ...
+
+
 @dataclass(frozen=True)
 class State:
     """The repositories of the state table, one per item kind."""
@@ -373,3 +405,4 @@ class State:
     clusters: Clusters
     cursor: PollCursor
     digests: Digests
+    versions: Versions

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tagpin.domain.annotations import ANNOTATION_PAUSED
 from tagpin.domain.budget import UNLIMITED, Budget
+from tagpin.domain.channels import pinned_source
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.messages import Change, TargetChange, Verification, VerificationKind
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
@@ -129,6 +130,7 @@ class Applier:
             trigger=change.trigger,
             correlation_id=change.correlation_id,
             dry_run=settings.dry_run,
+            tag=change.tag,
         )
         if promotion is None:
             return [ApplyResult(outcome=ApplyOutcome.SUPERSEDED, image=change.image)]
@@ -221,6 +223,7 @@ class Applier:
             correlation_id=change.correlation_id,
             reconcile_run=change.reconcile_run,
             changed_at=change.changed_at,
+            tag=change.tag,
         )
         try:
             result = self._apply_target(target_change=work)
@@ -287,7 +290,7 @@ class Applier:
             return PlannedTarget(
                 target.id, wave.name, f"none: no container {target.container!r}", window=window
             )
-        desired = pinned_image(running, change.image, change.digest)
+        desired = pinned_image(running, pinned_source(change.image, change.tag), change.digest)
         action = "none" if running == desired else "patch"
         if workload.paused:
             action = f"none: annotated {ANNOTATION_PAUSED}"
@@ -346,7 +349,7 @@ class Applier:
             current = (workload.init_containers if init else workload.containers).get(tc.container)
             if current is None:
                 raise MissingContainer(f"{where} has no container {tc.container!r}")
-            desired = pinned_image(current, tc.image, tc.digest)
+            desired = pinned_image(current, tc.source, tc.digest)
             if current == desired:
                 return (current, ApplyOutcome.ALREADY_CURRENT), None
             notes = tagpin_annotations(workload, tc.container, tc.digest, self._clock(), tc.trigger)

@@ -30,12 +30,15 @@ def now_ms() -> int:
 
 
 def merge_followed(followed: Iterable[FollowedImage]) -> list[FollowedImage]:
-    """One entry per tag, with the targets of every listing of it (first listing's order)."""
+    """One entry per tag (or channel), with the targets of every listing of it (first listing's
+    order and policy)."""
+    first: dict[str, FollowedImage] = {}
     merged: dict[str, list[Target]] = {}
     for f in followed:
+        first.setdefault(f.image, f)
         targets = merged.setdefault(f.image, [])
         targets.extend(t for t in f.targets if t not in targets)
-    return [FollowedImage(image=image, targets=targets) for image, targets in merged.items()]
+    return [first[image].model_copy(update={"targets": targets}) for image, targets in merged.items()]
 
 
 class Detector:
@@ -132,7 +135,9 @@ class Detector:
                 "notification digest not confirmed by the registry; using the registry's answer",
                 extra={"image": image, "hint": hint_digest, "registry_digest": resolution.digest},
             )
-        record = self._state.tags.record(image, resolution.digest, observed_at, trigger)
+        # A version channel's head: the tag the resolution was of (tagpin.usecases.channels).
+        version = resolution.ref.tag if followed.policy is not None else None
+        record = self._state.tags.record(image, resolution.digest, observed_at, trigger, version)
         current = record.current
         if record.result is TagOutcome.CHANGED:
             logger.info(
@@ -155,6 +160,7 @@ class Detector:
                     changed_at=current.changed_at,
                     trigger=trigger,
                     correlation_id=correlation_id,
+                    tag=current.version if followed.policy is not None else None,
                 )
             )
             enqueued = True

@@ -53,7 +53,15 @@ def merge(
             targets[target.id] = target
     if not targets:
         return None
-    return FollowedImage(image=image, targets=list(targets.values()))
+    if configured is not None:  # its policy and channel name
+        return configured.model_copy(update={"targets": list(targets.values())})
+    try:
+        return FollowedImage(image=image, targets=list(targets.values()))
+    except ValueError as exc:  # a configured channel's entries, the channel since removed
+        logger.warning(
+            "ignoring index entries of an unknown channel", extra={"image": image, "error": str(exc)}
+        )
+        return None
 
 
 class Followed(Mapping[str, FollowedImage]):

@@ -163,6 +163,7 @@ class Promoter:
                 trigger=Trigger.PROMOTE,
                 correlation_id=promotion.correlation_id,
                 round=f"wave-{following.index}",
+                tag=promotion.tag,
             )
         )
         return VerificationResult(VerificationOutcome.WAVE_STARTED, following.name)
@@ -184,6 +185,7 @@ class Promoter:
                 trigger=Trigger.PROMOTE,
                 correlation_id=promotion.correlation_id,
                 round=f"retry-{self._clock()}",
+                tag=promotion.tag,
             )
         )
         return VerificationResult(VerificationOutcome.RESENT)

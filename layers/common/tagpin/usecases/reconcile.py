@@ -365,6 +365,7 @@ class Reconciler:
                 trigger=Trigger.RECONCILE,
                 correlation_id=run,
                 reconcile_run=run,
+                tag=tag.version if followed.policy is not None else None,
             )
         )
         return 1

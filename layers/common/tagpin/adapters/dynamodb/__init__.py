@@ -17,6 +17,7 @@ from tagpin.adapters.dynamodb.promotions import DynamoPromotions
 from tagpin.adapters.dynamodb.table import Table
 from tagpin.adapters.dynamodb.tags import DynamoTags
 from tagpin.adapters.dynamodb.targets import DynamoTargets
+from tagpin.adapters.dynamodb.versions import DynamoVersions
 from tagpin.ports.state import State
 
 
@@ -34,4 +35,5 @@ def dynamodb_state(client: Any, table: str, retention_days: Callable[[], int] = 
         clusters=DynamoClusters(shared),
         cursor=DynamoPollCursor(shared),
         digests=DynamoDigests(shared),
+        versions=DynamoVersions(shared),
     )

@@ -29,6 +29,7 @@ def promotion(image: str, item: Item, started: bool = False) -> Promotion:
         correlation_id=text(item, "correlation_id"),
         detail=text(item, "detail"),
         started=started,
+        tag=text(item, "tag"),
     )
 
 
@@ -46,6 +47,7 @@ class DynamoPromotions:
         trigger: Trigger,
         correlation_id: str | None,
         dry_run: bool,
+        tag: str | None = None,
     ) -> Promotion | None:
         """A newer digest supersedes an older one's promotion; a dry-run promotion is replaced by a
         real one when dry-run is off."""
@@ -60,6 +62,7 @@ class DynamoPromotions:
             "updated_at": N(now),
             "trigger": S(trigger),
             "correlation_id": S(correlation_id or ""),
+            **({"tag": S(tag)} if tag else {}),
         }
         condition = "attribute_not_exists(pk) OR (digest <> :d AND observed_at < :t)"
         values: Item = {":d": S(digest), ":t": N(observed_at)}

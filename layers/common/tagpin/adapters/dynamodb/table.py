@@ -26,6 +26,7 @@ CLUSTER = "CLUSTER#"  # + cluster name
 DELIVERY = "DELIVERY#"  # + sha256 of (source, delivery id, tag)
 FOLLOW = "FOLLOW#"  # + shard (tagpin.domain.shards): the index, one partition per shard
 DIGESTS = "DIGESTS#"  # + shard: the settled digests, one item per shard
+VERSIONS = "VERSIONS#"  # + registry/repository: its versions marked bad (version channels)
 POLL = "POLL"
 # ... and sort keys.
 STATE = "STATE"  # the item that holds the state of its partition

@@ -1,4 +1,5 @@
-"""``TAG#<registry/repo:tag>`` / ``STATE``: the digest each followed tag points to.
+"""``TAG#<registry/repo:tag>`` / ``STATE``: the digest each followed tag points to (a version
+channel's, ``TAG#<registry/repo@channel>``: the digest of its head, ``version``).
 
 Attributes: ``digest``; ``observed_at`` (the newest observation, epoch ms, tagpin's clock),
 ``changed_at`` (when the tag moved to ``digest``), ``resolved_at`` (when the registry last
@@ -31,6 +32,7 @@ def tag_state(image: str, item: Item) -> TagState:
         error_at=number(item, "error_at"),
         bad_digest=text(item, "bad_digest"),
         bad_reason=text(item, "bad_reason"),
+        version=text(item, "version"),
     )
 
 
@@ -38,36 +40,42 @@ class DynamoTags:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
+    def record(
+        self, image: str, digest: str, observed_at: int, trigger: Trigger, version: str | None = None
+    ) -> TagRecord:
         item_key = key(TAG + image)
         d, t = S(digest), N(observed_at)
+        # A version channel's head: kept with the digest (the same digest under a newer version
+        # moves the version only).
+        keep = ", version = :v" if version else ""
+        more: Item = {":v": S(version)} if version else {}
         for _attempt in range(RECORD_ATTEMPTS):
             # The common case first (a tag that did not move): only move the "last resolved" mark
             # forward, one write. A moved tag costs a failed conditional write, then the change.
             new = self._table.update(
                 item_key,
-                "SET observed_at = :t, resolved_at = :t REMOVE last_error, error_at",
+                f"SET observed_at = :t, resolved_at = :t{keep} REMOVE last_error, error_at",
                 condition="digest = :d AND observed_at < :t",
-                values={":d": d, ":t": t},
+                values={":d": d, ":t": t, **more},
                 returns="ALL_NEW",
             )
             if new is not None:
                 return TagRecord(TagOutcome.UNCHANGED, tag_state(image, new), digest)
             old = self._table.update(
                 item_key,
-                "SET digest = :d, observed_at = :t, changed_at = :t, resolved_at = :t, #trigger = :tr "
+                f"SET digest = :d, observed_at = :t, changed_at = :t, resolved_at = :t, #trigger = :tr{keep} "
                 "REMOVE last_error, error_at, bad_digest, bad_reason, bad_at",
                 # attribute_not_exists(digest), not (pk): record_error may have created the item (the
                 # first resolution failed) and a first sighting must still count as CHANGED.
                 condition="attribute_not_exists(digest) OR (observed_at < :t AND digest <> :d)",
                 names={"#trigger": "trigger"},
-                values={":d": d, ":t": t, ":tr": S(trigger)},
+                values={":d": d, ":t": t, ":tr": S(trigger), **more},
                 returns="ALL_OLD",
             )
             if old is not None:
                 # the settled-digest cache: this move's tombstone (see digests.py)
                 tombstone(self._table, image, observed_at)
-                state = TagState(image, digest, observed_at, observed_at, observed_at)
+                state = TagState(image, digest, observed_at, observed_at, observed_at, version=version)
                 return TagRecord(TagOutcome.CHANGED, state, text(old, "digest"))
             current = self.get(image)
             if current is None:  # deleted between the writes: vanishingly rare; treat as stale

@@ -1,0 +1,170 @@
+"""Choose the head of each version channel: the version its targets are pinned to next.
+
+A channel (``tagpin.domain.channels``) follows the newest version its policy allows
+(``tagpin.domain.versions``). The head is chosen before a check resolves anything, and only the
+head is resolved (HEAD of its manifest), never every listed tag:
+
+- a poll lists each repository's tags once (``TagLister.list_tags``: paginated, bounded), however
+  many channels follow it, and chooses every channel's head from them;
+- a push notification names its tag: the tag is checked against the channel's policy directly
+  (``pushed``), nothing is listed.
+
+The head only moves up (``tagpin.domain.versions.move``): when the newest allowed version is older
+than the head (the newer one was deleted from the registry, marked bad, or the policy was edited),
+the head stays and the reason is kept for ``tagpin plan``; only a person moves a head down
+(``tagpin downgrade``). A version marked bad (``State.versions``: its rollout was rolled back, or
+a person held it back) is never chosen again by any channel of the repository until a person
+clears it; those marks are read only for the repositories whose head would move, so a steady poll
+reads none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from tagpin.domain.channels import ChannelKey
+from tagpin.domain.config import FollowedImage
+from tagpin.domain.refs import ImageRef
+from tagpin.domain.versions import Move, Selection, VersionPolicy, move, select_head
+from tagpin.ports.registry import TagLister, TagListing
+from tagpin.ports.state import BadVersion, State, TagState
+
+logger = logging.getLogger(__name__)
+
+WORKERS = 8  # repositories listed at once (each listing is sequential: page after page)
+
+
+@dataclass(frozen=True)
+class Head:
+    """A channel's head after a check: ``tag`` is what to resolve (None: no version allowed yet)."""
+
+    key: str
+    tag: str | None
+    selection: Selection | None = None  # what the policy chose from the listed tags (polls)
+    kept: str | None = None  # why the head did not move to the newest allowed version
+    error: str | None = None  # the tags could not be listed
+
+    @property
+    def ref(self) -> ImageRef | None:
+        channel = ChannelKey.parse(self.key)
+        return None if channel is None or self.tag is None else channel.at(self.tag)
+
+
+def decide(
+    policy: VersionPolicy, current: str | None, candidate: str | None
+) -> tuple[str | None, str | None]:
+    """(the head, why it stayed) from the stored head and the newest allowed version."""
+    if candidate is None:
+        return current, (None if current is None else "no version the policy allows is listed")
+    if current is None:
+        return candidate, None
+    step = move(policy, current, candidate)
+    if step is Move.UPGRADE or step is Move.UNKNOWN:  # UNKNOWN: the head is no version of this policy
+        return candidate, None
+    if step is Move.SAME:
+        return current, None
+    return current, (
+        f"the newest allowed version {candidate} is older than the head {current}: a newer one was "
+        "deleted or marked bad; heads only move up (tagpin downgrade moves one down)"
+    )
+
+
+class Channels:
+    def __init__(self, lister: TagLister, state: State, *, workers: int = WORKERS) -> None:
+        self._lister = lister
+        self._state = state
+        self._workers = workers
+
+    def heads(
+        self, channels: Iterable[FollowedImage], stored: Mapping[str, TagState] | None = None
+    ) -> dict[str, Head]:
+        """Every channel's head, from one listing per repository. ``stored``: the channels' tag
+        states when already read (else they are read here, in batches)."""
+        wanted = [
+            (c, key, c.policy)
+            for c in channels
+            if (key := c.channel_key) is not None and c.policy is not None
+        ]
+        if not wanted:
+            return {}
+        repositories = {str(key.repository): key.repository for _c, key, _p in wanted}
+        listings = self._list(list(repositories.values()))
+        if stored is None:
+            stored = self._state.tags.get_many([c.image for c, _k, _p in wanted])
+        heads: dict[str, Head] = {}
+        moving: list[tuple[FollowedImage, str, VersionPolicy]] = []
+        for channel, key, policy in wanted:
+            listing = listings[str(key.repository)]
+            known = stored.get(channel.image)
+            current = None if known is None else known.version
+            if isinstance(listing, Exception):
+                heads[channel.image] = Head(
+                    channel.image, current, error=f"{type(listing).__name__}: {listing}"
+                )
+                continue
+            selection = select_head(policy, listing.tags)
+            head, kept = decide(policy, current, selection.head_tag)
+            heads[channel.image] = Head(channel.image, head, selection, kept)
+            if head != current:
+                moving.append((channel, str(key.repository), policy))
+        if moving:  # a head would move: choose again without the versions marked bad
+            bad = self._state.versions.bad([repository for _c, repository, _p in moving])
+            for channel, repository, policy in moving:
+                if not (marked := bad.get(repository)):
+                    continue
+                listing = listings[repository]
+                assert not isinstance(listing, Exception)
+                selection = select_head(policy, listing.tags, bad=list(marked))
+                known = stored.get(channel.image)
+                head, kept = decide(policy, None if known is None else known.version, selection.head_tag)
+                heads[channel.image] = Head(channel.image, head, selection, kept)
+        return heads
+
+    def pushed(self, channel: FollowedImage, tag: str, stored: TagState | None) -> Head | None:
+        """The head after a push of ``tag`` (a notification names it: nothing is listed), or None
+        when the push does not move the channel (not a version the policy allows, marked bad, or
+        not newer than the head)."""
+        key, policy = channel.channel_key, channel.policy
+        if key is None or policy is None:
+            return None
+        version = policy.version(tag)
+        if version is None or policy.screen(version) is not None:
+            return None
+        current = None if stored is None else stored.version
+        if current is not None and move(policy, current, tag) is not Move.UPGRADE:
+            return None
+        bad = self._state.versions.bad([str(key.repository)]).get(str(key.repository), {})
+        if select_head(policy, [tag], bad=list(bad)).head is None:
+            return None
+        return Head(channel.image, tag)
+
+    def mark_bad(self, key: str, version: BadVersion) -> None:
+        """A channel's version failed (or a person held it back): no channel of its repository
+        chooses it again until a person clears it."""
+        channel = ChannelKey.parse(key)
+        if channel is not None:
+            self._state.versions.mark_bad(str(channel.repository), version)
+
+    def _list(self, repositories: list[ImageRef]) -> dict[str, TagListing | Exception]:
+        def one(repository: ImageRef) -> TagListing | Exception:
+            try:
+                listing = self._lister.list_tags(repository)
+            except Exception as exc:  # one registry's failure must not stop the others
+                logger.warning(
+                    "listing tags failed", extra={"repository": str(repository), "error": repr(exc)}
+                )
+                return exc
+            if listing.truncated:
+                logger.warning(
+                    "tag listing cut short; choosing from what was listed",
+                    extra={"repository": str(repository), "end": listing.end, "tags": len(listing.tags)},
+                )
+            return listing
+
+        if len(repositories) == 1:
+            return {str(repositories[0]): one(repositories[0])}
+        with ThreadPoolExecutor(max_workers=min(self._workers, len(repositories))) as pool:
+            return dict(zip((str(r) for r in repositories), pool.map(one, repositories), strict=True))
