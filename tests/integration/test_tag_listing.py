@@ -3,8 +3,8 @@
 Debian's docker-registry (distribution 2.8.2) ignores ``n`` and ``last`` on ``/tags/list`` and sends
 every tag in one unsorted page without a Link (distribution/distribution#1936). What paginating
 registries do (Link, page caps, ``last`` without Link, loops, foreign Links, odd tags) is served by
-``FakeTags`` below, either from its own tags or from the real registry's ("SpecPager": what a
-distribution 3 / OCI-conformant registry sends, over the real registry's tags).
+``FakeTags`` below from their own tags, or by ``tagpin_local.tagpager.TagPager`` from the real
+registry's tags (what a distribution 3 / OCI-conformant registry sends).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-import httpx
 import pytest
 from tagpin.adapters.registry.client import RegistryClient
 from tagpin.adapters.registry.resilience import RetryPolicy
@@ -30,6 +29,7 @@ from tagpin.ports.registry import Credentials, RegistryAccess, RegistryError, Re
 from tagpin_local.faultproxy import Fault, FaultProxy
 from tagpin_local.oci import push_image, put_tags
 from tagpin_local.registry_server import RegistryServer
+from tagpin_local.tagpager import TagPager, spec_page
 from tagpin_local.tokenserver import TokenServer
 
 from tests.conftest import require_binary
@@ -104,17 +104,10 @@ def fakes() -> Iterator[Callable[[Callable[[str, dict[str, str]], Answer]], Fake
 def spec_pager(
     tags: Callable[[], list[str]], *, cap: int | None = None, link: bool = True
 ) -> Callable[[str, dict[str, str]], Answer]:
-    """A registry that paginates as the OCI spec says: lexical order, ``last`` exclusive, ``n``
-    (capped at ``cap``), and a relative Link to the next page while there is one (``link``)."""
+    """A registry that paginates as the OCI spec says (``tagpin_local.tagpager.spec_page``)."""
 
     def serve(path: str, query: dict[str, str]) -> Answer:
-        everything = sorted(tags())
-        after = [t for t in everything if "last" not in query or t > query["last"]]
-        n = int(query.get("n", cap or len(everything) or 1))
-        n = min(n, cap) if cap else n
-        chunk = after[:n]
-        more = len(after) > n and link
-        target = f"{path}?{urlencode({'n': n, 'last': chunk[-1]})}" if more and chunk else None
+        chunk, target = spec_page(tags(), query, path, cap=cap, link=link)
         return page(chunk, link=target)
 
     return serve
@@ -175,27 +168,25 @@ def test_real_registry_ignores_n_one_page(registry: RegistryServer, many: list[s
     assert (found.pages, found.requests, found.end) == (1, 1, "complete")
 
 
-def test_link_pagination_over_the_real_tags(registry: RegistryServer, many: list[str], fakes: Any) -> None:
+def test_link_pagination_over_the_real_tags(registry: RegistryServer, many: list[str]) -> None:
     """The real registry's 2,500 tags served as a paginating registry does: 3 pages of up to 1,000,
     each next page named by a relative Link, which is followed."""
-    real = lambda: httpx.get(f"{registry.url}/v2/tags/many/tags/list").json()["tags"]  # noqa: E731
-    pager = fakes(spec_pager(real))
-    found = listing(pager.host, "tags/many", limits=TagLimits(page_size=1000))
+    with TagPager(registry.url) as pager:
+        found = listing(pager.host, "tags/many", limits=TagLimits(page_size=1000))
     assert set(found.tags) == set(many) and len(found.tags) == 2500
     assert list(found.tags) == sorted(many)
     assert (found.pages, found.requests, found.end) == (3, 3, "complete")
     ordered = sorted(many)
-    assert pager.queries() == [
-        {"n": "1000"},
-        {"n": "1000", "last": ordered[999]},
-        {"n": "1000", "last": ordered[1999]},
+    assert pager.requests == [
+        "/v2/tags/many/tags/list?n=1000",
+        f"/v2/tags/many/tags/list?n=1000&last={ordered[999]}",
+        f"/v2/tags/many/tags/list?n=1000&last={ordered[1999]}",
     ]
 
 
-def test_max_tags_bound_truncates(registry: RegistryServer, many: list[str], fakes: Any) -> None:
-    real = lambda: httpx.get(f"{registry.url}/v2/tags/many/tags/list").json()["tags"]  # noqa: E731
-    pager = fakes(spec_pager(real))
-    found = listing(pager.host, "tags/many", limits=TagLimits(page_size=1000, max_tags=1500))
+def test_max_tags_bound_truncates(registry: RegistryServer, many: list[str]) -> None:
+    with TagPager(registry.url) as pager:
+        found = listing(pager.host, "tags/many", limits=TagLimits(page_size=1000, max_tags=1500))
     assert (len(found.tags), found.pages, found.end, found.truncated) == (1500, 2, "max-tags", True)
     assert list(found.tags) == sorted(many)[:1500]
     one_page = listing(registry.host, "tags/many", limits=TagLimits(max_tags=1000))  # one page over the bound
