@@ -132,8 +132,12 @@ def test_failures_open_the_breaker_and_malformed_pages_do_not() -> None:
             with pytest.raises(RegistryError, match="malformed tag list") as caught:
                 c.list_tags(REF)
             assert not caught.value.transient
-    with client(Scripted(HttpResponse(200, Headers(), b'{"tags": null}'))) as c:
-        assert c.list_tags(REF).tags == ()
+    for empty in (b'{"tags": null}', b'{"name": "team/app"}'):
+        with client(Scripted(HttpResponse(200, Headers(), empty))) as c:
+            assert c.list_tags(REF).tags == ()
+    html = HttpResponse(200, Headers(), b"<html>proxy error</html>")
+    with client(Scripted(html)) as c, pytest.raises(RegistryError, match="malformed tag list"):
+        c.list_tags(REF)
 
 
 def test_scripted_registry_lists_tags() -> None:

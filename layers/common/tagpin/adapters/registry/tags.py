@@ -19,8 +19,9 @@ What registries do (and what this module copes with):
 Bounds (``TagLimits``): at most ``max_tags`` tags and ``max_pages`` pages, each page at most
 ``max_page_bytes`` once decoded; a listing cut short by one says so (``TagListing.end``). A next
 page already requested, a page of nothing but tags already listed, or a ``last`` already used is a
-loop, and stops the listing. A Link to another host, scheme or path is refused: the registry's
-bearer token would go with it. Tags are untrusted text: entries that are not valid tags (over 128
+loop, and stops the listing. A Link to another host, port or scheme, with user info, or to
+another path than this repository's tag list is refused: the registry's bearer token would go with
+it. Tags are untrusted text: entries that are not valid tags (over 128
 characters, other characters, not strings) are dropped and counted, never passed on; none is logged
 whole.
 
@@ -53,7 +54,7 @@ class TagLimits:
     page_size: int = 1000  # the n asked for; registries may serve fewer (with a Link) or ignore it
     max_tags: int = 100_000
     max_pages: int = 1000  # 50,000 tags at Quay's 50 a page, 100,000 at GHCR's 100
-    max_page_bytes: int = 8 * 1024 * 1024  # one decoded page; 100,000 tags of 80 characters fit
+    max_page_bytes: int = 8 * 1024 * 1024  # one decoded page: 100,000 tags of up to 80 characters
 
     def __post_init__(self) -> None:
         if min(self.page_size, self.max_tags, self.max_pages, self.max_page_bytes) < 1:
@@ -149,13 +150,14 @@ def check_page(response: HttpResponse, host: str, repository: str) -> None:
 
 
 def page_tags(body: bytes, host: str, repository: str) -> list[Any]:
-    """The ``tags`` array of a tag-list page (``null`` is an empty page); its entries unchecked."""
+    """The ``tags`` array of a tag-list page (``null`` or none is an empty page); entries unchecked.
+    Anything but a JSON object with such an array is malformed."""
     try:
         doc = json.loads(body)
     except ValueError:
         doc = None
-    tags = doc.get("tags", ...) if isinstance(doc, dict) else ...
-    if tags is None:
+    tags = doc.get("tags") if isinstance(doc, dict) else ...
+    if tags is None:  # null or absent: no tags
         return []
     if not isinstance(tags, list):
         raise RegistryError(f"{host}: malformed tag list for {repository}", host=host, status=200)
