@@ -3,7 +3,7 @@ fake or constant is defined here once; test modules import them instead of writi
 
 - ``constants``: digests D0..D3, images and targets, the webhook token, moto's names, paths
 - ``clock``: ``FakeClock``, monotonic seconds or ticking epoch ms
-- ``registry``: ``ScriptedRegistry``, the Resolver, BatchResolver and ManifestFetcher ports
+- ``registry``: ``ScriptedRegistry``, the Resolver, BatchResolver, ManifestFetcher and TagLister ports
 - ``cluster``: ``FakeCluster`` (the Workloads and Inventory ports) and ``FakeClusters`` (the connector)
 - ``queues``: ``ListQueue``, ``ListVerificationQueue``
 - ``notify``: ``RecordingNotifier`` (the Notifier port), ``FakeSns`` (the SNS client)

@@ -1,5 +1,5 @@
-"""A registry in memory: the ``Resolver``, ``BatchResolver`` and ``ManifestFetcher`` of
-``tagpin.ports.registry``, as ``tagpin.adapters.registry.RegistryClient`` implements them."""
+"""A registry in memory: the ``Resolver``, ``BatchResolver``, ``ManifestFetcher`` and ``TagLister``
+of ``tagpin.ports.registry``, as ``tagpin.adapters.registry.RegistryClient`` implements them."""
 
 from __future__ import annotations
 
@@ -14,14 +14,18 @@ from tagpin.ports.registry import (
     ManifestFetcher,
     ManifestNotFound,
     RegistryError,
+    RepositoryNotFound,
     Resolution,
     Resolver,
+    TagLister,
+    TagListing,
 )
 
 from tests.support.clock import FakeClock
 
 type Answer = str | Exception  # a digest, or what the registry fails with
 type Script = Answer | list[Answer]  # a list: one answer a call, the last one for ever after
+type TagsAnswer = list[str] | TagListing | Exception  # a repository's tags, its whole listing, or a failure
 
 
 class ScriptedRegistry:
@@ -34,6 +38,11 @@ class ScriptedRegistry:
 
     ``start_many`` spends ``cost`` seconds of ``clock`` on each tag; a tag that would finish after
     the deadline is left out of the result, as the real client cancels it.
+
+    ``list_tags`` answers a repository (``registry/repository``) from ``tag_lists``: its tags (a
+    complete one-page listing), a whole ``TagListing`` (e.g. a truncated one) or an exception;
+    without an entry, the tags ``answers`` scripts for that repository, in order; with none, 404
+    (``RepositoryNotFound``). ``listed`` records each repository listed, in order.
     """
 
     def __init__(
@@ -54,6 +63,8 @@ class ScriptedRegistry:
         self.cost = cost
         self.calls: list[str] = []
         self.fetched: list[str] = []
+        self.tag_lists: dict[str, TagsAnswer] = {}
+        self.listed: list[str] = []
         self._lock = threading.Lock()
 
     def _answer(self, ref: ImageRef) -> Answer:
@@ -101,7 +112,29 @@ class ScriptedRegistry:
             raise AssertionError(f"no manifest scripted for {ref}")
         return self.manifests[str(ref)]
 
+    def list_tags(self, repository: ImageRef) -> TagListing:
+        name = repository.name
+        with self._lock:
+            self.listed.append(name)
+            down = self.down.get(repository.registry)
+            answer = self.tag_lists.get(name)
+            if answer is None:
+                prefix = f"{name}:"
+                scripted = [t[len(prefix) :] for t in self.answers if t.startswith(prefix)]
+                answer = scripted or None
+        if down is not None:
+            raise down
+        if answer is None:
+            raise RepositoryNotFound(f"{name}: repository not found", host=repository.registry, status=404)
+        if isinstance(answer, Exception):
+            raise answer
+        if isinstance(answer, TagListing):
+            return answer
+        bare = ImageRef(repository.registry, repository.repository)
+        return TagListing(bare, tuple(dict.fromkeys(answer)), pages=1, requests=1)
+
 
 _resolver: Resolver = ScriptedRegistry()
 _batch: BatchResolver = ScriptedRegistry()
 _fetcher: ManifestFetcher = ScriptedRegistry()
+_lister: TagLister = ScriptedRegistry()

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import TypeGuard
 
 DEFAULT_REGISTRY = "docker.io"
 LEGACY_REGISTRY = "index.docker.io"
 OFFICIAL_PREFIX = "library/"
 DEFAULT_TAG = "latest"
 NAME_MAX = 255
+TAG_MAX = 128
 
 # The grammar from distribution/reference regexp.go. re.ASCII: Go's \w is ASCII-only.
 _ALNUM = r"[a-z0-9]+"
@@ -69,6 +71,11 @@ def _diagnose(remainder: str) -> str:
     if colon and not _TAG_RE.fullmatch(tag):
         return r"invalid reference format: tag must match [\w][\w.-]{0,127}"
     return "invalid reference format"
+
+
+def is_tag(text: object) -> TypeGuard[str]:
+    """True for a well-formed tag: ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`` (ASCII, at most 128 characters)."""
+    return isinstance(text, str) and len(text) <= TAG_MAX and _TAG_RE.fullmatch(text) is not None
 
 
 def is_digest(text: str) -> bool:

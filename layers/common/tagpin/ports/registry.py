@@ -1,5 +1,5 @@
 """The registry side of tagpin, as the use cases see it: resolve a tag to the digest it points to
-now, fetch a manifest, and the errors and answers that cross that boundary.
+now, fetch a manifest, list a repository's tags, and the errors and answers that cross that boundary.
 
 ``tagpin.adapters.registry`` implements it over the Registry HTTP API v2 (OCI distribution).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from tagpin.domain.refs import ImageRef
 
@@ -56,6 +56,36 @@ class Resolution:
         return self.media_type in INDEX_TYPES
 
 
+# Why a tag listing stopped: "complete" (the registry said it had no more) or one of the reasons it
+# stopped early: a bound of the client (tags, pages), a registry that served pages it had served
+# already ("loop"), or a next-page link the client will not follow ("refused-link": another host,
+# scheme or repository, where the registry's token must not go).
+type TagListingEnd = Literal["complete", "max-tags", "max-pages", "loop", "refused-link"]
+
+
+@dataclass(frozen=True)
+class TagListing:
+    """The tags of one repository, as far as a bounded listing got (``TagLister.list_tags``).
+
+    ``tags`` are valid tags only (``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}``), each once, in the order the
+    registry served them (lexical for registries that paginate, any order for those that do not);
+    anything else the registry sent is left out and counted in ``dropped``.
+    """
+
+    repository: ImageRef  # registry/repository, without tag or digest
+    tags: tuple[str, ...]
+    pages: int  # tag-list pages received
+    requests: int  # HTTP requests the listing made: pages, retries, auth challenges and token fetches
+    end: TagListingEnd = "complete"
+    dropped: int = 0  # entries that were not valid tags (bad characters, longer than 128, not a string)
+    rate_limit: dict[str, str] = field(default_factory=dict, hash=False)  # the last rate-limit headers
+
+    @property
+    def truncated(self) -> bool:
+        """The registry may hold tags that are not in ``tags``: the listing stopped before the end."""
+        return self.end != "complete"
+
+
 class RegistryError(Exception):
     """A registry answered badly or not at all. Messages never carry credentials or tokens."""
 
@@ -75,6 +105,10 @@ class RegistryError(Exception):
 
 class ManifestNotFound(RegistryError):
     pass
+
+
+class RepositoryNotFound(RegistryError):
+    """The registry does not know the repository (404 on its tag list)."""
 
 
 class AuthError(RegistryError):
@@ -99,3 +133,11 @@ class BatchResolver(ManifestFetcher, Protocol):
     def start_many(
         self, refs: Iterable[ImageRef], *, deadline: float | None = None
     ) -> Future[dict[ImageRef, Resolution | RegistryError]]: ...
+
+
+class TagLister(Protocol):
+    """List the tags of a repository (``repository``'s tag and digest are ignored): for following
+    the newest version a policy allows. A push notification names its tag, so this is for polls;
+    implementations bound the listing and say when it was cut short (``TagListing.truncated``)."""
+
+    def list_tags(self, repository: ImageRef) -> TagListing: ...

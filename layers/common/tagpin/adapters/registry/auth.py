@@ -71,6 +71,8 @@ class Send(Protocol):
         host: str,
         headers: dict[str, str],
         params: Mapping[str, str] | None = None,
+        *,
+        max_body: int | None = None,
     ) -> Awaitable[HttpResponse]: ...
 
 
@@ -93,14 +95,16 @@ class RegistryAuth:
         scope: str,
         access: RegistryAccess,
         base_headers: Mapping[str, str],
+        *,
+        max_body: int | None = None,
     ) -> HttpResponse:
         """``method url`` with ``base_headers`` plus the Authorization the host asks for (learnt from a
-        401 and retried once)."""
+        401 and retried once). ``max_body``: see ``HttpRequest``."""
         headers = dict(base_headers)
         cached = await self._cached_authorization(host, scope, access)
         if cached:
             headers["Authorization"] = cached
-        response = await self._send(method, url, host, headers)
+        response = await self._send(method, url, host, headers, max_body=max_body)
         if response.status != 401:
             return response
         challenges = parse_challenges(response.headers.get_list("www-authenticate"))
@@ -115,7 +119,7 @@ class RegistryAuth:
         headers["Authorization"] = await self._authorize(
             host, challenge, scope, access, refresh=True, rejected=cached
         )
-        response = await self._send(method, url, host, headers)
+        response = await self._send(method, url, host, headers, max_body=max_body)
         if response.status == 401:
             if access.invalidate is not None:
                 access.invalidate()  # e.g. an ECR token revoked early: fetch a new one next time

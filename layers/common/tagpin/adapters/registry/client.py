@@ -15,6 +15,9 @@ At scale (the poller resolves thousands of tags per run):
   so a slow registry cannot hold global slots while it waits for its own);
 - retries (``_send``) and a circuit breaker per registry (``aresolve``); the policy, the breaker
   and what they do are in ``resilience``.
+
+``list_tags`` lists a repository's tags page by page (``tags``: pagination, bounds, validation), each
+page through the same auth, retries, breaker and bounds as a resolution.
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ from tagpin.adapters.registry.http import (
     HttpRequest,
     HttpResponse,
     LoopThread,
+    RequestMeter,
     Transport,
     TransportError,
 )
 from tagpin.adapters.registry.resilience import CircuitBreaker, RetryPolicy, parse_retry_after
+from tagpin.adapters.registry.tags import ACCEPT_TAG_LIST, TagLimits, check_page, paginate
 from tagpin.domain.refs import ImageRef, is_digest
 from tagpin.ports.registry import (
     MANIFEST_TYPES,
@@ -51,6 +56,7 @@ from tagpin.ports.registry import (
     RegistryError,
     RegistryUnavailable,
     Resolution,
+    TagListing,
 )
 
 log = logging.getLogger(__name__)
@@ -91,6 +97,7 @@ class RegistryClient:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[float, float], float] = random.uniform,
+        tag_limits: TagLimits | None = None,
     ) -> None:
         self._access = access or (lambda _registry: RegistryAccess())
         self._transport: Transport = transport or AiohttpTransport(limit=max_concurrency)
@@ -103,6 +110,7 @@ class RegistryClient:
         self._clock = clock
         self._sleep = sleep
         self._rng = rng
+        self._tag_limits = tag_limits or TagLimits()
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
         # Everything below is touched only from the loop thread.
@@ -165,6 +173,12 @@ class RegistryClient:
         registries."""
         access = self._access(ref.registry)
         return self._run_loop().submit(self._fetch(ref, access)).result()
+
+    def list_tags(self, repository: ImageRef, *, limits: TagLimits | None = None) -> TagListing:
+        """The tags of ``repository`` (its tag and digest are ignored), within ``limits`` (the
+        client's by default); see ``tags``."""
+        access = self._access(repository.registry)
+        return self._run_loop().submit(self.alist_tags(repository, access, limits)).result()
 
     # --- async core (the loop thread) --------------------------------------------------------------
 
@@ -230,6 +244,43 @@ class RegistryClient:
                 raise
         breaker.success()
         return resolution
+
+    async def alist_tags(
+        self, repository: ImageRef, access: RegistryAccess, limits: TagLimits | None = None
+    ) -> TagListing:
+        limits = limits or self._tag_limits
+        host, name = api_host(repository.registry), repository.repository
+        breaker = self.breaker(host)
+        rate_limit: dict[str, str] = {}
+
+        async def fetch(url: str) -> HttpResponse:
+            breaker.check(host)
+            per_host, overall = self._bounds(host, access)
+            async with per_host, overall:  # per page: a long listing does not hold a slot throughout
+                breaker.check(host)
+                response = await self._auth.request(
+                    "GET",
+                    url,
+                    host,
+                    f"repository:{name}:pull",
+                    access,
+                    {"Accept": ACCEPT_TAG_LIST},
+                    max_body=limits.max_page_bytes,
+                )
+            rate_limit.update(self._rate_limit(response, host))
+            check_page(response, host, name)
+            return response
+
+        with RequestMeter() as meter:
+            try:
+                scheme = "http" if access.insecure else "https"
+                pages = await paginate(fetch, f"{scheme}://{host}", host, name, limits)
+            except RegistryError as exc:
+                if exc.transient and not isinstance(exc, RegistryUnavailable):
+                    breaker.failure(str(exc), open_for=exc.retry_after)
+                raise
+        breaker.success()
+        return pages.listing(ImageRef(repository.registry, name), meter.count, rate_limit)
 
     def _url(self, ref: ImageRef, access: RegistryAccess, reference: str) -> str:
         scheme = "http" if access.insecure else "https"
@@ -364,13 +415,16 @@ class RegistryClient:
         host: str,
         headers: dict[str, str],
         params: Mapping[str, str] | None = None,
+        *,
+        max_body: int | None = None,
     ) -> HttpResponse:
         """One request with retries: 5xx, timeouts and resets back off with full jitter; 429 waits
         for Retry-After when the policy allows it."""
-        request = HttpRequest(method, url, headers, params or {})
+        request = HttpRequest(method, url, headers, params or {}, max_body)
         attempt = 0
         while True:
             wait: float | None
+            RequestMeter.note()
             try:
                 response = await self._transport.send(request, self._timeout)
             except TransportError as exc:

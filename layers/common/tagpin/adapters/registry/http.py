@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol, Self
 
 # --- transport ------------------------------------------------------------------------------------
 
@@ -48,6 +50,10 @@ class HttpRequest:
     url: str
     headers: Mapping[str, str]
     params: Mapping[str, str] = field(default_factory=dict)
+    # None: the body exactly as sent (manifests: their digest is over those bytes). A number: a
+    # document (e.g. a tag list) whose Content-Encoding the transport decodes, and which it refuses
+    # (``BodyTooLarge``) once the decoded body passes that many bytes.
+    max_body: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,46 @@ class TransportError(Exception):
     def __init__(self, message: str, *, timeout: bool = False) -> None:
         super().__init__(message)
         self.timeout = timeout
+
+
+class BodyTooLarge(Exception):
+    """The decoded body passed ``HttpRequest.max_body`` bytes (not retried: it would again)."""
+
+    def __init__(self, limit: int, status: int) -> None:
+        super().__init__(f"HTTP {status} response body over {limit} bytes")
+        self.limit = limit
+        self.status = status
+
+
+class RequestMeter:
+    """Counts the HTTP requests sent (retries included) by the coroutine that enters it and the tasks
+    that coroutine starts (a token fetch): ``with RequestMeter() as meter: ...; meter.count``. The
+    client's ``_send`` calls ``note`` for each request it hands to the transport."""
+
+    _current: contextvars.ContextVar[RequestMeter | None] = contextvars.ContextVar(
+        "tagpin_registry_meter", default=None
+    )
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._token: contextvars.Token[RequestMeter | None] | None = None
+
+    def __enter__(self) -> Self:
+        self._token = self._current.set(self)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._token is not None:
+            self._current.reset(self._token)
+            self._token = None
+
+    @classmethod
+    def note(cls) -> None:
+        meter = cls._current.get()
+        if meter is not None:
+            meter.count += 1
 
 
 class Transport(Protocol):
@@ -99,13 +145,35 @@ class AiohttpTransport:
                 params=dict(request.params) or None,
                 timeout=aiohttp.ClientTimeout(total=timeout),
                 allow_redirects=True,
+                auto_decompress=request.max_body is not None,
             ) as response:
-                body = b"" if request.method == "HEAD" else await response.read()
+                if request.method == "HEAD":
+                    body = b""
+                elif request.max_body is None:
+                    body = await response.read()
+                else:
+                    body = await self._read_bounded(response, request.max_body)
                 return HttpResponse(response.status, Headers(response.headers.items()), body)
         except TimeoutError:
             raise TransportError(f"timed out after {timeout:.1f}s", timeout=True) from None
         except aiohttp.ClientError as exc:
             raise TransportError(type(exc).__name__) from None
+
+    @staticmethod
+    async def _read_bounded(response: Any, limit: int) -> bytes:
+        """The decoded body, refused as soon as it passes ``limit`` bytes (never held whole)."""
+        if response.headers.get("Content-Encoding", "").strip().lower() in ("", "identity"):
+            length = response.content_length
+            if length is not None and length > limit:
+                raise BodyTooLarge(limit, response.status)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_chunked(64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(limit, response.status)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def close(self) -> None:
         if self._session is not None:
