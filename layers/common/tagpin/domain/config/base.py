@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator
 
 NAME_PATTERN = (
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # Kubernetes DNS-1123 subdomain
@@ -21,10 +21,6 @@ class ConfigError(ValueError):
 class NotConfigured(ConfigError):
     """The configuration (or a secret every request needs) does not exist yet: a stack deployed
     and not configured. Functions wait quietly instead of failing; the message says what to do."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 SECRET_PREFIX = "tagpin/"  # noqa: S105 (a name prefix, not a secret)

@@ -6,7 +6,8 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from tagpin.domain.config.base import ClusterSecretName, Strict
+from tagpin.domain.config.base import ClusterSecretName
+from tagpin.domain.model import Strict
 
 
 class EksAccess(Strict):

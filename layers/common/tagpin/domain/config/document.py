@@ -8,11 +8,12 @@ from typing import Any, Self
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from tagpin.domain.config.base import ConfigError, Strict
+from tagpin.domain.config.base import ConfigError
 from tagpin.domain.config.clusters import Cluster
 from tagpin.domain.config.registries import Registry, RegistryKind, ecr_host_parts
 from tagpin.domain.config.rollout import RolloutSettings
 from tagpin.domain.config.targets import FollowedImage
+from tagpin.domain.model import Strict
 
 
 class TagpinConfig(Strict):

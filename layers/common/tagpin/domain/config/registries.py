@@ -7,7 +7,8 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from tagpin.domain.config.base import RegistrySecretName, Strict
+from tagpin.domain.config.base import RegistrySecretName
+from tagpin.domain.model import Strict
 
 
 class RegistryKind(StrEnum):

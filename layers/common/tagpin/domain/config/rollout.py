@@ -9,7 +9,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 
-from tagpin.domain.config.base import LABEL_PATTERN, NotificationSecretName, Strict
+from tagpin.domain.config.base import LABEL_PATTERN, NotificationSecretName
+from tagpin.domain.model import Strict
 
 
 class Wave(Strict):

@@ -10,7 +10,8 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from tagpin.domain.channels import NAME_PATTERN as CHANNEL_PATTERN
 from tagpin.domain.channels import ChannelKey, is_channel
-from tagpin.domain.config.base import CONTAINER_PATTERN, LABEL_PATTERN, NAME_PATTERN, Strict
+from tagpin.domain.config.base import CONTAINER_PATTERN, LABEL_PATTERN, NAME_PATTERN
+from tagpin.domain.model import Strict
 from tagpin.domain.refs import ImageRef, InvalidReference
 from tagpin.domain.versions import InvalidPolicy, PolicyKind, VersionPolicy
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, model_validator
 
-from tagpin.domain.config.base import Strict
+from tagpin.domain.model import Strict
 from tagpin.domain.versions.ranges import InvalidRange, SemverRange
 from tagpin.domain.versions.tags import (
     MAX_TAG_LENGTH,

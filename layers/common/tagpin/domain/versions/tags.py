@@ -50,7 +50,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-MAX_TAG_LENGTH = 128  # OCI distribution spec: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}
+from tagpin.domain.refs import TAG_MAX
+
+MAX_TAG_LENGTH = TAG_MAX  # OCI distribution spec: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}
 
 # semver.org's regular expression (2.0.0) with re.ASCII (\d is 0-9 only), an optional leading v, and
 # _ as well as + before the build.
