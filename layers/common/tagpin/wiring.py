@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from tagpin.adapters.notify import Notifier
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
     from tagpin.usecases.apply import Applier, Guard
+    from tagpin.usecases.channels import Channels
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.promote import Promoter
     from tagpin.usecases.reconcile import Reconciler
@@ -170,10 +171,20 @@ def poll_parts(function: str) -> PollParts:
 
 
 @cache
+def channels() -> Channels:
+    """Choosing version channels' heads: listing tags, the versions marked bad."""
+    from tagpin.usecases.channels import Channels
+
+    return Channels(registry_client(), state())
+
+
+@cache
 def poller() -> Poller:
     from tagpin.usecases.poll import Poller
 
-    return Poller(detector(), registry_client(), state(), lambda host: config().registry(host))
+    return Poller(
+        detector(), registry_client(), state(), lambda host: config().registry(host), channels=channels()
+    )
 
 
 @cache
@@ -200,6 +211,7 @@ def webhook_service() -> WebhookService:
         detector=detector,
         deliveries=lambda: deliveries,
         followed=followed,
+        channels=channels,
     )
 
 
@@ -360,6 +372,7 @@ def reset() -> None:
         credential_store,
         state,
         detector,
+        channels,
         poller,
         webhook_service,
         idempotency_guard,

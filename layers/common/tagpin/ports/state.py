@@ -285,6 +285,11 @@ class Index(Protocol):
         """Every entry (of ``shards``, default all), or those of one tag."""
         ...
 
+    def channel_entries(self, repository: str) -> list[IndexEntry]:
+        """The entries of every version channel of ``repository`` (``registry/repository``): one
+        Query, they share its shard (tagpin.domain.shards)."""
+        ...
+
     def update(self, put: list[IndexEntry], delete: list[IndexEntry]) -> None: ...
 
 

@@ -123,7 +123,7 @@ class Channels:
                 heads[channel.image] = Head(channel.image, head, selection, kept)
         return heads
 
-    def pushed(self, channel: FollowedImage, tag: str, stored: TagState | None) -> Head | None:
+    def pushed(self, channel: FollowedImage, tag: str) -> Head | None:
         """The head after a push of ``tag`` (a notification names it: nothing is listed), or None
         when the push does not move the channel (not a version the policy allows, marked bad, or
         not newer than the head)."""
@@ -133,6 +133,7 @@ class Channels:
         version = policy.version(tag)
         if version is None or policy.screen(version) is not None:
             return None
+        stored = self._state.tags.get(channel.image)
         current = None if stored is None else stored.version
         if current is not None and move(policy, current, tag) is not Move.UPGRADE:
             return None

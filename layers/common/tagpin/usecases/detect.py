@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from tagpin.domain.config import FollowedImage, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
+from tagpin.domain.refs import ImageRef
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolution, Resolver
 from tagpin.ports.state import State
@@ -60,14 +61,14 @@ class Detector:
         self._confirm_delays = confirm_delays
         self._sleep = sleep
 
-    def _resolve(self, followed: FollowedImage, hint_digest: str | None) -> Resolution:
+    def _resolve(self, ref: ImageRef, hint_digest: str | None) -> Resolution:
         """Resolve the tag. With a notification's digest as a hint, a registry that does not (yet)
         serve it is asked again a few times: registries notify as the manifest is stored, which can
         be before the tag points to it (distribution tags after the manifest event), and a tag
         being rewritten can answer 5xx for a moment. The registry's answer always wins."""
         for delay in (*self._confirm_delays, None):
             try:
-                resolution = self._resolver.resolve(followed.ref)
+                resolution = self._resolver.resolve(ref)
             except Exception:
                 if hint_digest is None or delay is None:
                     raise
@@ -84,10 +85,13 @@ class Detector:
         trigger: Trigger,
         correlation_id: str | None = None,
         hint_digest: str | None = None,
+        ref: ImageRef | None = None,
     ) -> Observation:
+        """Resolve the followed tag (a version channel: ``ref``, its head) and ``observe`` it."""
         image = followed.image
+        ref = ref or followed.ref
         try:
-            resolution = self._resolve(followed, hint_digest)
+            resolution = self._resolve(ref, hint_digest)
         except Exception as exc:  # one registry's failure must not stop the others
             message = f"{type(exc).__name__}: {exc}"
             logger.warning(
@@ -95,11 +99,9 @@ class Detector:
             )
             self._state.tags.record_error(image, message, self._clock())
             return Observation(image, TagOutcome.ERROR, error=message)
-        if self._attestations is not None and self._attestations.enabled(followed.ref):
+        if self._attestations is not None and self._attestations.enabled(ref):
             known = self._state.tags.get(image)
-            if known is not None and self._attestations.only_attestations(
-                followed.ref, known.digest, resolution
-            ):
+            if known is not None and self._attestations.only_attestations(ref, known.digest, resolution):
                 return Observation(
                     image,
                     TagOutcome.IGNORED,
@@ -111,9 +113,10 @@ class Detector:
             followed, resolution, trigger=trigger, correlation_id=correlation_id, hint_digest=hint_digest
         )
 
-    def record_error(self, followed: FollowedImage, error: Exception) -> Observation:
-        """The tag could not be resolved: keep the working digest (nothing is enqueued), note why."""
-        message = f"{type(error).__name__}: {error}"
+    def record_error(self, followed: FollowedImage, error: Exception | str) -> Observation:
+        """The tag could not be resolved (a channel's tags not listed): keep the working digest
+        (nothing is enqueued), note why."""
+        message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         self._state.tags.record_error(followed.image, message, self._clock())
         return Observation(followed.image, TagOutcome.ERROR, error=message)
 

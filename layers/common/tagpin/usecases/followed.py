@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 
+from tagpin.domain.channels import SEPARATOR, repository_part
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.domain.shards import WHOLE, PollPart, shard
 from tagpin.ports.state import IndexEntry, State
@@ -94,15 +95,61 @@ class Followed(Mapping[str, FollowedImage]):
         return self._all
 
     def select(self, images: Iterable[str]) -> dict[str, FollowedImage]:
-        """The followed ones among ``images`` in one lookup's worth of work: one Query per tag while
-        there are a few, else one Query per shard they fall in (at most ``SHARDS``, side by side),
-        whatever the count."""
+        """The followed ones among ``images`` in one lookup's worth of work (``lookup``)."""
+        return self.lookup(images, [])[0]
+
+    def channels(self, repositories: Iterable[str]) -> dict[str, list[FollowedImage]]:
+        """The version channels of each of ``repositories`` (``lookup``)."""
+        return self.lookup([], repositories)[1]
+
+    def lookup(
+        self, images: Iterable[str], repositories: Iterable[str]
+    ) -> tuple[dict[str, FollowedImage], dict[str, list[FollowedImage]]]:
+        """The followed ones among ``images`` (tags), and the version channels of each of
+        ``repositories`` (``registry/repository``; configured, and discovered by annotation), in
+        one lookup's worth of work: one Query per tag or repository while there are a few, else
+        one Query per shard they fall in (at most ``SHARDS``, side by side), whatever the count."""
         wanted = list(dict.fromkeys(images))
-        if self._all is None and len(wanted) > SELECT_ONE_BY_ONE:
-            shards = sorted({shard(image) for image in wanted})
-            found = self._merged(self._state.index.entries(shards=shards), wanted)
-            return {image: found[image] for image in wanted if image in found}
-        return {image: followed for image in wanted if (followed := self.get(image)) is not None}
+        repos = list(dict.fromkeys(repositories))
+        if self._all is None and len(wanted) + len(repos) > SELECT_ONE_BY_ONE:
+            shards = sorted({shard(image) for image in wanted} | {shard(r) for r in repos})
+            entries = self._state.index.entries(shards=shards)
+            prefixes = tuple(r + SEPARATOR for r in repos)
+            keys = list(wanted)
+            if prefixes:
+                keys += [i for i in self._config.followed if i.startswith(prefixes)]
+                keys += [e.image for e in entries if e.image.startswith(prefixes)]
+            found = self._merged(entries, keys)
+            tags = {image: found[image] for image in wanted if image in found}
+            return tags, self._by_repository(found.values(), repos)
+        tags = {image: followed for image in wanted if (followed := self.get(image)) is not None}
+        return tags, {r: chans for r in repos if (chans := self._channels_of(r))}
+
+    @staticmethod
+    def _by_repository(
+        followed: Iterable[FollowedImage], repositories: list[str]
+    ) -> dict[str, list[FollowedImage]]:
+        found: dict[str, list[FollowedImage]] = {}
+        wanted = set(repositories)
+        for f in followed:
+            if f.policy is not None and (repository := repository_part(f.image)) in wanted:
+                found.setdefault(repository, []).append(f)
+        return found
+
+    def _channels_of(self, repository: str) -> list[FollowedImage]:
+        prefix = repository + SEPARATOR
+        if self._all is not None:
+            return [f for image, f in self._all.items() if image.startswith(prefix) and f.policy is not None]
+        by_image: dict[str, list[IndexEntry]] = {}
+        for entry in self._state.index.channel_entries(repository):
+            by_image.setdefault(entry.image, []).append(entry)
+        configured = [image for image in self._config.followed if image.startswith(prefix)]
+        known = set(self._config.clusters)
+        merged = (
+            merge(image, self._config.followed.get(image), by_image.get(image, []), known)
+            for image in dict.fromkeys([*configured, *by_image])
+        )
+        return [f for f in merged if f is not None]
 
     def __getitem__(self, image: str) -> FollowedImage:
         if self._all is not None:

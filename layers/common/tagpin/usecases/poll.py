@@ -22,6 +22,9 @@
   parts (``functions/poller``). One part reads only its shards' index partitions and items.
 - Optionally (per registry, ``ignore_attestation_changes``) an index whose only change is in
   its attestation manifests (BuildKit provenance, platform ``unknown/unknown``) is not a change.
+- A version channel (``tagpin.domain.channels``) is resolved at its head, chosen first from one
+  listing of its repository's tags (``tagpin.usecases.channels``); from there on it is a tag like
+  any other. A channel whose tags cannot be listed keeps its head and counts as an error.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
 from tagpin.ports.state import State, TagState, TargetState
 from tagpin.usecases.attestations import AttestationFilter
+from tagpin.usecases.channels import Channels
 from tagpin.usecases.detect import Detector, merge_followed, now_ms
 
 logger = logging.getLogger(__name__)
@@ -113,6 +117,7 @@ class Poller:
         chunk: int = 250,
         workers: int = 16,
         reserve_seconds: float = 15.0,
+        channels: Channels | None = None,
     ) -> None:
         self._detector = detector
         self._resolver = resolver
@@ -124,6 +129,7 @@ class Poller:
         self._workers = workers
         self._reserve = reserve_seconds
         self._attestations = AttestationFilter(resolver, registry_settings)
+        self._channels = channels
 
     def run(
         self,
@@ -137,7 +143,9 @@ class Poller:
         """``part``: the part of a poll split across invocations that ``followed`` is (its own
         cursor, its shards' settled digests)."""
         items = {f.image: f for f in merge_followed(followed)}
-        order = sorted(items)
+        summary = PollSummary()
+        refs = self._refs(items, summary)
+        order = sorted(refs)
         cursor = self._state.cursor.get(part) if order else None
         settled = self._state.digests.all(None if part.whole else part.shards) if order else {}
         if cursor is not None:  # start where the last run stopped; the rest follows, wrapping around
@@ -145,10 +153,9 @@ class Poller:
             order = order[first:] + order[:first]
         deadline = None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
         chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
-        summary = PollSummary()
 
         def start(pool: ThreadPoolExecutor, chunk: list[str]) -> tuple[Any, _StateReads]:
-            resolving = self._resolver.start_many([items[i].ref for i in chunk], deadline=deadline)
+            resolving = self._resolver.start_many([refs[i] for i in chunk], deadline=deadline)
             return resolving, self._read_state(pool, [items[i] for i in chunk if i not in settled])
 
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
@@ -159,9 +166,9 @@ class Poller:
                 resolved: dict[ImageRef, Resolution | RegistryError] = resolving.result()
                 out_of_time = deadline is not None and self._monotonic() >= deadline
                 pending = start(pool, chunks[n + 1]) if n + 1 < len(chunks) and not out_of_time else None
-                unfinished = [i for i in chunk if items[i].ref not in resolved]
+                unfinished = [i for i in chunk if refs[i] not in resolved]
                 todo = [items[i] for i in chunk]
-                self._record(pool, todo, resolved, reads, settled, summary, trigger, correlation_id)
+                self._record(pool, todo, refs, resolved, reads, settled, summary, trigger, correlation_id)
                 if unfinished or pending is None:
                     rest = unfinished + [i for c in chunks[n + 1 :] for i in c]
                     summary.not_reached = len(rest)
@@ -175,6 +182,27 @@ class Poller:
                 extra={"cursor": summary.cursor, "not_reached": summary.not_reached},
             )
         return summary
+
+    def _refs(self, items: dict[str, FollowedImage], summary: PollSummary) -> dict[str, ImageRef]:
+        """What to resolve for each followed image: its tag, or a version channel's head."""
+        refs = {image: f.ref for image, f in items.items() if f.policy is None}
+        channels = [f for f in items.values() if f.policy is not None]
+        if not channels:
+            return refs
+        if self._channels is None:
+            raise ValueError("version channels are followed but the poller cannot list tags")
+        for image, head in self._channels.heads(channels).items():
+            if head.error is not None:
+                summary.errors += 1
+                noted = _guarded(partial(self._detector.record_error, items[image], head.error))
+                summary.results.append(noted or Observation(image, TagOutcome.ERROR, error=head.error))
+            if head.ref is not None:
+                refs[image] = head.ref
+            elif head.error is None:
+                summary.results.append(
+                    Observation(image, TagOutcome.IGNORED, reason="no version the policy allows yet")
+                )
+        return refs
 
     # The settled digests are a cache: failing to update one costs a read next run, nothing else.
     def _settle(self, image: str, digest: str, changed_at: int) -> None:
@@ -207,6 +235,7 @@ class Poller:
         self,
         pool: ThreadPoolExecutor,
         chunk: list[FollowedImage],
+        refs: dict[str, ImageRef],
         resolved: dict[ImageRef, Resolution | RegistryError],
         reads: _StateReads,
         settled: dict[str, str],
@@ -214,11 +243,11 @@ class Poller:
         trigger: Trigger,
         correlation_id: str | None,
     ) -> None:
-        done = [f for f in chunk if f.ref in resolved]
+        done = [f for f in chunk if refs[f.image] in resolved]
         summary.resolved += len(done)
         rest: list[FollowedImage] = []
         for f in done:
-            answer = resolved[f.ref]
+            answer = resolved[refs[f.image]]
             if isinstance(answer, Resolution) and settled.get(f.image) == answer.digest:
                 summary.unchanged += 1  # the steady case: nothing of its own read or written
             else:
@@ -230,7 +259,7 @@ class Poller:
         stored, targets = {**stored, **more[0]}, {**targets, **more[1]}
         work: list[Callable[[], Observation | None]] = []
         for f in rest:
-            answer = resolved[f.ref]
+            answer = resolved[refs[f.image]]
             if not isinstance(answer, Resolution):
                 if f.image in settled:
                     work.append(partial(self._drop, f.image))
@@ -248,7 +277,9 @@ class Poller:
                 summary.unchanged += 1
                 work.append(partial(self._settle, f.image, answer.digest, known.changed_at))
                 continue
-            if known is not None and self._attestations.only_attestations(f.ref, known.digest, answer):
+            if known is not None and self._attestations.only_attestations(
+                refs[f.image], known.digest, answer
+            ):
                 summary.ignored += 1
                 summary.results.append(
                     Observation(

@@ -27,11 +27,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tagpin.domain.channels import repository_part
 from tagpin.domain.config import FollowedImage, NotConfigured, TagpinConfig
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 from tagpin.ports.webhooks import DeliveryLog, PushEvent, Request, Source, WebhookError
+from tagpin.usecases.channels import Channels
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import Followed
 
@@ -111,6 +113,7 @@ class WebhookService:
         clock: Callable[[], float] = time.time,
         max_body: int = MAX_BODY,
         followed: Callable[[], Mapping[str, FollowedImage]] | None = None,  # default: config's
+        channels: Callable[[], Channels] | None = None,  # version channels (None: tags only)
     ) -> None:
         self._secrets = secrets
         self._config = config
@@ -120,6 +123,7 @@ class WebhookService:
         self._clock = clock
         self._max_body = max_body
         self._sources = sources
+        self._channels = channels
 
     def handle(
         self,
@@ -182,41 +186,33 @@ class WebhookService:
                 413, f"{len(events)} events in one delivery; the limit is {MAX_EVENTS}: send them in several"
             )
         images = [(valid(i, event), tagged(i, event)) for i, event in enumerate(events)]  # all, before acting
-        # One lookup of what is followed (configuration + label-discovered), not one per event.
-        followed_images = select(self._followed(), (image for _, image in images))
+        # One lookup of what is followed (configuration + label-discovered), not one per event:
+        # the tags, and the version channels of the pushed repositories.
+        followed_images, channels = self._lookup([image for _, image in images])
         results: list[Observation] = []
         ignored = duplicates = 0
         seen: set[str] = set()
         for event, image in images:
-            followed = followed_images.get(image)
-            if followed is None:
+            repository, tag = image.rsplit(":", 1)
+            checks: list[tuple[FollowedImage, ImageRef | None]] = []
+            if (followed := followed_images.get(image)) is not None:
+                checks.append((followed, None))
+            for channel in channels.get(repository, []):
+                head = self._channel_heads().pushed(channel, tag)
+                if head is not None:
+                    checks.append((channel, head.ref))
+            if not checks:
                 ignored += 1
-                results.append(Observation(image, TagOutcome.IGNORED, reason="not followed"))
+                reason = "not followed" if repository not in channels else "not a new version of its channels"
+                results.append(Observation(image, TagOutcome.IGNORED, reason=reason))
                 continue
-            if image in seen:
-                continue  # several events for one tag in one delivery: one detection is enough
-            seen.add(image)
-            claim = self._claim(source, event, image)
-            if claim is False:
-                duplicates += 1
-                results.append(Observation(image, TagOutcome.DUPLICATE, delivery_id=event.delivery_id))
-                continue
-            try:
-                observation = self._detector().detect(
-                    followed,
-                    trigger=Trigger.WEBHOOK,
-                    correlation_id=event_correlation(correlation_id, source, event.delivery_id),
-                    hint_digest=event.digest,
-                )
-            except BaseException:  # our own store or queue failed: the sender's retry must be heard
-                if isinstance(claim, str):
-                    self._log().release_delivery(claim, int(self._clock()))
-                raise
-            if observation.outcome is TagOutcome.ERROR and isinstance(claim, str):
-                # The registry could not be asked: a redelivery of this notification is detected
-                # again (the poller and the reconciler pick the tag up in any case).
-                self._log().release_delivery(claim, int(self._clock()))
-            results.append(observation)
+            for followed, ref in checks:
+                if followed.image in seen:
+                    continue  # several events for one tag in one delivery: one detection is enough
+                seen.add(followed.image)
+                observation = self._check(source, event, followed, ref, correlation_id)
+                duplicates += observation.outcome is TagOutcome.DUPLICATE
+                results.append(observation)
         accepted = len(results) - ignored - duplicates
         return WebhookResult(
             202,
@@ -227,6 +223,56 @@ class WebhookService:
                 "events": [r.as_dict() for r in results],
             },
         )
+
+    def _check(
+        self,
+        source: str,
+        event: PushEvent,
+        followed: FollowedImage,
+        ref: ImageRef | None,
+        correlation_id: str | None,
+    ) -> Observation:
+        """One followed tag (or channel, at ``ref``): claim the delivery, re-resolve, record."""
+        claim = self._claim(source, event, followed.image)
+        if claim is False:
+            return Observation(followed.image, TagOutcome.DUPLICATE, delivery_id=event.delivery_id)
+        try:
+            observation = self._detector().detect(
+                followed,
+                trigger=Trigger.WEBHOOK,
+                correlation_id=event_correlation(correlation_id, source, event.delivery_id),
+                hint_digest=event.digest,
+                ref=ref,
+            )
+        except BaseException:  # our own store or queue failed: the sender's retry must be heard
+            if isinstance(claim, str):
+                self._log().release_delivery(claim, int(self._clock()))
+            raise
+        if observation.outcome is TagOutcome.ERROR and isinstance(claim, str):
+            # The registry could not be asked: a redelivery of this notification is detected
+            # again (the poller and the reconciler pick the tag up in any case).
+            self._log().release_delivery(claim, int(self._clock()))
+        return observation
+
+    def _lookup(
+        self, images: list[str]
+    ) -> tuple[Mapping[str, FollowedImage], dict[str, list[FollowedImage]]]:
+        """The followed tags among ``images`` and the version channels of their repositories:
+        one lookup for the whole delivery (``Followed.lookup``; a plain mapping, the
+        configuration's, is looked up in memory)."""
+        repositories = [image.rsplit(":", 1)[0] for image in images] if self._channels is not None else []
+        followed = self._followed()
+        if isinstance(followed, Followed):
+            return followed.lookup(images, repositories)
+        channels: dict[str, list[FollowedImage]] = {}
+        for image, f in followed.items():
+            if f.policy is not None and (repository := repository_part(image)) in repositories:
+                channels.setdefault(repository, []).append(f)
+        return select(followed, images), channels
+
+    def _channel_heads(self) -> Channels:
+        assert self._channels is not None
+        return self._channels()
 
     def _log(self) -> DeliveryLog:
         assert self._deliveries is not None

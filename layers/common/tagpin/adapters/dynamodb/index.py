@@ -18,6 +18,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from tagpin.adapters.dynamodb.table import FOLLOW, Item, N, S, Table, key, number, text
+from tagpin.domain.channels import SEPARATOR
 from tagpin.domain.shards import all_shards, shard
 from tagpin.ports.state import IndexEntry
 
@@ -52,6 +53,10 @@ class DynamoIndex:
         with ThreadPoolExecutor(max_workers=READERS) as pool:
             pages = list(pool.map(lambda s: self._table.query(FOLLOW + s), shards or all_shards()))
         return [index_entry(item) for page in pages for item in page]
+
+    def channel_entries(self, repository: str) -> list[IndexEntry]:
+        prefix = repository + SEPARATOR
+        return [index_entry(i) for i in self._table.query(FOLLOW + shard(repository), prefix=prefix)]
 
     def update(self, put: list[IndexEntry], delete: list[IndexEntry]) -> None:
         requests: list[Item] = [{"DeleteRequest": {"Key": entry_key(e)}} for e in delete]
