@@ -352,6 +352,7 @@ def reconciler() -> Reconciler:
         queue=SqsChangeQueue(aws("sqs"), setting("queue_url")),
         clock=now_ms,
         resolve=settings().reconcile_resolves,
+        channels=channels(),
     )
 
 

@@ -7,6 +7,10 @@ LABEL_FOLLOW = "tagpin.dev/follow"  # "true": discovered by the reconciler (serv
 FOLLOW_SELECTOR = f"{LABEL_FOLLOW}=true"
 ANNOTATION_PAUSED = "tagpin.dev/paused"  # "true": left alone (not discovered, not patched)
 ANNOTATION_CONTAINERS = "tagpin.dev/containers"  # "web,migrate": only these containers
+# A version policy (docs/policies.md): the workload follows the newest version it allows instead
+# of its tag ("~1.4", "numeric", or the policy's fields as JSON); ANNOTATION_POLICY + "." +
+# container sets one container's.
+ANNOTATION_POLICY = "tagpin.dev/policy"
 # Written by tagpin on the pod template, so a rollout is visible with `kubectl describe`.
 ANNOTATION_DIGESTS = "tagpin.dev/digests"  # container -> digest (JSON)
 ANNOTATION_APPLIED_AT = "tagpin.dev/applied-at"

@@ -40,6 +40,13 @@ def repository_part(key: str) -> str:
     return key.split(SEPARATOR, 1)[0] if is_channel(key) else key
 
 
+def repository_of(key: str) -> ImageRef:
+    """The repository a followed tag or a channel is of (its tag, if any, kept: only ``name`` is
+    meant to be read)."""
+    channel = ChannelKey.parse(key)
+    return ImageRef.parse(key) if channel is None else channel.repository
+
+
 def pinned_source(key: str, tag: str | None) -> str:
     """What a target of ``key`` is pinned to, before ``@digest``: a followed tag's own reference, or
     a channel's repository at the version ``tag`` it chose."""

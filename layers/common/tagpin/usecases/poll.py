@@ -192,13 +192,13 @@ class Poller:
         if self._channels is None:
             raise ValueError("version channels are followed but the poller cannot list tags")
         for image, head in self._channels.heads(channels).items():
-            if head.error is not None:
+            if head.error is not None:  # not checked this run: the head and its digest stay
                 summary.errors += 1
                 noted = _guarded(partial(self._detector.record_error, items[image], head.error))
                 summary.results.append(noted or Observation(image, TagOutcome.ERROR, error=head.error))
-            if head.ref is not None:
+            elif head.ref is not None:
                 refs[image] = head.ref
-            elif head.error is None:
+            else:
                 summary.results.append(
                     Observation(image, TagOutcome.IGNORED, reason="no version the policy allows yet")
                 )

@@ -34,14 +34,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from tagpin.domain.annotations import ANNOTATION_CONTAINERS, FOLLOW_SELECTOR
+from tagpin.domain.annotations import ANNOTATION_CONTAINERS, ANNOTATION_POLICY, FOLLOW_SELECTOR
+from tagpin.domain.channels import ChannelKey, repository_of
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.refs import ImageRef
+from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import IndexEntry, State, TagState
 from tagpin.ports.workloads import Inventory, NotFound, Pod, Workload, WorkloadError
+from tagpin.usecases.channels import Channels
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import merge
 from tagpin.usecases.running import Observed, running_digest
@@ -70,8 +73,11 @@ def discovered_targets(cluster: str, workload: Workload) -> tuple[list[tuple[str
     for name, image in images.items():
         if wanted is not None and name not in wanted:
             continue
+        policy = workload.annotations.get(
+            f"{ANNOTATION_POLICY}.{name}", workload.annotations.get(ANNOTATION_POLICY)
+        )
         try:
-            tagged = ImageRef.parse(image).tagged
+            tagged = followed_key(image, policy)
             target = Target(
                 cluster=cluster,
                 namespace=workload.namespace,
@@ -84,6 +90,18 @@ def discovered_targets(cluster: str, workload: Workload) -> tuple[list[tuple[str
             continue
         found.append((tagged, target))
     return found, notes
+
+
+def followed_key(image: str, policy: str | None) -> str:
+    """What a container's image follows: its tag, or with a version policy annotation the channel
+    of its repository named by the policy (tagpin.domain.channels)."""
+    ref = ImageRef.parse(image)
+    if policy is None or not policy.strip():
+        return ref.tagged
+    parsed = VersionPolicy.parse(policy)
+    if not parsed.chooses:
+        return ref.tagged
+    return str(ChannelKey(ImageRef(ref.registry, ref.repository, None, None), parsed.text))
 
 
 @dataclass
@@ -139,6 +157,7 @@ class Reconciler:
         clock: Callable[[], int],
         concurrency: int = 8,
         resolve: bool = True,
+        channels: Channels | None = None,
     ) -> None:
         """``resolve``: ask the registries for every followed tag's digest on each run. Needed when
         nothing else does (polling off: a lost notification would otherwise go unnoticed); with
@@ -152,6 +171,7 @@ class Reconciler:
         self._queue = queue
         self._clock = clock
         self._concurrency = concurrency
+        self._channels = channels
 
     def run(self, run_id: str | None = None) -> ReconcileReport:
         report = ReconcileReport(run_id or str(uuid.uuid4()))
@@ -253,7 +273,7 @@ class Reconciler:
             if current.paused:
                 continue
             running, how = running_digest(
-                current, target.container, ImageRef.parse(image), pods_of(target.namespace)
+                current, target.container, repository_of(image), pods_of(target.namespace)
             )
             scan.observed.append(Observed(target, image, running, how))
 
@@ -332,7 +352,14 @@ class Reconciler:
     ) -> int:
         run = report.run_id
         if tag is None:  # resolving on every run, or a tag not seen yet
-            result = self._detector.detect(followed, trigger=Trigger.RECONCILE, correlation_id=run)
+            ref = None
+            if followed.policy is not None:  # a version channel: resolved at its head
+                head = self._channels.heads([followed]).get(followed.image) if self._channels else None
+                if head is None or head.ref is None:
+                    report.errors.append(f"{followed.image}: {head.error if head else 'cannot list tags'}")
+                    return 0
+                ref = head.ref
+            result = self._detector.detect(followed, trigger=Trigger.RECONCILE, correlation_id=run, ref=ref)
             if result.outcome is TagOutcome.ERROR:
                 report.errors.append(f"{followed.image}: {result.error}")
                 return 0
