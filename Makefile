@@ -96,7 +96,7 @@ bench-reconcile: venv
 bench-webhook: venv
 	$(PY) bench/webhook.py
 
-# The real handlers on the local stack; about 11 minutes on 2 cores (10,000 tags dominate).
+# The real handlers on the local stack; about 21 minutes on 2 cores (setting up 10,000 tags in moto dominates).
 bench-cost: venv tools
 	$(PY) -m bench.cost
 
