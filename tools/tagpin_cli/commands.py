@@ -62,9 +62,15 @@ def status() -> list[dict[str, Any]]:
                     "detail": st.detail if st else None,
                 }
             )
+        channel = (
+            {}
+            if image.policy is None
+            else {"policy": image.policy.text, "version": tag.version if tag else None}
+        )
         rows.append(
             {
                 "image": image.image,
+                **channel,
                 "digest": tag.digest if tag else None,
                 "resolved": _ago(tag.resolved_at) if tag else None,
                 "changed": _ago(tag.changed_at) if tag else None,
@@ -86,7 +92,7 @@ def history(selector: str | None, limit: int = 50) -> list[dict[str, Any]]:
             wanted = None
     for image in followed():
         for target in image.targets:
-            if selector is None or target.id == selector or image.image == wanted:
+            if selector is None or target.id == selector or image.image in (wanted, selector):
                 ids.append(target.id)
     if selector and not ids:
         raise LookupError(f"{selector!r} is neither a followed image nor a target id")
@@ -108,13 +114,36 @@ def history(selector: str | None, limit: int = 50) -> list[dict[str, Any]]:
     return events[:limit]
 
 
-def resolve(image: str) -> dict[str, Any]:
-    """The digest behind a tag, with what the registry answered: for debugging credentials."""
+def resolve(image: str, policy: str | None = None) -> dict[str, Any]:
+    """The digest behind a tag, with what the registry answered: for debugging credentials. With a
+    version ``policy``, ``image`` is a repository: its tags are listed, the candidates and the head
+    the policy chooses are shown (and why the newer tags were rejected), and the head is resolved."""
     ref = ImageRef.parse(image)
     access = wiring.registry_access(ref.registry)
+    extra: dict[str, Any] = {}
+    if policy is not None:
+        from tagpin.domain.versions import VersionPolicy, select_head
+
+        parsed = VersionPolicy.parse(policy)
+        if ":" in image.rsplit("/", 1)[-1]:
+            raise ValueError(f"{image!r}: with --policy, give the repository without a tag")
+        listing = wiring.registry_client().list_tags(ref)
+        selection = select_head(parsed, listing.tags, limit=20)
+        extra = {
+            "policy": parsed.text,
+            "tags_listed": len(listing.tags),
+            "listing": f"{listing.pages} page(s), {listing.requests} request(s), {listing.end}",
+            "candidates": _candidates(parsed, listing.tags),
+            "head": selection.head_tag,
+            "rejected": [f"{r.tag}: {r.reason}" for r in selection.rejected],
+        }
+        if selection.head_tag is None:
+            return {"image": f"{ref.name}", **extra}
+        ref = ref.with_tag(selection.head_tag)
     resolution = wiring.registry_client().resolve(ref)
     return {
         "image": str(ref),
+        **extra,
         "digest": resolution.digest,
         "pinned": str(resolution.pinned),
         "media_type": resolution.media_type,
@@ -125,50 +154,116 @@ def resolve(image: str) -> dict[str, Any]:
     }
 
 
+def _candidates(policy: Any, tags: tuple[str, ...], limit: int = 10) -> list[str]:
+    """The versions the policy allows, newest first (at most ``limit``)."""
+    allowed = [v for tag in tags if (v := policy.version(tag)) is not None and policy.screen(v) is None]
+    allowed.sort(key=lambda v: v.rank, reverse=True)
+    return [v.tag for v in allowed[:limit]]
+
+
 def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """What would roll where right now: the registries' answers against what the clusters run.
+    """What would roll where right now: the registries' answers against what the clusters run;
+    for a version channel, the version its policy chooses and why the newer tags were rejected.
     Reads only; changes nothing (no state write, no enqueue, no patch)."""
     from tagpin.adapters.kubernetes.clusters import ClusterConnector
-    from tagpin.domain.config import Kind
-    from tagpin.ports.workloads import WorkloadError
-    from tagpin.usecases.patch import pinned_image
 
     connector = ClusterConnector(wiring.config, wiring.secret_text)
     rows: list[dict[str, Any]] = []
     for image in followed():
         if progress:
             progress(image.image)
-        rows.extend(_plan_image(image, connector, Kind, WorkloadError, pinned_image))
+        rows.extend(_plan_image(image, connector))
     return rows
 
 
-def _plan_image(
-    followed: FollowedImage, connector: Any, kind_type: Any, workload_error: Any, pinned: Any
-) -> list[dict[str, Any]]:
+def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]:
+    from tagpin.domain.channels import pinned_source
+    from tagpin.ports.workloads import WorkloadError
+    from tagpin.usecases.patch import pinned_image
+
+    base: dict[str, Any] = {"image": followed.image}
+    stored = wiring.state().tags.get(followed.image)
+    tag: str | None = None
     try:
-        digest = wiring.registry_client().resolve(followed.ref).digest
+        if followed.policy is not None:
+            head = wiring.channels().heads([followed]).get(followed.image)
+            base["policy"] = followed.policy.text
+            if head is not None and head.selection is not None:
+                base["rejected"] = [f"{r.tag}: {r.reason}" for r in head.selection.rejected[:10]]
+            if head is None or head.error is not None or head.ref is None:
+                why = head.error if head is not None and head.error else "no version the policy allows"
+                return [base | {"target": t.id, "action": "none", "detail": why} for t in followed.targets]
+            tag, ref = head.tag, head.ref
+            base["version"] = tag
+            if head.kept:
+                base["detail"] = head.kept
+        else:
+            ref = followed.ref
+        digest = wiring.registry_client().resolve(ref).digest
     except Exception as exc:
         return [
-            {"image": followed.image, "target": t.id, "action": "unknown", "detail": f"registry: {exc}"}
+            base | {"target": t.id, "action": "unknown", "detail": f"registry: {exc}"}
             for t in followed.targets
         ]
+    held = stored is not None and stored.bad_digest == digest
     rows = []
     for target in followed.targets:
-        row: dict[str, Any] = {"image": followed.image, "target": target.id, "digest": digest}
+        row: dict[str, Any] = base | {"target": target.id, "digest": digest}
         try:
-            workload = connector(target.cluster).get(target.namespace, kind_type(target.kind), target.name)
+            workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
             current = workload.containers.get(target.container) or workload.init_containers.get(
                 target.container
             )
             if current is None:
                 row |= {"action": "error", "detail": f"no container {target.container!r}"}
             else:
-                desired = pinned(current, followed.image, digest)
-                row |= {"current": current, "action": "none" if current == desired else "roll", "to": desired}
-        except workload_error as exc:
+                desired = pinned_image(current, pinned_source(followed.image, tag), digest)
+                action = "none" if current == desired or held else "roll"
+                row |= {"current": current, "action": action, "to": desired}
+                if held and current != desired:
+                    row["detail"] = f"held: its rollout failed and was rolled back ({stored.bad_reason})"  # type: ignore[union-attr]
+        except WorkloadError as exc:
             row |= {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
         rows.append(row)
     return rows
+
+
+def _who() -> str:
+    """Who runs the CLI, for the audit trail: the AWS identity, else the local user."""
+    import getpass
+
+    try:
+        return str(wiring.aws("sts").get_caller_identity()["Arn"])
+    except Exception:
+        return getpass.getuser()
+
+
+def _channel(key: str) -> FollowedImage:
+    found = wiring.followed().get(key)
+    if found is None or found.channel_key is None:
+        channels = [f.image for f in followed() if f.channel_key is not None]
+        raise LookupError(
+            f"{key!r} is not a followed version channel (followed: {', '.join(channels) or 'none'})"
+        )
+    return found
+
+
+def downgrade(key: str, version: str) -> dict[str, Any]:
+    """Move a version channel's head down to ``version`` (recorded; the newer versions are held
+    back until cleared)."""
+    done = wiring.downgrades().downgrade(_channel(key), version, _who())
+    return {
+        "channel": done.key,
+        "version": done.tag,
+        "digest": done.digest,
+        "held_back": list(done.held_back),
+    }
+
+
+def clear(key: str, version: str) -> dict[str, Any]:
+    """Let the channels of a repository choose ``version`` again (it was marked bad)."""
+    cleared = wiring.downgrades().clear(_channel(key), version, _who())
+    return {"channel": key, "version": version, "cleared": cleared}
 
 
 def config_validate(path: Path) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def _status(args: argparse.Namespace) -> int:
 
     def render(data: list[dict[str, Any]]) -> None:
         tags = [r | {"digest": _short(r["digest"])} for r in data]
-        _table("followed tags", tags, ["image", "digest", "resolved", "changed", "error"])
+        _table("followed tags", tags, ["image", "version", "digest", "resolved", "changed", "error"])
         targets = [
             t | {"image": r["image"], "digest": _short(t["digest"])} for r in data for t in r["targets"]
         ]
@@ -112,23 +112,69 @@ def _plan(args: argparse.Namespace) -> int:
     _emit(
         args,
         rows,
-        lambda d: _table(
-            "plan (dry run: nothing changed)", d, ["target", "action", "current", "to", "detail"]
-        ),
+        _print_plan,
     )
     return EXIT_CHANGES if any(r["action"] == "roll" for r in rows) else 0
+
+
+def _print_plan(rows: list[dict[str, Any]]) -> None:
+    _table(
+        "plan (dry run: nothing changed)", rows, ["target", "version", "action", "current", "to", "detail"]
+    )
+    rejected = {(r["image"], r.get("policy")): r["rejected"] for r in rows if r.get("rejected")}
+    for (image, policy), reasons in rejected.items():
+        print(f"{image} ({policy}): newer tags not chosen: {'; '.join(reasons)}")
 
 
 def _resolve(args: argparse.Namespace) -> int:
     from tagpin_cli import commands
 
-    result = commands.resolve(args.image)
+    try:
+        result = commands.resolve(args.image, args.policy)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     _emit(
         args,
         result,
         lambda d: _table("resolve", [{"field": k, "value": v} for k, v in d.items()], ["field", "value"]),
     )
     return 0
+
+
+def _downgrade(args: argparse.Namespace) -> int:
+    from tagpin_cli import commands
+
+    try:
+        result = commands.downgrade(args.channel, args.version)
+    except (LookupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _emit(
+        args,
+        result,
+        lambda d: print(
+            f"{d['channel']}: head moved down to {d['version']} ({d['digest']}); held back: "
+            f"{', '.join(d['held_back']) or 'nothing'} (tagpin clear releases one)"
+        ),
+    )
+    return 0
+
+
+def _clear(args: argparse.Namespace) -> int:
+    from tagpin_cli import commands
+
+    try:
+        result = commands.clear(args.channel, args.version)
+    except (LookupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _emit(
+        args,
+        result,
+        lambda d: print(f"{d['version']}: " + ("cleared" if d["cleared"] else "was not marked bad")),
+    )
+    return 0 if result["cleared"] else EXIT_FAILED
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -251,7 +297,19 @@ def _demo(_args: argparse.Namespace) -> int:
 
 
 # -- parser ------------------------------------------------------------------------------------
-COMMANDS = ("status", "history", "plan", "resolve", "config", "redrive", "doctor", "local", "demo")
+COMMANDS = (
+    "status",
+    "history",
+    "plan",
+    "resolve",
+    "downgrade",
+    "clear",
+    "config",
+    "redrive",
+    "doctor",
+    "local",
+    "demo",
+)
 _VALUED = ("--stack", "--region", "--endpoints")  # global options that take a value
 
 
@@ -364,8 +422,25 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("selector", nargs="?")
     history.add_argument("--limit", type=int, default=50)
     add("plan", _plan, "what would roll where right now (dry run; exit 4 when something would roll)")
-    resolve = add("resolve", _resolve, "the digest behind a tag and how the registry answered")
-    resolve.add_argument("image")
+    resolve = add(
+        "resolve",
+        _resolve,
+        "the digest behind a tag and how the registry answered; with --policy, a repository's "
+        "candidate versions and the head the policy chooses",
+    )
+    resolve.add_argument("image", help="REPO:TAG, or with --policy the repository")
+    resolve.add_argument("--policy", default=None, help="a version policy, e.g. '~1.4' (docs/policies.md)")
+    downgrade = add(
+        "downgrade",
+        _downgrade,
+        "move a version channel's head down to VERSION (recorded; the newer versions are held back "
+        "until `tagpin clear`)",
+    )
+    downgrade.add_argument("channel", help="the channel, e.g. registry.example.com/team/web@stable")
+    downgrade.add_argument("version")
+    clear = add("clear", _clear, "let a version channel choose VERSION again (a version marked bad)")
+    clear.add_argument("channel")
+    clear.add_argument("version")
     config = add("config", _config, "validate a configuration file, or push it to the SSM parameter")
     config.add_argument("action", choices=["validate", "push"])
     config.add_argument("file", type=Path)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from tagpin.adapters.notify import Notifier
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
     from tagpin.usecases.apply import Applier, Guard
-    from tagpin.usecases.channels import Channels
+    from tagpin.usecases.channels import Channels, Downgrades
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.promote import Promoter
     from tagpin.usecases.reconcile import Reconciler
@@ -173,9 +173,16 @@ def poll_parts(function: str) -> PollParts:
 @cache
 def channels() -> Channels:
     """Choosing version channels' heads: listing tags, the versions marked bad."""
-    from tagpin.usecases.channels import Channels
+    from tagpin.usecases.channels import Channels, Downgrades
 
     return Channels(registry_client(), state())
+
+
+def downgrades() -> Downgrades:
+    """A person moving a version channel's head down, or clearing a version marked bad (CLI)."""
+    from tagpin.usecases.channels import Downgrades
+
+    return Downgrades(channels(), registry_client(), SqsChangeQueue(aws("sqs"), setting("queue_url")), now_ms)
 
 
 @cache

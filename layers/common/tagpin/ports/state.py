@@ -64,6 +64,8 @@ class ImageEvent(StrEnum):
     COMPLETE = "complete"
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
+    DOWNGRADED = "downgraded"  # a person moved a version channel's head down (tagpin downgrade)
+    CLEARED = "cleared"  # a person cleared a version marked bad (tagpin clear)
 
 
 @dataclass(frozen=True)

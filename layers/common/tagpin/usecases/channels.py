@@ -21,16 +21,18 @@ reads none.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from tagpin.domain.channels import ChannelKey
 from tagpin.domain.config import FollowedImage
+from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.refs import ImageRef
 from tagpin.domain.versions import Move, Selection, VersionPolicy, move, select_head
-from tagpin.ports.registry import TagLister, TagListing
-from tagpin.ports.state import BadVersion, State, TagState
+from tagpin.ports.queues import ChangeQueue
+from tagpin.ports.registry import Resolver, TagLister, TagListing
+from tagpin.ports.state import BadVersion, ImageEvent, State, TagState
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,14 @@ class Channels:
         self._lister = lister
         self._state = state
         self._workers = workers
+
+    @property
+    def lister(self) -> TagLister:
+        return self._lister
+
+    @property
+    def state(self) -> State:
+        return self._state
 
     def heads(
         self, channels: Iterable[FollowedImage], stored: Mapping[str, TagState] | None = None
@@ -169,3 +179,84 @@ class Channels:
             return {str(repositories[0]): one(repositories[0])}
         with ThreadPoolExecutor(max_workers=min(self._workers, len(repositories))) as pool:
             return dict(zip((str(r) for r in repositories), pool.map(one, repositories), strict=True))
+
+
+@dataclass(frozen=True)
+class Downgrade:
+    """What ``Channels.downgrade`` did."""
+
+    key: str
+    tag: str
+    digest: str
+    held_back: tuple[str, ...]  # the newer allowed versions marked bad, so no check moves back up
+
+
+class Downgrades:
+    """A person moves a channel's head down (the only way a head goes down): the newer allowed
+    versions are marked bad (so no check moves the head back up; ``tagpin clear`` releases one),
+    the head is recorded at the chosen version (a newer observation than any before), and a change
+    is enqueued: the targets roll to it through the waves like any change. Recorded in the
+    channel's audit trail with who asked."""
+
+    def __init__(
+        self, channels: Channels, resolver: Resolver, queue: ChangeQueue, clock: Callable[[], int]
+    ) -> None:
+        self._channels = channels
+        self._resolver = resolver
+        self._queue = queue
+        self._clock = clock
+
+    def downgrade(self, followed: FollowedImage, tag: str, who: str) -> Downgrade:
+        key, policy = followed.channel_key, followed.policy
+        if key is None or policy is None:
+            raise ValueError(f"{followed.image} is not a version channel")
+        version = policy.version(tag)
+        if version is None or (reason := policy.screen(version)) is not None:
+            why = "not a version" if version is None else reason
+            raise ValueError(f"{tag!r} is not a version {followed.image} may run ({why})")
+        state = self._channels.state
+        listing = self._channels.lister.list_tags(key.repository)
+        selection = select_head(policy, listing.tags, limit=10_000)
+        newer = [
+            r.tag
+            for r in selection.rejected
+            if r.version is not None and move(policy, tag, r.tag) is Move.UPGRADE
+        ]
+        if selection.head is not None and move(policy, tag, selection.head.tag) is Move.UPGRADE:
+            newer.append(selection.head.tag)
+        resolution = self._resolver.resolve(key.at(tag))
+        now = self._clock()
+        why = f"held back: {followed.image} downgraded to {tag} by {who}"
+        for newer_tag in sorted(set(newer)):
+            state.versions.mark_bad(str(key.repository), BadVersion(newer_tag, "", why, now))
+        state.tags.record(followed.image, resolution.digest, now, Trigger.MANUAL, tag)
+        state.history.image_event(
+            followed.image,
+            resolution.digest,
+            ImageEvent.DOWNGRADED,
+            now,
+            detail=f"to {tag} by {who}; held back: {', '.join(sorted(set(newer))) or 'nothing'}",
+            trigger=Trigger.MANUAL,
+        )
+        self._queue.send(
+            Change(
+                image=followed.image,
+                digest=resolution.digest,
+                observed_at=now,
+                trigger=Trigger.MANUAL,
+                tag=tag,
+            )
+        )
+        return Downgrade(followed.image, tag, resolution.digest, tuple(sorted(set(newer))))
+
+    def clear(self, followed: FollowedImage, tag: str, who: str) -> bool:
+        """Forget that ``tag`` is bad: the channels of its repository may choose it again."""
+        key = followed.channel_key
+        if key is None:
+            raise ValueError(f"{followed.image} is not a version channel")
+        cleared = self._channels.state.versions.clear(str(key.repository), tag)
+        if cleared:
+            self._channels.state.history.image_event(
+                followed.image, "", ImageEvent.CLEARED, self._clock(), detail=f"{tag} cleared by {who}"
+            )
+        return cleared
