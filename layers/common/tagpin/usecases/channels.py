@@ -238,11 +238,14 @@ class Downgrades:
             detail=f"to {tag} by {who}; held back: {', '.join(sorted(set(newer))) or 'nothing'}",
             trigger=Trigger.MANUAL,
         )
+        # changed_at: the head moved back to this digest now, a new move (not a repeat of the
+        # earlier one, which the idempotency records would answer from their cache).
         self._queue.send(
             Change(
                 image=followed.image,
                 digest=resolution.digest,
                 observed_at=now,
+                changed_at=now,
                 trigger=Trigger.MANUAL,
                 tag=tag,
             )

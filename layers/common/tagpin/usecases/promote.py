@@ -163,6 +163,10 @@ class Promoter:
                 trigger=Trigger.PROMOTE,
                 correlation_id=promotion.correlation_id,
                 round=f"wave-{following.index}",
+                # identifies the move this promotion is of: a later promotion of the same digest
+                # (the tag came back to it, a downgrade) is a new move, not answered from the
+                # idempotency records of this one
+                changed_at=promotion.observed_at,
                 tag=promotion.tag,
             )
         )
@@ -185,6 +189,10 @@ class Promoter:
                 trigger=Trigger.PROMOTE,
                 correlation_id=promotion.correlation_id,
                 round=f"retry-{self._clock()}",
+                # identifies the move this promotion is of: a later promotion of the same digest
+                # (the tag came back to it, a downgrade) is a new move, not answered from the
+                # idempotency records of this one
+                changed_at=promotion.observed_at,
                 tag=promotion.tag,
             )
         )
