@@ -173,6 +173,9 @@ def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, Regi
         for cluster in ("local", "eks", "cross"):
             kubes[cluster].create(deployment(kind, "default", "placeholder", container="app"))
     kubes["eks"].create(deployment("late", "default", "placeholder", container="app"))
+    # A version channel of an ECR repository: its tags listed (ecr:ListImages), the head resolved.
+    versioned = f"{hosts['ecr']}/demo/versioned"
+    st.kubes["local"].create(deployment("versioned", "default", "placeholder", container="app"))
     # Followed by label only: the reconciler discovers it (and keeps the index).
     kubes["cross"].create(deployment("found", "default", images["secret"], container="app", labels=FOLLOW))
     document = {
@@ -203,6 +206,11 @@ def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, Regi
             {"image": late, "targets": [{**target, "cluster": "eks", "name": "late"}]},
             {"image": lost, "targets": [{**target, "cluster": "gone", "name": "lost"}]},
             {"image": slow, "targets": [{**target, "cluster": "stage", "name": "slow"}]},
+            {
+                "image": versioned,
+                "policy": "^1",
+                "targets": [{**target, "cluster": "local", "name": "versioned"}],
+            },
         ],
         "rollout": {
             "verify_interval_seconds": 1,
@@ -271,6 +279,8 @@ def run_everything(w: World) -> None:
         kind: push_image(w.registries.get(kind, w.registries["secret"]).url, f"demo/{kind}", "stable")
         for kind in w.images
     }
+    for version in ("1.0.0", "1.1.0"):  # the version channel's tags (ECR)
+        push_image(w.registries["ecr"].url, "demo/versioned", version)
     # webhook: notifications re-resolved at the registries (credentials in a secret; ECR: this
     # account's, another's through a registry role), each a change it enqueues; a delivery again
     # (deduplicated); an ECR event

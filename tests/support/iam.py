@@ -249,6 +249,7 @@ ENVIRONMENT = (
 )  # fmt: skip
 _PRODUCTION = (str(ROOT / "layers" / "common" / "tagpin"), str(ROOT / "functions"))
 _MANIFESTS = re.compile(r"^/v2/(?P<name>.+)/manifests/[^/]+$")
+_TAG_LIST = re.compile(r"^/v2/(?P<name>.+)/tags/list$")
 
 
 @dataclass
@@ -383,15 +384,26 @@ class Recorder:
 
     def _registry_request(self, method: str, url: str, host: str) -> None:
         function, key = INVOKED.get(), self._ecr.get(host)
-        match = _MANIFESTS.match(urlparse(url).path)
+        path = urlparse(url).path
+        manifests, tags = _MANIFESTS.match(path), _TAG_LIST.match(path)
+        match = manifests or tags
         if function is None or key is None or match is None or method not in ("GET", "HEAD"):
             return
-        # ECR authorises a manifest read with its registry API as ecr:BatchGetImage, for the principal
-        # the token was issued to (the assumed role's account when ``ecr.role_arn`` is set).
+        # ECR authorises its registry API as ECR actions, for the principal the token was issued to
+        # (the assumed role's account when ``ecr.role_arn`` is set): a manifest read as
+        # ecr:BatchGetImage, a tag list (version channels) as ecr:ListImages.
         account = key.account or (role_account(key.role_arn) if key.role_arn else ACCOUNT)
         resource = _arn("ecr", key.region, account, f"repository/{match['name']}")
-        request = Request("ecr:BatchGetImage", resource)
-        self._add(Call(function, f"registry:{method} manifests", (request,), key.role_arn, _environment()))
+        action, what = ("ecr:BatchGetImage", "manifests") if manifests else ("ecr:ListImages", "tags/list")
+        self._add(
+            Call(
+                function,
+                f"registry:{method} {what}",
+                (Request(action, resource),),
+                key.role_arn,
+                _environment(),
+            )
+        )
 
     def _add(self, call: Call) -> None:
         with self._lock:
