@@ -6,6 +6,7 @@
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
 #   make bench-concurrency 50 tags pushed at once through the local stack, 1 vs 3 containers per function
+#   make bench-versions    choosing a version channel's head among 10,000 tags, per policy kind
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
 #   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make bench-tags        list 10,000 tags (one page; Link pages of 1,000 and of 100; last=): requests, time, memory
@@ -77,7 +78,7 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags
+bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags bench-versions
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
@@ -100,6 +101,9 @@ bench-webhook: venv
 bench-cost: venv tools
 	$(PY) -m bench.cost
 
+bench-versions: venv
+	$(PY) bench/versions.py
+
 bench-concurrency: venv tools
 	$(PY) -m bench.concurrency
 
@@ -110,4 +114,4 @@ bench-fanout: venv tools
 bench-tags: venv tools
 	$(PY) bench/tags.py
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions
