@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 def test_demo_rolls_the_deployment_through_both_paths(capsys):
     require_binary("docker-registry", "/usr/bin/docker-registry")
-    steps, rolled_back = demo.run(poll_interval=0.5)
+    steps, rolled_back, channel = demo.run(poll_interval=0.5)
     first, webhook, poll = steps
     assert first.before.endswith("/demo/web:stable")  # the unpinned tag the team deployed
     for step, trigger in ((first, "webhook"), (webhook, "webhook"), (poll, "poll")):
@@ -46,6 +46,10 @@ def test_demo_rolls_the_deployment_through_both_paths(capsys):
     ]
     assert rolled_back.push_to_verified_s["prod"] >= rolled_back.push_to_verified_s["stage"] + demo.SOAK_S
     assert "rolled back" in out and "(untouched)" in out
+    # the version channel: stage took every version, prod went from 1.0.0 straight to 1.3.0
+    assert channel.stage[-3:] == ["1.1.0", "1.2.0", "1.3.0"]
+    assert channel.prod == ["1.0.0", "1.3.0"]
+    assert "prod ran : 1.0.0 -> 1.3.0" in out
 
 
 def endpoints_for_cli(line: str) -> dict:

@@ -171,7 +171,81 @@ def rollback_scenario(stack: LocalStack) -> Rollback:
     return result
 
 
-def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback]:
+@dataclass
+class Channel:
+    versions: dict[str, str]  # tag -> digest, in the order pushed
+    stage: list[str]  # the versions stage ran, in order
+    prod: list[str]  # the versions prod ran, in order
+    push_to_prod_s: float  # the last version's push -> verified in prod
+
+
+VERSION_SOAK_S = 8  # long enough for the next version to arrive while one soaks in stage
+
+
+def versions_scenario(stack: LocalStack) -> Channel:
+    """A version channel (``^1``) promoted from stage to prod: stage takes 1.1.0, 1.2.0 and 1.3.0
+    as they are pushed, each superseding the one soaking before it; prod goes 1.0.0 -> 1.3.0."""
+    assert stack.registry is not None
+    state = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
+    repository = f"{stack.registry.host}/demo/app"
+    for cluster in ("stage", "prod"):
+        stack.kubes[cluster].create(deployment("app", "app", f"{repository}:0.9.0", container="app"))
+    targets = [
+        {"cluster": c, "namespace": "app", "name": "app", "container": "app"} for c in ("stage", "prod")
+    ]
+    stack.options.images = [{"image": repository, "channel": "stable", "policy": "^1", "targets": targets}]
+    stack.options.rollout = {**ROLLOUT, "soak_seconds": VERSION_SOAK_S}
+    stack.write_config()
+    stack.set_notifications(True)
+    print(f"\n== version channel {repository}@stable (policy ^1): stage then prod, soak {VERSION_SOAK_S} s")
+    stage_id, prod_id = (f"{c}/app/Deployment/app/app" for c in ("stage", "prod"))
+
+    def runs(cluster: str, digest: str) -> bool:
+        return str(_app_image(stack, cluster)).endswith("@" + digest)
+
+    def verified(target: str, digest: str) -> bool:
+        st = state.targets.get(target)
+        return st is not None and st.digest == digest and st.status is TargetStatus.VERIFIED
+
+    versions: dict[str, str] = {}
+    versions["1.0.0"] = push_image(stack.registry.url, "demo/app", "1.0.0")
+    _wait("1.0.0 verified in prod", lambda: verified(prod_id, versions["1.0.0"]))
+    print(f"   1.0.0 pushed: stage and prod run {_app_image(stack, 'prod')}")
+    for tag in ("1.1.0", "1.2.0", "1.3.0"):
+        versions[tag] = push_image(stack.registry.url, "demo/app", tag)
+        started = time.monotonic()
+        elapsed = _wait(f"{tag} in stage", lambda t=tag: runs("stage", versions[t]))
+        prod_now = _app_image(stack, "prod").rsplit("@")[0]
+        print(f"   {tag} pushed: stage runs it after {elapsed:.1f} s; prod still runs {prod_now}")
+    _wait("1.3.0 verified in prod", lambda: verified(prod_id, versions["1.3.0"]))
+    push_to_prod = time.monotonic() - started
+    by_digest = {d: t for t, d in versions.items()}
+
+    def ran(target: str) -> list[str]:
+        seen: list[str] = []
+        for h in reversed(state.history.of_target(target)):
+            tag = by_digest.get(h.digest or "")
+            if h.status == "applied" and tag is not None and (not seen or seen[-1] != tag):
+                seen.append(tag)
+        return seen
+
+    result = Channel(versions, ran(stage_id), ran(prod_id), push_to_prod)
+    print(f"   stage ran: {' -> '.join(result.stage)}")
+    print(
+        f"   prod ran : {' -> '.join(result.prod)} (1.3.0 verified in stage, soaked and promoted "
+        f"{push_to_prod:.1f} s after its push)"
+    )
+    return result
+
+
+def _app_image(stack: LocalStack, cluster: str) -> str:
+    image: str = stack.kubes[cluster].get("Deployment", "app", "app")["spec"]["template"]["spec"][
+        "containers"
+    ][0]["image"]
+    return image
+
+
+def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel]:
     steps: list[Step] = []
     options = StackOptions(
         notifications=True,
@@ -199,26 +273,30 @@ def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback]:
         )
         report(steps[-1])
         rolled_back = rollback_scenario(stack)
+        channel = versions_scenario(stack)
         history = stack.functions["consumer"].invocations
         print(f"\nconsumer invocations: {history}; consumer errors: {len(stack.consumer_errors)}")
         if stack.consumer_errors:
             raise SystemExit("FAILED: consumer errors: " + "; ".join(stack.consumer_errors))
-    return steps, rolled_back
+    return steps, rolled_back, channel
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    steps, rolled_back = run()
+    steps, rolled_back, channel = run()
     summary: dict[str, Any] = {
         "webhook_push_to_patch_ms": round(steps[1].push_to_patch_s * 1000),
         "poll_push_to_patch_ms": round(steps[2].push_to_patch_s * 1000),
         "push_to_verified_stage_ms": round(rolled_back.push_to_verified_s["stage"] * 1000),
         "push_to_verified_prod_ms": round(rolled_back.push_to_verified_s["prod"] * 1000),
+        "version_channel_prod": " -> ".join(channel.prod),
     }
     if "--json" in args:
         print(json.dumps(summary))
     print(
-        "\nOK: both paths rolled the Deployment; the bad push was rolled back in stage.", json.dumps(summary)
+        "\nOK: both paths rolled the Deployment; the bad push was rolled back in stage; the version "
+        "channel took prod from 1.0.0 straight to 1.3.0.",
+        json.dumps(summary),
     )
     return 0
 
