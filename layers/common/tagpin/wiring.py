@@ -173,7 +173,7 @@ def poll_parts(function: str) -> PollParts:
 @cache
 def channels() -> Channels:
     """Choosing version channels' heads: listing tags, the versions marked bad."""
-    from tagpin.usecases.channels import Channels, Downgrades
+    from tagpin.usecases.channels import Channels
 
     return Channels(registry_client(), state())
 
