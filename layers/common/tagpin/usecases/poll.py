@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tagpin.domain.config import FollowedImage, Registry
 from tagpin.domain.messages import Trigger
@@ -45,8 +45,10 @@ from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
 from tagpin.ports.state import State, TagState, TargetState
 from tagpin.usecases.attestations import AttestationFilter
-from tagpin.usecases.channels import Channels
 from tagpin.usecases.detect import Detector, merge_followed, now_ms
+
+if TYPE_CHECKING:
+    from tagpin.usecases.channels import Channels
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tagpin.domain.annotations import ANNOTATION_CONTAINERS, ANNOTATION_POLICY, FOLLOW_SELECTOR
 from tagpin.domain.channels import ChannelKey, repository_of
@@ -44,10 +44,12 @@ from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import IndexEntry, State, TagState
 from tagpin.ports.workloads import Inventory, NotFound, Pod, Workload, WorkloadError
-from tagpin.usecases.channels import Channels
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import merge
 from tagpin.usecases.running import Observed, running_digest
+
+if TYPE_CHECKING:
+    from tagpin.usecases.channels import Channels
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tagpin.domain.channels import repository_part
 from tagpin.domain.config import FollowedImage, NotConfigured, TagpinConfig
@@ -33,9 +33,11 @@ from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 from tagpin.ports.webhooks import DeliveryLog, PushEvent, Request, Source, WebhookError
-from tagpin.usecases.channels import Channels
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import Followed
+
+if TYPE_CHECKING:
+    from tagpin.usecases.channels import Channels
 
 logger = logging.getLogger(__name__)
 

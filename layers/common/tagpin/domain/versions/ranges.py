@@ -33,8 +33,6 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
-import semantic_version
-
 Release = tuple[int, int, int]
 
 
@@ -69,6 +67,8 @@ class SemverRange:
             # npm reads an empty alternative as "*": "~1.4 ||" would follow every version.
             raise InvalidRange(f"{text!r} has an empty alternative; write * to allow every version")
         try:
+            import semantic_version  # at the first range: a cold start without ranges skips it
+
             self._spec = semantic_version.NpmSpec(text)
         except Exception as error:  # ValueError mostly; AttributeError on some malformed hyphen ranges
             raise InvalidRange(
@@ -100,6 +100,8 @@ class SemverRange:
 
     def _ask(self, release: Release) -> bool:
         major, minor, patch = release
+        import semantic_version
+
         return semantic_version.Version(major=major, minor=minor, patch=patch) in self._spec
 
     def admits(self, release: Release) -> bool:
