@@ -148,7 +148,7 @@ def secret_request(store: str, name: str) -> Request:
         ("poller", [REG], [CLU, NOTE, HOOK]),
         ("webhook", [REG, HOOK], [CLU, NOTE]),
         ("consumer", [CLU, NOTE], [REG, HOOK]),
-        ("reconciler", [REG, CLU], [NOTE, HOOK, "tagpin/x"]),
+        ("reconciler", [REG, CLU, NOTE], [HOOK, "tagpin/x"]),
     ],
 )  # fmt: skip
 def test_each_role_reads_only_the_secrets_its_function_reads(

@@ -271,11 +271,15 @@ def test_with_polling_on_a_steady_run_reads_the_settled_digests_not_each_tag(sto
     dynamodb.meta.events.register("before-parameter-build.dynamodb.GetItem", record)
     report = world.reconciler.run("run-2")
     assert report.enqueued == 0 and read and all(pk.startswith("DIGESTS#") for pk in read)
-    world.clusters["east"].add(wl("web", {"web": f"{APP}@{D0}"}))  # someone rolled it back by hand
+    world.clusters["east"].add(wl("web", {"web": f"{APP}@{D0}"}))  # it runs another digest now
     read.clear()
     report = world.reconciler.run("run-3")
     assert report.behind == ["east/shop/Deployment/web/web"]
-    assert [pk for pk in read if not pk.startswith("DIGESTS#")] == [f"TAG#{APP}"]
+    # its tag's item, and (behind) its own state: had tagpin moved it there, a person changed it
+    assert [pk for pk in read if not pk.startswith("DIGESTS#")] == [
+        f"TAG#{APP}",
+        "TARGET#east/shop/Deployment/web/web",
+    ]
     assert [(c.image, c.digest) for c in world.heals()] == [(APP, D1)]
 
 
@@ -310,7 +314,9 @@ def test_pods_are_listed_once_per_namespace_with_unpinned_targets(world):
     assert heal.observed_at == world.store.tags.get(APP).observed_at
 
 
-def test_a_manual_edit_is_behind_even_when_the_state_says_applied(world, store):
+def test_a_person_changing_what_tagpin_applied_puts_the_target_on_hold(world, store):
+    """A `kubectl rollout undo` (or an image set by hand) after tagpin's patch is not patched back:
+    the target is held against the tag's digest, recorded once, until the tag moves or a release."""
     world.clusters["east"].add(wl("web", {"web": f"{SIDE}@{D0}"}))
     target = "east/shop/Deployment/web/web"
     world.reconciler.run("run-1")
@@ -318,10 +324,18 @@ def test_a_manual_edit_is_behind_even_when_the_state_says_applied(world, store):
     assert store.targets.claim(target, SIDE, D2, observed_at, "poll", 1)
     store.targets.finish(target, D2, TargetStatus.APPLIED, 2, trigger="poll")  # the consumer did it
     world.queue.sent.clear()
-    report = world.reconciler.run("run-2")
-    assert report.behind == [target]
-    # the level check saw nothing to do for this tag; the reconciler's healing change did
-    assert [c.reconcile_run for c in world.queue.sent if c.image == SIDE] == ["run-2"]
+    report = world.reconciler.run("run-2")  # the workload still runs D0: someone put it back
+    assert report.behind == [] and report.held == [target]
+    assert [c for c in world.queue.sent if c.image == SIDE] == []  # not patched back
+    held = store.targets.get(target)
+    assert held is not None and held.status is TargetStatus.HELD and held.held_digest == D2
+    assert held.settled_at(D2) and not held.settled_at(D1)  # the level checks leave it alone
+    assert world.reconciler.run("run-3").held == []  # recorded once
+    assert [c for c in world.queue.sent if c.image == SIDE] == []
+    # released by a person: the next run heals it
+    assert store.targets.release(target, 3, reason="released", trigger="manual")
+    world.reconciler.run("run-4")
+    assert "run-4" in [c.reconcile_run for c in world.queue.sent if c.image == SIDE]
 
 
 def test_unreachable_cluster_is_skipped_recorded_and_its_index_kept(world, store):

@@ -68,7 +68,7 @@ EKS_CLUSTERS = {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluste
 ECR_REPOSITORIES = {"Fn::Sub": "arn:${AWS::Partition}:ecr:*:${AWS::AccountId}:repository/*"}
 REGISTRY_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::*:role/tagpin-registry-*"}
 # The functions that notify rollout events (SNS and the webhooks of rollout.notifications).
-NOTIFYING_FUNCTIONS = frozenset({"consumer"})
+NOTIFYING_FUNCTIONS = frozenset({"consumer", "reconciler"})  # the reconciler: a hold
 
 
 SECRET_ARN = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"

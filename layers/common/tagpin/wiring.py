@@ -360,6 +360,7 @@ def reconciler() -> Reconciler:
         clock=now_ms,
         resolve=settings().reconcile_resolves,
         channels=channels(),
+        notifier=notifier(),
     )
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 LABEL_FOLLOW = "tagpin.dev/follow"  # "true": discovered by the reconciler (server-side selection)
 FOLLOW_SELECTOR = f"{LABEL_FOLLOW}=true"
 ANNOTATION_PAUSED = "tagpin.dev/paused"  # "true": left alone (not discovered, not patched)
+# "true": a person holds the workload where it is: not patched, not healed (tagpin status shows it)
+ANNOTATION_HOLD = "tagpin.dev/hold"
 ANNOTATION_CONTAINERS = "tagpin.dev/containers"  # "web,migrate": only these containers
 # A version policy (docs/policies.md): the workload follows the newest version it allows instead
 # of its tag ("~1.4", "numeric", or the policy's fields as JSON); ANNOTATION_POLICY + "." +

@@ -61,6 +61,7 @@ class ApplyOutcome(StrEnum):
     FAILED = "failed"
     GONE = "gone"  # the workload does not exist
     PAUSED = "paused"  # the workload is annotated tagpin.dev/paused
+    HELD = "held"  # a person stepped in (a rollout undone, tagpin hold, tagpin.dev/hold): left alone
     PLANNED = "planned"  # dry run: recorded what would be done
     NOT_FOLLOWED = "not-followed"  # the image is no longer followed
 

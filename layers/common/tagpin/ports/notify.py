@@ -15,6 +15,7 @@ class RolloutEventKind(StrEnum):
     VERIFIED = "verified"
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
+    HELD = "held"  # a person stepped in on a target: tagpin leaves it where it is
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class RolloutEvent:
             "verified": f"verified in wave {self.wave}" + (" (promotion complete)" if self.complete else ""),
             "failed": f"FAILED in wave {self.wave}",
             "rolled_back": f"FAILED in wave {self.wave} and rolled back",
+            "held": "held where a person put it (not patched back)",
         }[self.event]
         return f"tagpin: {self.image}@{short} {what}"
 

@@ -30,6 +30,10 @@ class TargetStatus(StrEnum):
     GONE = "gone"
     PAUSED = "paused"  # the workload is annotated tagpin.dev/paused
     REMOVED = "removed"  # no longer followed: the workload was deleted, unlabelled or paused
+    # A person stepped in: the workload was changed outside tagpin after tagpin's patch (a
+    # `kubectl rollout undo`, a hand-set image), or someone ran `tagpin hold`, or it is annotated
+    # tagpin.dev/hold. Not patched back: until the tag moves (an automatic hold), or `tagpin release`.
+    HELD = "held"
 
 
 # A target in one of these states at the tag's digest needs nothing more from the level checks.
@@ -65,6 +69,7 @@ class ImageEvent(StrEnum):
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
     DOWNGRADED = "downgraded"  # a person moved a version channel's head down (tagpin downgrade)
+    HELD = "held"  # a target was changed outside tagpin: held, not patched back
     CLEARED = "cleared"  # a person cleared a version marked bad (tagpin clear)
 
 
@@ -105,10 +110,24 @@ class TargetState:
     trigger: Trigger | None = None
     detail: str | None = None
     previous_image: str | None = None
+    held_digest: str | None = None  # HELD: the digest not to be applied again ("" for any digest)
+    held_until: int | None = None  # HELD by a person until then (epoch ms); None: until released
 
     def settled_at(self, digest: str) -> bool:
-        """Applied or verified at ``digest``: not behind (the level checks skip it)."""
+        """Applied or verified at ``digest``, or held against it: not behind (the level checks
+        skip it, so a hold costs no message per poll)."""
+        if self.status is TargetStatus.HELD:
+            return self.holds(digest)
         return self.digest == digest and self.status in SETTLED
+
+    def holds(self, digest: str, now: int | None = None) -> bool:
+        """Held against ``digest`` (at ``now``, when given: a hold with an end lapses). A target
+        held by its annotation only (no stored hold) is not: the annotation decides, each time."""
+        if self.status is not TargetStatus.HELD or self.held_digest is None:
+            return False
+        if now is not None and self.held_until is not None and self.held_until <= now:
+            return False
+        return not self.held_digest or self.held_digest == digest
 
 
 @dataclass(frozen=True)
@@ -252,6 +271,24 @@ class Targets(Protocol):
         self, target_id: str, digest: str, note: TargetNote, now: int, detail: str, trigger: Trigger
     ) -> None:
         """A history item only: the target's state is left alone."""
+        ...
+
+    def hold(
+        self,
+        target_id: str,
+        digest: str,
+        now: int,
+        *,
+        reason: str,
+        trigger: Trigger,
+        until: int | None = None,
+    ) -> bool:
+        """Put the target on hold against ``digest`` ("" for any digest, a person's hold), until
+        ``until`` or a release; False when it was held already (nothing written)."""
+        ...
+
+    def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:
+        """End a hold; False when the target was not held."""
         ...
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tagpin.domain.annotations import ANNOTATION_PAUSED, is_true
+from tagpin.domain.annotations import ANNOTATION_HOLD, ANNOTATION_PAUSED, is_true
 from tagpin.domain.config import Kind
 
 
@@ -49,6 +49,12 @@ class Paused(WorkloadError):
     transient = False
 
 
+class Held(WorkloadError):
+    """A person holds the workload (annotated tagpin.dev/hold); recorded, not retried."""
+
+    transient = False
+
+
 @dataclass
 class Workload:
     """A workload as tagpin reads it: its containers' images, annotations and pod selector."""
@@ -70,6 +76,10 @@ class Workload:
     @property
     def paused(self) -> bool:
         return is_true(self.annotations.get(ANNOTATION_PAUSED))
+
+    @property
+    def held(self) -> bool:
+        return is_true(self.annotations.get(ANNOTATION_HOLD))
 
     def image_of(self, container: str) -> str | None:
         return self.containers.get(container, self.init_containers.get(container))

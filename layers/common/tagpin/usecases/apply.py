@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from tagpin.domain.annotations import ANNOTATION_PAUSED
+from tagpin.domain.annotations import ANNOTATION_HOLD, ANNOTATION_PAUSED
 from tagpin.domain.budget import UNLIMITED, Budget
 from tagpin.domain.channels import pinned_source
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
@@ -38,7 +38,15 @@ from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetNote, TargetStatus
-from tagpin.ports.workloads import MissingContainer, NotFound, Paused, Workload, WorkloadError, Workloads
+from tagpin.ports.workloads import (
+    Held,
+    MissingContainer,
+    NotFound,
+    Paused,
+    Workload,
+    WorkloadError,
+    Workloads,
+)
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.guards import StartGate, change_gate
 from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
@@ -53,6 +61,7 @@ Guard = Callable[[Callable[..., ApplyResult]], Callable[..., ApplyResult]]
 FAILED_STATUS: dict[type[WorkloadError], TargetStatus] = {
     NotFound: TargetStatus.GONE,
     Paused: TargetStatus.PAUSED,
+    Held: TargetStatus.HELD,
 }
 
 
@@ -167,7 +176,14 @@ class Applier:
                         ApplyResult(outcome=ApplyOutcome.FAILED, target=target.id, error="out of time")
                     )
                     continue
-                wait = self._gate.deferral(settings, change, target, states.get(target.id), wave, now)
+                known = states.get(target.id)
+                if known is not None and known.holds(change.digest, now):
+                    # a person stepped in: not patched back (until the tag moves, or a release)
+                    results.append(
+                        ApplyResult(outcome=ApplyOutcome.HELD, target=target.id, detail=known.detail)
+                    )
+                    continue
+                wait = self._gate.deferral(settings, change, target, known, wave, now)
                 if wait is not None:
                     deferred.append(wait)
                     results.append(ApplyResult(outcome=ApplyOutcome.DEFERRED, target=target.id))
@@ -345,6 +361,8 @@ class Applier:
             where = f"{kind.value} {tc.namespace}/{tc.name}"
             if workload.paused:
                 raise Paused(f"{where} is annotated {ANNOTATION_PAUSED}")
+            if workload.held:
+                raise Held(f"{where} is annotated {ANNOTATION_HOLD}: held where it is")
             init = tc.container not in workload.containers
             current = (workload.init_containers if init else workload.containers).get(tc.container)
             if current is None:

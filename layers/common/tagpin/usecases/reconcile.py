@@ -41,9 +41,11 @@ from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.refs import ImageRef
 from tagpin.domain.versions import VersionPolicy
+from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import ChangeQueue
-from tagpin.ports.state import IndexEntry, State, TagState
+from tagpin.ports.state import ImageEvent, IndexEntry, State, TagState, TargetStatus
 from tagpin.ports.workloads import Inventory, NotFound, Pod, Workload, WorkloadError
+from tagpin.usecases.audit import Audit
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import merge
 from tagpin.usecases.running import Observed, running_digest
@@ -125,6 +127,7 @@ class ReconcileReport:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     behind: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # put on hold in this run: changed outside tagpin
     enqueued: int = 0
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -139,6 +142,7 @@ class ReconcileReport:
             "added": len(self.added),
             "removed": len(self.removed),
             "behind": len(self.behind),
+            "held": len(self.held),
             "enqueued": self.enqueued,
             "errors": self.errors[:MAX_LISTED],
             "removed_targets": self.removed[:MAX_LISTED],
@@ -160,6 +164,7 @@ class Reconciler:
         concurrency: int = 8,
         resolve: bool = True,
         channels: Channels | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         """``resolve``: ask the registries for every followed tag's digest on each run. Needed when
         nothing else does (polling off: a lost notification would otherwise go unnoticed); with
@@ -174,6 +179,7 @@ class Reconciler:
         self._clock = clock
         self._concurrency = concurrency
         self._channels = channels
+        self._audit = Audit(state, notifier)
 
     def run(self, run_id: str | None = None) -> ReconcileReport:
         report = ReconcileReport(run_id or str(uuid.uuid4()))
@@ -272,7 +278,7 @@ class Reconciler:
                     scan.notes.append(f"{target.id}: configured, but the workload does not exist")
                     continue
                 listed[key] = current
-            if current.paused:
+            if current.paused or current.held:  # left alone, as the consumer leaves them
                 continue
             running, how = running_digest(
                 current, target.container, repository_of(image), pods_of(target.namespace)
@@ -349,6 +355,55 @@ class Reconciler:
         return merged
 
     # -- 3 + 4. compare and heal, one tag ------------------------------------------------------
+    def _people_first(
+        self, behind: list[Observed], followed: FollowedImage, tag: TagState, report: ReconcileReport
+    ) -> list[Observed]:
+        """The targets that are really behind, once the holds are respected: a target held against
+        the tag's digest stays (a hold that has ended is released first); a target tagpin had moved
+        to the tag's digest that now runs something else was changed by a person (a `kubectl rollout
+        undo`, a hand-set image): it is put on hold, recorded and announced once, and not patched
+        back until the tag moves or `tagpin release`."""
+        if not behind:
+            return behind
+        now = self._clock()
+        states = self._state.targets.get_many([o.target.id for o in behind])
+        really: list[Observed] = []
+        for seen in behind:
+            known = states.get(seen.target.id)
+            if known is not None and known.status is TargetStatus.HELD and known.held_digest is not None:
+                if known.holds(tag.digest, now):
+                    continue
+                if known.held_until is not None and known.held_until <= now:
+                    self._state.targets.release(
+                        seen.target.id, now, reason="the hold ended", trigger=Trigger.RECONCILE
+                    )
+            elif known is not None and known.settled_at(tag.digest) and seen.running is not None:
+                reason = (
+                    f"runs {seen.running} instead of {tag.digest}, which tagpin applied: changed outside "
+                    "tagpin (a rollout undone, an image set by hand); held until the tag moves or "
+                    "`tagpin release`"
+                )
+                if self._state.targets.hold(
+                    seen.target.id, tag.digest, now, reason=reason, trigger=Trigger.RECONCILE
+                ):
+                    report.held.append(seen.target.id)
+                    self._audit.record(
+                        followed.image,
+                        tag.digest,
+                        ImageEvent.HELD,
+                        now,
+                        once=f"held_{seen.target.id}",
+                        detail=f"{seen.target.id}: {reason}",
+                        trigger=Trigger.RECONCILE,
+                        correlation_id=report.run_id,
+                        announce=RolloutEventKind.HELD,
+                        targets=[seen.target.id],
+                    )
+                    logger.info("target held: changed outside tagpin", extra={"target": seen.target.id})
+                continue
+            really.append(seen)
+        return really
+
     def _heal(
         self, followed: FollowedImage, observed: list[Observed], report: ReconcileReport, tag: TagState | None
     ) -> int:
@@ -371,7 +426,7 @@ class Reconciler:
         if tag.blocked:  # its rollout failed and was rolled back: never re-applied by healing
             logger.info("tag's digest is marked bad; not healed", extra={"image": followed.image})
             return 0
-        behind = [o for o in observed if o.running != tag.digest]
+        behind = self._people_first([o for o in observed if o.running != tag.digest], followed, tag, report)
         if not behind:
             return 0
         for seen in behind:

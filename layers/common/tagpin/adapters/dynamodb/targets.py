@@ -46,6 +46,8 @@ def target_state(item: Item) -> TargetState:
         trigger=trigger_of(item),
         detail=text(item, "detail"),
         previous_image=text(item, "previous_image"),
+        held_digest=text(item, "held_digest"),
+        held_until=number(item, "held_until"),
     )
 
 
@@ -158,6 +160,70 @@ class DynamoTargets:
             TEXT_LIMIT,
         )
         return held
+
+    def hold(
+        self,
+        target_id: str,
+        digest: str,
+        now: int,
+        *,
+        reason: str,
+        trigger: Trigger,
+        until: int | None = None,
+    ) -> bool:
+        values: Item = {
+            ":s": S(TargetStatus.HELD),
+            ":now": N(now),
+            ":r": S(reason, TEXT_LIMIT),
+            ":h": S(digest),
+        }
+        sets = "#status = :s, updated_at = :now, detail = :r, held_digest = :h"
+        if until is not None:
+            values[":u"] = N(until)
+            sets += ", held_until = :u"
+        written = self._table.update(
+            key(TARGET + target_id),
+            f"SET {sets}" + ("" if until is not None else " REMOVE held_until"),
+            # a second hold against the same digest writes nothing (a hold is recorded once)
+            condition="attribute_not_exists(#status) OR #status <> :s OR held_digest <> :h",
+            names={"#status": "status"},
+            values=values,
+        )
+        if written is None:
+            return False
+        self._history.target_item(
+            target_id,
+            now,
+            (digest_prefix(digest or "any"), TargetStatus.HELD.value),
+            {"digest": digest, "status": TargetStatus.HELD.value, "trigger": trigger, "detail": reason},
+            TEXT_LIMIT,
+        )
+        return True
+
+    def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:
+        released = self._table.update(
+            key(TARGET + target_id),
+            # pending: not settled at any digest, so the next check applies the tag's digest
+            "SET #status = :p, updated_at = :now, detail = :r REMOVE held_digest, held_until",
+            condition="#status = :s",
+            names={"#status": "status"},
+            values={
+                ":s": S(TargetStatus.HELD),
+                ":p": S(TargetStatus.PENDING),
+                ":now": N(now),
+                ":r": S(reason, TEXT_LIMIT),
+            },
+        )
+        if released is None:
+            return False
+        self._history.target_item(
+            target_id,
+            now,
+            ("released",),
+            {"status": "released", "trigger": trigger, "detail": reason},
+            TEXT_LIMIT,
+        )
+        return True
 
     def remove(self, target_id: str, now: int, reason: str) -> None:
         self._table.update(

@@ -29,7 +29,7 @@ SECRET_PREFIX = "tagpin/"  # noqa: S105 (a name prefix, not a secret)
 # secretsmanager:GetSecretValue on secret:<prefix>*, as the stack's SecretStore says):
 REGISTRY_SECRETS = SECRET_PREFIX + "registries/"  # the poller, the webhook, the reconciler
 CLUSTER_SECRETS = SECRET_PREFIX + "clusters/"  # the consumer, the verifier, the reconciler
-NOTIFICATION_SECRETS = SECRET_PREFIX + "notifications/"  # the consumer, the verifier
+NOTIFICATION_SECRETS = SECRET_PREFIX + "notifications/"  # the consumer, the reconciler (holds)
 # A name valid in both stores, so a configuration works with either: SSM parameter names allow
 # letters, digits and _.-/ (Secrets Manager also allows +=@, SSM does not). Written without the
 # leading "/" of the SSM parameter (tagpin/clusters/prod is the parameter /tagpin/clusters/prod).
