@@ -44,7 +44,7 @@ def status() -> list[dict[str, Any]]:
             st = targets.get(target.id)
             if st is None:
                 condition = "unknown"
-            elif st.status in (TargetStatus.FAILED, TargetStatus.GONE):
+            elif st.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD):
                 condition = st.status.value
             elif tag is not None and st.settled_at(tag.digest):
                 condition = "current"
@@ -206,9 +206,13 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
             for t in followed.targets
         ]
     held = stored is not None and stored.bad_digest == digest
+    people = wiring.state().targets.get_many([t.id for t in followed.targets])
     rows = []
     for target in followed.targets:
         row: dict[str, Any] = base | {"target": target.id, "digest": digest}
+        if (hold := people.get(target.id)) is not None and hold.holds(digest, int(time.time() * 1000)):
+            rows.append(row | {"action": "none", "detail": f"held: {hold.detail}"})
+            continue
         try:
             workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
             current = workload.containers.get(target.container) or workload.init_containers.get(
@@ -258,6 +262,27 @@ def downgrade(key: str, version: str) -> dict[str, Any]:
         "digest": done.digest,
         "held_back": list(done.held_back),
     }
+
+
+def hold(target: str, until: str | None = None) -> dict[str, Any]:
+    """Hold a target where it is (every digest) until released, or until ``until`` (ISO 8601)."""
+    from datetime import datetime
+
+    until_ms = None
+    if until is not None:
+        moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            raise ValueError(f"--until {until!r}: give a time zone, e.g. 2026-12-01T09:00:00Z")
+        until_ms = int(moment.timestamp() * 1000)
+    held = wiring.holds().hold(target, _who(), until_ms)
+    return {"target": target, "held": held, "until": until}
+
+
+def release(target: str) -> dict[str, Any]:
+    """End a target's hold (set by `tagpin hold`, or by the reconciler after a person's change)
+    and apply its tag's digest again now."""
+    done = wiring.holds().release(target, _who())
+    return {"target": target, "released": done.released, "healing": done.healing}
 
 
 def clear(key: str, version: str) -> dict[str, Any]:

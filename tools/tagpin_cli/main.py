@@ -161,6 +161,37 @@ def _downgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hold(args: argparse.Namespace) -> int:
+    from tagpin_cli import commands
+
+    try:
+        result = commands.hold(args.target, args.until)
+    except (LookupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _emit(args, result, lambda d: print(f"{d['target']}: " + ("held" if d["held"] else "was held already")))
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    from tagpin_cli import commands
+
+    try:
+        result = commands.release(args.target)
+    except LookupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _emit(
+        args,
+        result,
+        lambda d: print(
+            f"{d['target']}: "
+            + (f"released; {d['healing']} applied again" if d["released"] else "was not held")
+        ),
+    )
+    return 0 if result["released"] else EXIT_FAILED
+
+
 def _clear(args: argparse.Namespace) -> int:
     from tagpin_cli import commands
 
@@ -304,6 +335,8 @@ COMMANDS = (
     "resolve",
     "downgrade",
     "clear",
+    "hold",
+    "release",
     "config",
     "redrive",
     "doctor",
@@ -438,6 +471,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     downgrade.add_argument("channel", help="the channel, e.g. registry.example.com/team/web@stable")
     downgrade.add_argument("version")
+    hold = add(
+        "hold",
+        _hold,
+        "hold a target where it is: not patched (every digest) until released, or until --until",
+    )
+    hold.add_argument("target", help="cluster/namespace/kind/name/container")
+    hold.add_argument("--until", default=None, help="ISO 8601 time with a zone, e.g. 2026-12-01T09:00:00Z")
+    release = add(
+        "release",
+        _release,
+        "end a target's hold (tagpin hold, or a person's change the reconciler found) and apply its tag now",
+    )
+    release.add_argument("target")
     clear = add("clear", _clear, "let a version channel choose VERSION again (a version marked bad)")
     clear.add_argument("channel")
     clear.add_argument("version")

@@ -40,7 +40,14 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "poller": (CONFIG, "state_table", "queue_url", "secret_store", "poll_parts"),
     "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret", "secret_store"),
     "consumer": (CONFIG, "state_table", "idempotency_table", "queue_url", "notify_topic_arn", "secret_store"),
-    "reconciler": (CONFIG, "state_table", "queue_url", "reconcile_resolves", "notify_topic_arn", "secret_store"),
+    "reconciler": (
+        CONFIG,
+        "state_table",
+        "queue_url",
+        "reconcile_resolves",
+        "notify_topic_arn",
+        "secret_store",
+    ),
 }
 # Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves,
 # secret_store, poll_parts). Every function reads secrets of some kind: each gets TAGPIN_SECRET_STORE.

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
     from tagpin.usecases.apply import Applier, Guard
     from tagpin.usecases.channels import Channels, Downgrades
+    from tagpin.usecases.holds import Holds
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.promote import Promoter
     from tagpin.usecases.reconcile import Reconciler
@@ -183,6 +184,13 @@ def downgrades() -> Downgrades:
     from tagpin.usecases.channels import Downgrades
 
     return Downgrades(channels(), registry_client(), SqsChangeQueue(aws("sqs"), setting("queue_url")), now_ms)
+
+
+def holds() -> Holds:
+    """A person holding a target where it is, or releasing a hold (CLI)."""
+    from tagpin.usecases.holds import Holds
+
+    return Holds(state(), followed, SqsChangeQueue(aws("sqs"), setting("queue_url")), now_ms)
 
 
 @cache

@@ -1,0 +1,138 @@
+"""A person's decision is never fought: the real handlers on the local stack, the SQS loop running,
+a Deployment in the simulator changed with `kubectl` after tagpin's patch.
+
+- an image put back by hand after tagpin's patch is not patched back by the next poll or reconcile:
+  the target is held (recorded, announced once) until the tag moves, and the next move applies;
+- `tagpin hold` keeps a target where it is whatever the tag does, `tagpin release` ends it and
+  applies the tag's digest at once;
+- a workload annotated `tagpin.dev/hold: "true"` is not patched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tagpin.ports.state import TargetStatus
+from tagpin_cli import commands
+from tagpin_local.oci import push_image
+from tagpin_local.stack import LocalStack, StackOptions
+
+from tests.conftest import require_binary
+from tests.support.stack import state_of
+
+pytestmark = pytest.mark.integration
+
+TARGET = "local/default/Deployment/web/web"
+
+
+@pytest.fixture(scope="module")
+def st() -> Iterator[LocalStack]:
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    options = StackOptions(notifications=False, poll_interval=None, consume=True)
+    with LocalStack(options) as stack:
+        assert stack.registry is not None
+        from tagpin_local.kubesim import deployment
+
+        stack.kube.create(
+            deployment("web", "default", f"{stack.registry.host}/demo/web:stable", container="web")
+        )
+        yield stack
+
+
+def image(st: LocalStack) -> str:
+    obj = st.kube.get("Deployment", "default", "web")
+    return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 30.0) -> None:
+    started = time.monotonic()
+    while time.monotonic() - started < deadline_s:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
+
+
+def roll(st: LocalStack) -> str:
+    """Push a new digest under the tag, poll, wait for the patch."""
+    assert st.registry is not None
+    digest = push_image(st.registry.url, "demo/web", "stable")
+    st.run_poller()
+    wait_for(f"the patch to {digest[:19]}", lambda: image(st).endswith("@" + digest))
+    return digest
+
+
+def kubectl(st: LocalStack, tmp: Path, *args: str) -> None:
+    config = st.kube.write_kubeconfig(tmp / "kubeconfig", context="local")
+    subprocess.run(
+        [require_binary("kubectl"), "--kubeconfig", str(config), "--cache-dir", str(tmp / "cache"), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_an_image_put_back_by_hand_is_held_until_the_tag_moves(st: LocalStack, tmp_path: Path) -> None:
+    before = roll(st)
+    pinned = image(st)
+    applied = roll(st)
+    # a person puts the previous image back (what `kubectl rollout undo` does)
+    kubectl(st, tmp_path, "set", "image", "deployment/web", f"web={pinned}")
+    assert image(st) == pinned
+    st.notifications()
+    st.run_poller()  # the state says applied: the poll sees nothing to do
+    st.run_reconciler()  # it sees the workload runs another digest: a person changed it
+    held = state_of(st).targets.get(TARGET)
+    assert held is not None and held.status is TargetStatus.HELD and held.held_digest == applied
+    assert "changed outside tagpin" in (held.detail or "")
+    st.run_reconciler()
+    st.run_poller()
+    time.sleep(1)
+    assert image(st) == pinned and image(st).endswith("@" + before)  # not patched back
+    announced = [(n["event"], n["targets"]) for n in st.notifications()]
+    assert announced == [("held", [TARGET])]  # once
+    rows = [t for r in commands.status() for t in r["targets"] if t["target"] == TARGET]
+    assert rows[0]["condition"] == "held"
+    plan = [r for r in commands.plan() if r["target"] == TARGET]
+    assert plan[0]["action"] == "none" and plan[0]["detail"].startswith("held:")
+    # the tag moves: the hold was against the old digest, the new one applies
+    moved = roll(st)
+    assert state_of(st).targets.get(TARGET).digest == moved  # type: ignore[union-attr]
+
+
+def test_tagpin_hold_keeps_a_target_until_released(st: LocalStack) -> None:
+    current = roll(st)
+    assert commands.hold(TARGET)["held"] is True
+    assert st.registry is not None
+    newer = push_image(st.registry.url, "demo/web", "stable")
+    st.run_poller()
+    st.run_reconciler()
+    time.sleep(1.5)
+    assert image(st).endswith("@" + current)  # held: the new digest is not applied
+    released = commands.release(TARGET)
+    assert released["released"] is True
+    wait_for("the tag's digest applied after the release", lambda: image(st).endswith("@" + newer))
+
+
+def test_a_workload_annotated_hold_is_not_patched(st: LocalStack, tmp_path: Path) -> None:
+    current = roll(st)
+    kubectl(st, tmp_path, "annotate", "deployment/web", "tagpin.dev/hold=true")
+    try:
+        assert st.registry is not None
+        push_image(st.registry.url, "demo/web", "stable")
+        st.run_poller()
+        wait_for(
+            "the target recorded held",
+            lambda: (s := state_of(st).targets.get(TARGET)) is not None and s.status is TargetStatus.HELD,
+        )
+        assert image(st).endswith("@" + current)
+    finally:
+        kubectl(st, tmp_path, "annotate", "deployment/web", "tagpin.dev/hold-")
+    st.run_reconciler()  # the annotation is gone: healed
+    wait_for("healed once the annotation is gone", lambda: not image(st).endswith("@" + current))
