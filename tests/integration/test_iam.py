@@ -331,7 +331,17 @@ def run_everything(w: World) -> None:
         MessageDeduplicationId="junk",
     )
     assert st.consume_once(wait_s=1) >= 1
-    # reconciler: every cluster and registry; a workload found by label, then gone (its target removed)
+    # reconciler: every cluster and registry; a workload found by label, then gone (its target
+    # removed); a workload a person put back by hand after tagpin's patch: held and announced (the
+    # rollout notifications: SNS and the webhooks in their secret)
+    st.kubes["local"].patch(
+        "Deployment",
+        "default",
+        "secret",
+        {"spec": {"template": {"spec": {"containers": [
+            {"name": "app", "image": f"{w.images['secret']}@sha256:{'0' * 64}"}
+        ]}}}},
+    )  # fmt: skip
     st.run_reconciler()
     w.kubes["cross"].delete("Deployment", "default", "found")
     st.run_reconciler()
