@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tagpin.domain.config import Kind
+from tagpin.domain.platforms import Platform
 from tagpin.ports.workloads import Conflict, Inventory, NotFound, Pod, Unreachable, Workload, Workloads
 
 type Key = tuple[str, Kind, str]  # (namespace, kind, name)
@@ -37,6 +38,7 @@ class FakeCluster:
 
     def __init__(self, workloads: Iterable[Workload] = (), pods: Iterable[Pod] = ()) -> None:
         self.items: dict[Key, Workload] = {}
+        self.node_platforms: frozenset[Platform] | None = None
         self.pod_list: list[Pod] = list(pods)
         self.remember = True
         self.conflicts = 0
@@ -67,6 +69,11 @@ class FakeCluster:
         return [p for p in self.pod_list if p.namespace == namespace]
 
     # -- Workloads (and Inventory's get) -----------------------------------------------------------------
+    def platforms(self) -> frozenset[Platform] | None:
+        """``node_platforms``: what the nodes run (None: the nodes may not be listed)."""
+        self.calls.append("platforms")
+        return self.node_platforms
+
     def get(self, namespace: str, kind: Kind, name: str) -> Workload:
         self.calls.append(f"get {namespace}/{name}")
         self.gets.append((namespace, kind, name))

@@ -108,6 +108,9 @@ class ScriptedRegistry:
     def fetch_manifest(self, ref: ImageRef) -> tuple[str, bytes]:
         with self._lock:
             self.fetched.append(str(ref))
+            down = self.down.get(ref.registry)
+        if down is not None:
+            raise down
         if str(ref) not in self.manifests:
             raise AssertionError(f"no manifest scripted for {ref}")
         return self.manifests[str(ref)]

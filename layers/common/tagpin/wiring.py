@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.promote import Promoter
     from tagpin.usecases.reconcile import Reconciler
+    from tagpin.usecases.trust import TrustGates
     from tagpin.usecases.verify import Verifier
     from tagpin.usecases.webhook import WebhookService
 
@@ -335,6 +336,17 @@ def applier() -> Applier:
         verifications=verification_queue(),
         promoter=promoter(),
         notifier=notifier(),
+        trust=trust_gates(),
+    )
+
+
+@cache
+def trust_gates() -> TrustGates:
+    """The gates a digest passes before a patch (docs/trust.md): the platforms its clusters run."""
+    from tagpin.usecases.trust import PlatformGate, TrustGates
+
+    return TrustGates(
+        platforms=PlatformGate(registry_client(), cluster_connector(), lambda: config().clusters, now_ms)
     )
 
 
@@ -398,6 +410,7 @@ def reset() -> None:
         verification_queue,
         notifier,
         promoter,
+        trust_gates,
         applier,
         verifier,
         reconciler,

@@ -16,6 +16,7 @@ class RolloutEventKind(StrEnum):
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
     HELD = "held"  # a person stepped in on a target: tagpin leaves it where it is
+    BLOCKED = "blocked"  # a trust gate refused the digest (unsigned, a platform missing)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class RolloutEvent:
             "failed": f"FAILED in wave {self.wave}",
             "rolled_back": f"FAILED in wave {self.wave} and rolled back",
             "held": "held where a person put it (not patched back)",
+            "blocked": "BLOCKED by a trust gate (not rolled)",
         }[self.event]
         return f"tagpin: {self.image}@{short} {what}"
 

@@ -107,6 +107,15 @@ class ManifestNotFound(RegistryError):
     pass
 
 
+class GetsDisabled(RegistryError):
+    """The registry is HEAD-only (``head_only``: a GET counts against its pull limit): a manifest
+    is not fetched; what needs its body (the platform check) is skipped there."""
+
+    @property
+    def transient(self) -> bool:
+        return False
+
+
 class RepositoryNotFound(RegistryError):
     """The registry does not know the repository (404 on its tag list)."""
 

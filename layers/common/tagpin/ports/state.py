@@ -46,6 +46,7 @@ class TargetNote(StrEnum):
     SUPERSEDED = "superseded"  # the outcome arrived after a newer digest claimed the target
     PLANNED = "planned"  # dry run: what would have been done
     DEFERRED = "deferred"  # a maintenance window or the concurrency limit held the start back
+    BLOCKED = "blocked"  # a trust gate refused the digest here (unsigned, a platform missing)
 
 
 class PromotionStatus(StrEnum):
@@ -70,6 +71,7 @@ class ImageEvent(StrEnum):
     ROLLED_BACK = "rolled_back"
     DOWNGRADED = "downgraded"  # a person moved a version channel's head down (tagpin downgrade)
     HELD = "held"  # a target was changed outside tagpin: held, not patched back
+    BLOCKED = "blocked"  # a trust gate refused the digest for a target (docs/trust.md)
     CLEARED = "cleared"  # a person cleared a version marked bad (tagpin clear)
 
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from tagpin.domain.annotations import ANNOTATION_HOLD, ANNOTATION_PAUSED, is_true
 from tagpin.domain.config import Kind
+from tagpin.domain.platforms import Platform
 
 
 class WorkloadError(Exception):
@@ -99,6 +100,10 @@ class Workloads(Protocol):
     def get(self, namespace: str, kind: Kind, name: str) -> Workload: ...
 
     def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None: ...
+
+    def platforms(self) -> frozenset[Platform] | None:
+        """The platforms the cluster's nodes run; None when its nodes may not be listed."""
+        ...
 
 
 class Inventory(Protocol):

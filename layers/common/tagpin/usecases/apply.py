@@ -50,6 +50,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.guards import StartGate, change_gate
 from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
+from tagpin.usecases.trust import Blocked, TrustGates
 from tagpin.usecases.waves import PlannedWave, plan, window_gate
 
 if TYPE_CHECKING:
@@ -103,9 +104,10 @@ class Applier:
         verifications: VerificationQueue | None = None,
         promoter: Promoter | None = None,
         notifier: Notifier | None = None,
+        trust: TrustGates | None = None,
     ) -> None:
         """Without ``verifications`` nothing is verified (``applied`` is final); without
-        ``promoter`` waves do not advance by themselves."""
+        ``promoter`` waves do not advance by themselves; without ``trust`` no gate is checked."""
         self._followed = followed
         self._state = state
         self._workloads = workloads
@@ -116,6 +118,7 @@ class Applier:
         self._audit = Audit(state, notifier)
         self._gate = StartGate(state, self._audit)
         self._apply_target = guard(self.apply_target) if guard else self.apply_target
+        self._trust = trust
 
     def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:
         """Apply ``change`` to every target it may touch now; a target is started only while
@@ -182,6 +185,11 @@ class Applier:
                     results.append(
                         ApplyResult(outcome=ApplyOutcome.HELD, target=target.id, detail=known.detail)
                     )
+                    continue
+                if self._trust is not None and (
+                    blocked := self._trust.check(change.image, change.digest, target)
+                ):
+                    results.append(self._blocked(change, target, blocked, failed, now))
                     continue
                 wait = self._gate.deferral(settings, change, target, known, wave, now)
                 if wait is not None:
@@ -252,6 +260,33 @@ class Applier:
         if not (rolled and self._verifying(settings)):  # the verifier releases it otherwise
             self._gate.release(settings, target, change.digest)
         return result
+
+    def _blocked(
+        self, change: Change, target: Target, blocked: Blocked, failed: list[str], now: int
+    ) -> ApplyResult:
+        """A gate refused the digest for the target: recorded and announced once (per target and
+        digest), shown by plan; a transient refusal (the registry could not say) is tried again."""
+        if blocked.transient:
+            failed.append(f"{target.id}: {blocked.gate}: {blocked.reason}")
+            return ApplyResult(outcome=ApplyOutcome.FAILED, target=target.id, error=blocked.reason)
+        detail = f"{blocked.gate}: {blocked.reason}"
+        if self._audit.record(
+            change.image,
+            change.digest,
+            ImageEvent.BLOCKED,
+            now,
+            once=f"blocked_{target.id}",
+            detail=f"{target.id}: {detail}",
+            trigger=change.trigger,
+            correlation_id=change.correlation_id,
+            announce=RolloutEventKind.BLOCKED,
+            targets=[target.id],
+        ):
+            self._state.targets.note(
+                target.id, change.digest, TargetNote.BLOCKED, now, detail, change.trigger
+            )
+        logger.warning("not rolled: a trust gate blocks it", extra={"target": target.id, "detail": detail})
+        return ApplyResult(outcome=ApplyOutcome.BLOCKED, target=target.id, detail=detail)
 
     def _verifying(self, settings: RolloutSettings) -> bool:
         return settings.verify and self._verifications is not None

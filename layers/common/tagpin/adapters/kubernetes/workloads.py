@@ -17,6 +17,7 @@ from kubernetes.client import ApiClient, AppsV1Api, BatchV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from tagpin.domain.config import Kind
+from tagpin.domain.platforms import Platform
 from tagpin.ports.workloads import Conflict, Forbidden, NotFound, Pod, Unreachable, Workload, WorkloadError
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,23 @@ class KubeWorkloads:
         what = f"list pods in namespace {namespace}"
         for item in self._pages(what, self._core.list_namespaced_pod, namespace):
             yield pod_from(item)
+
+    def platforms(self) -> frozenset[Platform] | None:
+        """What the nodes run (``status.nodeInfo``); None when the role may not list nodes (the
+        configured platforms decide then: docs/trust.md)."""
+        found: set[Platform] = set()
+        try:
+            for item in self._pages("list nodes", self._core.list_node):
+                info = (item.get("status") or {}).get("nodeInfo") or {}
+                try:
+                    found.add(
+                        Platform.parse(f"{info.get('operatingSystem', '')}/{info.get('architecture', '')}")
+                    )
+                except ValueError:
+                    continue
+        except Forbidden:
+            return None
+        return frozenset(found)
 
     def _pages(
         self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any

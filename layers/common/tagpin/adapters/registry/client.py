@@ -51,6 +51,7 @@ from tagpin.ports.registry import (
     MANIFEST_TYPES,
     RETRY_STATUSES,
     AuthError,
+    GetsDisabled,
     ManifestNotFound,
     RegistryAccess,
     RegistryError,
@@ -327,7 +328,7 @@ class RegistryClient:
     async def _fetch(self, ref: ImageRef, access: RegistryAccess) -> tuple[str, bytes]:
         host = api_host(ref.registry)
         if access.head_only:
-            raise RegistryError(f"{host}: manifest GETs are disabled for this registry", host=host)
+            raise GetsDisabled(f"{host}: manifest GETs are disabled for this registry", host=host)
         reference = ref.digest or ref.tag or "latest"
         per_host, overall = self._bounds(host, access)
         async with per_host, overall:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tagpin.domain.config.base import ClusterSecretName
 from tagpin.domain.model import Strict
+from tagpin.domain.platforms import Platform
 
 
 class EksAccess(Strict):
@@ -61,6 +62,21 @@ class Cluster(Strict):
     service_account: ServiceAccountAccess | None = Field(
         default=None, description="Reach a cluster with endpoint, CA and token from one secret."
     )
+    platforms: list[str] = Field(
+        default_factory=list,
+        description="The platforms the cluster's nodes run (`linux/amd64`, `linux/arm64`), when tagpin's "
+        "role may not list its nodes: an image must provide each of them to be rolled there "
+        "(docs/trust.md). Listed nodes take precedence.",
+    )
+
+    @field_validator("platforms")
+    @classmethod
+    def _platforms(cls, value: list[str]) -> list[str]:
+        return [str(Platform.parse(p)) for p in value]
+
+    @property
+    def platform_set(self) -> frozenset[Platform]:
+        return frozenset(Platform.parse(p) for p in self.platforms)
 
     @model_validator(mode="after")
     def _one_access(self) -> Self:
