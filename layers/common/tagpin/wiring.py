@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from tagpin.adapters.notify import Notifier
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
     from tagpin.usecases.apply import Applier, Guard
+    from tagpin.usecases.approvals import Approvals
     from tagpin.usecases.channels import Channels, Downgrades
     from tagpin.usecases.holds import Holds
     from tagpin.usecases.poll import Poller
@@ -337,6 +338,24 @@ def applier() -> Applier:
         promoter=promoter(),
         notifier=notifier(),
         trust=trust_gates(),
+        approvals=approvals(),
+    )
+
+
+@cache
+def approvals() -> Approvals:
+    """A person's decisions before a wave starts (the consumer asks; the CLI, console and Slack
+    decide)."""
+    from tagpin.usecases.approvals import Approvals
+
+    return Approvals(
+        state=state(),
+        followed=followed,
+        settings=rollout_settings,
+        changes=SqsChangeQueue(aws("sqs"), setting("queue_url")),
+        verifications=verification_queue(),
+        notifier=notifier(),
+        clock=now_ms,
     )
 
 
@@ -363,6 +382,7 @@ def verifier() -> Verifier:
         promoter=promoter(),
         notifier=notifier(),
         clock=now_ms,
+        approvals=approvals(),
     )
 
 
@@ -411,6 +431,7 @@ def reset() -> None:
         notifier,
         promoter,
         trust_gates,
+        approvals,
         applier,
         verifier,
         reconciler,

@@ -92,6 +92,7 @@ class VerificationKind(StrEnum):
     )
     ADVANCE = "advance"  # the active wave was verified; once its soak time has passed, promote the next wave
     RETRY = "retry"  # a rollout was deferred (maintenance window, concurrency limit); re-send the change
+    EXPIRE = "expire"  # an approval request's time is up: it lapses if still unanswered (attempt: the wave)
 
 
 class Verification(BaseModel):

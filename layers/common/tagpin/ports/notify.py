@@ -17,6 +17,9 @@ class RolloutEventKind(StrEnum):
     ROLLED_BACK = "rolled_back"
     HELD = "held"  # a person stepped in on a target: tagpin leaves it where it is
     BLOCKED = "blocked"  # a trust gate refused the digest (unsigned, a platform missing)
+    AWAITING_APPROVAL = "awaiting_approval"  # a wave waits for a person: approve or reject
+    APPROVED = "approved"
+    REJECTED = "rejected"
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,9 @@ class RolloutEvent:
             "rolled_back": f"FAILED in wave {self.wave} and rolled back",
             "held": "held where a person put it (not patched back)",
             "blocked": "BLOCKED by a trust gate (not rolled)",
+            "awaiting_approval": f"waits for approval before wave {self.wave}",
+            "approved": f"approved for wave {self.wave}",
+            "rejected": f"REJECTED for wave {self.wave} (marked bad)",
         }[self.event]
         return f"tagpin: {self.image}@{short} {what}"
 

@@ -72,6 +72,10 @@ class ImageEvent(StrEnum):
     DOWNGRADED = "downgraded"  # a person moved a version channel's head down (tagpin downgrade)
     HELD = "held"  # a target was changed outside tagpin: held, not patched back
     BLOCKED = "blocked"  # a trust gate refused the digest for a target (docs/trust.md)
+    AWAITING_APPROVAL = "awaiting_approval"  # a wave waits for a person (docs/approvals.md)
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    LAPSED = "lapsed"  # nobody decided in time
     CLEARED = "cleared"  # a person cleared a version marked bad (tagpin clear)
 
 
@@ -147,6 +151,13 @@ class Promotion:
     detail: str | None = None
     started: bool = False  # this call created it (a new digest, or a new promotion of it)
     tag: str | None = None  # a version channel's: the version being promoted
+    awaiting_wave: int | None = None  # the wave waiting for a person's approval (awaiting_approval)
+    approval_expires_at: int | None = None  # when that request lapses (epoch ms)
+    approved_waves: frozenset[int] = frozenset()  # the waves a person approved for this digest
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.status is PromotionStatus.ROLLING and self.awaiting_wave is not None
 
 
 @dataclass(frozen=True)
@@ -366,6 +377,23 @@ class Promotions(Protocol):
 
     def end(self, image: str, digest: str, status: PromotionStatus, now: int, detail: str) -> bool:
         """Complete or halt a rolling promotion (exactly one caller wins)."""
+        ...
+
+    def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:
+        """Wave ``wave`` of the rolling promotion of ``digest`` waits for a person; False when it
+        already does, was approved, or the promotion moved on (nothing written)."""
+        ...
+
+    def decide_approval(
+        self, image: str, digest: str, wave: int, approve: bool, now: int, detail: str
+    ) -> bool:
+        """A person's decision on the waiting wave: approved (the wave may start) or rejected (the
+        promotion is halted); False when ``digest``'s wave ``wave`` was not waiting (a double
+        click, a newer digest, a lapsed request): nothing written."""
+        ...
+
+    def lapse_approval(self, image: str, digest: str, wave: int, now: int) -> bool:
+        """The request lapsed unanswered: the promotion is halted; False when it was answered."""
         ...
 
     def claim_notice(self, image: str, digest: str, notice: str, now: int) -> bool:

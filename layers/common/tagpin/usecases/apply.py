@@ -47,6 +47,7 @@ from tagpin.ports.workloads import (
     WorkloadError,
     Workloads,
 )
+from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.guards import StartGate, change_gate
 from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
@@ -105,6 +106,7 @@ class Applier:
         promoter: Promoter | None = None,
         notifier: Notifier | None = None,
         trust: TrustGates | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         """Without ``verifications`` nothing is verified (``applied`` is final); without
         ``promoter`` waves do not advance by themselves; without ``trust`` no gate is checked."""
@@ -119,6 +121,7 @@ class Applier:
         self._gate = StartGate(state, self._audit)
         self._apply_target = guard(self.apply_target) if guard else self.apply_target
         self._trust = trust
+        self._approvals = approvals
 
     def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:
         """Apply ``change`` to every target it may touch now; a target is started only while
@@ -167,8 +170,9 @@ class Applier:
         # touches only the waves it has reached.
         last = len(waves) - 1 if promotion.status is PromotionStatus.COMPLETE else promotion.wave
         active = [w for w in waves if w.index <= last]
+        active, waiting = self._approval_first(change, promotion, followed, waves, active, last)
         states = self._state.targets.get_many([t.id for w in active for t in w.targets])
-        results: list[ApplyResult] = []
+        results: list[ApplyResult] = list(waiting)
         failed: list[str] = []
         deferred: list[int] = []
         for wave in active:

@@ -8,6 +8,7 @@ the invocation that claims it first records the history item and sends the notif
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tagpin.domain.messages import Trigger
 from tagpin.ports.notify import Notifier, RolloutEvent, RolloutEventKind
@@ -35,6 +36,7 @@ class Audit:
         targets: Sequence[str] = (),
         message: str = "",
         complete: bool = False,
+        extra: dict[str, Any] | None = None,
     ) -> bool:
         """Record ``event`` in the image's history and, with ``announce``, notify (``targets`` and
         ``message`` are the notification's). With ``once``, only the first caller for (the
@@ -64,6 +66,7 @@ class Audit:
                     trigger=trigger,
                     correlation_id=correlation_id,
                     complete=complete,
+                    extra=dict(extra or {}),
                 )
             )
         return True

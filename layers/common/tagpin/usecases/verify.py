@@ -33,6 +33,7 @@ from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import BadVersion, ImageEvent, PromotionStatus, State, TargetState, TargetStatus
 from tagpin.ports.workloads import NotFound, Workloads
+from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.guards import StartGate
 from tagpin.usecases.health import Progress, evaluate
@@ -65,7 +66,9 @@ class Verifier:
         promoter: Promoter,
         notifier: Notifier | None,
         clock: Callable[[], int],
+        approvals: Approvals | None = None,
     ) -> None:
+        self._approvals = approvals
         self._state = state
         self._workloads = workloads
         self._followed = followed
@@ -81,6 +84,10 @@ class Verifier:
             return self.verify(verification)
         if verification.kind is VerificationKind.ADVANCE:
             return self._promoter.evaluate(verification.image, verification.digest)
+        if verification.kind is VerificationKind.EXPIRE:
+            if self._approvals is None:
+                return VerificationResult(V.ALREADY_DECIDED, "approvals are not wired here")
+            return self._approvals.expire(verification)
         return self._promoter.retry(verification)
 
     def verify(self, verification: Verification) -> VerificationResult:

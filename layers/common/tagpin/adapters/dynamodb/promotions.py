@@ -30,6 +30,9 @@ def promotion(image: str, item: Item, started: bool = False) -> Promotion:
         detail=text(item, "detail"),
         started=started,
         tag=text(item, "tag"),
+        awaiting_wave=number(item, "awaiting_wave"),
+        approval_expires_at=number(item, "approval_expires_at"),
+        approved_waves=frozenset(int(w) for w in (item.get("approved") or {}).get("SS", [])),
     )
 
 
@@ -126,6 +129,60 @@ class DynamoPromotions:
                 ":now": N(now),
                 ":detail": S(detail, TEXT_LIMIT),
                 ":rolling": S(PromotionStatus.ROLLING),
+            },
+        )
+
+    def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:
+        return self._step(
+            image,
+            digest,
+            "SET awaiting_wave = :w, approval_requested_at = :now, approval_expires_at = :x, "
+            "updated_at = :now",
+            "#status = :rolling AND wave = :w AND attribute_not_exists(awaiting_wave) "
+            "AND NOT contains(approved, :ws)",
+            {
+                ":w": N(wave),
+                ":ws": S(str(wave)),
+                ":now": N(now),
+                ":x": N(expires_at),
+                ":rolling": S(PromotionStatus.ROLLING),
+            },
+        )
+
+    def decide_approval(
+        self, image: str, digest: str, wave: int, approve: bool, now: int, detail: str
+    ) -> bool:
+        waiting = "#status = :rolling AND awaiting_wave = :w"
+        values: Item = {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)}
+        if approve:
+            return self._step(
+                image,
+                digest,
+                "SET updated_at = :now ADD approved :ws REMOVE awaiting_wave, approval_expires_at",
+                waiting,
+                {**values, ":ws": {"SS": [str(wave)]}},
+            )
+        return self._step(
+            image,
+            digest,
+            "SET #status = :halted, updated_at = :now, detail = :detail "
+            "REMOVE awaiting_wave, approval_expires_at",
+            waiting,
+            {**values, ":halted": S(PromotionStatus.HALTED), ":detail": S(detail, TEXT_LIMIT)},
+        )
+
+    def lapse_approval(self, image: str, digest: str, wave: int, now: int) -> bool:
+        return self._step(
+            image,
+            digest,
+            "SET #status = :halted, updated_at = :now, detail = :detail REMOVE awaiting_wave",
+            "#status = :rolling AND awaiting_wave = :w AND approval_expires_at <= :now",
+            {
+                ":w": N(wave),
+                ":now": N(now),
+                ":rolling": S(PromotionStatus.ROLLING),
+                ":halted": S(PromotionStatus.HALTED),
+                ":detail": S("the approval request lapsed unanswered"),
             },
         )
 

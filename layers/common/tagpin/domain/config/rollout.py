@@ -29,6 +29,11 @@ class Wave(Strict):
         description="Time to wait after every target of this wave is verified before the next wave "
         "starts; default `rollout.soak_seconds`.",
     )
+    approval: bool = Field(
+        default=False,
+        description="A person approves each digest before this wave starts (docs/approvals.md): the "
+        "promotion waits (`awaiting_approval`) until approved, rejected, or the request lapses.",
+    )
 
     def matches(self, cluster: str, namespace: str) -> bool:
         return cluster in self.clusters and (not self.namespaces or namespace in self.namespaces)
@@ -144,6 +149,12 @@ class RolloutSettings(Strict):
     )
     history_retention_days: int = Field(
         default=90, ge=1, le=3650, description="Audit history items expire (DynamoDB TTL) after this."
+    )
+    approval_expires_seconds: int = Field(
+        default=86400,
+        ge=60,
+        le=30 * 86400,
+        description="An approval request not answered within this lapses (recorded; nothing rolls).",
     )
     notifications: NotificationSettings = Field(
         default_factory=NotificationSettings, description="Notifications on rollout events."

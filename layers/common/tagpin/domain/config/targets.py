@@ -71,6 +71,11 @@ class FollowedImage(Strict):
         "state stays with the name when the policy is edited. Default: the policy's text.",
     )
     targets: list[Target] = Field(min_length=1, description="Where it runs.")
+    approval: bool = Field(
+        default=False,
+        description="A person approves each digest (or version) of this image before any wave starts "
+        "(per wave: `rollout.waves[].approval`; docs/approvals.md).",
+    )
 
     @model_validator(mode="before")
     @classmethod

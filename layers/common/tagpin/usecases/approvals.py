@@ -1,0 +1,221 @@
+"""Approvals: a person decides before a digest starts a wave (``rollout.waves[].approval``) or any
+wave of an image (``images[].approval``). docs/approvals.md.
+
+- **Request.** When a change reaches a wave that needs approval, the consumer does not patch it:
+  the promotion records the waiting wave (``awaiting_approval``, conditional: once), the request is
+  announced (SNS, chat and HTTP webhooks; Slack with Approve / Reject buttons), and an ``expire``
+  verification is scheduled for when it lapses.
+- **Decision.** ``decide`` (the CLI, the console, Slack): a conditional write on the promotion's
+  digest and waiting wave, so a double click decides once, an old digest's approval after a newer
+  one arrived does nothing and says so, and a lapsed request cannot be approved. Every decision is
+  recorded with who, when, through what and for which digest. An approval sends the change again
+  for the approved wave: it goes through every other gate (trust gates, maintenance windows, the
+  concurrency limit) like any change; approval never bypasses them. A rejection halts the
+  promotion and marks the digest bad, as a rollback does (a version channel's version too).
+- **Lapse.** Unanswered by ``rollout.approval_expires_seconds``: the promotion is halted, recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tagpin.domain.channels import ChannelKey
+from tagpin.domain.config import FollowedImage, RolloutSettings
+from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
+from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
+from tagpin.ports.notify import Notifier, RolloutEventKind
+from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
+from tagpin.ports.state import BadVersion, ImageEvent, Promotion, State
+from tagpin.usecases.audit import Audit
+from tagpin.usecases.waves import PlannedWave, plan
+
+logger = logging.getLogger(__name__)
+
+
+class Decision(StrEnum):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    NOTHING_WAITING = "nothing-waiting"  # no wave of this image waits for a decision
+    STALE = "stale"  # the decision names an older digest: a newer one supersedes it
+    ALREADY_DECIDED = "already-decided"  # a double click, or the request lapsed meanwhile
+
+
+@dataclass(frozen=True)
+class Decided:
+    decision: Decision
+    image: str
+    digest: str | None = None
+    wave: str | None = None
+    detail: str = ""
+
+
+def needs_approval(followed: FollowedImage | None, wave: PlannedWave) -> bool:
+    return bool(wave.targets) and (
+        (followed is not None and followed.approval) or (wave.wave is not None and wave.wave.approval)
+    )
+
+
+class Approvals:
+    def __init__(
+        self,
+        *,
+        state: State,
+        followed: Callable[[], Mapping[str, FollowedImage]],
+        settings: Callable[[], RolloutSettings],
+        changes: ChangeQueue,
+        verifications: VerificationQueue,
+        notifier: Notifier | None,
+        clock: Callable[[], int],
+    ) -> None:
+        self._state = state
+        self._followed = followed
+        self._settings = settings
+        self._changes = changes
+        self._verifications = verifications
+        self._audit = Audit(state, notifier)
+        self._clock = clock
+
+    def request(self, change: Change, promotion: Promotion, wave: PlannedWave) -> bool:
+        """Wave ``wave`` waits for a person (recorded and announced once); True when asked now."""
+        now = self._clock()
+        expires_at = now + self._settings().approval_expires_seconds * 1000
+        if not self._state.promotions.request_approval(
+            change.image, change.digest, wave.index, now, expires_at
+        ):
+            return False
+        version = f" (version {change.tag})" if change.tag else ""
+        self._audit.record(
+            change.image,
+            change.digest,
+            ImageEvent.AWAITING_APPROVAL,
+            now,
+            detail=f"wave {wave.name}{version}: waiting for a person until {expires_at}",
+            wave=wave.name,
+            trigger=change.trigger,
+            correlation_id=change.correlation_id,
+            announce=RolloutEventKind.AWAITING_APPROVAL,
+            targets=[t.id for t in wave.targets],
+            extra={"wave_index": wave.index, "expires_at": expires_at, "tag": change.tag or ""},
+        )
+        self._verifications.send(
+            Verification(
+                kind=VerificationKind.EXPIRE,
+                image=change.image,
+                digest=change.digest,
+                observed_at=change.observed_at,
+                attempt=wave.index,
+                correlation_id=change.correlation_id,
+            ),
+            min(MAX_DELAY_S, -(-(expires_at - now) // 1000)),
+        )
+        logger.info(
+            "waiting for approval", extra={"image": change.image, "digest": change.digest, "wave": wave.name}
+        )
+        return True
+
+    def decide(self, image: str, approve: bool, who: str, via: str, digest: str | None = None) -> Decided:
+        """A person's decision on the wave of ``image`` waiting now (for ``digest``, when given)."""
+        promotion = self._state.promotions.get(image)
+        if promotion is None or not promotion.awaiting_approval:
+            waiting_for = None if promotion is None else promotion.digest
+            if digest is not None and waiting_for is not None and digest != waiting_for:
+                return Decided(
+                    Decision.STALE, image, digest, detail=f"a newer digest {waiting_for} supersedes it"
+                )
+            return Decided(Decision.NOTHING_WAITING, image, digest, detail="no wave waits for a decision")
+        if digest is not None and digest != promotion.digest:
+            return Decided(
+                Decision.STALE,
+                image,
+                digest,
+                detail=f"a newer digest {promotion.digest} supersedes it: nothing done",
+            )
+        assert promotion.awaiting_wave is not None
+        wave = self._wave(image, promotion.awaiting_wave)
+        now = self._clock()
+        verb = "approved" if approve else "rejected"
+        detail = f"{verb} by {who} via {via}"
+        if not self._state.promotions.decide_approval(
+            image, promotion.digest, promotion.awaiting_wave, approve, now, detail
+        ):
+            return Decided(
+                Decision.ALREADY_DECIDED, image, promotion.digest, wave, "decided already, or lapsed"
+            )
+        self._audit.record(
+            image,
+            promotion.digest,
+            ImageEvent.APPROVED if approve else ImageEvent.REJECTED,
+            now,
+            detail=f"wave {wave}: {detail}",
+            wave=wave,
+            trigger=Trigger.MANUAL,
+            correlation_id=promotion.correlation_id,
+            announce=RolloutEventKind.APPROVED if approve else RolloutEventKind.REJECTED,
+            message=detail,
+        )
+        if approve:
+            self._changes.send(
+                Change(
+                    image=image,
+                    digest=promotion.digest,
+                    observed_at=promotion.observed_at,
+                    changed_at=promotion.observed_at,
+                    trigger=Trigger.MANUAL,
+                    correlation_id=promotion.correlation_id,
+                    round=f"approved-{promotion.awaiting_wave}",
+                    tag=promotion.tag,
+                )
+            )
+            return Decided(Decision.APPROVED, image, promotion.digest, wave, detail)
+        self._reject(image, promotion, detail, now)
+        return Decided(Decision.REJECTED, image, promotion.digest, wave, detail)
+
+    def expire(self, verification: Verification) -> VerificationResult:
+        """The ``expire`` verification: the request lapses if still unanswered at its time."""
+        promotion = self._state.promotions.get(verification.image)
+        if (
+            promotion is None
+            or promotion.digest != verification.digest
+            or promotion.awaiting_wave != verification.attempt
+            or promotion.approval_expires_at is None
+        ):
+            return VerificationResult(VerificationOutcome.ALREADY_DECIDED)
+        now = self._clock()
+        if promotion.approval_expires_at > now:  # a long request: wait again
+            self._verifications.send(
+                verification, min(MAX_DELAY_S, -(-(promotion.approval_expires_at - now) // 1000))
+            )
+            return VerificationResult(VerificationOutcome.SOAKING, "the approval request is still open")
+        if not self._state.promotions.lapse_approval(
+            verification.image, verification.digest, verification.attempt, now
+        ):
+            return VerificationResult(VerificationOutcome.ALREADY_DECIDED)
+        wave = self._wave(verification.image, verification.attempt)
+        self._audit.record(
+            verification.image,
+            verification.digest,
+            ImageEvent.LAPSED,
+            now,
+            detail=f"wave {wave}: nobody decided; nothing rolled",
+            wave=wave,
+            trigger=Trigger.MANUAL,
+        )
+        return VerificationResult(VerificationOutcome.FAILED, "the approval request lapsed")
+
+    def _wave(self, image: str, index: int) -> str:
+        followed = self._followed().get(image)
+        waves = plan(self._settings(), list(followed.targets) if followed else [])
+        return waves[index].name if index < len(waves) else str(index)
+
+    def _reject(self, image: str, promotion: Promotion, detail: str, now: int) -> None:
+        """A rejected digest is marked bad, as a rolled-back one: nothing applies it until the tag
+        moves; a version channel's version is never chosen again until cleared."""
+        self._state.tags.mark_bad(image, promotion.digest, detail, now)
+        channel = ChannelKey.parse(image)
+        if channel is not None and promotion.tag:
+            self._state.versions.mark_bad(
+                str(channel.repository), BadVersion(promotion.tag, promotion.digest, detail, now)
+            )
