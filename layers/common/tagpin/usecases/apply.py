@@ -265,6 +265,35 @@ class Applier:
             self._gate.release(settings, target, change.digest)
         return result
 
+    def _approval_first(
+        self,
+        change: Change,
+        promotion: Promotion,
+        followed: FollowedImage,
+        waves: list[PlannedWave],
+        active: list[PlannedWave],
+        last: int,
+    ) -> tuple[list[PlannedWave], list[ApplyResult]]:
+        """A wave that needs a person's approval waits (asked once); the earlier waves go on."""
+        gate_wave = waves[min(last, len(waves) - 1)]
+        if (
+            self._approvals is None
+            or promotion.status is not PromotionStatus.ROLLING
+            or not needs_approval(followed, gate_wave)
+            or gate_wave.index in promotion.approved_waves
+        ):
+            return active, []
+        self._approvals.request(change, promotion, gate_wave)
+        waiting = [
+            ApplyResult(
+                outcome=ApplyOutcome.AWAITING_APPROVAL,
+                target=t.id,
+                detail=f"wave {gate_wave.name} waits for approval",
+            )
+            for t in gate_wave.targets
+        ]
+        return [w for w in active if w.index < gate_wave.index], waiting
+
     def _blocked(
         self, change: Change, target: Target, blocked: Blocked, failed: list[str], now: int
     ) -> ApplyResult:
