@@ -37,7 +37,7 @@ from tagpin.domain.messages import Change, TargetChange, Verification, Verificat
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetNote, TargetStatus
+from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State, TargetNote, TargetStatus
 from tagpin.ports.workloads import (
     Held,
     MissingContainer,
@@ -47,7 +47,7 @@ from tagpin.ports.workloads import (
     WorkloadError,
     Workloads,
 )
-from tagpin.usecases.approvals import Approvals
+from tagpin.usecases.approvals import Approvals, needs_approval
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.guards import StartGate, change_gate
 from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
