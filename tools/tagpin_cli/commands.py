@@ -39,15 +39,18 @@ def status() -> list[dict[str, Any]]:
     for image in followed():
         tag = store.tags.get(image.image)
         targets = store.targets.get_many([t.id for t in image.targets])
+        waiting = _waiting(image)
         target_rows = []
         for target in image.targets:
             st = targets.get(target.id)
             if st is None:
-                condition = "unknown"
+                condition = "awaiting-approval" if target.id in waiting else "unknown"
             elif st.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD):
                 condition = st.status.value
             elif tag is not None and st.settled_at(tag.digest):
                 condition = "current"
+            elif target.id in waiting:
+                condition = "awaiting-approval"
             elif st.status is TargetStatus.PENDING:
                 condition = "pending"
             else:
@@ -79,6 +82,18 @@ def status() -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _waiting(image: FollowedImage) -> set[str]:
+    """The targets of the wave of ``image`` waiting for a person's approval now."""
+    from tagpin.usecases.waves import plan
+
+    promotion = wiring.state().promotions.get(image.image)
+    if promotion is None or not promotion.awaiting_approval or promotion.awaiting_wave is None:
+        return set()
+    waves = plan(wiring.rollout_settings(), list(image.targets))
+    index = promotion.awaiting_wave
+    return {t.id for t in waves[index].targets} if index < len(waves) else set()
 
 
 def history(selector: str | None, limit: int = 50) -> list[dict[str, Any]]:
@@ -261,6 +276,32 @@ def downgrade(key: str, version: str) -> dict[str, Any]:
         "version": done.tag,
         "digest": done.digest,
         "held_back": list(done.held_back),
+    }
+
+
+def _image_of(selector: str) -> str:
+    """The followed image (tag or channel key) a selector names: the image itself, or a target."""
+    for image in followed():
+        if image.image == selector or any(t.id == selector for t in image.targets):
+            return image.image
+    try:
+        tagged = ImageRef.parse(selector).tagged
+    except ValueError:
+        tagged = None
+    if tagged is not None and any(image.image == tagged for image in followed()):
+        return tagged
+    raise LookupError(f"{selector!r} is neither a followed image nor a target id")
+
+
+def decide(selector: str, approve: bool, digest: str | None = None) -> dict[str, Any]:
+    """Approve or reject the wave of an image (or of a target's image) waiting for a person."""
+    decided = wiring.approvals().decide(_image_of(selector), approve, _who(), "cli", digest)
+    return {
+        "image": decided.image,
+        "digest": decided.digest,
+        "wave": decided.wave,
+        "decision": decided.decision.value,
+        "detail": decided.detail,
     }
 
 

@@ -161,6 +161,26 @@ def _downgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _decide(args: argparse.Namespace, approve: bool) -> int:
+    from tagpin_cli import commands
+
+    try:
+        result = commands.decide(args.selector, approve, args.digest)
+    except LookupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _emit(args, result, lambda d: print(f"{d['image']}: {d['decision']} ({d['detail']})"))
+    return 0 if result["decision"] in ("approved", "rejected") else EXIT_FAILED
+
+
+def _approve(args: argparse.Namespace) -> int:
+    return _decide(args, True)
+
+
+def _reject(args: argparse.Namespace) -> int:
+    return _decide(args, False)
+
+
 def _hold(args: argparse.Namespace) -> int:
     from tagpin_cli import commands
 
@@ -471,6 +491,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     downgrade.add_argument("channel", help="the channel, e.g. registry.example.com/team/web@stable")
     downgrade.add_argument("version")
+    for verb, approve in (("approve", True), ("reject", False)):
+        decide = add(
+            verb,
+            _approve if approve else _reject,
+            f"{verb} the wave of IMAGE (or of TARGET's image) waiting for a person "
+            + (
+                "(it starts, through every gate)"
+                if approve
+                else "(the promotion halts; the digest is marked bad)"
+            ),
+        )
+        decide.add_argument("selector", metavar="IMAGE|TARGET")
+        decide.add_argument("--digest", default=None, help="only if this digest is the one waiting")
     hold = add(
         "hold",
         _hold,

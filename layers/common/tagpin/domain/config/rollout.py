@@ -152,7 +152,7 @@ class RolloutSettings(Strict):
     )
     approval_expires_seconds: int = Field(
         default=86400,
-        ge=60,
+        ge=10,
         le=30 * 86400,
         description="An approval request not answered within this lapses (recorded; nothing rolls).",
     )
