@@ -228,6 +228,9 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
         if (hold := people.get(target.id)) is not None and hold.holds(digest, int(time.time() * 1000)):
             rows.append(row | {"action": "none", "detail": f"held: {hold.detail}"})
             continue
+        if (blocked := wiring.trust_gates().check(followed.image, digest, target)) is not None:
+            rows.append(row | {"action": "none", "detail": f"blocked: {blocked.gate}: {blocked.reason}"})
+            continue
         try:
             workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
             current = workload.containers.get(target.container) or workload.init_containers.get(

@@ -27,7 +27,7 @@ from .authz import Rule, rules_from_manifests
 from .controllers import fake_digest, image_repo
 from .defaults import apply_defaults, pod_template_of, validate
 from .discovery import SERVER_VERSION
-from .manifests import cronjob, daemonset, deployment, namespace, statefulset
+from .manifests import cronjob, daemonset, deployment, namespace, node, statefulset
 from .patch import MERGE_KEYS, json_patch, merge_patch, strategic_merge
 from .resources import RESOURCES, ApiError, Obj, Resource, find_resource, status_object
 from .selectors import Requirement, parse_selector, selector_matches
@@ -55,6 +55,7 @@ __all__ = [
     "cronjob",
     "daemonset",
     "deployment",
+    "node",
     "fake_digest",
     "find_resource",
     "image_repo",

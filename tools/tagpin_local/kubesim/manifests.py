@@ -80,3 +80,14 @@ def cronjob(
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> Obj:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+
+
+def node(name: str, platform: str = "linux/amd64") -> dict[str, Any]:
+    """A Node whose ``status.nodeInfo`` reports ``platform`` (``os/architecture``), as the kubelet does."""
+    os_, architecture = platform.split("/")[:2]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/arch": architecture, "kubernetes.io/os": os_}},
+        "status": {"nodeInfo": {"architecture": architecture, "operatingSystem": os_}},
+    }

@@ -36,6 +36,7 @@ class Resource:
 RESOURCES: tuple[Resource, ...] = (
     Resource("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",)),
     Resource("pods", "pod", "Pod", "", "v1", True, ("po",)),
+    Resource("nodes", "node", "Node", "", "v1", False, ("no",)),
     Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",)),
     Resource("statefulsets", "statefulset", "StatefulSet", "apps", "v1", True, ("sts",)),
     Resource("daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",)),

@@ -1,0 +1,86 @@
+"""The platform gate end to end: the real handlers on the local stack, nodes in the simulators.
+An image index without linux/arm64 is blocked for a cluster with arm64 nodes (recorded, announced
+once, shown by plan) and applied in an amd64-only cluster; the index that adds arm64 rolls both."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from tagpin.ports.state import TargetStatus
+from tagpin_cli import commands
+from tagpin_local.kubesim import deployment, node
+from tagpin_local.oci import push_image
+from tagpin_local.stack import LocalStack, StackOptions
+
+from tests.conftest import require_binary
+from tests.support.stack import state_of
+
+pytestmark = pytest.mark.integration
+
+MIXED, AMD = "mixed/app/Deployment/app/app", "amd/app/Deployment/app/app"
+
+
+@pytest.fixture(scope="module")
+def st() -> Iterator[LocalStack]:
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    options = StackOptions(notifications=False, poll_interval=None, consume=True, clusters=["mixed", "amd"])
+    with LocalStack(options) as stack:
+        assert stack.registry is not None
+        stack.kubes["mixed"].create(node("m1", "linux/amd64"))
+        stack.kubes["mixed"].create(node("m2", "linux/arm64"))
+        stack.kubes["amd"].create(node("a1", "linux/amd64"))
+        image = f"{stack.registry.host}/demo/multi:stable"
+        targets = []
+        for cluster in ("mixed", "amd"):
+            stack.kubes[cluster].create(deployment("app", "app", image, container="app"))
+            targets.append({"cluster": cluster, "namespace": "app", "name": "app", "container": "app"})
+        stack.options.images = [{"image": image, "targets": targets}]
+        stack.write_config()
+        yield stack
+
+
+def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 30.0) -> None:
+    started = time.monotonic()
+    while time.monotonic() - started < deadline_s:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
+
+
+def running(st: LocalStack, target: str) -> str:
+    cluster, namespace, kind, name, _container = target.split("/")
+    return str(
+        st.kubes[cluster].get(kind, namespace, name)["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
+
+
+def test_an_index_without_arm64_is_blocked_where_arm64_nodes_run(st: LocalStack) -> None:
+    assert st.registry is not None
+    amd_only = push_image(st.registry.url, "demo/multi", "stable", platforms=["linux/amd64"])
+    st.notifications()
+    st.run_poller()
+    wait_for("applied in the amd64-only cluster", lambda: running(st, AMD).endswith("@" + amd_only))
+    wait_for(
+        "recorded blocked in the mixed cluster",
+        lambda: [h for h in state_of(st).history.of_target(MIXED) if h.status == "blocked"],
+    )
+    blocked = [h for h in state_of(st).history.of_target(MIXED) if h.status == "blocked"]
+    assert "lacks linux/arm64, which the nodes of cluster mixed run" in (blocked[0].detail or "")
+    assert not running(st, MIXED).endswith("@" + amd_only)
+    st.run_poller()  # again: still blocked, recorded once
+    time.sleep(1)
+    assert len([h for h in state_of(st).history.of_target(MIXED) if h.status == "blocked"]) == 1
+    assert [n["event"] for n in st.notifications() if n["event"] == "blocked"] == ["blocked"]
+    plan = {r["target"]: r for r in commands.plan()}
+    assert plan[MIXED]["action"] == "none" and "blocked: platform" in plan[MIXED]["detail"]
+
+    both = push_image(st.registry.url, "demo/multi", "stable", platforms=["linux/amd64", "linux/arm64"])
+    st.run_poller()
+    wait_for("the mixed cluster rolls the index with arm64", lambda: running(st, MIXED).endswith("@" + both))
+    wait_for("the amd64 cluster too", lambda: running(st, AMD).endswith("@" + both))
+    mixed = state_of(st).targets.get(MIXED)
+    assert mixed is not None and mixed.status in (TargetStatus.APPLIED, TargetStatus.VERIFIED)
