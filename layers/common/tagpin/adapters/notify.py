@@ -26,8 +26,45 @@ WEBHOOK_KINDS = ("slack", "teams", "http")
 TIMEOUT_S = 5.0
 
 
+def slack_escape(text: str) -> str:
+    """Slack's own escaping: what a registry or a cluster wrote cannot become a link or a mention."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def slack_payload(event: RolloutEvent) -> dict[str, Any]:
-    return {"text": event.text()}
+    """The text; an approval request also gets Approve / Reject buttons, whose clicks Slack sends to
+    the app's interactivity URL (docs/approvals.md), naming the image, digest and wave decided."""
+    text = slack_escape(event.text())
+    if event.event != "awaiting_approval":
+        return {"text": text}
+    value = json.dumps(
+        {"image": event.image, "digest": event.digest, "wave": event.wave}, separators=(",", ":")
+    )
+    button = {"type": "button", "value": value}
+    return {
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}},
+            {
+                "type": "actions",
+                "block_id": "tagpin-approval",
+                "elements": [
+                    button
+                    | {
+                        "action_id": "approve",
+                        "style": "primary",
+                        "text": {"type": "plain_text", "text": "Approve"},
+                    },
+                    button
+                    | {
+                        "action_id": "reject",
+                        "style": "danger",
+                        "text": {"type": "plain_text", "text": "Reject"},
+                    },
+                ],
+            },
+        ],
+    }
 
 
 def teams_payload(event: RolloutEvent) -> dict[str, Any]:
@@ -37,7 +74,7 @@ def teams_payload(event: RolloutEvent) -> dict[str, Any]:
         "@type": "MessageCard",
         "@context": "https://schema.org/extensions",
         "summary": event.summary(),
-        "themeColor": colour[event.event],
+        "themeColor": colour.get(event.event, "D29922"),
         "title": event.summary(),
         "text": "<br>".join(event.text().splitlines()[1:]),
     }

@@ -1,0 +1,80 @@
+"""A click on an approval request's Approve / Reject button, as Slack sends it to the app's
+interactivity URL: verified, then read.
+
+Slack signs each request: ``X-Slack-Signature`` is ``v0=`` + hex HMAC-SHA256 of
+``v0:<X-Slack-Request-Timestamp>:<raw body>`` with the app's signing secret. A request is accepted
+only with a valid signature (compared in constant time) and a timestamp within five minutes of
+now (a replayed request is refused). The body is ``payload=<JSON>`` (form-encoded); the JSON is
+untrusted: its fields are bounded and checked before anything is decided.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from tagpin.domain.refs import is_digest
+
+REPLAY_WINDOW_S = 300
+MAX_BODY = 64 * 1024
+
+
+class SlackRefused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Click:
+    approve: bool
+    image: str
+    digest: str
+    wave: str
+    user: str  # who clicked, as Slack names them (for the audit trail)
+    response_url: str | None  # where the message is updated with the decision
+
+
+def verify(headers: dict[str, str], body: bytes, secret: str, now: float) -> None:
+    """Raise ``SlackRefused`` unless the request is Slack's, signed now with ``secret``."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    timestamp, signature = lower.get("x-slack-request-timestamp", ""), lower.get("x-slack-signature", "")
+    if not timestamp or not signature:
+        raise SlackRefused(401, "missing the Slack signature headers")
+    try:
+        at = int(timestamp)
+    except ValueError:
+        raise SlackRefused(401, "malformed X-Slack-Request-Timestamp") from None
+    if abs(now - at) > REPLAY_WINDOW_S:
+        raise SlackRefused(401, "request timestamp outside the five-minute window (a replay?)")
+    if len(body) > MAX_BODY:
+        raise SlackRefused(413, "body too large")
+    base = b"v0:" + timestamp.encode() + b":" + body
+    expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
+        raise SlackRefused(401, "invalid Slack signature")
+
+
+def read(body: bytes) -> Click:
+    """The click a verified body carries, or ``SlackRefused`` (400) naming what is wrong."""
+    try:
+        payload = json.loads(parse_qs(body.decode("utf-8"), strict_parsing=False)["payload"][0])
+        action = payload["actions"][0]
+        value = json.loads(action["value"])
+        action_id = str(action["action_id"])
+        user = payload.get("user") or {}
+        who = str(user.get("username") or user.get("name") or user.get("id") or "someone")[:100]
+        image, digest, wave = str(value["image"])[:512], str(value["digest"]), str(value.get("wave", ""))[:63]
+        response_url = payload.get("response_url")
+    except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
+        raise SlackRefused(400, "not an approval button's click") from None
+    if action_id not in ("approve", "reject"):
+        raise SlackRefused(400, f"unknown action {action_id[:40]!r}")
+    if not is_digest(digest):
+        raise SlackRefused(400, "the click names no digest")
+    url = response_url if isinstance(response_url, str) and response_url.startswith("https://") else None
+    return Click(action_id == "approve", image, digest, wave, who, url)
