@@ -199,4 +199,8 @@ def test_rbac_is_exactly_what_the_code_calls():
     assert roles["tagpin-reconciler"] == {(g, r, v) for g, r in kinds for v in ("get", "list")} | {
         ("", "pods", "list")
     }
-    assert roles["tagpin-consumer"] == {(g, r, v) for g, r in kinds for v in ("get", "patch")}
+    # the consumer may also list nodes: what platforms they run, for the platform gate (it falls back
+    # to the cluster's configured platforms where it may not)
+    assert roles["tagpin-consumer"] == {(g, r, v) for g, r in kinds for v in ("get", "patch")} | {
+        ("", "nodes", "list")
+    }

@@ -82,7 +82,7 @@ def namespace(name: str, labels: dict[str, str] | None = None) -> Obj:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
 
 
-def node(name: str, platform: str = "linux/amd64") -> dict[str, Any]:
+def node(name: str, platform: str = "linux/amd64") -> Obj:
     """A Node whose ``status.nodeInfo`` reports ``platform`` (``os/architecture``), as the kubelet does."""
     os_, architecture = platform.split("/")[:2]
     return {
