@@ -39,6 +39,7 @@ class SignatureScheme(StrEnum):
     """Where and how the signature that decided the verdict was found."""
 
     COSIGN_TAG = "cosign-tag"  # ``sha256-<hex>.sig``: simple-signing payloads, signature annotations
+    BUNDLE = "sigstore-bundle"  # an OCI 1.1 referrer with a Sigstore bundle that could not be read
     BUNDLE_KEY = "sigstore-bundle-key"  # an OCI 1.1 referrer: Sigstore bundle signed with a public key
     BUNDLE_KEYLESS = "sigstore-bundle-keyless"  # an OCI 1.1 referrer: bundle with a Fulcio certificate
 
@@ -79,7 +80,12 @@ class KeylessIdentity:
         if not self.issuer or not self.identity:
             raise ValueError("a keyless identity needs an issuer and an identity")
         if self.match == "regex":
-            re.compile(self.identity)  # fail at configuration, not at the first signature
+            try:  # fail at configuration, not at the first signature
+                re.compile(self.identity)
+            except re.error as exc:
+                raise ValueError(
+                    f"keyless identity {self.identity[:80]!r} is not a regular expression: {exc}"
+                ) from None
 
     def matches(self, issuer: str, identity: str) -> bool:
         if issuer != self.issuer:

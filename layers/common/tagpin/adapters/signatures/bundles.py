@@ -48,20 +48,16 @@ def check_referrers(reading: Reading, policy: SignaturePolicy) -> Iterator[Signa
     try:
         found = reading.registry.referrers(reading.repository, reading.digest)
     except ContentTooLarge as exc:
-        yield _verdict(SignatureProblem.MALFORMED, f"referrers: {str(exc)[:200]}", SignatureScheme.BUNDLE_KEY)
+        yield _verdict(SignatureProblem.MALFORMED, f"referrers: {str(exc)[:200]}", SignatureScheme.BUNDLE)
         return
     except RegistryError as exc:
-        yield _verdict(
-            SignatureProblem.UNAVAILABLE, f"referrers: {str(exc)[:200]}", SignatureScheme.BUNDLE_KEY
-        )
+        yield _verdict(SignatureProblem.UNAVAILABLE, f"referrers: {str(exc)[:200]}", SignatureScheme.BUNDLE)
         return
     bundles = [d for d in found if d.artifact_type in BUNDLE_TYPES][: reading.limits.max_signatures]
     for descriptor in bundles:
         where = f"bundle referrer {descriptor.digest[:19]}"
         if descriptor.size > reading.limits.max_manifest_bytes:
-            yield _verdict(
-                SignatureProblem.MALFORMED, f"{where}: manifest too large", SignatureScheme.BUNDLE_KEY
-            )
+            yield _verdict(SignatureProblem.MALFORMED, f"{where}: manifest too large", SignatureScheme.BUNDLE)
             continue
         try:
             body = reading.manifest(descriptor.digest)
@@ -69,12 +65,12 @@ def check_referrers(reading: Reading, policy: SignaturePolicy) -> Iterator[Signa
             layer = _bundle_layer(layers)
             if layer is None:
                 yield _verdict(
-                    SignatureProblem.MALFORMED, f"{where}: no bundle layer", SignatureScheme.BUNDLE_KEY
+                    SignatureProblem.MALFORMED, f"{where}: no bundle layer", SignatureScheme.BUNDLE
                 )
                 continue
             bundle = reading.blob(layer)
         except ReadProblem as problem:
-            yield _verdict(problem.problem, f"{where}: {problem.detail}", SignatureScheme.BUNDLE_KEY)
+            yield _verdict(problem.problem, f"{where}: {problem.detail}", SignatureScheme.BUNDLE)
             continue
         yield verify_bundle(bundle, reading, policy, where)
 
@@ -99,9 +95,7 @@ def verify_bundle(bundle: bytes, reading: Reading, policy: SignaturePolicy, wher
         doc = None
     material = doc.get("verificationMaterial") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or not isinstance(material, dict):
-        return _verdict(
-            SignatureProblem.MALFORMED, f"{where}: not a Sigstore bundle", SignatureScheme.BUNDLE_KEY
-        )
+        return _verdict(SignatureProblem.MALFORMED, f"{where}: not a Sigstore bundle", SignatureScheme.BUNDLE)
     if isinstance(material.get("publicKey"), dict):
         return _key_bundle(doc, material["publicKey"], reading, where)
     if "certificate" in material or "x509CertificateChain" in material:
@@ -114,9 +108,7 @@ def verify_bundle(bundle: bytes, reading: Reading, policy: SignaturePolicy, wher
         from tagpin.adapters.signatures import keyless  # sigstore: only for keyless bundles
 
         return keyless.verify(bundle, doc, reading, policy, where)
-    return _verdict(
-        SignatureProblem.MALFORMED, f"{where}: no verification material", SignatureScheme.BUNDLE_KEY
-    )
+    return _verdict(SignatureProblem.MALFORMED, f"{where}: no verification material", SignatureScheme.BUNDLE)
 
 
 def _named(keys: tuple[TrustedKey, ...], public_key: dict[str, Any], extra: object = None) -> bool:
