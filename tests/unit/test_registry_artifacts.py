@@ -1,6 +1,6 @@
 """RegistryClient.fetch_blob and .referrers against an in-memory transport: the referrers API and
 its fallback to the tag schema, pagination and its refusals, untrusted descriptors, digests, and the
-breaker. (The real registry: tests/integration/test_signatures.py.)"""
+breaker. (The real registry: tests/integration/test_signatures_real.py.)"""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from tagpin.adapters.signatures import RegistrySignatureChecker, SignatureLimits
 from tagpin.adapters.signatures.checker import decide
 from tagpin.adapters.signatures.keyless import certificate_identity
 from tagpin.domain.refs import ImageRef
-from tagpin.ports.registry import ContentTooLarge
+from tagpin.ports.registry import ContentTooLarge, GetsDisabled
 from tagpin.ports.signatures import (
     KeylessIdentity,
     SignaturePolicy,
@@ -477,6 +477,17 @@ def test_a_trusted_signature_wins_over_a_registry_failure() -> None:
     bundle_message(EC)(img)
     img.registry.fail[f"manifest:{signature_tag(img.digest)}"] = transient()
     assert check(img).ok
+
+
+def test_a_head_only_registry_is_unsupported_not_retried() -> None:
+    """Docker Hub counts a manifest GET as a pull: the client refuses it, and waiting will not help."""
+    img = image()
+    cosign_ecdsa(img)
+    disabled = GetsDisabled("manifest GETs are disabled for this registry", host="r")
+    img.registry.fail[f"manifest:{signature_tag(img.digest)}"] = disabled
+    img.registry.fail["referrers"] = disabled
+    verdict = check(img)
+    assert verdict.reason is P.UNSUPPORTED and not verdict.retryable
 
 
 def test_a_manifest_over_the_bound_is_malformed() -> None:

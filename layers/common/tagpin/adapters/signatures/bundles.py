@@ -28,7 +28,7 @@ from typing import Any
 from tagpin.adapters.signatures.intoto import IN_TOTO, names_digest, pae, statement_subjects
 from tagpin.adapters.signatures.keys import TrustedKey, b64decode, first_verifying
 from tagpin.adapters.signatures.reading import Reading, ReadProblem, candidate_layers
-from tagpin.ports.registry import ContentTooLarge, RegistryError
+from tagpin.ports.registry import ContentTooLarge, GetsDisabled, RegistryError
 from tagpin.ports.signatures import SignaturePolicy, SignatureProblem, SignatureScheme, SignatureVerdict
 
 BUNDLE_V03 = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -49,6 +49,9 @@ def check_referrers(reading: Reading, policy: SignaturePolicy) -> Iterator[Signa
         found = reading.registry.referrers(reading.repository, reading.digest)
     except ContentTooLarge as exc:
         yield _verdict(SignatureProblem.MALFORMED, f"referrers: {str(exc)[:200]}", SignatureScheme.BUNDLE)
+        return
+    except GetsDisabled as exc:
+        yield _verdict(SignatureProblem.UNSUPPORTED, f"referrers: {str(exc)[:200]}", SignatureScheme.BUNDLE)
         return
     except RegistryError as exc:
         yield _verdict(SignatureProblem.UNAVAILABLE, f"referrers: {str(exc)[:200]}", SignatureScheme.BUNDLE)

@@ -4,8 +4,10 @@ Everything here comes from the registry and is untrusted: manifests and blobs ar
 bound and checked against their digests (``ArtifactReader``), at most ``max_signatures`` layers or
 referrers are looked at, and a failure becomes a ``ReadProblem``: ``MALFORMED`` when the registry
 served something unusable (a listed blob missing, content not matching its digest, too large),
-``UNAVAILABLE`` when it did not answer or refused (retry later). ``ManifestNotFound`` for a tag is
-left to the caller: no ``.sig`` tag simply means no signatures of that kind.
+``UNAVAILABLE`` when it did not answer or refused (retry later), ``UNSUPPORTED`` on a HEAD-only
+registry (``GetsDisabled``: a manifest GET would count against its pull limit, so signatures cannot
+be read there; retrying would not change that). ``ManifestNotFound`` for a tag is left to the
+caller: no ``.sig`` tag simply means no signatures of that kind.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tagpin.ports.registry import (
     BlobNotFound,
     ContentMismatch,
     ContentTooLarge,
+    GetsDisabled,
     ManifestNotFound,
     RegistryError,
 )
@@ -72,6 +75,8 @@ class Reading:
             raise ReadProblem(SignatureProblem.MALFORMED, f"listed manifest missing: {_short(exc)}") from None
         except (ContentMismatch, ContentTooLarge) as exc:
             raise ReadProblem(SignatureProblem.MALFORMED, _short(exc)) from None
+        except GetsDisabled as exc:
+            raise ReadProblem(SignatureProblem.UNSUPPORTED, _short(exc)) from None
         except RegistryError as exc:
             raise ReadProblem(SignatureProblem.UNAVAILABLE, _short(exc)) from None
         return body
