@@ -17,8 +17,9 @@ PROVIDED_BY_LAMBDA = {"boto3", "botocore"}  # the Lambda Python runtime provides
 # Import name -> distribution name, where they differ.
 DISTRIBUTION = {"yaml": "pyyaml", "aws_lambda_powertools": "aws-lambda-powertools", "jwt": "pyjwt"}
 DISTRIBUTION |= {"pydantic_settings": "pydantic-settings", "pydantic_core": "pydantic-core"}
-DISTRIBUTION |= {"semantic_version": "semantic-version"}
-TRANSITIVE = {"pydantic-core", "urllib3", "certifi"}  # installed by a pinned package above them
+DISTRIBUTION |= {"semantic_version": "semantic-version", "sigstore_models": "sigstore-models"}
+# Installed by a pinned package above them (sigstore-models: sigstore pins it exactly, ==0.0.6).
+TRANSITIVE = {"pydantic-core", "urllib3", "certifi", "sigstore-models"}
 
 
 def pins(path: Path) -> dict[str, str]:

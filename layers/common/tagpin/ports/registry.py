@@ -1,5 +1,6 @@
 """The registry side of tagpin, as the use cases see it: resolve a tag to the digest it points to
-now, fetch a manifest, list a repository's tags, and the errors and answers that cross that boundary.
+now, fetch a manifest, list a repository's tags, read a blob and the referrers of a manifest
+(signatures), and the errors and answers that cross that boundary.
 
 ``tagpin.adapters.registry`` implements it over the Registry HTTP API v2 (OCI distribution).
 """
@@ -19,6 +20,7 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 DOCKER_MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 MANIFEST_TYPES = (OCI_INDEX, DOCKER_MANIFEST_LIST, OCI_MANIFEST, DOCKER_MANIFEST_V2)
 INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_MANIFEST_LIST})
+OCI_EMPTY = "application/vnd.oci.empty.v1+json"  # the config of an artifact manifest: ``{}``
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
@@ -86,6 +88,19 @@ class TagListing:
         return self.end != "complete"
 
 
+@dataclass(frozen=True)
+class Descriptor:
+    """An OCI content descriptor as a registry served it (a layer, or an entry of an index such as
+    a referrers list). Untrusted: ``digest`` is well formed (``is_digest``) and ``size`` not
+    negative, nothing more; whoever reads the content checks it against ``digest``."""
+
+    media_type: str
+    digest: str
+    size: int
+    artifact_type: str = ""
+    annotations: dict[str, str] = field(default_factory=dict, hash=False)
+
+
 class RegistryError(Exception):
     """A registry answered badly or not at all. Messages never carry credentials or tokens."""
 
@@ -114,6 +129,18 @@ class GetsDisabled(RegistryError):
     @property
     def transient(self) -> bool:
         return False
+
+
+class BlobNotFound(RegistryError):
+    """The registry does not hold the blob (404)."""
+
+
+class ContentMismatch(RegistryError):
+    """What the registry served does not hash to the digest it was asked for: corrupt or tampered."""
+
+
+class ContentTooLarge(RegistryError):
+    """A blob or document is over the size the caller accepts; it was not read to the end."""
 
 
 class RepositoryNotFound(RegistryError):
@@ -150,3 +177,28 @@ class TagLister(Protocol):
     implementations bound the listing and say when it was cut short (``TagListing.truncated``)."""
 
     def list_tags(self, repository: ImageRef) -> TagListing: ...
+
+
+class BlobFetcher(Protocol):
+    """Read a blob (``GET /v2/<name>/blobs/<digest>``) of ``ref``'s repository, checked against
+    ``digest`` and refused (``ContentTooLarge``) past ``max_bytes``: signatures and bundles are
+    small, and everything a registry serves is untrusted."""
+
+    def fetch_blob(self, ref: ImageRef, digest: str, max_bytes: int) -> bytes: ...
+
+
+class ReferrersLister(Protocol):
+    """The manifests whose ``subject`` is ``digest`` in ``ref``'s repository (OCI 1.1 referrers:
+    the referrers API, else the ``sha256-<hex>`` tag schema), only those of ``artifact_type`` when
+    given. Bounded by the implementation; an empty list when there are none."""
+
+    def referrers(
+        self, ref: ImageRef, digest: str, *, artifact_type: str | None = None
+    ) -> list[Descriptor]: ...
+
+
+class ArtifactReader(BlobFetcher, ReferrersLister, Protocol):
+    """What signature verification reads from a registry: manifests (bounded: ``max_bytes``, by tag
+    or by digest, checked against the digest), blobs and referrers."""
+
+    def fetch_manifest(self, ref: ImageRef, *, max_bytes: int | None = None) -> tuple[str, bytes]: ...

@@ -17,7 +17,8 @@ At scale (the poller resolves thousands of tags per run):
   and what they do are in ``resilience``.
 
 ``list_tags`` lists a repository's tags page by page (``tags``: pagination, bounds, validation), each
-page through the same auth, retries, breaker and bounds as a resolution.
+page through the same auth, retries, breaker and bounds as a resolution; ``fetch_blob`` and
+``referrers`` (``artifacts``: what signature verification reads) too.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Self
 
+from tagpin.adapters.registry.artifacts import ArtifactLimits, ArtifactReads
 from tagpin.adapters.registry.auth import RegistryAuth
 from tagpin.adapters.registry.http import (
     AiohttpTransport,
+    BodyTooLarge,
     HttpRequest,
     HttpResponse,
     LoopThread,
@@ -51,6 +54,8 @@ from tagpin.ports.registry import (
     MANIFEST_TYPES,
     RETRY_STATUSES,
     AuthError,
+    ContentTooLarge,
+    Descriptor,
     GetsDisabled,
     ManifestNotFound,
     RegistryAccess,
@@ -99,6 +104,7 @@ class RegistryClient:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[float, float], float] = random.uniform,
         tag_limits: TagLimits | None = None,
+        artifact_limits: ArtifactLimits | None = None,
     ) -> None:
         self._access = access or (lambda _registry: RegistryAccess())
         self._transport: Transport = transport or AiohttpTransport(limit=max_concurrency)
@@ -119,6 +125,9 @@ class RegistryClient:
         self._hosts: dict[str, asyncio.Semaphore] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
         self._auth = RegistryAuth(self._send, clock)  # challenges and the token cache
+        self._artifacts = ArtifactReads(
+            self._auth, self.breaker, self._bounds, self._fetch, artifact_limits or ArtifactLimits()
+        )
         self.rate_limits: dict[str, dict[str, str]] = {}  # api host -> last rate-limit headers seen
 
     def __enter__(self) -> Self:
@@ -169,11 +178,24 @@ class RegistryClient:
     ) -> dict[ImageRef, Resolution | RegistryError]:
         return self.start_many(refs, deadline=deadline).result()
 
-    def fetch_manifest(self, ref: ImageRef) -> tuple[str, bytes]:
+    def fetch_manifest(self, ref: ImageRef, *, max_bytes: int | None = None) -> tuple[str, bytes]:
         """(media type, exact bytes) of a manifest by tag or digest: a GET, so never on HEAD-only
-        registries."""
+        registries. ``max_bytes``: refused (``ContentTooLarge``) past that many bytes."""
         access = self._access(ref.registry)
-        return self._run_loop().submit(self._fetch(ref, access)).result()
+        return self._run_loop().submit(self._fetch(ref, access, max_bytes)).result()
+
+    def fetch_blob(self, ref: ImageRef, digest: str, max_bytes: int) -> bytes:
+        """The blob ``digest`` of ``ref``'s repository, checked against the digest (``ContentMismatch``),
+        at most ``max_bytes`` long (``ContentTooLarge``); see ``artifacts``."""
+        access = self._access(ref.registry)
+        return self._run_loop().submit(self._artifacts.fetch_blob(ref, digest, max_bytes, access)).result()
+
+    def referrers(self, ref: ImageRef, digest: str, *, artifact_type: str | None = None) -> list[Descriptor]:
+        """The manifests whose subject is ``digest`` in ``ref``'s repository (the referrers API, else
+        the ``sha256-<hex>`` tag schema), of ``artifact_type`` when given; see ``artifacts``."""
+        access = self._access(ref.registry)
+        call = self._artifacts.referrers(ref, digest, artifact_type, access)
+        return self._run_loop().submit(call).result()
 
     def list_tags(self, repository: ImageRef, *, limits: TagLimits | None = None) -> TagListing:
         """The tags of ``repository`` (its tag and digest are ignored), within ``limits`` (the
@@ -325,16 +347,24 @@ class RegistryClient:
         log.debug("resolved %s via GET to %s", ref, digest)
         return Resolution(ref, digest, media_type, "GET", self._rate_limit(get, host))
 
-    async def _fetch(self, ref: ImageRef, access: RegistryAccess) -> tuple[str, bytes]:
+    async def _fetch(
+        self, ref: ImageRef, access: RegistryAccess, max_bytes: int | None = None
+    ) -> tuple[str, bytes]:
         host = api_host(ref.registry)
         if access.head_only:
             raise GetsDisabled(f"{host}: manifest GETs are disabled for this registry", host=host)
         reference = ref.digest or ref.tag or "latest"
         per_host, overall = self._bounds(host, access)
+        url = self._url(ref, access, reference)
         async with per_host, overall:
-            get = await self._request(
-                "GET", self._url(ref, access, reference), host, f"repository:{ref.repository}:pull", access
-            )
+            try:
+                get = await self._request(
+                    "GET", url, host, f"repository:{ref.repository}:pull", access, max_body=max_bytes
+                )
+            except BodyTooLarge as exc:
+                raise ContentTooLarge(
+                    f"{host}: the manifest {ref} is over {max_bytes} bytes", host=host, status=exc.status
+                ) from None
         self._check_status(get, host, ref)
         if ref.digest:
             self._verified_digest(get, host, ref, expected=ref.digest)
@@ -449,7 +479,16 @@ class RegistryClient:
             self.breaker(host).check(host)  # others may have found the registry down meanwhile
 
     async def _request(
-        self, method: str, url: str, host: str, scope: str, access: RegistryAccess
+        self,
+        method: str,
+        url: str,
+        host: str,
+        scope: str,
+        access: RegistryAccess,
+        *,
+        max_body: int | None = None,
     ) -> HttpResponse:
         """A manifest request, with the Authorization ``RegistryAuth`` finds for it."""
-        return await self._auth.request(method, url, host, scope, access, {"Accept": ACCEPT})
+        return await self._auth.request(
+            method, url, host, scope, access, {"Accept": ACCEPT}, max_body=max_body
+        )
