@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from tagpin.ports.state import TargetStatus
+from tagpin_cli import commands
 from tagpin_local.kubesim import cronjob, daemonset, deployment, statefulset
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
@@ -148,8 +149,11 @@ def test_unreachable_cluster_is_skipped_and_recorded_while_others_proceed(st, wo
     assert state_of(st).clusters.get("west") is not None
 
 
-def test_manual_edit_is_healed_by_the_next_reconcile_not_by_the_poller(st, world):
+def test_a_manual_edit_is_held_by_the_reconcile_until_released(st, world):
+    """A person's edit after tagpin's patch is theirs (docs/trust.md): not patched back by the poll
+    nor the reconcile (the target held, reported), until ``tagpin release`` rolls the tag again."""
     host = st.registry.host
+    target = "east/data/StatefulSet/db/db"
     pinned = image(st, "east", "StatefulSet", "data", "db", "db")
     # someone puts the floating tag back by hand: pods now run whatever the node pulled (an old
     # digest in the simulator), while tagpin's state still says "applied"
@@ -161,8 +165,13 @@ def test_manual_edit_is_healed_by_the_next_reconcile_not_by_the_poller(st, world
     )
     assert st.run_poller()["enqueued"] == 0  # the state-level check cannot see a manual edit
     result = reconcile(st)
-    assert "east/data/StatefulSet/db/db" in result["behind_targets"], result
-    assert result["enqueued"] >= 1
+    assert result["held"] == 1 and target not in result["behind_targets"], result
+    held = state_of(st).targets.get(target)
+    assert held is not None and held.status is TargetStatus.HELD
+    drain(st)
+    assert image(st, "east", "StatefulSet", "data", "db", "db") == world["side"]  # not patched back
+    assert reconcile(st)["enqueued"] == 0  # the next reconcile respects the hold too
+    assert commands.release(target)["released"]
     drain(st)
     assert image(st, "east", "StatefulSet", "data", "db", "db") == pinned
     assert pinned.startswith(f"{host}/demo/side:stable@sha256:")

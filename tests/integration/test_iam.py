@@ -12,7 +12,8 @@ secret each), and three registries: one with credentials in a secret, one of kin
 moto's ECR), one of kind ECR through a registry role of another account. Rollouts go through two
 waves with notifications to SNS and to a webhook (secret). What Lambda itself does with each role
 (polling the SQS sources, the OnFailure destination, the logs) is added from the template
-(``platform_calls``).
+(``platform_calls``). One image has a signature gate: a key in the secret store and a KMS key
+(``SigningKmsKeyArns`` set).
 
 The session-wide check (tests/support/iamsession.py) evaluates every other test's calls with the
 default parameters (the SecretStore their TAGPIN_SECRET_STORE names); the calls here are captured
@@ -33,6 +34,7 @@ import pytest
 import yaml
 from tagpin import wiring
 from tagpin.ports.state import TargetStatus
+from tagpin_local.cosign import Signer, sign_image
 from tagpin_local.http_adapter import WEBHOOK_ROUTE
 from tagpin_local.kubesim import KubeSim, deployment
 from tagpin_local.lambda_runtime import LocalFunction, http_api_event
@@ -59,6 +61,7 @@ CLUSTER_ROLE = f"arn:aws:iam::{OTHER_ACCOUNT}:role/tagpin-deployer"
 REGISTRY_ROLE = f"arn:aws:iam::{OTHER_ACCOUNT}:role/tagpin-registry-pull"
 REGISTRY_SECRET = "tagpin/registries/local"
 NOTIFY_SECRET = "tagpin/notifications/hooks"
+SIGNING_SECRET = "tagpin/signing/release"
 FUNCTIONS = ("poller", "webhook", "consumer", "reconciler")
 DEADLINE_S = 60.0
 ROLLOUT_S = 0.5
@@ -69,6 +72,8 @@ SLOW_ROLLOUT_S = 8.0  # cluster stage: its verifications find the rollout progre
 class World:
     st: LocalStack
     key: str  # the customer KMS key's ARN
+    signing_key: str  # a KMS signing key's ARN (a signature gate's key: kms:GetPublicKey)
+    signer: Signer  # the key in the secret store (the same gate's other key)
     kubes: dict[str, KubeSim]  # every cluster by its configuration name
     hosts: dict[str, str]  # "secret", "ecr", "ecr-cross": registry hosts
     registries: dict[str, RegistryServer]
@@ -79,6 +84,7 @@ class World:
         return {
             "KmsKeyArn": self.key,
             "ClusterRoleArns": CLUSTER_ROLE,
+            "SigningKmsKeyArns": self.signing_key,
             "SecretStore": self.st.options.secret_store,
         }
 
@@ -152,6 +158,13 @@ def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, Regi
             "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}]}  # fmt: skip
     st.put_secret(cluster_secret("gone"), yaml.safe_dump(gone), key=key)
     st.put_secret(NOTIFY_SECRET, json.dumps({"http": "http://127.0.0.1:9/"}), key=key)
+    # Signature gates: a key in the secret store (every registry kind's image is signed with it), and
+    # for the image followed in the second wave only, a KMS key too (its public half read).
+    signer = Signer.generate()
+    st.put_secret(SIGNING_SECRET, signer.public_pem, key=key)
+    signing_key = st.client("kms").create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"][
+        "Arn"
+    ]
     hosts = {
         "secret": st.registry.host,
         "ecr": registries["ecr"].host,
@@ -198,12 +211,17 @@ def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, Regi
         "images": [
             {
                 "image": image,
+                "signatures": {"keys": [{"secret": SIGNING_SECRET}]},
                 "targets": [{**target, "cluster": c, "name": kind} for c in ("local", "eks", "cross")],
             }
             for kind, image in images.items()
         ]
         + [
-            {"image": late, "targets": [{**target, "cluster": "eks", "name": "late"}]},
+            {
+                "image": late,
+                "signatures": {"keys": [{"secret": SIGNING_SECRET}, {"kms": signing_key}]},
+                "targets": [{**target, "cluster": "eks", "name": "late"}],
+            },
             {"image": lost, "targets": [{**target, "cluster": "gone", "name": "lost"}]},
             {"image": slow, "targets": [{**target, "cluster": "stage", "name": "slow"}]},
             {
@@ -235,6 +253,8 @@ def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, Regi
     return World(
         st,
         key,
+        signing_key,
+        signer,
         kubes,
         hosts,
         {"secret": st.registry, **registries},
@@ -279,6 +299,10 @@ def run_everything(w: World) -> None:
         kind: push_image(w.registries.get(kind, w.registries["secret"]).url, f"demo/{kind}", "stable")
         for kind in w.images
     }
+    # signed: the consumer reads each signature (a manifest and its layer) at each kind of registry
+    for kind in ("secret", "ecr", "ecr-cross", "late"):
+        registry = w.registries.get(kind, w.registries["secret"])
+        sign_image(registry.url, f"demo/{kind}", digests[kind], w.signer)
     for version in ("1.0.0", "1.1.0"):  # the version channel's tags (ECR)
         push_image(w.registries["ecr"].url, "demo/versioned", version)
     # webhook: notifications re-resolved at the registries (credentials in a secret; ECR: this

@@ -14,7 +14,8 @@ function's own role as template.yaml defines it.
   one per item and kind, ``SendMessageBatch`` is ``sqs:SendMessage``; a secret's ARN carries the
   6-character suffix Secrets Manager appends; a SecureString or a secret created with a customer
   key adds ``kms:Decrypt`` on that key). Registry API reads of an ECR registry (``HEAD``/``GET``
-  ``/v2/<name>/manifests/<ref>`` with an ECR token) are ``ecr:BatchGetImage`` on the repository.
+  ``/v2/<name>/manifests/<ref>`` with an ECR token) are ``ecr:BatchGetImage`` on the repository
+  (referrers too; blobs ``ecr:GetDownloadUrlForLayer``; tag lists ``ecr:ListImages``).
   A call made with an assumed role's credentials is that role's, not the function's: it is
   recorded and not evaluated (the role lives in another account).
 - Roles (``Role``): the function's Policies with the stack's parameters decided, intrinsic
@@ -236,8 +237,8 @@ def requests_of(
         if operation in ("BatchGetImage", "DescribeImages", "GetDownloadUrlForLayer"):
             registry = params.get("registryId") or account
             return one(operation, _arn("ecr", region, registry, f"repository/{params['repositoryName']}"))
-    if service == "kms" and operation == "Decrypt":
-        return one("Decrypt", key_arn(params["KeyId"], region, account))
+    if service == "kms" and operation in ("Decrypt", "GetPublicKey"):
+        return one(operation, key_arn(params["KeyId"], region, account))
     raise Underivable(f"no IAM requests known for {service}:{operation}: add a rule to tests/support/iam.py")
 
 
@@ -250,6 +251,8 @@ ENVIRONMENT = (
 _PRODUCTION = (str(ROOT / "layers" / "common" / "tagpin"), str(ROOT / "functions"))
 _MANIFESTS = re.compile(r"^/v2/(?P<name>.+)/manifests/[^/]+$")
 _TAG_LIST = re.compile(r"^/v2/(?P<name>.+)/tags/list$")
+_BLOBS = re.compile(r"^/v2/(?P<name>.+)/blobs/[^/]+$")
+_REFERRERS = re.compile(r"^/v2/(?P<name>.+)/referrers/[^/]+$")
 
 
 @dataclass
@@ -385,16 +388,22 @@ class Recorder:
     def _registry_request(self, method: str, url: str, host: str) -> None:
         function, key = INVOKED.get(), self._ecr.get(host)
         path = urlparse(url).path
-        manifests, tags = _MANIFESTS.match(path), _TAG_LIST.match(path)
-        match = manifests or tags
-        if function is None or key is None or match is None or method not in ("GET", "HEAD"):
-            return
         # ECR authorises its registry API as ECR actions, for the principal the token was issued to
-        # (the assumed role's account when ``ecr.role_arn`` is set): a manifest read as
-        # ecr:BatchGetImage, a tag list (version channels) as ecr:ListImages.
+        # (the assumed role's account when ``ecr.role_arn`` is set): a manifest read (and the
+        # referrers API) as ecr:BatchGetImage, a blob (a config, a signature's layer) as
+        # ecr:GetDownloadUrlForLayer, a tag list (version channels) as ecr:ListImages.
+        kinds = (
+            (_MANIFESTS, "ecr:BatchGetImage", "manifests"),
+            (_REFERRERS, "ecr:BatchGetImage", "referrers"),
+            (_BLOBS, "ecr:GetDownloadUrlForLayer", "blobs"),
+            (_TAG_LIST, "ecr:ListImages", "tags/list"),
+        )
+        found = next(((m, a, w) for pattern, a, w in kinds if (m := pattern.match(path))), None)
+        if function is None or key is None or found is None or method not in ("GET", "HEAD"):
+            return
+        match, action, what = found
         account = key.account or (role_account(key.role_arn) if key.role_arn else ACCOUNT)
         resource = _arn("ecr", key.region, account, f"repository/{match['name']}")
-        action, what = ("ecr:BatchGetImage", "manifests") if manifests else ("ecr:ListImages", "tags/list")
         self._add(
             Call(
                 function,

@@ -29,10 +29,11 @@ from tests.support.iamsession import RECORDER
 
 P, D, N = PermissionResult.PERMITTED, PermissionResult.DENIED, PermissionResult.NEUTRAL
 GET = "secretsmanager:GetSecretValue"
-REG, CLU, NOTE, HOOK = (
+REG, CLU, NOTE, SIGN, HOOK = (
     "tagpin/registries/hub",
     "tagpin/clusters/lab",
     "tagpin/notifications/chat",
+    "tagpin/signing/release",
     "tagpin/webhook",
 )
 SECRETS = "arn:aws:secretsmanager:us-east-1:123456789012:secret:"
@@ -145,10 +146,10 @@ def secret_request(store: str, name: str) -> Request:
 @pytest.mark.parametrize(
     ("function", "readable", "unreadable"),
     [
-        ("poller", [REG], [CLU, NOTE, HOOK]),
-        ("webhook", [REG, HOOK], [CLU, NOTE]),
-        ("consumer", [CLU, NOTE], [REG, HOOK]),
-        ("reconciler", [REG, CLU, NOTE], [HOOK, "tagpin/x"]),
+        ("poller", [REG], [CLU, NOTE, SIGN, HOOK]),
+        ("webhook", [REG, HOOK], [CLU, NOTE, SIGN]),
+        ("consumer", [REG, CLU, NOTE, SIGN], [HOOK, "tagpin/x"]),
+        ("reconciler", [REG, CLU, NOTE], [SIGN, HOOK, "tagpin/x"]),
     ],
 )  # fmt: skip
 def test_each_role_reads_only_the_secrets_its_function_reads(

@@ -58,17 +58,22 @@ def test_rollout_permissions_are_scoped(template: dict[str, Any]) -> None:  # no
     assert "sqs:ChangeMessageVisibility" in receive["Action"] and receive["Resource"] == CHANGES_ARN
     (publish,) = statements_for(props, "sns:Publish")
     assert publish["Resource"] == {"Ref": "RolloutTopic"}
-    # cluster credentials and notification webhooks, nothing else (tests/unit/test_template.py)
+    # registry credentials (the trust gates read registries), cluster credentials, notification
+    # webhooks and signature keys, nothing else (tests/unit/test_template.py)
     (secrets,) = statements_for(props, "secretsmanager:GetSecretValue")
     assert [str(r["Fn::Sub"]).rsplit(":", 1)[1] for r in secrets["Resource"]] == [
+        "tagpin/registries/*",
         "tagpin/clusters/*",
         "tagpin/notifications/*",
+        "tagpin/signing/*",
     ]
     # the same secrets as SecureString parameters (SecretStore=ssm, the default)
     (parameters,) = [s for s in statements_for(props, "ssm:GetParameter") if s["Sid"] == secrets["Sid"]]
     assert [str(r["Fn::Sub"]).rsplit(":parameter", 1)[1] for r in parameters["Resource"]] == [
+        "/tagpin/registries/*",
         "/tagpin/clusters/*",
         "/tagpin/notifications/*",
+        "/tagpin/signing/*",
     ]
     # never deletes state (the idempotency table's records only)
     deletes = statements_for(props, "dynamodb:DeleteItem")

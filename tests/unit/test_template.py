@@ -61,14 +61,17 @@ KUBERNETES_LAYER = {"Ref": "KubernetesLayer"}
 # The functions that talk to clusters: the only ones that get the kubernetes client layer, EKS
 # permissions, the cluster roles of other accounts and an EKS access entry.
 KUBERNETES_FUNCTIONS = frozenset({"consumer", "reconciler"})
-# The functions that resolve tags at their registries (their handlers build tagpin.wiring.detector()):
-# the only ones that get ECR tokens and manifests and the registry roles of other accounts.
-REGISTRY_FUNCTIONS = frozenset({"poller", "webhook", "reconciler"})
+# The functions that read registries: they resolve tags (their handlers build tagpin.wiring.detector()),
+# or read a digest's manifest, blobs and signatures for the trust gates (the consumer); the only ones
+# that get ECR tokens and manifests and the registry roles of other accounts.
+REGISTRY_FUNCTIONS = frozenset({"poller", "webhook", "reconciler", "consumer"})
 EKS_CLUSTERS = {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluster/*"}
 ECR_REPOSITORIES = {"Fn::Sub": "arn:${AWS::Partition}:ecr:*:${AWS::AccountId}:repository/*"}
 REGISTRY_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::*:role/tagpin-registry-*"}
 # The functions that notify rollout events (SNS and the webhooks of rollout.notifications).
 NOTIFYING_FUNCTIONS = frozenset({"consumer", "reconciler"})  # the reconciler: a hold
+# The function that checks signatures before a patch (its keys, tagpin/signing/...; docs/trust.md).
+SIGNATURE_FUNCTIONS = frozenset({"consumer"})
 
 
 SECRET_ARN = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
@@ -90,12 +93,14 @@ def parameters_under(prefix: str) -> dict[str, str]:
 REGISTRY_SECRETS = secrets_under(config.REGISTRY_SECRETS)
 CLUSTER_SECRETS = secrets_under(config.CLUSTER_SECRETS)
 NOTIFICATION_SECRETS = secrets_under(config.NOTIFICATION_SECRETS)
+SIGNING_SECRETS = secrets_under(config.SIGNING_SECRETS)
 # The webhook's own secret (parameter WebhookSecretName); Secrets Manager appends "-" + 6 characters.
 WEBHOOK_SECRET = {"Fn::Sub": SECRET_ARN + "${WebhookSecretName}-??????"}
 # The same secrets in SSM: the parameter "/" + the name.
 REGISTRY_PARAMETERS = parameters_under(config.REGISTRY_SECRETS)
 CLUSTER_PARAMETERS = parameters_under(config.CLUSTER_SECRETS)
 NOTIFICATION_PARAMETERS = parameters_under(config.NOTIFICATION_SECRETS)
+SIGNING_PARAMETERS = parameters_under(config.SIGNING_SECRETS)
 WEBHOOK_PARAMETER = {"Fn::Sub": PARAMETER_ARN + "${WebhookSecretName}"}
 CONFIG_PARAMETER = {
     "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${ConfigParameterName}"
@@ -448,6 +453,8 @@ def secret_problems(tpl: Template, fn: str) -> list[str]:
         kinds.append((CLUSTER_PARAMETERS, CLUSTER_SECRETS))
     if key in NOTIFYING_FUNCTIONS:
         kinds.append((NOTIFICATION_PARAMETERS, NOTIFICATION_SECRETS))
+    if key in SIGNATURE_FUNCTIONS:
+        kinds.append((SIGNING_PARAMETERS, SIGNING_SECRETS))
     if variable("webhook_secret") in props.get("Environment", {}).get("Variables", {}):
         kinds.append((WEBHOOK_PARAMETER, WEBHOOK_SECRET))
     problems = []
@@ -699,11 +706,9 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         lambda t: _props("ReconcilerFunction")(t).update(Runtime="python3.12"),
         "code", "ReconcilerFunction", "Runtime 'python3.12'",
     ),
-    "consumer reads ECR": (
-        lambda t: _statements("ConsumerFunction")(t).append(
-            {"Effect": "Allow", "Action": "ecr:BatchGetImage", "Resource": ECR_REPOSITORIES}
-        ),
-        "registries", "ConsumerFunction", "ECR permissions, but consumer does not resolve tags",
+    "consumer cannot read ECR for its trust gates": (
+        lambda t: _drop_statement(t, "ConsumerFunction", "EcrManifestsAndBlobs"),
+        "registries", "ConsumerFunction", "gets no ecr:BatchGetImage",
     ),
     "poller without ECR token": (
         lambda t: _drop_statement(t, "PollerFunction", "EcrToken"),
@@ -750,14 +755,14 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "secrets", "WebhookFunction", "secret:tagpin/clusters/*'}, which webhook does not read",
     ),
     "consumer cannot notify": (
-        lambda t: _branch(t, "ConsumerFunction", "ClusterAndNotificationSecrets", "ssm").update(
+        lambda t: _branch(t, "ConsumerFunction", "ConsumerSecrets", "ssm").update(
             Resource=CLUSTER_PARAMETERS
         ),
         "secrets", "ConsumerFunction",
         "parameter/tagpin/notifications/*'}, which consumer reads (SecretStore=ssm)",
     ),
     "consumer cannot notify with secretsmanager": (
-        lambda t: _branch(t, "ConsumerFunction", "ClusterAndNotificationSecrets", "secretsmanager").update(
+        lambda t: _branch(t, "ConsumerFunction", "ConsumerSecrets", "secretsmanager").update(
             Resource=CLUSTER_SECRETS
         ),
         "secrets", "ConsumerFunction",
@@ -785,7 +790,7 @@ BREAKAGES: dict[str, tuple[Callable[[Template], Any], str, str, str]] = {
         "cannot read their credentials (tagpin/registries/*) with SecretStore=ssm",
     ),
     "config and secrets in one statement": (
-        lambda t: _branch(t, "ConsumerFunction", "ClusterAndNotificationSecrets", "ssm")["Resource"].append(
+        lambda t: _branch(t, "ConsumerFunction", "ConsumerSecrets", "ssm")["Resource"].append(
             CONFIG_PARAMETER
         ),
         "iam", "ConsumerFunction", "ssm:GetParameter is not granted on the config parameter alone",
@@ -1055,7 +1060,7 @@ def test_consumer_permissions(template: Template) -> None:  # noqa: F811
     (send,) = statements_for(props, "sqs:SendMessage")
     assert send["Resource"] == {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
     # cross-account clusters: only the role ARNs given as a parameter, only when given
-    (assume,) = statements_for(props, "sts:AssumeRole")
+    (assume,) = [s for s in statements_for(props, "sts:AssumeRole") if s["Resource"] != REGISTRY_ROLES]
     assert assume["Resource"] == {"Ref": "ClusterRoleArns"}
     (stmt,) = [s for s in props["Policies"][0]["Statement"] if "Fn::If" in s and assume in s["Fn::If"]]
     assert stmt["Fn::If"][0] == "HasClusterRoles"
@@ -1064,6 +1069,16 @@ def test_consumer_permissions(template: Template) -> None:  # noqa: F811
     assert evaluate(template, stmt, {"ClusterRoleArns": role})["Resource"] == [role]
     (eks,) = statements_for(props, "eks:DescribeCluster")
     assert eks["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluster/*"}
+    # signature gates' KMS keys: their public half, only on the key ARNs given, only when given
+    (public,) = statements_for(props, "kms:GetPublicKey")
+    assert public["Resource"] == {"Ref": "SigningKmsKeyArns"} and as_list(public["Action"]) == [
+        "kms:GetPublicKey"
+    ]
+    (stmt,) = [s for s in props["Policies"][0]["Statement"] if "Fn::If" in s and public in s["Fn::If"]]
+    assert stmt["Fn::If"][0] == "HasSigningKmsKeys"
+    assert evaluate(template, stmt, {"SigningKmsKeyArns": ""}) == {"Ref": "AWS::NoValue"}
+    others = [f for f in ("PollerFunction", "WebhookFunction", "ReconcilerFunction")]
+    assert not [f for f in others if "kms:GetPublicKey" in actions_of(function_props(template, f))]
     idem_arn = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
     idem = [s for s in policy_statements(props) if s["Resource"] == idem_arn]
     # powertools: a conditional put returns the existing record (no GetItem); delete after a failure

@@ -228,9 +228,12 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
         if (hold := people.get(target.id)) is not None and hold.holds(digest, int(time.time() * 1000)):
             rows.append(row | {"action": "none", "detail": f"held: {hold.detail}"})
             continue
-        if (blocked := wiring.trust_gates().check(followed.image, digest, target)) is not None:
+        blocked = wiring.trust_gates().check(followed, digest, target)
+        if blocked is not None and blocked.enforced:
             rows.append(row | {"action": "none", "detail": f"blocked: {blocked.gate}: {blocked.reason}"})
             continue
+        if blocked is not None:
+            row["detail"] = f"warn: {blocked.gate}: {blocked.reason}"
         try:
             workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
             current = workload.containers.get(target.container) or workload.init_containers.get(

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tagpin.adapters.kubernetes.clusters import ClusterConnector
     from tagpin.adapters.notify import Notifier
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
+    from tagpin.ports.signatures import SignatureChecker, TrustMaterial
     from tagpin.usecases.apply import Applier, Guard
     from tagpin.usecases.approvals import Approvals
     from tagpin.usecases.channels import Channels, Downgrades
@@ -361,12 +362,30 @@ def approvals() -> Approvals:
 
 @cache
 def trust_gates() -> TrustGates:
-    """The gates a digest passes before a patch (docs/trust.md): the platforms its clusters run."""
-    from tagpin.usecases.trust import PlatformGate, TrustGates
+    """The gates a digest passes before a patch (docs/trust.md): the platforms its clusters run,
+    the signatures its image or wave requires."""
+    from tagpin.usecases.trust import PlatformGate, SignatureGate, TrustGates
 
     return TrustGates(
-        platforms=PlatformGate(registry_client(), cluster_connector(), lambda: config().clusters, now_ms)
+        platforms=PlatformGate(registry_client(), cluster_connector(), lambda: config().clusters, now_ms),
+        signatures=SignatureGate(signature_checker, trust_material),
+        settings=lambda: config().rollout,
     )
+
+
+@cache
+def signature_checker() -> SignatureChecker:
+    from tagpin.adapters.signatures import RegistrySignatureChecker
+
+    return RegistrySignatureChecker(registry_client())
+
+
+@cache
+def trust_material() -> TrustMaterial:
+    """Signature gates' keys: inline, from the secret store (``tagpin/signing/...``) or AWS KMS."""
+    from tagpin.adapters.signatures.material import StoredTrustMaterial
+
+    return StoredTrustMaterial(secret_text, lambda: aws("kms"), max_age=SECRET_MAX_AGE)
 
 
 @cache

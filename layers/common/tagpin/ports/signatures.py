@@ -13,12 +13,24 @@ policy is configuration; nothing in a registry can add to it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Protocol
 
+from tagpin.domain.config.signatures import Signatures
 from tagpin.domain.refs import ImageRef
+from tagpin.domain.signatures import KeylessIdentity
+
+__all__ = [
+    "KeylessIdentity",
+    "SignatureChecker",
+    "SignaturePolicy",
+    "SignatureProblem",
+    "SignatureScheme",
+    "SignatureVerdict",
+    "TrustMaterial",
+    "TrustMaterialError",
+]
 
 
 class SignatureProblem(StrEnum):
@@ -67,35 +79,6 @@ class SignatureVerdict:
 
 
 @dataclass(frozen=True)
-class KeylessIdentity:
-    """Who may sign keyless: the OIDC ``issuer`` of the certificate (exact) and its identity (the
-    subject alternative name: an email, a URI such as a CI workflow's), exact or a regular
-    expression that must match the whole identity."""
-
-    issuer: str
-    identity: str
-    match: Literal["exact", "regex"] = "exact"
-
-    def __post_init__(self) -> None:
-        if not self.issuer or not self.identity:
-            raise ValueError("a keyless identity needs an issuer and an identity")
-        if self.match == "regex":
-            try:  # fail at configuration, not at the first signature
-                re.compile(self.identity)
-            except re.error as exc:
-                raise ValueError(
-                    f"keyless identity {self.identity[:80]!r} is not a regular expression: {exc}"
-                ) from None
-
-    def matches(self, issuer: str, identity: str) -> bool:
-        if issuer != self.issuer:
-            return False
-        if self.match == "exact":
-            return identity == self.identity
-        return re.fullmatch(self.identity, identity) is not None
-
-
-@dataclass(frozen=True)
 class SignaturePolicy:
     """Whom to trust. ``public_keys``: PEM public keys (ECDSA P-256, Ed25519); a signature verified
     by any of them counts. ``identities`` with ``trusted_root`` (the text of a Sigstore
@@ -114,6 +97,23 @@ class SignaturePolicy:
             raise ValueError("keyless identities need a trusted root")
         if not self.public_keys and not self.identities:
             raise ValueError("a signature policy needs public keys or keyless identities")
+
+
+class TrustMaterialError(Exception):
+    """The keys or trusted root a gate names could not be read (a secret missing, a KMS key
+    disabled or not a signing key, a key of an unsupported type). ``transient``: the service
+    failed, not the configuration; asking again later may succeed."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class TrustMaterial(Protocol):
+    """The ``SignaturePolicy`` of a configured gate: its keys and trusted root read from where
+    they are kept (inline, the stack's secret store, AWS KMS). Raises ``TrustMaterialError``."""
+
+    def policy(self, settings: Signatures) -> SignaturePolicy: ...
 
 
 class SignatureChecker(Protocol):

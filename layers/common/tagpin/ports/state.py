@@ -72,6 +72,7 @@ class ImageEvent(StrEnum):
     DOWNGRADED = "downgraded"  # a person moved a version channel's head down (tagpin downgrade)
     HELD = "held"  # a target was changed outside tagpin: held, not patched back
     BLOCKED = "blocked"  # a trust gate refused the digest for a target (docs/trust.md)
+    UNVERIFIED = "unverified"  # rolled, although a gate in warn mode would have blocked it
     AWAITING_APPROVAL = "awaiting_approval"  # a wave waits for a person (docs/approvals.md)
     APPROVED = "approved"
     REJECTED = "rejected"

@@ -191,10 +191,12 @@ class Applier:
                     )
                     continue
                 if self._trust is not None and (
-                    blocked := self._trust.check(change.image, change.digest, target)
+                    blocked := self._trust.check(followed, change.digest, target)
                 ):
-                    results.append(self._blocked(change, target, blocked, failed, now))
-                    continue
+                    if blocked.enforced:
+                        results.append(self._blocked(change, target, blocked, failed, now))
+                        continue
+                    self._warned(change, target, blocked, now)
                 wait = self._gate.deferral(settings, change, target, known, wave, now)
                 if wait is not None:
                     deferred.append(wait)
@@ -320,6 +322,27 @@ class Applier:
             )
         logger.warning("not rolled: a trust gate blocks it", extra={"target": target.id, "detail": detail})
         return ApplyResult(outcome=ApplyOutcome.BLOCKED, target=target.id, detail=detail)
+
+    def _warned(self, change: Change, target: Target, blocked: Blocked, now: int) -> None:
+        """A gate in warn mode failed: the digest rolls; the reason is recorded once (per target
+        and digest) and logged. A transient failure (the registry could not say) is only logged."""
+        detail = f"{blocked.gate}: {blocked.reason}"
+        logger.warning(
+            "rolled although a trust gate in warn mode would block it",
+            extra={"target": target.id, "detail": detail},
+        )
+        if blocked.transient:
+            return
+        self._audit.record(
+            change.image,
+            change.digest,
+            ImageEvent.UNVERIFIED,
+            now,
+            once=f"unverified_{target.id}",
+            detail=f"{target.id}: {detail}",
+            trigger=change.trigger,
+            correlation_id=change.correlation_id,
+        )
 
     def _verifying(self, settings: RolloutSettings) -> bool:
         return settings.verify and self._verifications is not None

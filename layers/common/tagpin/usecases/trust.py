@@ -1,5 +1,11 @@
 """The trust gates a digest passes before it is rolled to a target (docs/trust.md):
 
+- **signatures** (``images[].signatures``, else the target's wave's): the digest must carry a
+  signature the gate trusts (``tagpin.ports.signatures``). ``require`` blocks a digest without
+  one, with the reason (unsigned, bad signature, wrong key or identity, digest mismatch...);
+  ``warn`` rolls it and records the reason. A registry that did not answer is a transient block
+  (the change is tried again), never a verdict. Only a trusted verdict is kept (per digest and
+  gate, for the container's life): a signature attached after the push is seen at the next look.
 - **platforms**: the image must provide every platform the target's cluster runs. The cluster's
   platforms are its nodes' (``Workloads.platforms``: ``status.nodeInfo``, where the role may list
   nodes), else the cluster's configured ``platforms``, else unknown (not checked). The image's
@@ -17,10 +23,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tagpin.domain.channels import repository_of
-from tagpin.domain.config import Cluster, Target
+from tagpin.domain.config import Cluster, FollowedImage, RolloutSettings, Signatures, Target, signatures_for
 from tagpin.domain.platforms import Platform, config_platform, index_platforms, missing
 from tagpin.domain.refs import ImageRef
+from tagpin.domain.signatures import SignatureMode
 from tagpin.ports.registry import GetsDisabled, ManifestFetcher, RegistryError
+from tagpin.ports.signatures import SignatureChecker, TrustMaterial, TrustMaterialError
 from tagpin.ports.workloads import WorkloadError, Workloads
 
 logger = logging.getLogger(__name__)
@@ -35,6 +43,7 @@ class Blocked:
     gate: str  # "platform", "signature"
     reason: str
     transient: bool = False  # the answer could not be had (a registry error): try again later
+    enforced: bool = True  # False: a gate in warn mode; the digest rolls, the reason is recorded
 
 
 class PlatformGate:
@@ -129,16 +138,72 @@ class PlatformGate:
         return None if platform is None else frozenset({platform})
 
 
+class SignatureGate:
+    def __init__(
+        self, checker: Callable[[], SignatureChecker], material: Callable[[], TrustMaterial]
+    ) -> None:
+        # both built at first use: a stack without a signature gate never loads cryptography
+        self._checker = checker
+        self._material = material
+        self._trusted: set[tuple[str, str]] = set()
+
+    def check(self, image: str, digest: str, gate: Signatures) -> Blocked | None:
+        enforced = gate.mode is SignatureMode.REQUIRE
+        known = (digest, gate.model_dump_json())
+        if known in self._trusted:
+            return None
+        try:
+            policy = self._material().policy(gate)
+        except TrustMaterialError as exc:
+            return Blocked("signature", str(exc), transient=exc.transient, enforced=enforced)
+        repository = repository_of(image)
+        verdict = self._checker().check(ImageRef(repository.registry, repository.repository), digest, policy)
+        if verdict.ok:
+            self._trusted.add(known)
+            logger.info(
+                "signature trusted",
+                extra={"image": image, "digest": digest, "signer": verdict.signer, "scheme": verdict.scheme},
+            )
+            return None
+        return Blocked(
+            "signature",
+            f"{verdict.reason}: {verdict.detail}" if verdict.detail else str(verdict.reason),
+            transient=verdict.retryable,
+            enforced=enforced,
+        )
+
+
 class TrustGates:
-    """Every gate a (digest, target) passes before a patch, in order; the first that blocks says why."""
+    """Every gate a (digest, target) passes before a patch, in order; the first that blocks says
+    why. A gate in warn mode that fails is returned only when no enforced gate blocks."""
 
-    def __init__(self, platforms: PlatformGate | None = None) -> None:
+    def __init__(
+        self,
+        platforms: PlatformGate | None = None,
+        signatures: SignatureGate | None = None,
+        settings: Callable[[], RolloutSettings] | None = None,
+    ) -> None:
         self._platforms = platforms
+        self._signatures = signatures
+        self._settings = settings
 
-    def check(self, image: str, digest: str, target: Target) -> Blocked | None:
+    def check(self, followed: FollowedImage, digest: str, target: Target) -> Blocked | None:
+        warned: Blocked | None = None
         if (
             self._platforms is not None
-            and (blocked := self._platforms.check(image, digest, target)) is not None
+            and (blocked := self._platforms.check(followed.image, digest, target)) is not None
         ):
             return blocked
-        return None
+        gate = self.signatures(followed, target)
+        if gate is not None and self._signatures is not None:
+            blocked = self._signatures.check(followed.image, digest, gate)
+            if blocked is not None and blocked.enforced:
+                return blocked
+            warned = blocked
+        return warned
+
+    def signatures(self, followed: FollowedImage, target: Target) -> Signatures | None:
+        """The signature gate of ``target``: its image's, else its wave's (the first it joins)."""
+        waves = self._settings().waves if self._settings is not None else []
+        wave = next((w for w in waves if w.matches(target.cluster, target.namespace)), None)
+        return signatures_for(followed.signatures, wave.signatures if wave is not None else None)

@@ -14,6 +14,7 @@ from tagpin.domain.config.base import (
     CLUSTER_SECRETS,
     NOTIFICATION_SECRETS,
     REGISTRY_SECRETS,
+    SIGNING_SECRETS,
     ConfigError,
     NotConfigured,
 )
@@ -27,12 +28,14 @@ from tagpin.domain.config.rollout import (
     Wave,
     Weekday,
 )
+from tagpin.domain.config.signatures import PublicKeySource, Signatures, TrustedRootSource, signatures_for
 from tagpin.domain.config.targets import FollowedImage, Kind, Target
 
 __all__ = [
     "CLUSTER_SECRETS",
     "NOTIFICATION_SECRETS",
     "REGISTRY_SECRETS",
+    "SIGNING_SECRETS",
     "Cluster",
     "ConfigError",
     "EcrSettings",
@@ -43,15 +46,19 @@ __all__ = [
     "MaintenanceWindow",
     "NotConfigured",
     "NotificationSettings",
+    "PublicKeySource",
     "Registry",
     "RegistryKind",
     "RolloutSettings",
     "ServiceAccountAccess",
+    "Signatures",
     "TagpinConfig",
     "Target",
+    "TrustedRootSource",
     "Wave",
     "Weekday",
     "ecr_host_parts",
     "parse_config",
     "registry_kind",
+    "signatures_for",
 ]

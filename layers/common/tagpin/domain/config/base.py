@@ -30,6 +30,7 @@ SECRET_PREFIX = "tagpin/"  # noqa: S105 (a name prefix, not a secret)
 REGISTRY_SECRETS = SECRET_PREFIX + "registries/"  # the poller, the webhook, the reconciler
 CLUSTER_SECRETS = SECRET_PREFIX + "clusters/"  # the consumer, the verifier, the reconciler
 NOTIFICATION_SECRETS = SECRET_PREFIX + "notifications/"  # the consumer, the reconciler (holds)
+SIGNING_SECRETS = SECRET_PREFIX + "signing/"  # the consumer: public keys, Sigstore trusted roots
 # A name valid in both stores, so a configuration works with either: SSM parameter names allow
 # letters, digits and _.-/ (Secrets Manager also allows +=@, SSM does not). Written without the
 # leading "/" of the SSM parameter (tagpin/clusters/prod is the parameter /tagpin/clusters/prod).
@@ -65,4 +66,7 @@ ClusterSecretName = Annotated[
 ]
 NotificationSecretName = Annotated[
     str, _under(NOTIFICATION_SECRETS, "notification webhooks", "the functions that notify")
+]
+SigningSecretName = Annotated[
+    str, _under(SIGNING_SECRETS, "signature keys and trusted roots", "the function that rolls out")
 ]

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from tagpin.domain.config.base import LABEL_PATTERN, NotificationSecretName
+from tagpin.domain.config.signatures import SignaturesField
 from tagpin.domain.model import Strict
 
 
@@ -33,6 +34,11 @@ class Wave(Strict):
         default=False,
         description="A person approves each digest before this wave starts (docs/approvals.md): the "
         "promotion waits (`awaiting_approval`) until approved, rejected, or the request lapses.",
+    )
+    signatures: SignaturesField = Field(
+        default=None,
+        description="The signature gate of this wave's targets (docs/trust.md), for images that "
+        "set none of their own (`images[].signatures`): `off`, `warn`, `require`, or its fields.",
     )
 
     def matches(self, cluster: str, namespace: str) -> bool:

@@ -11,6 +11,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from tagpin.domain.channels import NAME_PATTERN as CHANNEL_PATTERN
 from tagpin.domain.channels import ChannelKey, is_channel
 from tagpin.domain.config.base import CONTAINER_PATTERN, LABEL_PATTERN, NAME_PATTERN
+from tagpin.domain.config.signatures import SignaturesField
 from tagpin.domain.model import Strict
 from tagpin.domain.refs import ImageRef, InvalidReference
 from tagpin.domain.versions import InvalidPolicy, PolicyKind, VersionPolicy
@@ -75,6 +76,12 @@ class FollowedImage(Strict):
         default=False,
         description="A person approves each digest (or version) of this image before any wave starts "
         "(per wave: `rollout.waves[].approval`; docs/approvals.md).",
+    )
+    signatures: SignaturesField = Field(
+        default=None,
+        description="The signature gate of this image's targets (docs/trust.md): `off`, `warn`, "
+        "`require`, or its fields. Set here, it applies whatever the wave's "
+        "(`rollout.waves[].signatures`) says.",
     )
 
     @model_validator(mode="before")
