@@ -56,7 +56,7 @@ from tagpin_local.kubesim import KubeSim, cronjob, daemonset, deployment, statef
 RESULTS = ROOT / "bench" / "results" / "reconcile.json"
 REGISTRY = "registry.bench.example"
 FOLLOW = {"tagpin.dev/follow": "true"}
-LISTED = ("deployments", "statefulsets", "daemonsets", "cronjobs", "pods")
+LISTED = ("deployments", "statefulsets", "daemonsets", "cronjobs", "rollouts", "pods")
 
 
 def digest(text: str) -> str:

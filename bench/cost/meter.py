@@ -132,4 +132,4 @@ class Meter:
         result.log_bytes = self.logs.bytes - before + LAMBDA_PLATFORM_LOG_BYTES * result.invocations
 
 
-LISTED = ("deployments", "statefulsets", "daemonsets", "cronjobs", "pods")
+LISTED = ("deployments", "statefulsets", "daemonsets", "cronjobs", "rollouts", "pods")

@@ -16,12 +16,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from tagpin_local.kubesim import (
     KubeSim,
+    Rule,
     cronjob,
     daemonset,
     deployment,
     json_patch,
     merge_patch,
     parse_selector,
+    rollout,
     selector_matches,
     statefulset,
     strategic_merge,
@@ -30,6 +32,7 @@ from tagpin_local.kubesim import (
 pytestmark = pytest.mark.integration
 
 TOKEN = "sim-token-123"
+ARGO = ("argoproj.io", "v1alpha1")
 DIGEST = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64
 
@@ -468,6 +471,218 @@ def test_kubeconfig_loads_into_the_client(sim: KubeSim, tmp_path: Path) -> None:
     assert names == ["web"]
 
 
+# ---------------------------------------------------------------------------------- Argo Rollouts
+
+
+@pytest.fixture
+def custom(sim: KubeSim) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api_client(sim))
+
+
+def test_rollouts_are_served_through_the_custom_objects_api(
+    sim: KubeSim, custom: client.CustomObjectsApi
+) -> None:
+    made = custom.create_namespaced_custom_object(
+        *ARGO, "shop", "rollouts", rollout("web", "shop", "nginx:1.27", labels={"tagpin.dev/follow": "true"})
+    )
+    assert sim.requests[-1][:2] == ("POST", "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts")
+    assert (made["kind"], made["apiVersion"], made["metadata"]["generation"]) == (
+        "Rollout",
+        "argoproj.io/v1alpha1",
+        1,
+    )
+    assert "imagePullPolicy" not in containers(made)["app"]  # a custom resource gets no pod defaults
+    custom.create_namespaced_custom_object(*ARGO, "ops", "rollouts", rollout("tool", "ops", "busybox:1"))
+
+    got = custom.get_namespaced_custom_object(*ARGO, "shop", "rollouts", "web")
+    assert containers(got)["app"]["image"] == "nginx:1.27"
+    status = got["status"]
+    assert (status["phase"], status["observedGeneration"]) == ("Healthy", "1")  # a string, as Argo writes it
+    assert status["stableRS"] == status["currentPodHash"] and status["availableReplicas"] == 2
+    pods = sim.pods_for("Rollout", "shop", "web")
+    assert len(pods) == 2 and {p["metadata"]["labels"]["rollouts-pod-template-hash"] for p in pods} == {
+        status["currentPodHash"]
+    }
+
+    listed = custom.list_cluster_custom_object(*ARGO, "rollouts", label_selector="tagpin.dev/follow=true")
+    assert (listed["kind"], [i["metadata"]["name"] for i in listed["items"]]) == ("RolloutList", ["web"])
+    assert sim.requests[-1].path == "/apis/argoproj.io/v1alpha1/rollouts"
+    page = custom.list_cluster_custom_object(*ARGO, "rollouts", limit=1)
+    assert len(page["items"]) == 1 and page["metadata"]["continue"]
+    assert [
+        i["metadata"]["name"] for i in custom.list_namespaced_custom_object(*ARGO, "ops", "rollouts")["items"]
+    ] == ["tool"]
+
+    with pytest.raises(ApiException) as err:
+        custom.get_namespaced_custom_object(*ARGO, "shop", "rollouts", "nope")
+    assert err.value.status == 404
+    assert json.loads(err.value.body)["message"] == 'rollouts.argoproj.io "nope" not found'
+    assert custom.delete_namespaced_custom_object(*ARGO, "ops", "rollouts", "tool")["status"] == "Success"
+    assert sim.pods_for("Rollout", "ops", "tool") == []
+
+
+def test_a_rollout_is_patched_by_json_patch_or_merge_patch_never_strategic_merge(
+    sim: KubeSim, custom: client.CustomObjectsApi
+) -> None:
+    manifest = rollout("web", "shop", "nginx:1.27")
+    manifest["spec"]["template"]["spec"]["containers"].append({"name": "sidecar", "image": "envoy:1.30"})
+    sim.create(manifest)
+    rv = sim.get("Rollout", "shop", "web")["metadata"]["resourceVersion"]
+    with pytest.raises(ApiException) as err:  # refused, as a real API server refuses it for any CR
+        custom.patch_namespaced_custom_object(
+            *ARGO,
+            "shop",
+            "rollouts",
+            "web",
+            image_patch("nginx:1.28", "sidecar"),
+            _content_type="application/strategic-merge-patch+json",
+        )
+    assert err.value.status == 415 and "application/json-patch+json" in json.loads(err.value.body)["message"]
+
+    # What tagpin sends: a JSON patch addressed by index, guarded by a test of the container's name,
+    # with the resourceVersion it read as the precondition.
+    ops = [
+        {"op": "test", "path": "/spec/template/spec/containers/1/name", "value": "sidecar"},
+        {"op": "replace", "path": "/spec/template/spec/containers/1/image", "value": f"envoy:1.30@{DIGEST}"},
+        {"op": "add", "path": "/spec/template/metadata/annotations", "value": {"tagpin.dev/trigger": "poll"}},
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
+    ]
+    sim.clear_requests()
+    out = custom.patch_namespaced_custom_object(
+        *ARGO,
+        "shop",
+        "rollouts",
+        "web",
+        ops,
+        field_manager="tagpin",
+        _content_type="application/json-patch+json",
+    )
+    assert sim.requests == [
+        ("PATCH", "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web", "application/json-patch+json")
+    ]
+    assert containers(out) == {
+        "app": {"name": "app", "image": "nginx:1.27"},
+        "sidecar": {"name": "sidecar", "image": f"envoy:1.30@{DIGEST}"},
+    }
+    assert out["spec"]["template"]["metadata"]["annotations"] == {"tagpin.dev/trigger": "poll"}
+    assert out["metadata"]["generation"] == 2 and out["status"]["observedGeneration"] == "2"
+    with pytest.raises(ApiException) as err:  # the same resourceVersion again: stale
+        custom.patch_namespaced_custom_object(
+            *ARGO, "shop", "rollouts", "web", ops, _content_type="application/json-patch+json"
+        )
+    assert (err.value.status, json.loads(err.value.body)["reason"]) == (409, "Conflict")
+    ops[0]["value"] = "app"
+    with pytest.raises(ApiException) as err:  # the index does not name that container
+        custom.patch_namespaced_custom_object(
+            *ARGO, "shop", "rollouts", "web", ops, _content_type="application/json-patch+json"
+        )
+    assert err.value.status == 422
+
+    # A dict body goes as a JSON merge patch (the client's default for custom objects); a change
+    # outside the spec keeps the generation.
+    custom.patch_namespaced_custom_object(
+        *ARGO, "shop", "rollouts", "web", {"metadata": {"labels": {"a": "b"}}}
+    )
+    assert sim.requests[-1].content_type == "application/merge-patch+json"
+    after = sim.get("Rollout", "shop", "web")
+    assert after["metadata"]["labels"] == {"a": "b"} and after["metadata"]["generation"] == 2
+
+
+def test_rollout_phases_progressing_healthy_degraded_and_a_paused_canary() -> None:
+    with KubeSim(token=TOKEN, rollout_delay=0.3) as sim:
+        sim.create(
+            rollout("web", "shop", "nginx:1.27", steps=[{"setWeight": 20}, {"pause": {}}, {"setWeight": 60}])
+        )
+        custom = client.CustomObjectsApi(api_client(sim))
+
+        def status() -> dict:
+            return custom.get_namespaced_custom_object(*ARGO, "shop", "rollouts", "web")["status"]
+
+        def wait_for(phase: str) -> dict:
+            deadline = time.monotonic() + 3
+            while (found := status())["phase"] != phase:
+                assert time.monotonic() < deadline, f"never {phase}: {found}"
+                time.sleep(0.05)
+            return found
+
+        stable = wait_for("Healthy")["stableRS"]  # the first rollout skips the steps
+
+        def set_image(image: str) -> None:
+            path = "/spec/template/spec/containers/0/image"
+            ops = [{"op": "replace", "path": path, "value": image}]
+            custom.patch_namespaced_custom_object(
+                *ARGO, "shop", "rollouts", "web", ops, _content_type="application/json-patch+json"
+            )
+
+        set_image(f"nginx@{DIGEST}")
+        mid = status()
+        assert (mid["phase"], mid["observedGeneration"], mid["stableRS"]) == ("Progressing", "2", stable)
+        assert mid["currentPodHash"] != stable
+        paused = wait_for("Paused")  # at the pause step, until promoted
+        assert (paused["currentStepIndex"], paused["pauseConditions"][0]["reason"]) == (1, "CanaryPauseStep")
+        time.sleep(0.5)
+        assert status()["phase"] == "Paused" and status()["stableRS"] == stable
+        assert all(
+            p["metadata"]["labels"]["rollouts-pod-template-hash"] == stable
+            for p in sim.pods_for("Rollout", "shop", "web")
+        )
+        # what `kubectl argo rollouts promote` does: clear the pause conditions on the status subresource
+        custom.patch_namespaced_custom_object_status(
+            *ARGO, "shop", "rollouts", "web", {"status": {"pauseConditions": None}}
+        )
+        assert status()["phase"] == "Progressing"
+        done = wait_for("Healthy")
+        assert done["stableRS"] == done["currentPodHash"] == paused["currentPodHash"]
+        assert done["currentStepIndex"] == 3 and "pauseConditions" not in done
+        assert {
+            p["status"]["containerStatuses"][0]["imageID"] for p in sim.pods_for("Rollout", "shop", "web")
+        } == {f"nginx@{DIGEST}"}
+
+        before = sim.pods_for("Rollout", "shop", "web")
+        sim.break_image(OTHER)
+        set_image(f"nginx@{OTHER}")
+        degraded = wait_for("Degraded")
+        assert degraded["message"].startswith("ProgressDeadlineExceeded")
+        assert degraded["stableRS"] == done["stableRS"] and degraded["observedGeneration"] == "3"
+        assert sim.pods_for("Rollout", "shop", "web") == before  # the stable Pods stay
+
+
+def test_rollouts_in_discovery_and_rbac(sim: KubeSim, custom: client.CustomObjectsApi) -> None:
+    groups = client.ApisApi(custom.api_client).get_api_versions()
+    argo = next(g for g in groups.groups if g.name == "argoproj.io")
+    assert argo.preferred_version.group_version == "argoproj.io/v1alpha1"
+    resources = client.CustomObjectsApi(custom.api_client).get_api_resources(*ARGO)
+    assert {(r.name, r.kind, r.namespaced) for r in resources.resources} == {
+        ("rollouts", "Rollout", True),
+        ("rollouts/status", "Rollout", True),
+    }
+    assert next(r for r in resources.resources if r.name == "rollouts").short_names == ["ro"]
+
+    sim.create(rollout("web", "shop", "nginx:1.27"))
+    sim.grant([Rule(verbs=("get", "list", "patch"), resources=("rollouts",), api_groups=("argoproj.io",))])
+    assert custom.list_cluster_custom_object(*ARGO, "rollouts")["items"]
+    authz = client.AuthorizationV1Api(custom.api_client)
+
+    def can(verb: str) -> bool:
+        attributes = client.V1ResourceAttributes(
+            verb=verb, group="argoproj.io", resource="rollouts", namespace="shop"
+        )
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+        )
+        return bool(authz.create_self_subject_access_review(review).status.allowed)
+
+    assert (can("get"), can("list"), can("patch"), can("delete")) == (True, True, True, False)
+    sim.revoke("list", "rollouts", group="argoproj.io")
+    assert not can("list")
+    with pytest.raises(ApiException) as err:
+        custom.list_cluster_custom_object(*ARGO, "rollouts")
+    assert err.value.status == 403
+    assert (
+        'cannot list resource "rollouts" in API group "argoproj.io"' in json.loads(err.value.body)["message"]
+    )
+
+
 # ----------------------------------------------------------------------------- pure patch logic
 
 
@@ -646,3 +861,40 @@ def test_kubectl_apply_without_openapi_validation(kubectl, tmp_path: Path) -> No
     assert containers(sim.get("Deployment", "shop", "api"))["app"]["image"] == "ghcr.io/acme/api:2"
     (pod,) = sim.pods_for("Deployment", "shop", "api")
     assert pod["status"]["containerStatuses"][0]["imageID"].startswith("ghcr.io/acme/api@sha256:")
+
+
+def test_kubectl_sees_a_rollout_and_its_image(kubectl) -> None:
+    sim, run = kubectl
+    sim.create(rollout("api", "shop", f"nginx:1.27@{DIGEST}", labels={"tagpin.dev/follow": "true"}))
+    image = run(
+        "get",
+        "rollouts.argoproj.io",
+        "api",
+        "-n",
+        "shop",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    )
+    assert image.stdout == f"nginx:1.27@{DIGEST}"
+    listed = json.loads(run("get", "ro", "-A", "-l", "tagpin.dev/follow=true", "-o", "json").stdout)
+    assert [(i["kind"], i["metadata"]["name"]) for i in listed["items"]] == [("Rollout", "api")]
+    table = run("get", "rollouts", "-n", "shop").stdout
+    assert "api" in table and "Healthy" in table
+    assert "rollout.argoproj.io/api" not in run("get", "all", "-n", "shop").stdout  # in no category
+    patch = json.dumps(
+        {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.28"}]}}}}
+    )
+    refused = run("patch", "rollouts.argoproj.io", "api", "-n", "shop", "-p", patch, check=False)
+    assert refused.returncode != 0 and "json-patch+json" in refused.stderr  # no strategic merge for CRs
+    run(
+        "patch",
+        "ro",
+        "api",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"metadata": {"labels": {"x": "y"}}}),
+    )
+    assert sim.get("Rollout", "shop", "api")["metadata"]["labels"]["x"] == "y"

@@ -32,7 +32,8 @@ class FakeCluster:
     resourceVersion (else 409 ``Conflict``); it updates the images and template annotations and
     bumps the resourceVersion, unless ``remember`` is off (accepted, never shown: a forgetful
     workload). ``conflicts``: that many patches find that someone else wrote first.
-    ``list_error``/``get_error``/``patch_error`` are raised by those calls. ``calls`` records every
+    ``list_error``/``get_error``/``patch_error`` are raised by those calls (``list_errors``: by the
+    LIST of one kind only). ``calls`` records every
     call (``list Deployment``, ``pods shop``, ``get shop/web``, ``patch shop/web``); ``gets`` and
     ``patches`` the arguments of those."""
 
@@ -43,6 +44,7 @@ class FakeCluster:
         self.remember = True
         self.conflicts = 0
         self.list_error: Exception | None = None
+        self.list_errors: dict[Kind, Exception] = {}
         self.get_error: Exception | None = None
         self.patch_error: Exception | None = None
         self.calls: list[str] = []
@@ -58,8 +60,8 @@ class FakeCluster:
     # -- Inventory --------------------------------------------------------------------------------------
     def workloads(self, kind: Kind, selector: str) -> list[Workload]:
         self.calls.append(f"list {kind.value}")
-        if self.list_error is not None:
-            raise self.list_error
+        if (error := self.list_errors.get(kind, self.list_error)) is not None:
+            raise error
         return [
             copy.deepcopy(w) for w in self.items.values() if w.kind is kind and matches(selector, w.labels)
         ]

@@ -10,7 +10,7 @@ from tagpin.domain.config import Kind, parse_config
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import IndexEntry, State, TargetStatus
-from tagpin.ports.workloads import Forbidden, Pod, Workload
+from tagpin.ports.workloads import Forbidden, NotFound, Pod, Workload
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import Followed
 from tagpin.usecases.reconcile import Reconciler, discovered_targets
@@ -363,6 +363,27 @@ def test_unreachable_cluster_is_skipped_recorded_and_its_index_kept(world, store
     assert store.clusters.get("lab").ok
     # the skipped clusters' targets are still followed (resolved and level-checked)
     assert sorted(set(world.registry.calls)) == sorted([APP, SIDE])
+
+
+def test_argo_rollouts_tagpin_may_not_list_are_noted_kept_and_the_other_kinds_go_on(world, store):
+    """RBAC applied before tagpin knew Argo Rollouts (403), or a cluster without them (404): a
+    note, not a skipped cluster; the Rollouts already followed stay in the index."""
+    east, west = world.clusters["east"], world.clusters["west"]
+    east.add(wl("web", {"web": APP}), wl("canary", {"app": SIDE}, kind=Kind.ROLLOUT))
+    world.reconciler.run("run-1")
+    assert "east/shop/Rollout/canary/app" in {e.target_id for e in store.index.entries()}
+    east.list_errors[Kind.ROLLOUT] = Forbidden("forbidden: list rollouts.argoproj.io in all namespaces")
+    west.list_errors[Kind.ROLLOUT] = NotFound("workload not found")
+    east.add(wl("api", {"api": APP}))
+    report = world.reconciler.run("run-2")
+    assert report.clusters["east"] == {"ok": True, "workloads": 2} and report.clusters["west"]["ok"]
+    assert report.added == ["east/shop/Deployment/api/api"] and report.removed == []
+    assert "east/shop/Rollout/canary/app" in {e.target_id for e in store.index.entries()}
+    assert "east: Rollout not listed: forbidden: list rollouts.argoproj.io in all namespaces" in report.notes
+    assert "west: Rollout is not served" in report.notes
+    east.list_errors[Kind.DEPLOYMENT] = Forbidden("forbidden: list deployments.apps")
+    report = world.reconciler.run("run-3")
+    assert report.clusters["east"]["ok"] is False  # a built-in kind: the cluster is skipped, as ever
 
 
 def test_deleted_unlabelled_or_paused_targets_are_removed_and_recorded(world, store):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -18,11 +19,12 @@ from tagpin.adapters.kubernetes.auth import TOKEN_LIFETIME_S, TOKEN_MARGIN_S, Ek
 from tagpin.adapters.kubernetes.clusters import ClusterConnector
 from tagpin.adapters.kubernetes.workloads import KubeWorkloads
 from tagpin.domain.config import Kind, parse_config
-from tagpin.ports.workloads import Forbidden, Unreachable
-from tagpin_local.kubesim import KubeSim, cronjob, deployment
+from tagpin.ports.workloads import Conflict, Forbidden, Unreachable, Workload
+from tagpin.usecases.patch import image_patch, patch_with_retries, tagpin_annotations
+from tagpin_local.kubesim import KubeSim, cronjob, deployment, rollout
 
 from tests.support.clock import FakeClock
-from tests.support.constants import D1, FOLLOW, ROOT
+from tests.support.constants import D1, D2, FOLLOW, ROOT
 
 RBAC = ROOT / "docs" / "rbac.yaml"
 
@@ -88,6 +90,87 @@ def test_forbidden_names_the_verb_and_the_resource(sim):
     sim.inject("GET", r"/cronjobs$", status=403)
     with pytest.raises(Forbidden, match=r"'list' on cronjobs.batch.*docs/rbac.yaml"):
         list(client(sim).workloads(Kind.CRONJOB, "tagpin.dev/follow=true"))
+
+
+def test_argo_rollouts_are_listed_by_label_through_the_custom_objects_api(sim):
+    for i in range(3):
+        sim.create(rollout(f"web{i}", f"ns{i % 2}", "nginx:1.27", replicas=1, labels=FOLLOW))
+    sim.create(rollout("plain", "ns0", "nginx:1.27"))
+    sim.clear_requests()
+    found = list(client(sim, page_size=2).workloads(Kind.ROLLOUT, "tagpin.dev/follow=true"))
+    assert sorted(w.name for w in found) == ["web0", "web1", "web2"]
+    assert sim.count("GET", r"^/apis/argoproj.io/v1alpha1/rollouts$") == 2  # paged, never a GET each
+    web = next(w for w in found if w.name == "web0")
+    assert (web.kind, web.namespace, web.containers, web.generation) == (
+        Kind.ROLLOUT,
+        "ns0",
+        {"app": "nginx:1.27"},
+        1,
+    )
+    assert web.selector == {"matchLabels": {"app": "web0"}} and web.labels == FOLLOW
+    assert web.spec["strategy"] == {"canary": {"steps": [{"setWeight": 50}]}}
+    assert web.status["phase"] == "Healthy" and web.status["observedGeneration"] == "1"
+    sim.inject("GET", r"/rollouts$", status=403)
+    with pytest.raises(Forbidden, match=r"'list' on rollouts.argoproj.io.*docs/rbac.yaml"):
+        list(client(sim).workloads(Kind.ROLLOUT, "tagpin.dev/follow=true"))
+
+
+def _pin(container: str, image: str) -> Callable[[Workload], tuple[None, dict[str, Any]]]:
+    """The step of a use case that pins one container (tagpin.usecases.apply)."""
+
+    def step(workload: Workload) -> tuple[None, dict[str, Any]]:
+        notes = tagpin_annotations(workload, container, D1, 1_800_000_000_000, "poll")
+        return None, image_patch(workload.kind, workload.resource_version, container, False, image, notes)
+
+    return step
+
+
+def test_an_argo_rollout_is_patched_by_a_json_patch_with_the_resource_version_as_precondition(sim):
+    manifest = rollout("web", "shop", "nginx:1.27", labels=FOLLOW)
+    pod = manifest["spec"]["template"]["spec"]
+    pod["containers"].insert(
+        0, {"name": "sidecar", "image": "envoy:1.30", "env": [{"name": "A", "value": "1"}]}
+    )
+    sim.create(manifest)
+    workloads = client(sim)
+    sim.clear_requests()
+    patch_with_retries(workloads, Kind.ROLLOUT, "shop", "web", _pin("app", f"nginx:1.27@{D1}"), "t")
+    assert [(r.method, r.content_type) for r in sim.requests] == [
+        ("GET", None),  # the use case's read
+        ("GET", None),  # the adapter's: the container's index in the object as it is now
+        ("PATCH", "application/json-patch+json"),
+    ]
+    after = sim.get("Rollout", "shop", "web")
+    assert after["spec"]["template"]["spec"]["containers"] == [
+        {"name": "sidecar", "image": "envoy:1.30", "env": [{"name": "A", "value": "1"}]},  # untouched
+        {"name": "app", "image": f"nginx:1.27@{D1}"},
+    ]
+    notes = after["spec"]["template"]["metadata"]["annotations"]
+    assert json.loads(notes["tagpin.dev/digests"]) == {"app": D1} and notes["tagpin.dev/trigger"] == "poll"
+    assert after["metadata"]["labels"] == FOLLOW  # pod-template labels and metadata untouched
+    assert after["metadata"]["generation"] == 2 and after["status"]["phase"] == "Healthy"
+
+    # A read that is stale already: a Conflict, and no PATCH is sent.
+    stale = image_patch(Kind.ROLLOUT, "1", "app", False, "nginx:1.28", {})
+    sim.clear_requests()
+    with pytest.raises(Conflict):
+        workloads.patch("shop", Kind.ROLLOUT, "web", stale)
+    assert sim.count("PATCH") == 0
+
+    # Another writer between the adapter's read and its PATCH: the server's 409, then the use
+    # case reads again and its second patch lands on top of the other writer's change.
+    other = sim.inject(
+        "PATCH",
+        "/rollouts/web$",
+        status=None,
+        action=lambda: sim.patch("Rollout", "shop", "web", {"metadata": {"labels": {"other": "writer"}}}),
+    )
+    sim.clear_requests()
+    patch_with_retries(workloads, Kind.ROLLOUT, "shop", "web", _pin("app", f"nginx:1.27@{D2}"), "t")
+    assert other.hits == 1 and sim.count("PATCH") == 2
+    after = sim.get("Rollout", "shop", "web")
+    assert after["metadata"]["labels"]["other"] == "writer"
+    assert after["spec"]["template"]["spec"]["containers"][1]["image"] == f"nginx:1.27@{D2}"
 
 
 @pytest.mark.parametrize("mode", ["close", "503"])
@@ -194,7 +277,13 @@ def _rules() -> dict[str, set[tuple[str, str, str]]]:
 
 
 def test_rbac_is_exactly_what_the_code_calls():
-    kinds = {("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "cronjobs")}
+    kinds = {
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("batch", "cronjobs"),
+        ("argoproj.io", "rollouts"),
+    }
     roles = _rules()
     assert roles["tagpin-reconciler"] == {(g, r, v) for g, r in kinds for v in ("get", "list")} | {
         ("", "pods", "list")

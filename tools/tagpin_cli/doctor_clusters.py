@@ -35,6 +35,7 @@ KINDS = {
     "StatefulSet": ("apps", "statefulsets"),
     "DaemonSet": ("apps", "daemonsets"),
     "CronJob": ("batch", "cronjobs"),
+    "Rollout": ("argoproj.io", "rollouts"),  # Argo Rollouts: listed in every cluster, like the others
 }
 Need = tuple[str, str, str, str]  # verb, API group, resource, namespace ("" = all namespaces)
 Review = Callable[[Need], bool]

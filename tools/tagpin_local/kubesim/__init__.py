@@ -14,6 +14,8 @@ Usage::
         sim.write_kubeconfig(tmp_path / "kubeconfig")
         api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=sim.url, ...))
         ...
+        sim.create(rollout("api", "shop", "nginx:1.27", steps=[{"setWeight": 20}, {"pause": {}}]))
+        sim.promote_rollout("shop", "api")           # past an Argo Rollout's pause step
         sim.inject("PATCH", r"/deployments/web$", status=500, times=1)
         sim.set_down(True)
         sim.grant(rules_from_manifests(Path("docs/rbac.yaml").read_text()))  # RBAC (default: allow all)
@@ -27,7 +29,7 @@ from .authz import Rule, rules_from_manifests
 from .controllers import fake_digest, image_repo
 from .defaults import apply_defaults, pod_template_of, validate
 from .discovery import SERVER_VERSION
-from .manifests import cronjob, daemonset, deployment, namespace, node, statefulset
+from .manifests import cronjob, daemonset, deployment, namespace, node, rollout, statefulset
 from .patch import MERGE_KEYS, json_patch, merge_patch, strategic_merge
 from .resources import RESOURCES, ApiError, Obj, Resource, find_resource, status_object
 from .selectors import Requirement, parse_selector, selector_matches
@@ -64,6 +66,7 @@ __all__ = [
     "node",
     "parse_selector",
     "pod_template_of",
+    "rollout",
     "rules_from_manifests",
     "selector_matches",
     "statefulset",

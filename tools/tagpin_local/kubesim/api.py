@@ -4,8 +4,10 @@ The simulator speaks enough of the real API for the official ``kubernetes`` Pyth
 1.32: legacy discovery (kubectl falls back to it from aggregated discovery; no OpenAPI is served),
 server-side tables for kubectl's human output, GET/LIST (label and simple field selectors,
 ``limit``/``continue``), a polling WATCH, POST, PUT, PATCH (strategic merge, JSON merge, JSON
-patch; apply patches get 415), DELETE, ``dryRun=All``, resourceVersion preconditions (409) and
-``Status`` errors. Resources: namespaces, pods, deployments, statefulsets, daemonsets, cronjobs.
+patch; apply patches get 415, and so does a strategic merge patch of a custom resource, as the real
+server answers), DELETE, ``dryRun=All``, resourceVersion preconditions (409) and ``Status`` errors.
+Resources: namespaces, pods, deployments, statefulsets, daemonsets, cronjobs, and Argo Rollouts'
+``rollouts.argoproj.io`` (a custom resource: ``/apis/argoproj.io/v1alpha1``).
 Every request is authorized (RBAC per token, allow-all by default: :mod:`.authz`), and the self
 access and rules reviews are answered.
 """
@@ -70,7 +72,7 @@ class Api(Store, Discovery, Authz):
         if req.method == "PUT":
             return self._update(res, ns, name, _json_body(req.body, res, req.ctype), sub, req.dry_run)
         if req.method == "PATCH":
-            return self._update(res, ns, name, _patched(current, req.ctype, req.body), sub, req.dry_run)
+            return self._update(res, ns, name, _patched(current, req.ctype, req.body, res), sub, req.dry_run)
         if req.method != "DELETE":
             raise ApiError(405, f"{req.method} is not supported", "MethodNotAllowed")
         if req.dry_run:

@@ -2,6 +2,14 @@
 
 A new pod template "rolls out" (at once, or after ``rollout_delay``) into workload status and Pods
 whose ``imageID`` carries a digest.
+
+Argo Rollouts (``Rollout``) report what its controller reports: ``status.phase`` ``Progressing``
+while a new template rolls out, ``Healthy`` once it is the stable one (``stableRS ==
+currentPodHash``), ``Degraded`` when it cannot (a broken image: the stable Pods stay), and
+``Paused`` at a pause step of ``spec.strategy.canary.steps`` (with or without a duration: it holds
+until promoted, :meth:`~.store.Store.promote_rollout`); ``observedGeneration`` is a string, as
+Argo writes it. The first rollout of a Rollout skips its steps, as Argo's does. Blue-green
+strategies roll out like a canary without steps (no preview, no promotion pause).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from .resources import Obj, _now, find_resource
 from .state import Key, KeyList, ObjList, State
 
 _REVISION = "deployment.kubernetes.io/revision"
+_ARGO_REVISION = "rollout.argoproj.io/revision"
+_ARGO_HASH = "rollouts-pod-template-hash"
 
 
 def fake_digest(image: str) -> str:
@@ -46,8 +56,8 @@ class Controllers(State):
     # -- knobs
     def break_image(self, digest_or_image: str) -> None:
         """Pods of this digest (or image reference) never become available: every rollout to it
-        fails (Deployment: Progressing=False/ProgressDeadlineExceeded; StatefulSet and DaemonSet:
-        the update never progresses) and the old Pods stay."""
+        fails (Deployment: Progressing=False/ProgressDeadlineExceeded; Rollout: phase Degraded;
+        StatefulSet and DaemonSet: the update never progresses) and the old Pods stay."""
         with self._lock:
             self.broken.add(digest_or_image)
 
@@ -148,9 +158,14 @@ class Controllers(State):
             old_timer.cancel()
         if obj["kind"] == "CronJob":
             return
-        if obj["kind"] == "Deployment" and template_changed:  # a new ReplicaSet, a new revision
+        if obj["kind"] in ("Deployment", "Rollout") and template_changed:  # a new ReplicaSet, a new revision
             notes = obj["metadata"].setdefault("annotations", {})
-            notes[_REVISION] = str(int(notes.get(_REVISION, "0")) + 1)
+            revision = _REVISION if obj["kind"] == "Deployment" else _ARGO_REVISION
+            notes[revision] = str(int(notes.get(revision, "0")) + 1)
+        if obj["kind"] == "Rollout" and template_changed:  # a new template starts at the first step
+            obj["status"]["currentStepIndex"] = 0
+            for gone in ("pauseConditions", "controllerPause"):
+                obj["status"].pop(gone, None)
         if self.rollout_delay <= 0 or not template_changed:
             self._finish_rollout(obj)
             return
@@ -160,6 +175,55 @@ class Controllers(State):
         timer.daemon = True
         self._timers[key] = timer
         timer.start()
+
+    def _resume_rollout(self, obj: Obj) -> None:
+        """A Rollout promoted past its pause step goes on to the next step (at once, or after
+        ``rollout_delay``): another pause step, or the end of the rollout."""
+        st = obj["status"]
+        if st.get("phase") != "Paused":
+            return
+        st["currentStepIndex"] = int(st.get("currentStepIndex") or 0) + 1
+        for gone in ("pauseConditions", "controllerPause"):
+            st.pop(gone, None)
+        key: Key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if old_timer := self._timers.pop(key, None):
+            old_timer.cancel()
+        if self.rollout_delay <= 0:
+            self._finish_rollout(obj)
+            return
+        self._progressing_status(obj)
+        timer = threading.Timer(
+            self.rollout_delay, self._finish_later, args=(key, obj["metadata"]["generation"])
+        )
+        timer.daemon = True
+        self._timers[key] = timer
+        timer.start()
+
+    def _pause_rollout(self, obj: Obj, thash: str) -> bool:
+        """Hold a Rollout at the next pause step of its canary, if any (not on its first rollout)."""
+        st = obj["status"]
+        if not st.get("stableRS") or st.get("stableRS") == thash:
+            return False  # the first rollout, or back to the stable template: no steps
+        steps = ((obj["spec"].get("strategy") or {}).get("canary") or {}).get("steps") or []
+        start = int(st.get("currentStepIndex") or 0)
+        index = next((i for i in range(start, len(steps)) if "pause" in (steps[i] or {})), None)
+        if index is None:
+            return False
+        st.update(
+            observedGeneration=str(obj["metadata"]["generation"]),
+            phase="Paused",
+            message="CanaryPauseStep",
+            currentPodHash=thash,
+            currentStepIndex=index,
+            updatedReplicas=0,
+            controllerPause=True,
+            pauseConditions=[{"reason": "CanaryPauseStep", "startTime": _now()}],
+        )
+        st["conditions"] = [
+            self._condition("Progressing", "Unknown", "RolloutPaused", "Rollout is paused"),
+            self._condition("Paused", "True", "RolloutPaused", "Rollout is paused"),
+        ]
+        return True
 
     def _finish_later(self, key: Key, generation: int) -> None:
         with self._lock:
@@ -188,10 +252,10 @@ class Controllers(State):
         self._seq += 1
         labels = dict((tmpl.get("metadata") or {}).get("labels") or {})
         meta: Obj = {}
-        if kind == "Deployment":
+        if kind in ("Deployment", "Rollout"):  # through a ReplicaSet per template
             pod_name = f"{name}-{thash}-{_hash10([name, self._seq])[:5]}"
             meta["generateName"] = f"{name}-{thash}-"
-            labels["pod-template-hash"] = thash
+            labels["pod-template-hash" if kind == "Deployment" else _ARGO_HASH] = thash
             owner: Obj = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{name}-{thash}"}
             owner["uid"] = str(uuid.uuid5(uuid.NAMESPACE_OID, f"{ns}/{name}-{thash}"))
         else:
@@ -250,6 +314,14 @@ class Controllers(State):
             )
         elif obj["kind"] == "DaemonSet":
             st.update(observedGeneration=gen, updatedNumberScheduled=0)
+        elif obj["kind"] == "Rollout":
+            st.update(
+                observedGeneration=str(gen),
+                phase="Progressing",
+                message="more replicas need to be updated",
+                currentPodHash=_hash10(pod_template_of(obj)),
+                updatedReplicas=0,
+            )
 
     def _fail_rollout(self, obj: Obj, thash: str, want: int) -> None:
         """A rollout whose Pods never become available: the old Pods stay."""
@@ -261,6 +333,18 @@ class Controllers(State):
             st.update(updatedReplicas=0, updateRevision=f"{name}-{thash}")
         elif kind == "DaemonSet":
             st.update(updatedNumberScheduled=0, numberUnavailable=want)
+        elif kind == "Rollout":
+            message = f'ReplicaSet "{name}-{thash}" has timed out progressing.'
+            st.update(
+                observedGeneration=str(gen),
+                phase="Degraded",
+                message=f"ProgressDeadlineExceeded: {message}",
+                currentPodHash=thash,
+                updatedReplicas=0,
+            )
+            for gone in ("pauseConditions", "controllerPause"):
+                st.pop(gone, None)
+            st["conditions"] = [self._condition("Progressing", "False", "ProgressDeadlineExceeded", message)]
         if kind == "Deployment":
             st["conditions"] = [
                 self._condition(
@@ -278,6 +362,27 @@ class Controllers(State):
             ]
             st["updatedReplicas"] = 0
 
+    def _healthy_rollout(self, obj: Obj, thash: str, want: int) -> None:
+        """A Rollout whose template is the stable one, every step done."""
+        st = obj["status"]
+        steps = ((obj["spec"].get("strategy") or {}).get("canary") or {}).get("steps") or []
+        st.clear()
+        gen = str(obj["metadata"]["generation"])
+        st.update(observedGeneration=gen, phase="Healthy", currentPodHash=thash, stableRS=thash)
+        st.update(replicas=want, updatedReplicas=want, readyReplicas=want, availableReplicas=want)
+        if steps:
+            st["currentStepIndex"] = len(steps)
+        st["conditions"] = [
+            self._condition("Available", "True", "AvailableReason", "Rollout has minimum availability"),
+            self._condition(
+                "Progressing",
+                "True",
+                "NewReplicaSetAvailable",
+                f'ReplicaSet "{obj["metadata"]["name"]}-{thash}" has successfully progressed.',
+            ),
+            self._condition("Healthy", "True", "RolloutHealthy", "Rollout is healthy"),
+        ]
+
     def _finish_rollout(self, obj: Obj) -> None:
         """Replace the workload's Pods with ones from the current template and report success."""
         kind, ns, name = obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -289,8 +394,12 @@ class Controllers(State):
         if self._broken(obj):
             self._fail_rollout(obj, thash, want)
             return
-        rev = thash if kind == "Deployment" else f"{name}-{thash}"
-        hash_label = "pod-template-hash" if kind == "Deployment" else "controller-revision-hash"
+        if kind == "Rollout" and self._pause_rollout(obj, thash):
+            return  # held at a canary pause step until promoted; the stable Pods stay
+        rev = thash if kind in ("Deployment", "Rollout") else f"{name}-{thash}"
+        hash_label = {"Deployment": "pod-template-hash", "Rollout": _ARGO_HASH}.get(
+            kind, "controller-revision-hash"
+        )
         pods: KeyList = []
         for pod_key in self._owned.pop(key, []):  # keep Pods already on this template, drop the rest
             pod = self._objects.get(pod_key)
@@ -334,6 +443,8 @@ class Controllers(State):
             st.update(observedGeneration=gen, replicas=want, readyReplicas=want, currentReplicas=want)
             st.update(updatedReplicas=want, availableReplicas=want, currentRevision=rev, updateRevision=rev)
             st["collisionCount"] = 0
+        elif kind == "Rollout":
+            self._healthy_rollout(obj, thash, want)
         elif kind == "DaemonSet":
             st.clear()
             st.update(currentNumberScheduled=want, desiredNumberScheduled=want, numberMisscheduled=0)

@@ -120,7 +120,8 @@ class Discovery(State):
                         "kind": r.kind,
                         "verbs": _VERBS,
                         "shortNames": list(r.short_names),
-                        **({"categories": ["all"]} if r.kind != "Namespace" else {}),
+                        # the built-in workloads are in kubectl's "all"; Argo's CRD declares no category
+                        **({"categories": ["all"]} if r.kind != "Namespace" and not r.custom else {}),
                     }
                 )
                 status_verbs = ["get", "patch", "update"]

@@ -1,4 +1,5 @@
-"""Minimal manifests for tests and the local stack: Deployment, StatefulSet, DaemonSet, CronJob, Namespace."""
+"""Minimal manifests for tests and the local stack: Deployment, StatefulSet, DaemonSet, CronJob, Argo
+Rollout, Namespace."""
 
 from __future__ import annotations
 
@@ -76,6 +77,24 @@ def cronjob(
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
         "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": tmpl}}},
     }
+
+
+def rollout(
+    name: str,
+    namespace: str,
+    image: str,
+    container: str = "app",
+    replicas: int = 2,
+    labels: dict[str, str] | None = None,
+    steps: list[Obj] | None = None,
+) -> Obj:
+    """A minimal argoproj.io/v1alpha1 Rollout with a canary strategy: ``steps`` (default one
+    ``setWeight`` step; ``{"pause": {}}`` holds it until promoted)."""
+    obj = deployment(name, namespace, image, container, replicas, labels)
+    obj["apiVersion"], obj["kind"] = "argoproj.io/v1alpha1", "Rollout"
+    canary_steps = [{"setWeight": 50}] if steps is None else steps
+    obj["spec"]["strategy"] = {"canary": {"steps": canary_steps}}
+    return obj
 
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> Obj:

@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any
 
-from .resources import ApiError, Obj
+from .resources import ApiError, Obj, Resource
 
 # Patch merge keys of the lists tagpin's workloads contain (k8s.io/api struct tags).
 MERGE_KEYS = {
@@ -197,8 +197,18 @@ def json_patch(doc: Any, ops: Any) -> Any:
     return doc
 
 
-def _patched(current: Obj, ctype: str | None, body: bytes) -> Obj:
+_UNKNOWN_FORMAT = "the body of the request was in an unknown format - accepted media types include: "
+_CUSTOM_TYPES = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+
+
+def _patched(current: Obj, ctype: str | None, body: bytes, res: Resource | None = None) -> Obj:
     mt = (ctype or "").split(";")[0].strip().lower()
+    if res is not None and res.custom and mt == "application/strategic-merge-patch+json":
+        # Custom resources have no patch strategies (no Go struct tags): the API server refuses it.
+        raise ApiError(
+            415,
+            _UNKNOWN_FORMAT + _CUSTOM_TYPES,
+        )
     try:
         patch = json.loads(body or b"null")
     except ValueError as exc:

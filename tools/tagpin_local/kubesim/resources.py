@@ -8,7 +8,7 @@ from typing import Any
 
 Obj = dict[str, Any]
 
-_WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "CronJob")
+_WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "CronJob", "Rollout")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Resource:
     version: str
     namespaced: bool
     short_names: tuple[str, ...] = ()
+    custom: bool = False  # served from a CustomResourceDefinition (no strategic merge patch)
 
     @property
     def api_version(self) -> str:
@@ -41,9 +42,11 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("statefulsets", "statefulset", "StatefulSet", "apps", "v1", True, ("sts",)),
     Resource("daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",)),
     Resource("cronjobs", "cronjob", "CronJob", "batch", "v1", True, ("cj",)),
+    # Argo Rollouts, as its CRD declares it (names, short name, status subresource)
+    Resource("rollouts", "rollout", "Rollout", "argoproj.io", "v1alpha1", True, ("ro",), custom=True),
 )
 _BY_KIND = {r.kind: r for r in RESOURCES}
-_GROUPS = {"apps": "v1", "batch": "v1"}
+_GROUPS = {"apps": "v1", "batch": "v1", "argoproj.io": "v1alpha1"}
 
 _REASONS = {
     400: "BadRequest",

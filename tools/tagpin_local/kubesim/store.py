@@ -53,17 +53,32 @@ class Store(Controllers):
         namespace: str | None,
         name: str,
         patch: Obj | ObjList,
-        content_type: str = "application/strategic-merge-patch+json",
+        content_type: str | None = None,
     ) -> Obj:
-        """Change an object as another writer would (bumps resourceVersion, rolls out on template change)."""
+        """Change an object as another writer would (bumps resourceVersion, rolls out on template change).
+        Default content type: a strategic merge patch, a JSON merge patch for a custom resource."""
         res = find_resource(kind)
+        if content_type is None:
+            content_type = f"application/{'merge' if res.custom else 'strategic-merge'}-patch+json"
         ns = (namespace or "") if res.namespaced else ""
         with self._lock:
             current = self._objects.get((res.kind, ns, name))
             if current is None:
                 raise KeyError(f"{res.kind} {namespace}/{name} not found")
-            new = _patched(current, content_type, json.dumps(patch).encode())
+            new = _patched(current, content_type, json.dumps(patch).encode(), res)
             return self._update(res, ns, name, new, "", dry_run=False)
+
+    def promote_rollout(self, namespace: str, name: str) -> Obj:
+        """Resume an Argo Rollout held at a pause step, as ``kubectl argo rollouts promote`` does: a
+        merge patch of its status subresource that clears ``pauseConditions``."""
+        res = find_resource("Rollout")
+        with self._lock:
+            current = self._objects.get((res.kind, namespace, name))
+            if current is None:
+                raise KeyError(f"Rollout {namespace}/{name} not found")
+            body = json.dumps({"status": {"pauseConditions": None}}).encode()
+            new = _patched(current, "application/merge-patch+json", body, res)
+            return self._update(res, namespace, name, new, "status", dry_run=False)
 
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
         res = find_resource(kind)
@@ -168,6 +183,10 @@ class Store(Controllers):
         if res.kind in _WORKLOADS and spec_changed:
             tmpl_changed = pod_template_of(new) != pod_template_of(old)
             self._rollout(new, template_changed=tmpl_changed)
+        if res.kind == "Rollout" and subresource == "status":
+            paused = (old.get("status") or {}).get("pauseConditions")
+            if paused and not (new.get("status") or {}).get("pauseConditions"):
+                self._resume_rollout(new)  # promoted: the controller moves past the pause step
         return copy.deepcopy(new)
 
     def _delete(self, res: Resource, ns: str, name: str) -> Obj:

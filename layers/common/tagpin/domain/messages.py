@@ -115,6 +115,8 @@ class Verification(BaseModel):
     observed_at: int = Field(ge=0)
     target_id: str | None = None  # verify: the target
     applied_at: int | None = None  # verify: when the patch was made (epoch ms), for the timeout
+    # verify: when the rollout was last seen paused (epoch ms): the timeout counts from then
+    paused_at: int | None = None
     attempt: int = Field(default=0, ge=0)
     trigger: Trigger | None = None
     correlation_id: str | None = Field(default=None, max_length=256)
@@ -123,6 +125,15 @@ class Verification(BaseModel):
 
     def again(self) -> Verification:
         return self.model_copy(update={"attempt": self.attempt + 1, "due_at": None})
+
+    def paused(self, now_ms: int) -> Verification:
+        """Again, for a rollout held at a pause step now: its timeout starts over from here."""
+        return self.model_copy(update={"attempt": self.attempt + 1, "due_at": None, "paused_at": now_ms})
+
+    def timed_from(self, fallback_ms: int) -> int:
+        """Where the verify timeout counts from: the patch (``fallback_ms`` when unknown), or the
+        last check that found the rollout paused (a pause is not a rollout taking too long)."""
+        return max(self.applied_at or fallback_ms, self.paused_at or 0)
 
     def wait_ms(self, now_ms: int) -> int:
         """How long until it is due (0: due now)."""

@@ -85,6 +85,8 @@ class RestoreOutcome(StrEnum):
     RESTORED = "restored"
     NOT_RUNNING = "not-running"  # the container does not run the failed digest: nothing to undo
     NO_PREVIOUS = "no-previous"  # tagpin did not replace anything there: nothing to restore
+    # Argo Rollouts with canary steps, analysis or blue-green: Argo aborts and goes back itself
+    LEFT_TO_ARGO = "left-to-argo-rollouts"
 
 
 class VerificationOutcome(StrEnum):
@@ -92,6 +94,7 @@ class VerificationOutcome(StrEnum):
 
     VERIFIED = "verified"
     PROGRESSING = "progressing"  # looked again later
+    PAUSED = "paused"  # held at a pause step (Argo Rollouts): looked again later, not timed
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
     SUPERSEDED = "superseded"  # the target moved to another digest

@@ -85,6 +85,18 @@ class Workload:
     def image_of(self, container: str) -> str | None:
         return self.containers.get(container, self.init_containers.get(container))
 
+    @property
+    def manages_own_rollback(self) -> bool:
+        """Its own controller undoes a failed rollout: an Argo Rollout with canary steps or analysis,
+        or blue-green, aborts and sends traffic back to its stable ReplicaSet. tagpin then records
+        the failure and never patches the previous image over it (``tagpin.usecases.patch.restore``).
+        A canary without steps or analysis rolls like a Deployment, and is rolled back like one."""
+        if self.kind is not Kind.ROLLOUT:
+            return False
+        strategy = self.spec.get("strategy") or {}
+        canary = strategy.get("canary") or {}
+        return "blueGreen" in strategy or bool(canary.get("steps") or canary.get("analysis"))
+
 
 @dataclass(frozen=True)
 class Pod:

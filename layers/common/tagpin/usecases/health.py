@@ -8,9 +8,18 @@
   ``OnDelete`` rollouts happen when someone deletes pods: nothing to follow.
 - DaemonSet (RollingUpdate): observed; every scheduled node updated and available.
 - CronJob: the next run uses the new image; there is no rollout to follow.
+- Rollout (Argo Rollouts), read as Argo CD reads it: observed (``status.observedGeneration``, a
+  string); then its controller's ``status.phase``: ``Healthy`` with the new template stable
+  (``stableRS == currentPodHash``) is complete, ``Progressing`` is looked at again, ``Degraded``
+  (its progress deadline, a failed analysis, an abort) is a failure at once, and ``Paused`` (a
+  pause step of its canary, a blue-green promotion waiting, a person's pause) is ``PAUSED``.
 
 StatefulSets and DaemonSets have no progress deadline: a rollout that does not finish within
 ``rollout.verify_timeout_seconds`` fails (the caller's clock).
+
+``PAUSED`` is neither progress nor failure: the rollout waits for a step's duration or for a person
+to promote it, which may take hours. The verifier waits as long, and counts the timeout again from
+the end of the pause, as Argo Rollouts counts its own progress deadline (``tagpin.usecases.verify``).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from tagpin.domain.config import Kind
 
 class Progress(StrEnum):
     PROGRESSING = "progressing"
+    PAUSED = "paused"  # held at a pause step by its own controller (Argo Rollouts): not a failure
     COMPLETE = "complete"
     FAILED = "failed"
 
@@ -52,6 +62,8 @@ def evaluate(kind: Kind, generation: int, spec: dict[str, Any], status: dict[str
         return _deployment(spec, status)
     if kind is Kind.STATEFULSET:
         return _statefulset(spec, status)
+    if kind is Kind.ROLLOUT:
+        return _rollout(status)
     return _daemonset(spec, status)
 
 
@@ -106,3 +118,26 @@ def _daemonset(spec: dict[str, Any], status: dict[str, Any]) -> Health:
     if available < want:
         return Health(Progress.PROGRESSING, f"{available} of {want} pods available")
     return Health(Progress.COMPLETE, f"{want} nodes updated and available")
+
+
+def _rollout(status: dict[str, Any]) -> Health:
+    """An Argo Rollout whose controller observed the new generation."""
+    phase, message = str(status.get("phase") or ""), str(status.get("message") or "")
+    said = f"{phase}: {message}" if message else phase
+    if phase == "Degraded" or status.get("abort"):
+        return Health(Progress.FAILED, said if phase == "Degraded" else f"aborted: {message}".strip())
+    if phase == "Paused":
+        reasons = sorted(
+            {str(p.get("reason")) for p in status.get("pauseConditions") or [] if p.get("reason")}
+        )
+        return Health(Progress.PAUSED, f"Paused: {', '.join(reasons) or message or 'paused'}")
+    current, stable = status.get("currentPodHash"), status.get("stableRS")
+    if phase == "Healthy":
+        if current and stable and current != stable:  # not promoted yet: the stable one is the old
+            return Health(Progress.PROGRESSING, f"Healthy, but the stable ReplicaSet is still {stable}")
+        return Health(Progress.COMPLETE, f"Healthy: ReplicaSet {current or stable or '?'} is stable")
+    if phase == "Progressing":
+        return Health(Progress.PROGRESSING, said)
+    return Health(
+        Progress.PROGRESSING, f"waiting for the Argo Rollouts controller (phase {phase or 'unset'})"
+    )

@@ -1,6 +1,7 @@
 """What tagpin writes on a workload: the pinned image of one container, as a strategic merge patch
 with ``resourceVersion`` as a precondition, and the annotations that make the change visible with
-``kubectl describe``. Also the inverse: putting the previous image back (a rollback).
+``kubectl describe``. Also the inverse: putting the previous image back (a rollback), except on a
+workload whose own controller does that (``Workload.manages_own_rollback``: Argo Rollouts).
 
 Containers merge by name, so the others are untouched. A 409 (the workload changed between read
 and patch) is retried with a fresh read, ``CONFLICT_RETRIES`` times.
@@ -125,6 +126,11 @@ def restore(
             return RestoreOutcome.RESTORED, None  # by an earlier attempt
         if current is None or not current.endswith("@" + digest):
             return RestoreOutcome.NOT_RUNNING, None
+        if workload.manages_own_rollback:
+            # Argo Rollouts aborts the canary or blue-green rollout itself and keeps (or puts back)
+            # its stable ReplicaSet; a patch from tagpin would race that abort and start yet another
+            # rollout under Argo's steps. The failure is recorded and the digest marked bad all the same.
+            return RestoreOutcome.LEFT_TO_ARGO, None
         if previous is None or previous.endswith("@" + digest):
             return RestoreOutcome.NO_PREVIOUS, None
         _name, at, was = previous.rpartition("@")

@@ -11,7 +11,9 @@ A scheduled run does, for every configured cluster at once:
    was found: new targets added, targets whose workload was deleted, unlabelled or paused removed
    (and recorded as ``removed`` on the target). A cluster that cannot be listed (unreachable, not
    ready, credentials rejected, RBAC) is skipped and recorded with its error; its entries are
-   kept until it answers again, and the other clusters proceed.
+   kept until it answers again, and the other clusters proceed. Argo Rollouts are a custom
+   resource: a cluster without them (404), or whose RBAC predates them (403), is noted, and its
+   other kinds proceed (Rollout entries are kept while they cannot be listed).
 3. **Compare.** What each target runs (``tagpin.usecases.running``): the digest in its image
    field when pinned, else the ``imageID`` its pods report (one paged LIST of pods per namespace
    that has such a target). Unknown (no pods yet, a CronJob between runs, pods of several
@@ -44,7 +46,7 @@ from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import ImageEvent, IndexEntry, State, TagState, TargetStatus
-from tagpin.ports.workloads import Inventory, NotFound, Pod, Workload, WorkloadError
+from tagpin.ports.workloads import Forbidden, Inventory, NotFound, Pod, Workload, WorkloadError
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import merge
@@ -116,6 +118,7 @@ class ClusterScan:
     discovered: list[tuple[str, Target]] = field(default_factory=list)
     observed: list[Observed] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unlisted: set[Kind] = field(default_factory=set)  # custom kinds RBAC does not let it list
 
 
 @dataclass
@@ -246,8 +249,14 @@ class Reconciler:
             try:
                 for workload in inventory.workloads(kind, FOLLOW_SELECTOR):
                     listed[(workload.namespace, kind, workload.name)] = workload
-            except NotFound:  # the API does not serve this kind (e.g. batch/v1 CronJob before 1.21)
+            except NotFound:  # the API does not serve this kind (batch/v1 CronJob before 1.21, no Argo)
                 scan.notes.append(f"{scan.name}: {kind.value} is not served")
+            except Forbidden as exc:
+                if not kind.custom:
+                    raise
+                # RBAC applied before tagpin knew this kind (docs/rbac.yaml): the others proceed
+                scan.unlisted.add(kind)
+                scan.notes.append(f"{scan.name}: {kind.value} not listed: {exc}")
         scan.workloads = len(listed)
         for workload in listed.values():
             found, notes = discovered_targets(scan.name, workload)
@@ -307,12 +316,15 @@ class Reconciler:
             for image, target in scan.discovered
         }
         have = {(e.image, e.target_id): e for e in index}
-        # Entries of a cluster that could not be listed stay as they are; a cluster no longer in
-        # the configuration loses its entries.
+        unlisted = {(s.name, kind.value) for s in scans for kind in s.unlisted}
+        # Entries of a cluster (or a kind) that could not be listed stay as they are; a cluster no
+        # longer in the configuration loses its entries.
         stale = [
             e
             for key, e in have.items()
-            if key not in wanted and (e.cluster in listed or e.cluster not in config.clusters)
+            if key not in wanted
+            and (e.cluster in listed or e.cluster not in config.clusters)
+            and (e.cluster, e.kind) not in unlisted
         ]
         new = [e for key, e in wanted.items() if key not in have]
         self._state.index.update(new, stale)

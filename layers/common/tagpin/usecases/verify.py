@@ -151,13 +151,20 @@ class Verifier:
                 self._promoter.evaluate(verification.image, digest)
                 return VerificationResult(V.VERIFIED, health.reason)
             return VerificationResult(V.ALREADY_DECIDED, "verified by another verification")
-        if health.progress is Progress.PROGRESSING and elapsed_s < settings.verify_timeout_seconds:
+        if health.progress is Progress.PAUSED:
+            # Held at a pause step (Argo Rollouts: a canary step, a promotion to wait for, a
+            # person's pause): not a failure, and not timed; the timeout counts from its end.
+            self._verifications.send(verification.paused(now), settings.verify_interval_seconds)
+            return VerificationResult(V.PAUSED, health.reason)
+        waited_s = (now - verification.timed_from(st.updated_at)) / 1000
+        if health.progress is Progress.PROGRESSING and waited_s < settings.verify_timeout_seconds:
             self._verifications.send(verification.again(), settings.verify_interval_seconds)
             return VerificationResult(V.PROGRESSING, health.reason)
+        since = "the patch" if verification.paused_at is None else "its last pause"
         reason = (
             health.reason
             if health.progress is Progress.FAILED
-            else f"not rolled out {settings.verify_timeout_seconds} s after the patch: {health.reason}"
+            else f"not rolled out {settings.verify_timeout_seconds} s after {since}: {health.reason}"
         )
         if self._state.targets.finish(
             target.id,

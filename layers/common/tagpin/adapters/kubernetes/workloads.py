@@ -1,6 +1,10 @@
 """The ``Workloads`` port (consumer, verifier) and the ``Inventory`` port (reconciler) over the
 official client: read, patch and list workloads and pods, and turn the API's answers into the
 ports' errors (``Unreachable``, ``Conflict``, ``NotFound``, ``Forbidden``).
+
+The built-in kinds go through ``AppsV1Api`` and ``BatchV1Api`` (a patch is a strategic merge
+patch); Argo Rollouts through ``CustomObjectsApi``, patched with a JSON patch
+(``tagpin.adapters.kubernetes.rollouts`` says why).
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient, AppsV1Api, BatchV1Api, CoreV1Api
+from kubernetes.client import ApiClient, AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
+from tagpin.adapters.kubernetes import rollouts
 from tagpin.domain.config import Kind
 from tagpin.domain.platforms import Platform
 from tagpin.ports.workloads import Conflict, Forbidden, NotFound, Pod, Unreachable, Workload, WorkloadError
@@ -40,6 +45,7 @@ _RESOURCES = {
     Kind.STATEFULSET: "statefulsets.apps",
     Kind.DAEMONSET: "daemonsets.apps",
     Kind.CRONJOB: "cronjobs.batch",
+    Kind.ROLLOUT: f"{rollouts.PLURAL}.{rollouts.GROUP}",
 }
 
 
@@ -103,23 +109,31 @@ class KubeWorkloads:
         self._rng = rng
         self.rejected = False  # the cluster answered 401: rebuild the client before the next use
         apps, batch, self._core = AppsV1Api(api), BatchV1Api(api), CoreV1Api(api)
+        custom, argo = CustomObjectsApi(api), (rollouts.GROUP, rollouts.VERSION)
         self._read: dict[Kind, Callable[..., Any]] = {
             Kind.DEPLOYMENT: apps.read_namespaced_deployment,
             Kind.STATEFULSET: apps.read_namespaced_stateful_set,
             Kind.DAEMONSET: apps.read_namespaced_daemon_set,
             Kind.CRONJOB: batch.read_namespaced_cron_job,
+            Kind.ROLLOUT: lambda name, namespace, **kw: custom.get_namespaced_custom_object(
+                *argo, namespace, rollouts.PLURAL, name, **kw
+            ),
         }
         self._patch: dict[Kind, Callable[..., Any]] = {
             Kind.DEPLOYMENT: apps.patch_namespaced_deployment,
             Kind.STATEFULSET: apps.patch_namespaced_stateful_set,
             Kind.DAEMONSET: apps.patch_namespaced_daemon_set,
             Kind.CRONJOB: batch.patch_namespaced_cron_job,
+            Kind.ROLLOUT: lambda name, namespace, body, **kw: custom.patch_namespaced_custom_object(
+                *argo, namespace, rollouts.PLURAL, name, body, _content_type=rollouts.JSON_PATCH, **kw
+            ),
         }
         self._list: dict[Kind, Callable[..., Any]] = {
             Kind.DEPLOYMENT: apps.list_deployment_for_all_namespaces,
             Kind.STATEFULSET: apps.list_stateful_set_for_all_namespaces,
             Kind.DAEMONSET: apps.list_daemon_set_for_all_namespaces,
             Kind.CRONJOB: batch.list_cron_job_for_all_namespaces,
+            Kind.ROLLOUT: lambda **kw: custom.list_cluster_custom_object(*argo, rollouts.PLURAL, **kw),
         }
 
     @property
@@ -129,13 +143,28 @@ class KubeWorkloads:
 
     def get(self, namespace: str, kind: Kind, name: str) -> Workload:
         what = f"get {_RESOURCES[kind]} in namespace {namespace}"
+        return workload_from(kind, self._read_json(what, kind, name, namespace))
+
+    def _read_json(self, what: str, kind: Kind, name: str, namespace: str) -> dict[str, Any]:
         response = self._call(what, self._read[kind], name, namespace, _preload_content=False)
-        return workload_from(kind, json.loads(response.data))
+        data = json.loads(response.data)
+        return data if isinstance(data, dict) else {}
 
     def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None:
-        # A dict body is sent as application/strategic-merge-patch+json by the client.
+        # A dict body is sent as application/strategic-merge-patch+json by the client; a custom
+        # resource refuses that, so a Rollout gets the same change as a JSON patch.
         what = f"patch {_RESOURCES[kind]} in namespace {namespace}"
-        self._call(what, self._patch[kind], name, namespace, body, field_manager="tagpin")
+        payload: dict[str, Any] | list[rollouts.Operation] = body
+        if kind is Kind.ROLLOUT:
+            current = self._read_json(
+                f"get {_RESOURCES[kind]} in namespace {namespace}", kind, name, namespace
+            )
+            expected = (body.get("metadata") or {}).get("resourceVersion")
+            found = (current.get("metadata") or {}).get("resourceVersion")
+            if expected and expected != found:  # the server would answer 409: not worth asking
+                raise Conflict(f"the object has been modified (resourceVersion {found}, read {expected})")
+            payload = rollouts.json_patch(body, current)
+        self._call(what, self._patch[kind], name, namespace, payload, field_manager="tagpin")
 
     def workloads(self, kind: Kind, selector: str) -> Iterator[Workload]:
         """Every workload of ``kind`` in every namespace matching the label ``selector``, paged."""

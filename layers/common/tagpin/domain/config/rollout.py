@@ -123,7 +123,9 @@ class RolloutSettings(Strict):
         ge=1,
         le=86400,
         description="A rollout not complete this long after the patch has failed (besides "
-        "`ProgressDeadlineExceeded`, which fails it at once).",
+        "`ProgressDeadlineExceeded` or an Argo Rollout's `Degraded`, which fail it at once). The "
+        "time an Argo Rollout spends paused at a step does not count: it counts again from the "
+        "end of the pause.",
     )
     rollback: bool = Field(
         default=True,

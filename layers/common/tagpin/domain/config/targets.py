@@ -32,6 +32,13 @@ class Kind(StrEnum):
     STATEFULSET = "StatefulSet"
     DAEMONSET = "DaemonSet"
     CRONJOB = "CronJob"
+    ROLLOUT = "Rollout"  # Argo Rollouts: argoproj.io/v1alpha1 (docs/clusters.md)
+
+    @property
+    def custom(self) -> bool:
+        """A custom resource: served only where its CRD is installed, and granted to tagpin only
+        by a docs/rbac.yaml that knows it."""
+        return self is Kind.ROLLOUT
 
 
 class Target(Strict):
