@@ -24,7 +24,7 @@ SAM_ENV := SAM_CLI_TELEMETRY=0 PYENV_VERSION=3.11.7:3.13.0 PATH="$(CURDIR)/$(SAM
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
 
-$(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/kubernetes/requirements.txt functions/webhook/requirements.txt pyproject.toml
+$(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/kubernetes/requirements.txt functions/webhook/requirements.txt functions/console/requirements.txt pyproject.toml
 	@if [ -z "$(PY313)" ]; then echo "error: Python 3.13 not found (pyenv 3.13.0 or python3.13 on PATH)" >&2; exit 1; fi
 	@[ -x $(PY) ] || $(PY313) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

@@ -9,13 +9,12 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
-from tagpin.observability import logger, metrics, own_keys
+from tagpin.observability import logger, own_keys
 
 wiring.check_settings("console")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-@metrics.log_metrics
 @own_keys
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return wiring.console_app().handle(event, context)

@@ -16,14 +16,14 @@ COOKIE_OF = re.compile(r"^tagpin_session=([^;]*)")
 
 
 def console_env(
-    state_table: str, queue_url: str, dlq_url: str, config_file: str, auth: str = "token"
+    state_table: str, queue_url: str, dlq_url: str, config_parameter: str, auth: str = "token"
 ) -> dict[str, str]:
     """The console function's environment (token sign-in unless ``auth`` is "jwt")."""
     env = {
         "TAGPIN_STATE_TABLE": state_table,
         "TAGPIN_QUEUE_URL": queue_url,
         "TAGPIN_DEAD_LETTER_QUEUE_URL": dlq_url,
-        "TAGPIN_CONFIG_FILE": config_file,
+        "TAGPIN_CONFIG_PARAMETER": config_parameter,
         "TAGPIN_CONSOLE_AUTH": auth,
         "POWERTOOLS_SERVICE_NAME": "console",
         "POWERTOOLS_METRICS_DISABLED": "true",

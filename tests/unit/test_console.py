@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 import yaml
 from tagpin import wiring
@@ -29,7 +30,9 @@ from tests.support.console import (
     request,
     session_cookie,
 )
-from tests.support.constants import D1, D2, STATE_TABLE
+from tests.support.constants import D1, D2, REGION, STATE_TABLE
+
+PARAMETER = "/tagpin/config"
 
 IMAGE = "registry.example.com/team/web:stable"
 TARGET = "prod/web/Deployment/web/web"
@@ -62,7 +65,7 @@ class World:
         return cookie
 
 
-def _config(path: Path, extra_images: list[dict[str, Any]] | None = None) -> None:
+def _config(extra_images: list[dict[str, Any]] | None = None) -> None:
     document = {
         "clusters": {"prod": {"kubeconfig": {"secret": "tagpin/clusters/prod"}},
                      "lab": {"kubeconfig": {"secret": "tagpin/clusters/lab"}}},
@@ -72,17 +75,18 @@ def _config(path: Path, extra_images: list[dict[str, Any]] | None = None) -> Non
             *(extra_images or []),
         ],
     }  # fmt: skip
-    path.write_text(yaml.safe_dump(document))
+    boto3.client("ssm", region_name=REGION).put_parameter(
+        Name=PARAMETER, Value=yaml.safe_dump(document), Type="String", Overwrite=True
+    )
 
 
 def _world(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dynamodb: Any, sqs: Any, queues: Any, auth: str
 ) -> World:
-    config = tmp_path / "config.yaml"
-    _config(config)
-    for name, value in console_env(STATE_TABLE, queues.url, queues.dlq_url, str(config), auth).items():
+    _config()
+    for name, value in console_env(STATE_TABLE, queues.url, queues.dlq_url, PARAMETER, auth).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("TAGPIN_CONFIG_PARAMETER", raising=False)
+    monkeypatch.delenv("TAGPIN_CONFIG_FILE", raising=False)
     wiring.reset()
     handler = load_handler("console")
     return World(handler, dynamodb_state(dynamodb, STATE_TABLE), sqs, queues.url, queues.dlq_url)
@@ -289,8 +293,8 @@ def test_jwt_claims_sign_in_and_name_who_did_it(jwt_world: World) -> None:
     page = jwt_world.get("/console", claims=claims, bearer="token-a")
     assert page["statusCode"] == 200 and "ops@example.com" in page["body"]
     assert jwt_world.get("/console/signin", claims=claims, bearer="token-a")["statusCode"] == 404
-    csrf = csrf_of(page["body"])
-    other = csrf_of(jwt_world.get("/console", claims=claims, bearer="token-b")["body"])
+    csrf = csrf_of(jwt_world.get("/console/targets", claims=claims, bearer="token-a")["body"])
+    other = csrf_of(jwt_world.get("/console/targets", claims=claims, bearer="token-b")["body"])
     assert csrf != other
     form = {"target": TARGET, "image": IMAGE}
     refused = invoke(jwt_world.handler, request("POST", "/console/actions/hold", form=form | {"csrf": other},
