@@ -39,12 +39,15 @@ $(SAM_VENV)/.installed: requirements-sam.txt
 	$(SAM_VENV)/bin/python -m pip install -q -r requirements-sam.txt
 	@touch $@
 
-# The real registry (Debian's docker-registry) and skopeo, the peer the tests compare against.
+# The real registry (Debian's docker-registry) and skopeo, the peer the tests compare against;
+# chromium and chromium-driver: the console's tests drive a real browser (tests/e2e/test_console_browser.py).
 tools:
 	@missing=""; \
 	[ -x /usr/bin/docker-registry ] || missing="$$missing docker-registry"; \
 	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	[ -x /usr/bin/chromedriver ] || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (Debian packages)"; \
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq $$missing) >/dev/null; \
@@ -52,6 +55,7 @@ tools:
 	  else echo "error: please install$$missing: sudo apt-get install$$missing" >&2; exit 1; fi; \
 	fi
 	@[ -x /usr/bin/docker-registry ] || { echo "error: docker-registry could not be installed (apt-get install docker-registry)" >&2; exit 1; }
+	@[ -x /usr/bin/chromedriver ] || { echo "error: chromium-driver could not be installed (apt-get install chromium chromium-driver)" >&2; exit 1; }
 
 demo: venv tools
 	$(PY) -m tagpin_local.demo
