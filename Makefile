@@ -10,6 +10,7 @@
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
 #   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make bench-tags        list 10,000 tags (one page; Link pages of 1,000 and of 100; last=): requests, time, memory
+#   make bench-console     the console's first page of targets with 10,000 targets in the state table: time, size
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -82,7 +83,7 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags bench-versions
+bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags bench-versions bench-console
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
@@ -118,4 +119,8 @@ bench-fanout: venv tools
 bench-tags: venv tools
 	$(PY) bench/tags.py
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions
+# The console function in process on moto (in process): the first page of 10,000 targets; about 20 s.
+bench-console: venv
+	$(PY) bench/console.py
+
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console

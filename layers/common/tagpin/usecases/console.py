@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 from tagpin.domain.channels import pinned_source
 from tagpin.domain.config import FollowedImage, TagpinConfig, Target
 from tagpin.domain.shards import all_shards
-from tagpin.ports.state import HistoryEntry, State, TagState, TargetState, TargetStatus
+from tagpin.ports.state import HistoryEntry, IndexEntry, State, TagState, TargetState, TargetStatus
 from tagpin.usecases.deadletters import DeadLetterQueue, Look
 from tagpin.usecases.followed import Followed, merge
 from tagpin.usecases.holds import Holds
@@ -216,13 +216,20 @@ class Console:
                 number = len(shards)  # this page is the configuration's only
         if next_cursor is None and number < len(shards):
             next_cursor = f"i{shards[number]}:"
-        known = set(configured)
-        while number < len(shards) and len(keys) < size:
-            discovered = {e.image for e in self.state.index.entries(shards=[shards[number]])} - known
-            keys.extend(sorted(discovered))
+        known, clusters = set(configured), set(config.clusters)
+        discovered: dict[str, FollowedImage] = {}
+        while number < len(shards) and len(keys) + len(discovered) < size:
+            by_image: dict[str, list[IndexEntry]] = {}
+            for entry in self.state.index.entries(shards=[shards[number]]):
+                if entry.image not in known:
+                    by_image.setdefault(entry.image, []).append(entry)
+            for image in sorted(by_image):
+                if (merged := merge(image, None, by_image[image], clusters)) is not None:
+                    discovered[image] = merged
             number += 1
             next_cursor = f"i{shards[number]}:" if number < len(shards) else None
-        found = self._followed().select(keys)
+        found = self._followed().select(keys) if keys else {}  # configured: with their discovered targets
+        found |= discovered
         tags = self.state.tags.get_many(list(found))
         source = {image: CONFIGURATION for image in configured}
         rows = [self._image_row(f, tags.get(f.image), source.get(f.image, LABEL)) for f in found.values()]
@@ -459,5 +466,8 @@ class Overview:
     approvals: list[object] = field(default_factory=list)
 
 
+OVERVIEW_IMAGES = 25  # images on the overview (the images page has them all, PAGE_SIZE a page)
+
+
 def overview(console: Console) -> Overview:
-    return Overview(console.images())
+    return Overview(console.images(size=OVERVIEW_IMAGES))
