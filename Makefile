@@ -10,6 +10,7 @@
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
 #   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make bench-tags        list 10,000 tags (one page; Link pages of 1,000 and of 100; last=): requests, time, memory
+#   make bench-console     the console's first page of targets with 10,000 targets in the state table: time, size
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -24,7 +25,7 @@ SAM_ENV := SAM_CLI_TELEMETRY=0 PYENV_VERSION=3.11.7:3.13.0 PATH="$(CURDIR)/$(SAM
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
 
-$(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/kubernetes/requirements.txt functions/webhook/requirements.txt pyproject.toml
+$(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/kubernetes/requirements.txt functions/webhook/requirements.txt functions/console/requirements.txt pyproject.toml
 	@if [ -z "$(PY313)" ]; then echo "error: Python 3.13 not found (pyenv 3.13.0 or python3.13 on PATH)" >&2; exit 1; fi
 	@[ -x $(PY) ] || $(PY313) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -39,12 +40,15 @@ $(SAM_VENV)/.installed: requirements-sam.txt
 	$(SAM_VENV)/bin/python -m pip install -q -r requirements-sam.txt
 	@touch $@
 
-# The real registry (Debian's docker-registry) and skopeo, the peer the tests compare against.
+# The real registry (Debian's docker-registry) and skopeo, the peer the tests compare against;
+# chromium and chromium-driver: the console's tests drive a real browser (tests/e2e/test_console_browser.py).
 tools:
 	@missing=""; \
 	[ -x /usr/bin/docker-registry ] || missing="$$missing docker-registry"; \
 	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	[ -x /usr/bin/chromedriver ] || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (Debian packages)"; \
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq $$missing) >/dev/null; \
@@ -52,6 +56,7 @@ tools:
 	  else echo "error: please install$$missing: sudo apt-get install$$missing" >&2; exit 1; fi; \
 	fi
 	@[ -x /usr/bin/docker-registry ] || { echo "error: docker-registry could not be installed (apt-get install docker-registry)" >&2; exit 1; }
+	@[ -x /usr/bin/chromedriver ] || { echo "error: chromium-driver could not be installed (apt-get install chromium chromium-driver)" >&2; exit 1; }
 
 demo: venv tools
 	$(PY) -m tagpin_local.demo
@@ -78,7 +83,7 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags bench-versions
+bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags bench-versions bench-console
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
@@ -114,4 +119,8 @@ bench-fanout: venv tools
 bench-tags: venv tools
 	$(PY) bench/tags.py
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions
+# The console function in process on moto (in process): the first page of 10,000 targets; about 20 s.
+bench-console: venv
+	$(PY) bench/console.py
+
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console

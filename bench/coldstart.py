@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / ".aws-sam" / "build"
 WORK = ROOT / ".aws-sam" / "bench"  # scratch (git-ignored): pyc-less copies, runtime boto3
 RESULTS = ROOT / "bench" / "results" / "coldstart.json"
-FUNCTIONS = ("PollerFunction", "WebhookFunction", "ConsumerFunction")
-MUST_NOT_LOAD_KUBERNETES = ("PollerFunction", "WebhookFunction")
+FUNCTIONS = ("PollerFunction", "WebhookFunction", "ConsumerFunction", "ConsoleFunction")
+MUST_NOT_LOAD_KUBERNETES = ("PollerFunction", "WebhookFunction", "ConsoleFunction")
 LAMBDA_UNZIPPED_LIMIT_MB = 250.0
 MB = 1024 * 1024
 
@@ -68,6 +68,7 @@ STUB_ENV = {
     "TAGPIN_IDEMPOTENCY_TABLE": "tagpin-idempotency",
     "TAGPIN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-changes.fifo",
     "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+    "TAGPIN_DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-changes-dlq.fifo",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONHASHSEED": "0",
 }

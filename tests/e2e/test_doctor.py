@@ -69,6 +69,7 @@ def test_a_healthy_stack_passes(stack, endpoints, healthy, capsys):
         ("permissions", "local: consumer"): "ok",
         ("permissions", "local: reconciler"): "ok",
         ("webhook", stack.webhook_url + "/distribution"): "ok",
+        ("console", stack.console_url): "ok",
         ("alarms", stack.alarm_topic_arn): "ok",
         ("dead letters", "dead-letter queue"): "ok",
     }

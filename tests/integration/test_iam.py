@@ -49,6 +49,7 @@ from tagpin_local.stack import (
 )
 
 from tests.conftest import require_binary
+from tests.support.console import csrf_of, request, session_cookie
 from tests.support.constants import FOLLOW
 from tests.support.iam import Call, denied, platform_calls, unused
 from tests.support.iamsession import RECORDER
@@ -62,7 +63,7 @@ REGISTRY_ROLE = f"arn:aws:iam::{OTHER_ACCOUNT}:role/tagpin-registry-pull"
 REGISTRY_SECRET = "tagpin/registries/local"
 NOTIFY_SECRET = "tagpin/notifications/hooks"
 SIGNING_SECRET = "tagpin/signing/release"
-FUNCTIONS = ("poller", "webhook", "consumer", "reconciler")
+FUNCTIONS = ("poller", "webhook", "consumer", "reconciler", "console")
 DEADLINE_S = 60.0
 ROLLOUT_S = 0.5
 SLOW_ROLLOUT_S = 8.0  # cluster stage: its verifications find the rollout progressing, again later
@@ -377,6 +378,34 @@ def run_everything(w: World) -> None:
         ExpressionAttributeValues={":t": {"N": later}},
     )  # fmt: skip
     notify(w, "ecr", digests["ecr"], "d-3")
+    console(w)
+
+
+def console(w: World) -> None:
+    """The console: signed in, every page, a hold and a release (its healing change), the dead
+    letters looked at and redriven (a change sent back, a failed run's record removed)."""
+    st = w.st
+    sqs = st.client("sqs")  # the test's own calls, not the function's: dead letters to look at
+    change = {"image": w.images["secret"], "digest": "sha256:" + "1" * 64, "observed_at": 1, "changed_at": 1}
+    sqs.send_message(
+        QueueUrl=st.dlq_url, MessageBody=json.dumps(change), MessageGroupId="g", MessageDeduplicationId="c"
+    )
+    invoke = st.functions["console"].invoke
+    cookie = session_cookie(invoke(request("POST", "/console/signin", form={"token": st.console_token})))
+    assert cookie is not None
+    target = "local/default/Deployment/secret/app"
+    pages = [("/console", {}), ("/console/images", {}), ("/console/targets", {}), ("/console/holds", {}),
+             ("/console/image", {"ref": w.images["secret"]}), ("/console/target", {"id": target}),
+             ("/console/dead-letters", {})]  # fmt: skip
+    for path, query in pages:
+        assert invoke(request("GET", path, query, cookie=cookie))["statusCode"] == 200, path
+    csrf = csrf_of(invoke(request("GET", "/console/targets", cookie=cookie))["body"])
+    form = {"target": target, "image": w.images["secret"], "csrf": csrf}
+    for name in ("hold", "release"):
+        done = invoke(request("POST", f"/console/actions/{name}", form=form, cookie=cookie))
+        assert done["statusCode"] == 303, done
+    done = invoke(request("POST", "/console/actions/redrive", form={"csrf": csrf}, cookie=cookie))
+    assert "n=1" in done["headers"]["Location"], done
 
 
 @pytest.fixture(scope="module")

@@ -107,6 +107,7 @@ def test_a_function_missing_a_variable_fails_naming_it(clients):
         "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
         "TAGPIN_IDEMPOTENCY_TABLE": "i",
         "TAGPIN_VERIFICATION_QUEUE_URL": "v",
+        "TAGPIN_DEAD_LETTER_QUEUE_URL": "d",
     }
 
     def configuration(FunctionName: str) -> dict[str, Any]:
@@ -337,3 +338,15 @@ def test_the_verbs_each_function_needs(eks):
     assert ("get", "apps", "deployments", "web") in needs["reconciler"]
     # no target yet: every kind, at the cluster scope
     assert ("patch", "apps", "daemonsets", "") in doctor_clusters.needs([])["consumer"]
+
+
+def test_the_console_is_checked_only_where_it_is_deployed(clients):
+    active = {"State": "Active", "LastUpdateStatus": "Successful", "Environment": {"Variables": {}}}
+    clients["lambda"] = Fake(get_function_configuration=lambda FunctionName: active)
+    t = target()
+    t = Target(
+        **{**t.__dict__, "outputs": {k: v for k, v in t.outputs.items() if k != "ConsoleFunctionName"}}
+    )
+    results = {r.subject: r for r in doctor.check_functions(Seat(t))}
+    assert results["console"].status is Status.SKIP and "ConsoleJwtIssuer" in results["console"].detail
+    assert set(results) == set(doctor.FUNCTIONS)

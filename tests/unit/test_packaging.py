@@ -13,6 +13,7 @@ from tests.support.constants import ROOT
 
 LAYERS = [ROOT / "layers/common/requirements.txt", ROOT / "layers/kubernetes/requirements.txt"]
 WEBHOOK_ONLY = ROOT / "functions/webhook/requirements.txt"
+CONSOLE_ONLY = ROOT / "functions/console/requirements.txt"  # Jinja2: the console renders HTML
 PROVIDED_BY_LAMBDA = {"boto3", "botocore"}  # the Lambda Python runtime provides them
 # Import name -> distribution name, where they differ.
 DISTRIBUTION = {"yaml": "pyyaml", "aws_lambda_powertools": "aws-lambda-powertools", "jwt": "pyjwt"}
@@ -57,6 +58,7 @@ def test_the_package_pins_what_the_layers_ship() -> None:
 
 def test_every_library_import_is_installed_on_lambda() -> None:
     shipped = {name for layer in LAYERS for name in pins(layer)} | set(pins(WEBHOOK_ONLY)) | TRANSITIVE
+    shipped |= set(pins(CONSOLE_ONLY))
     for module in sorted(third_party_imports(ROOT / "layers/common/tagpin")):
         distribution = DISTRIBUTION.get(module, module).lower()
         assert distribution in shipped or module in PROVIDED_BY_LAMBDA, (

@@ -72,6 +72,8 @@ REGISTRY_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::*:role/tagpin-registry-
 NOTIFYING_FUNCTIONS = frozenset({"consumer", "reconciler"})  # the reconciler: a hold
 # The function that checks signatures before a patch (its keys, tagpin/signing/...; docs/trust.md).
 SIGNATURE_FUNCTIONS = frozenset({"consumer"})
+# The functions that read no secret at all (the console: the JWT authorizer signs people in).
+SECRETLESS_FUNCTIONS = frozenset({"console"})
 
 
 SECRET_ARN = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
@@ -119,6 +121,7 @@ VARIABLE_VALUES: dict[str, Any] = {
     "TAGPIN_RECONCILE_RESOLVES": {"Fn::If": ["PollingEnabled", "false", "true"]},
     "TAGPIN_SECRET_STORE": {"Ref": "SecretStore"},
     "TAGPIN_POLL_PARTS": {"Ref": "PollParts"},
+    "TAGPIN_DEAD_LETTER_QUEUE_URL": {"Ref": "ChangesDeadLetterQueue"},
 }
 # Variables that carry a setting, not a resource (no statement grants on them).
 SETTINGS_ONLY = frozenset({"TAGPIN_RECONCILE_RESOLVES", "TAGPIN_POLL_PARTS"})
@@ -981,6 +984,10 @@ def test_secret_statements_follow_the_secret_store(template: Template, fn: str) 
     tagpin/<kind>/* otherwise, the same kinds either way; nothing of the other store is granted."""
     raw = resources(template)[fn]["Properties"]["Policies"][0]["Statement"]
     choices = [s["Fn::If"] for s in raw if "Fn::If" in s and s["Fn::If"][0] == "SecretsInSsm"]
+    if settings_key(function_props(template, fn)) in SECRETLESS_FUNCTIONS:
+        assert not choices, f"{fn} reads no secret: it gets none"
+        assert not statements_for(function_props(template, fn), "secretsmanager:GetSecretValue"), fn
+        return
     assert choices, f"{fn} reads secrets: its statements choose the store"
     for _, ssm, secretsmanager in choices:
         assert ssm["Sid"] == secretsmanager["Sid"]

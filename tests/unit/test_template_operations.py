@@ -32,9 +32,24 @@ def test_every_eventbridge_event_has_a_dead_letter_queue(template, name):  # noq
 
 
 DEFAULT_BUS = {"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"}
+# Invoked only synchronously, by the HTTP API (no event source, no schedule): no asynchronous
+# invocation of it can fail, so the failed-invocations rule does not list it.
+SYNCHRONOUS_ONLY = ("ConsoleFunction",)
+ASYNCHRONOUS = tuple(f for f in FUNCTIONS if f not in SYNCHRONOUS_ONLY)
 
 
-@pytest.mark.parametrize("name", FUNCTIONS)
+def test_the_synchronous_functions_are_invoked_by_the_http_api_only(template):  # noqa: F811
+    for name in SYNCHRONOUS_ONLY:
+        assert not function_props(template, name).get("Events"), name
+        invokers = [
+            r["Properties"]
+            for r in resources(template).values()
+            if r["Type"] == "AWS::Lambda::Permission" and r["Properties"]["FunctionName"] == {"Ref": name}
+        ]
+        assert [p["Principal"] for p in invokers] == ["apigateway.amazonaws.com"], name
+
+
+@pytest.mark.parametrize("name", ASYNCHRONOUS)
 def test_failed_async_invocations_go_to_the_dead_letter_queue(template, name):  # noqa: F811
     """Through the default bus (a FIFO queue cannot be a destination): FailedInvocationsRule files
     the function's failure records in the one dead-letter queue, which EventBridge may write to."""
@@ -145,7 +160,7 @@ def test_with_detailed_monitoring_every_function_has_error_and_throttle_alarms(t
         for a in resources(template).values()
         if a["Type"] == "AWS::CloudWatch::Alarm"
         and a["Properties"]["Namespace"] == "AWS/Lambda"
-        and a.get("Condition") in ("Detailed", "WebhookErrorsAlarmed", None)
+        and a.get("Condition") in ("Detailed", "WebhookErrorsAlarmed", "ConsoleDetailed", None)
     }
     for metric in ("Errors", "Throttles"):
         assert (name, metric) in watched, f"{name} has no {metric} alarm"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -361,60 +360,16 @@ def config_push(path: Path) -> dict[str, Any]:
     return summary | {"parameter": name, "pushed": True, "tier": stored.tier, "compressed": stored.compressed}
 
 
-def failed_invocation(body: str) -> dict[str, Any] | None:
-    """The summary of a failed asynchronous invocation's record (what Lambda puts on the event bus
-    and FailedInvocationsRule files in the dead-letter queue), or None for any other message."""
-    from tagpin_local.lambda_runtime import FAILURE_DETAIL_TYPE
-
-    try:
-        event = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(event, dict) or event.get("detail-type") != FAILURE_DETAIL_TYPE:
-        return None
-    detail = event.get("detail") or {}
-    context = detail.get("requestContext") or {}
-    response = detail.get("responsePayload") or {}
-    function = str(context.get("functionArn", "")).split(":function:", 1)[-1].split(":", 1)[0]
-    return {
-        "function": function[:140],
-        "at": str(detail.get("timestamp") or event.get("time", ""))[:40],
-        "condition": str(context.get("condition", ""))[:40],
-        "error": f"{response.get('errorType', '')}: {response.get('errorMessage', '')}".strip(": ")[:300],
-    }
-
-
 def redrive(dead_letter_queue_url: str, queue_url: str, limit: int | None = None) -> dict[str, Any]:
-    """Empty the dead-letter queue: changes and verifications go back to the changes queue, keeping
-    group and body (a verification is due at once); the records of failed scheduled runs and ECR
-    events are listed and removed (there is nothing to send again: the next run repeats the work).
-    Each message is sent before it is deleted, so a failure half-way duplicates at worst (the
-    consumer is idempotent) and never loses one."""
-    sqs = wiring.aws("sqs")
-    moved = 0
-    failed: list[dict[str, Any]] = []
-    while limit is None or moved + len(failed) < limit:
-        batch = sqs.receive_message(
-            QueueUrl=dead_letter_queue_url,
-            MaxNumberOfMessages=10 if limit is None else max(1, min(10, limit - moved - len(failed))),
-            WaitTimeSeconds=1,
-            MessageSystemAttributeNames=["MessageGroupId", "MessageDeduplicationId"],
-            VisibilityTimeout=60,
-        ).get("Messages", [])
-        if not batch:
-            break
-        for message in batch:
-            record = failed_invocation(message["Body"])
-            if record is not None:
-                failed.append(record)
-            else:
-                attributes = message.get("Attributes", {})
-                sqs.send_message(
-                    QueueUrl=queue_url,
-                    MessageBody=message["Body"],
-                    MessageGroupId=attributes.get("MessageGroupId", "redrive"),
-                    MessageDeduplicationId=f"redrive-{message['MessageId']}",
-                )
-                moved += 1
-            sqs.delete_message(QueueUrl=dead_letter_queue_url, ReceiptHandle=message["ReceiptHandle"])
-    return {"moved": moved, "failed_invocations": failed, "from": dead_letter_queue_url, "to": queue_url}
+    """Empty the dead-letter queue (``tagpin.usecases.deadletters``, the console's Redrive too):
+    changes and verifications go back to the changes queue, keeping group and body; the records of
+    failed scheduled runs and ECR events are listed and removed."""
+    from dataclasses import asdict
+
+    done = wiring.dead_letters(dead_letter_queue_url, queue_url).redrive(limit)
+    return {
+        "moved": done.moved,
+        "failed_invocations": [asdict(run) for run in done.failed_runs],
+        "from": dead_letter_queue_url,
+        "to": queue_url,
+    }

@@ -38,7 +38,9 @@ from tagpin.settings import SecretStore
 
 from tagpin_cli.environment import Target
 
-FUNCTIONS = ("poller", "webhook", "consumer", "reconciler")
+FUNCTIONS = ("poller", "webhook", "consumer", "reconciler", "console")
+# Deployed with a parameter only: the console with ConsoleJwtIssuer (its output is there then).
+OPTIONAL_FUNCTIONS = ("console",)
 REGISTRY_READERS = ("poller", "webhook", "reconciler")  # resolve tags with the registry's credentials
 CLUSTER_READERS = ("consumer", "reconciler")  # reach clusters
 NOTIFIERS = ("consumer",)
@@ -116,7 +118,8 @@ def check_stack(seat: Seat) -> list[Result]:
         described = wiring.aws("cloudformation").describe_stacks(StackName=t.name)["Stacks"][0]
         seat.stack_id = described.get("StackId", "")
         state = str(described.get("StackStatus", ""))
-        wanted = ("WebhookUrl", "AlarmTopicArn", *(f"{f.capitalize()}FunctionName" for f in FUNCTIONS))
+        required = [f for f in FUNCTIONS if f not in OPTIONAL_FUNCTIONS]
+        wanted = ("WebhookUrl", "AlarmTopicArn", *(f"{f.capitalize()}FunctionName" for f in required))
         missing = [k for k in wanted if k not in t.outputs]
         if missing or not state.endswith("_COMPLETE") or "ROLLBACK" in state:
             return [
@@ -172,6 +175,11 @@ def check_functions(seat: Seat) -> list[Result]:
     results = []
     for function in FUNCTIONS:
         name = seat.target.outputs.get(f"{function.capitalize()}FunctionName", "")
+        if not name and function in OPTIONAL_FUNCTIONS:
+            results.append(
+                Result("functions", function, Status.SKIP, "not deployed (ConsoleJwtIssuer is empty)")
+            )
+            continue
         conf = wiring.aws("lambda").get_function_configuration(FunctionName=name)
         env = (conf.get("Environment") or {}).get("Variables") or {}
         missing = [
@@ -516,6 +524,31 @@ def check_registries(seat: Seat) -> list[Result]:
     return results
 
 
+def check_console(seat: Seat) -> list[Result]:
+    """The console's routes are behind the JWT authorizer: a request without a token answers 401."""
+    import httpx
+
+    url = seat.target.outputs.get("ConsoleUrl") or seat.target.endpoints.get("console_url") or ""
+    if not url:
+        return [Result("console", "-", Status.SKIP, "no console (ConsoleJwtIssuer is empty)")]
+    try:
+        response = httpx.get(url + "/targets", timeout=15)
+    except httpx.HTTPError as exc:
+        return [Result("console", url, Status.FAIL, f"no answer: {_short(exc)}", "check the HTTP API")]
+    answer = f"a request without a token answered {response.status_code}"
+    if response.status_code == 401:
+        return [Result("console", url, Status.OK, answer + " (nothing is readable without signing in)")]
+    return [
+        Result(
+            "console",
+            url,
+            Status.FAIL,
+            f"{answer}, not 401",
+            "every console route must be behind the JWT authorizer: redeploy the template (docs/console.md)",
+        )
+    ]
+
+
 def check_webhook(seat: Seat) -> list[Result]:
     import httpx
 
@@ -654,6 +687,7 @@ def checks() -> list[tuple[str, Check, bool]]:
         ("registry", check_registries, True),
         ("cluster", check_clusters, True),
         ("webhook", check_webhook, False),
+        ("console", check_console, False),
         ("alarms", check_alarms, False),
         ("dead letters", check_dead_letters, False),
     ]

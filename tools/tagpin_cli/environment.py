@@ -61,7 +61,10 @@ class Target:
 
 
 def write_local(endpoints: dict[str, Any], path: Path = LOCAL_FILE) -> None:
+    """The endpoints file, readable by its owner only: it holds the console's sign-in token."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
     path.write_text(json.dumps(endpoints, indent=2))
 
 

@@ -301,6 +301,11 @@ def _local(args: argparse.Namespace) -> int:
         endpoints["kubeconfig"] = json.dumps(stack.kube.kubeconfig("local"))
         environment.write_local(endpoints, path)
         print(json.dumps(endpoints), flush=True)
+        print(
+            f"console: {endpoints['console_url']} (sign in with the token console_token above)",
+            file=sys.stderr,
+            flush=True,
+        )
         # Wake up now and then: the kernel may deliver SIGTERM to any of the stack's threads, and
         # Python runs the handler only once the main thread runs again; a plain ``stop.wait()``
         # could then sleep forever.

@@ -1,8 +1,14 @@
-"""The local stand-in for the HTTP API in front of the webhook: turns HTTP requests into API Gateway
-payload v2 events for the real handler, and answers as the deployed API would, whatever arrives.
+"""The local stand-in for the HTTP API in front of the webhook and the console: turns HTTP requests
+into API Gateway payload v2 events for the real handlers, and answers as the deployed API would,
+whatever arrives.
 
-- ``POST /webhooks/{source}``: the handler's answer;
-- another method: 405 with ``Allow: POST``; another path: 404;
+- ``POST /webhooks/{source}``: the webhook handler's answer;
+- ``GET /console``, ``GET /console/{proxy+}``, ``POST /console/{proxy+}``: the console handler's
+  (cookies in the event's ``cookies``, as API Gateway sends them; each ``Set-Cookie`` of the answer's
+  ``cookies``); with ``jwt_claims`` set, the console routes are behind a stand-in of the JWT
+  authorizer: a request whose bearer token it does not accept is answered 401 before the function,
+  the claims of one it accepts are passed in ``requestContext.authorizer.jwt.claims``;
+- another method: 405 with ``Allow: POST`` (404 under ``/console``); another path: 404;
 - a malformed request (a garbage request line, an HTTP/2 preface on this HTTP/1.1 port, a
   negative or unreadable ``Content-Length``): 400; a body over ``MAX_BODY`` (API Gateway's
   payload limit): 413, without reading it;
@@ -13,9 +19,11 @@ payload v2 events for the real handler, and answers as the deployed API would, w
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import sys
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,6 +32,8 @@ from tagpin_local.lambda_runtime import LocalFunction, http_api_event
 log = logging.getLogger("tagpin_local.stack")
 
 WEBHOOK_ROUTE = "POST /webhooks/{source}"
+CONSOLE_ROUTES = {"GET": "GET /console/{proxy+}", "POST": "POST /console/{proxy+}"}
+CONSOLE_ROOT = "GET /console"
 MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit (the handler has its own, lower)
 READ_TIMEOUT_S = 10.0
 OTHER_METHODS = ("GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
@@ -32,6 +42,10 @@ OTHER_METHODS = ("GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "C
 class WebhookAdapter(ThreadingHTTPServer):
     daemon_threads = True
     function: LocalFunction
+    console: LocalFunction | None = None
+    # The JWT authorizer's stand-in: a bearer token's claims, or None to refuse it (401). None here:
+    # the console routes have no authorizer (the local stack's console signs people in itself).
+    jwt_claims: Callable[[str], dict[str, Any] | None] | None = None
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A sender that gave up before the answer (the registry's notification timeout, with 50
@@ -50,6 +64,9 @@ class WebhookAdapterHandler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         length = self._content_length()
         if length is None:
+            return
+        if _console(path):
+            self._console("POST", path, query, length)
             return
         if not path.startswith("/webhooks/"):
             self._reply(404, {"message": "Not Found"})
@@ -97,10 +114,56 @@ class WebhookAdapterHandler(BaseHTTPRequestHandler):
             return None
         return length
 
+    def do_GET(self) -> None:
+        path, _, query = self.path.partition("?")
+        if not _console(path):
+            self._other_method()
+            return
+        length = self._content_length()
+        if length is not None:
+            self._console("GET", path, query, length)
+
+    def _console(self, method: str, path: str, query: str, length: int) -> None:
+        """A console route: its function's answer, as the HTTP API gives it."""
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length or self.server.console is None:
+            self._reply(404, {"message": "Not Found"})
+            return
+        claims = None
+        if self.server.jwt_claims is not None:
+            scheme, _, token = (self.headers.get("authorization") or "").strip().partition(" ")
+            claims = self.server.jwt_claims(token.strip()) if scheme.lower() == "bearer" and token else None
+            if claims is None:
+                self._reply(401, {"message": "Unauthorized"}, headers={"www-authenticate": "Bearer"})
+                return
+        route = CONSOLE_ROOT if path.rstrip("/") == "/console" and method == "GET" else CONSOLE_ROUTES[method]
+        headers = dict(self.headers.items())
+        headers["x-forwarded-proto"] = "http"  # as API Gateway says how the client came (https there)
+        event = http_api_event(method, path, query, headers, body, self.client_address[0], route, claims)
+        try:
+            response = self.server.console.invoke(event)
+        except Exception as exc:
+            log.exception("console handler failed")
+            self._reply(500, {"message": f"Internal Server Error: {type(exc).__name__}"})
+            return
+        payload = response.get("body") or ""
+        data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
+        self.send_response(int(response.get("statusCode", 200)))
+        for key, value in (response.get("headers") or {}).items():
+            self.send_header(key, value)
+        for cookie in response.get("cookies") or []:
+            self.send_header("set-cookie", cookie)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _other_method(self) -> None:
+        if _console(self.path.partition("?")[0]):  # the console's routes are GET and POST only
+            self._reply(404, {"message": "Not Found"})
+            return
         self._reply(405, {"message": "Method Not Allowed"}, allow=True)
 
-    do_GET = do_HEAD = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_TRACE = do_CONNECT = _other_method
+    do_HEAD = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_TRACE = do_CONNECT = _other_method
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's errors (an unknown method, a malformed request line, an HTTP
@@ -112,7 +175,15 @@ class WebhookAdapterHandler(BaseHTTPRequestHandler):
         status = code if code < 500 else 400
         self._reply(status, {"message": message or "Bad Request"}, close=True)
 
-    def _reply(self, status: int, body: dict[str, Any], *, allow: bool = False, close: bool = False) -> None:
+    def _reply(
+        self,
+        status: int,
+        body: dict[str, Any],
+        *,
+        allow: bool = False,
+        close: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         payload = json.dumps(body).encode()
         if getattr(self, "request_version", None) not in ("HTTP/1.0", "HTTP/1.1"):
             self.request_version = "HTTP/1.1"  # a request line we could not read: answer in HTTP/1.1
@@ -121,6 +192,8 @@ class WebhookAdapterHandler(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(payload)))
         if allow:
             self.send_header("allow", "POST")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         if close:
             self.send_header("connection", "close")
             self.close_connection = True
@@ -130,3 +203,7 @@ class WebhookAdapterHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("webhook adapter: " + format, *args)
+
+
+def _console(path: str) -> bool:
+    return path == "/console" or path.startswith("/console/")

@@ -27,6 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO, cast
 
+from tagpin.domain.deadletters import FAILURE_DETAIL_TYPE
+
 REPO = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -203,9 +205,26 @@ def _now() -> datetime:
 
 
 def http_api_event(
-    method: str, path: str, query: str, headers: dict[str, str], body: bytes, source_ip: str, route: str
+    method: str,
+    path: str,
+    query: str,
+    headers: dict[str, str],
+    body: bytes,
+    source_ip: str,
+    route: str,
+    claims: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway HTTP API payload v2.0 event, as the real service builds it."""
+    """An API Gateway HTTP API payload v2.0 event, as the real service builds it: the ``Cookie``
+    header becomes the ``cookies`` list; ``claims``: what a JWT authorizer passes on
+    (``requestContext.authorizer.jwt``)."""
+    cookies = [
+        c.strip()
+        for name, value in headers.items()
+        if name.lower() == "cookie"
+        for c in str(value).split(";")
+        if c.strip()
+    ]
+    headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
     try:
         text, encoded = body.decode("utf-8"), False
     except UnicodeDecodeError:
@@ -214,8 +233,10 @@ def http_api_event(
     params: dict[str, str] = {}
     template = route.split(" ", 1)[1].strip("/").split("/")
     actual = path.strip("/").split("/")
+    if template[-1].endswith("+}") and len(actual) >= len(template):  # a greedy {proxy+}
+        actual = [*actual[: len(template) - 1], "/".join(actual[len(template) - 1 :])]
     if len(template) == len(actual):
-        params = {t[1:-1]: a for t, a in zip(template, actual, strict=True) if t.startswith("{")}
+        params = {t[1:-1].rstrip("+"): a for t, a in zip(template, actual, strict=True) if t.startswith("{")}
     event: dict[str, Any] = {
         "version": "2.0",
         "routeKey": route,
@@ -248,6 +269,10 @@ def http_api_event(
         from urllib.parse import parse_qsl
 
         event["queryStringParameters"] = dict(parse_qsl(query))
+    if cookies:
+        event["cookies"] = cookies
+    if claims is not None:
+        event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
     return event
 
 
@@ -283,9 +308,6 @@ def scheduled_event(rule: str = "tagpin-poll") -> dict[str, Any]:
         "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}"],
         "detail": {},
     }
-
-
-FAILURE_DETAIL_TYPE = "Lambda Function Invocation Result - Failure"
 
 
 def failure_event(

@@ -4,7 +4,9 @@
   store ``StackOptions.secret_store`` names, as the template's ``SecretStore`` (SSM SecureString
   parameters ``/tagpin/...`` by default, or Secrets Manager secrets): ``put_secret`` and friends;
 - the CNCF registry (Debian's docker-registry) with push notifications to the webhook adapter;
-- an HTTP adapter that turns requests into HTTP API v2 events for the real webhook handler;
+- an HTTP adapter that turns requests into HTTP API v2 events for the real webhook handler, and for
+  the real console handler under ``/console`` (signed in with ``console_token``; with
+  ``StackOptions.console_auth="jwt"`` behind a stand-in of the JWT authorizer, ``jwt_claims``);
 - a scheduler that invokes the real poller handler with EventBridge schedule events, as an
   asynchronous invocation: retried once, then its failure record filed in the dead-letter queue as
   the template's FailedInvocationsRule does (``invoke_async``);
@@ -93,12 +95,20 @@ class StackOptions:
     # so that tests see concurrent invocations (and their races) as they happen on AWS.
     # 1 serialises every invocation of a function.
     containers: int = 3
+    # The console's sign-in: "token" (a token exchanged for a session cookie, as `tagpin local`
+    # prints it) or "jwt" (as on AWS: every console request needs a bearer token ``jwt_claims``
+    # accepts, the JWT authorizer's stand-in, which gives its claims).
+    console_auth: str = "token"
+    jwt_claims: Callable[[str], dict[str, Any] | None] | None = None
 
 
 class LocalStack:
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
         self.webhook_token = secrets.token_urlsafe(24)
+        # The console's sign-in token and session key (kept in the functions' environment only).
+        self.console_token = secrets.token_urlsafe(24)
+        self._console_key = secrets.token_urlsafe(32)
         delay = self.options.rollout_delay
         # kubectl sends tokens only over TLS
         self.kube = KubeSim(token=secrets.token_urlsafe(16), tls=True, rollout_delay=delay)
@@ -161,13 +171,16 @@ class LocalStack:
         from tagpin import wiring
 
         wiring.reset()
-        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0}
-        scaled = {"webhook", "consumer"}  # the scheduled ones run one at a time anyway
+        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "console": 15.0}
+        scaled = {"webhook", "consumer", "console"}  # the scheduled ones run one at a time anyway
         for name, timeout in timeouts.items():
             containers = self.options.containers if name in scaled else 1
             self.functions[name] = LocalFunction(name, timeout_s=timeout, containers=containers)
         assert self._adapter is not None
         self._adapter.function = self.functions["webhook"]
+        self._adapter.console = self.functions["console"]
+        if self.options.console_auth == "jwt":
+            self._adapter.jwt_claims = self.options.jwt_claims or (lambda _token: None)
         if self.options.consume:
             for n in range(self.options.containers):  # Lambda's pollers: batches side by side
                 self._spawn(self._sqs_loop, f"sqs-consumer-{n}")
@@ -213,10 +226,16 @@ class LocalStack:
         host, port = self._adapter.server_address[:2]
         return f"http://{host!s}:{port}/webhooks"
 
+    @property
+    def console_url(self) -> str:
+        return self.webhook_url.removesuffix("/webhooks") + "/console"
+
     def endpoints(self) -> dict[str, str]:
         assert self.registry is not None
         return {
             "webhook_url": self.webhook_url + "/{source}",
+            "console_url": self.console_url,
+            "console_token": self.console_token,
             "registry_url": self.registry.url,
             "kubernetes_url": self.kube.url,
             "aws_endpoint": self.aws_endpoint,
@@ -308,6 +327,9 @@ class LocalStack:
             "POWERTOOLS_METRICS_DISABLED": "true",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_PARAMETERS_MAX_AGE": "1",
+            "TAGPIN_CONSOLE_AUTH": self.options.console_auth,
+            "TAGPIN_CONSOLE_TOKEN": self.console_token,
+            "TAGPIN_CONSOLE_SESSION_KEY": self._console_key,
         }
         for key, value in values.items():
             self._saved_env.setdefault(key, os.environ.get(key))
@@ -364,6 +386,10 @@ class LocalStack:
             "Attributes"
         ]["QueueArn"]
         os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
+        self._saved_env.setdefault(
+            "TAGPIN_DEAD_LETTER_QUEUE_URL", os.environ.get("TAGPIN_DEAD_LETTER_QUEUE_URL")
+        )
+        os.environ["TAGPIN_DEAD_LETTER_QUEUE_URL"] = self.dlq_url
         self.topic_arn = self.client("sns").create_topic(Name="tagpin-notifications")["TopicArn"]
         os.environ["TAGPIN_NOTIFY_TOPIC_ARN"] = self.topic_arn
         self.observer_url = sqs.create_queue(QueueName="tagpin-notifications-observer")["QueueUrl"]

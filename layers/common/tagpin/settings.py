@@ -14,12 +14,23 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PREFIX = "TAGPIN_"
-Function = Literal["poller", "webhook", "consumer", "reconciler"]
+Function = Literal["poller", "webhook", "consumer", "reconciler", "console"]
 CONFIG = "config"  # one of config_parameter or config_file
+
+
+class ConsoleAuth(StrEnum):
+    """How the console knows who is signed in (``tagpin.adapters.web.auth``)."""
+
+    # On AWS: the HTTP API's JWT authorizer validated the request's bearer token before the
+    # function runs; the function reads the claims it passes (requestContext.authorizer.jwt).
+    JWT = "jwt"
+    # The local stack: a sign-in token (TAGPIN_CONSOLE_TOKEN) exchanged for an HMAC-signed session
+    # cookie (TAGPIN_CONSOLE_SESSION_KEY).
+    TOKEN = "token"  # noqa: S105 (a mode, not a secret)
 
 
 class SecretStore(StrEnum):
@@ -48,14 +59,21 @@ NEEDS: dict[str, tuple[str, ...]] = {
         "notify_topic_arn",
         "secret_store",
     ),
+    # The console reads no secret (its sign-in is the HTTP API's JWT authorizer); it carries
+    # TAGPIN_SECRET_STORE as every function does (the template's Globals).
+    "console": (CONFIG, "state_table", "queue_url", "dead_letter_queue_url", "secret_store"),
 }
 # Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves,
 # secret_store, poll_parts). Every function reads secrets of some kind: each gets TAGPIN_SECRET_STORE.
 OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves", "secret_store", "poll_parts"})
-# Variables with a default, read by the functions that resolve tags (the registry client).
+# Variables the template does not set, and who reads them: the registry client's limits (with a
+# default) in the functions that resolve tags; the console's local sign-in (the local stack sets them).
 TUNING: dict[str, tuple[str, ...]] = {
     "poll_concurrency": ("poller", "webhook", "reconciler"),
     "registry_concurrency": ("poller", "webhook", "reconciler"),
+    "console_auth": ("console",),
+    "console_token": ("console",),
+    "console_session_key": ("console",),
 }
 
 
@@ -103,6 +121,29 @@ class Settings(BaseSettings):
         "Parameter Store SecureString parameters named `/` + the secret's name (`/tagpin/clusters/prod`; "
         "Standard tier, free), or `secretsmanager`, Secrets Manager secrets named as written "
         "(`tagpin/clusters/prod`; $0.40 a month each, for rotation).",
+    )
+    dead_letter_queue_url: str | None = Field(
+        default=None,
+        min_length=1,
+        description="URL of the changes queue's dead-letter queue: the console lists it and redrives it.",
+    )
+    console_auth: ConsoleAuth = Field(
+        default=ConsoleAuth.JWT,
+        description="How the console knows who is signed in: `jwt`, the claims of the HTTP API's JWT "
+        "authorizer (on AWS: the template sets nothing, this is the default); `token`, a sign-in token "
+        "exchanged for a signed session cookie (the local stack, `tagpin local`).",
+    )
+    console_token: SecretStr | None = Field(
+        default=None,
+        min_length=16,
+        description="`console_auth=token` only (the local stack): the token that signs a person in. "
+        "Compared in constant time, never logged.",
+    )
+    console_session_key: SecretStr | None = Field(
+        default=None,
+        min_length=32,
+        description="`console_auth=token` only (the local stack): the key of the console's "
+        "HMAC-signed session cookies and CSRF tokens.",
     )
     notify_topic_arn: str | None = Field(
         default=None, description="SNS topic for rollout notifications (optional: no SNS when empty)."
@@ -163,6 +204,12 @@ class Settings(BaseSettings):
                 for m in missing
             )
             raise SettingsError(f"the {function} function needs {names}; see docs/configuration.md")
+        if function == "console" and settings.console_auth is ConsoleAuth.TOKEN:
+            unset = [variable(n) for n in ("console_token", "console_session_key") if not settings.has(n)]
+            if unset:
+                raise SettingsError(
+                    f"{variable('console_auth')}=token needs {', '.join(unset)}; see docs/configuration.md"
+                )
         return settings
 
     def has(self, name: str) -> bool:

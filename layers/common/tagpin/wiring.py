@@ -9,7 +9,7 @@ AWS and against a local moto server.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -32,10 +32,12 @@ if TYPE_CHECKING:
     from tagpin.adapters.kubernetes.clusters import ClusterConnector
     from tagpin.adapters.notify import Notifier
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
+    from tagpin.console.app import ConsoleApp
     from tagpin.ports.signatures import SignatureChecker, TrustMaterial
     from tagpin.usecases.apply import Applier, Guard
     from tagpin.usecases.approvals import Approvals
     from tagpin.usecases.channels import Channels, Downgrades
+    from tagpin.usecases.deadletters import DeadLetterQueue
     from tagpin.usecases.holds import Holds
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.promote import Promoter
@@ -143,7 +145,7 @@ def state() -> State:
     )
 
 
-def followed(part: PollPart = WHOLE) -> Mapping[str, FollowedImage]:
+def followed(part: PollPart = WHOLE) -> Followed:
     """Every followed tag (of a poll's ``part``) and its targets: the configuration's, merged with
     those the reconciler discovered by label (the index in the state table). Read per invocation
     (lazily)."""
@@ -194,6 +196,40 @@ def holds() -> Holds:
     from tagpin.usecases.holds import Holds
 
     return Holds(state(), followed, SqsChangeQueue(aws("sqs"), setting("queue_url")), now_ms)
+
+
+def dead_letters(dead_letter_queue_url: str | None = None, queue_url: str | None = None) -> DeadLetterQueue:
+    """The dead-letter queue, for a person: a look (the console) and a redrive (CLI, console)."""
+    from tagpin.adapters.sqs import SqsDeadLetters
+    from tagpin.usecases.deadletters import DeadLetterQueue
+
+    return DeadLetterQueue(
+        SqsDeadLetters(
+            aws("sqs"),
+            dead_letter_queue_url or setting("dead_letter_queue_url"),
+            queue_url or setting("queue_url"),
+        )
+    )
+
+
+@cache
+def console_app() -> ConsoleApp:
+    """The console function's routes, pages and actions (``tagpin.console``)."""
+    from tagpin.adapters.web.auth import JwtAuth, TokenAuth
+    from tagpin.adapters.web.render import Renderer
+    from tagpin.console.app import ConsoleApp
+    from tagpin.settings import ConsoleAuth
+    from tagpin.usecases.console import Console
+
+    current = settings()
+    auth: JwtAuth | TokenAuth = JwtAuth()
+    if current.console_auth is ConsoleAuth.TOKEN:
+        assert current.console_token is not None and current.console_session_key is not None  # checked
+        auth = TokenAuth(
+            current.console_token.get_secret_value(), current.console_session_key.get_secret_value().encode()
+        )
+    console = Console(config=config, state=state(), followed=followed, holds=holds, dead_letters=dead_letters)
+    return ConsoleApp(console, auth, Renderer())
 
 
 @cache
@@ -454,6 +490,7 @@ def reset() -> None:
         applier,
         verifier,
         reconciler,
+        console_app,
     ):
         built.cache_clear()
     parameters.clear_caches()  # type: ignore[no-untyped-call]

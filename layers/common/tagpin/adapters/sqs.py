@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tagpin.domain.messages import Change, Verification
-from tagpin.ports.queues import MAX_DELAY_S
+from tagpin.ports.queues import MAX_DELAY_S, DeadLetter
 
 
 def group_id(image: str) -> str:
@@ -108,3 +108,55 @@ class SqsRedelivery:
         ]
         for start in range(0, len(entries), 10):
             self._sqs.change_message_visibility_batch(QueueUrl=self._url, Entries=entries[start : start + 10])
+
+
+class SqsDeadLetters:
+    """The dead-letter queue (FIFO) of the changes queue: read, sent back to ``queue_url``, deleted."""
+
+    def __init__(self, client: Any, dead_letter_queue_url: str, queue_url: str) -> None:
+        self._sqs = client
+        self.url = dead_letter_queue_url
+        self.queue_url = queue_url
+
+    def count(self) -> int:
+        attributes = self._sqs.get_queue_attributes(
+            QueueUrl=self.url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return int(attributes.get("ApproximateNumberOfMessages", 0))
+
+    def receive(self, limit: int, hide_s: int, wait_s: int = 0) -> list[DeadLetter]:
+        messages = self._sqs.receive_message(
+            QueueUrl=self.url,
+            MaxNumberOfMessages=max(1, min(10, limit)),
+            WaitTimeSeconds=wait_s,
+            MessageSystemAttributeNames=["MessageGroupId"],
+            VisibilityTimeout=hide_s,
+        ).get("Messages", [])
+        return [
+            DeadLetter(
+                message_id=m["MessageId"],
+                body=m["Body"],
+                group=m.get("Attributes", {}).get("MessageGroupId"),
+                receipt=m["ReceiptHandle"],
+            )
+            for m in messages
+        ]
+
+    def send_back(self, letter: DeadLetter) -> None:
+        self._sqs.send_message(
+            QueueUrl=self.queue_url,
+            MessageBody=letter.body,
+            MessageGroupId=letter.group or "redrive",
+            MessageDeduplicationId=f"redrive-{letter.message_id}",
+        )
+
+    def delete(self, letter: DeadLetter) -> None:
+        self._sqs.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt)
+
+    def release(self, letters: list[DeadLetter]) -> None:
+        entries = [
+            {"Id": str(i), "ReceiptHandle": letter.receipt, "VisibilityTimeout": 0}
+            for i, letter in enumerate(letters)
+        ]
+        for start in range(0, len(entries), 10):
+            self._sqs.change_message_visibility_batch(QueueUrl=self.url, Entries=entries[start : start + 10])

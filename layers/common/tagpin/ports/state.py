@@ -338,6 +338,13 @@ class Index(Protocol):
         """Every entry (of ``shards``, default all), or those of one tag."""
         ...
 
+    def page(
+        self, shard_name: str, limit: int, after: str | None = None
+    ) -> tuple[list[IndexEntry], str | None]:
+        """Up to ``limit`` entries of one shard in key order (``<image>#<target id>``), after the key
+        ``after``; and the key to go on from, None when the shard has no more (the console's pages)."""
+        ...
+
     def channel_entries(self, repository: str) -> list[IndexEntry]:
         """The entries of every version channel of ``repository`` (``registry/repository``): one
         Query, they share its shard (tagpin.domain.shards)."""

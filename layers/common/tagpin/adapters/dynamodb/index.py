@@ -54,6 +54,12 @@ class DynamoIndex:
             pages = list(pool.map(lambda s: self._table.query(FOLLOW + s), shards or all_shards()))
         return [index_entry(item) for page in pages for item in page]
 
+    def page(
+        self, shard_name: str, limit: int, after: str | None = None
+    ) -> tuple[list[IndexEntry], str | None]:
+        items, last = self._table.query_page(FOLLOW + shard_name, limit, after)
+        return [index_entry(i) for i in items], last
+
     def channel_entries(self, repository: str) -> list[IndexEntry]:
         prefix = repository + SEPARATOR
         return [index_entry(i) for i in self._table.query(FOLLOW + shard(repository), prefix=prefix)]

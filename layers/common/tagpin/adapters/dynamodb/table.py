@@ -221,3 +221,18 @@ class Table:
             if not last or (limit is not None and len(items) >= limit):
                 return items[:limit] if limit is not None else items
             request["ExclusiveStartKey"] = last
+
+    def query_page(self, pk: str, limit: int, after: str | None = None) -> tuple[list[Item], str | None]:
+        """One page of partition ``pk`` in sort-key order: up to ``limit`` items after the sort key
+        ``after``, and the sort key to continue from (None: the partition has no more)."""
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": S(pk)},
+            "Limit": limit,
+        }
+        if after is not None:
+            request["ExclusiveStartKey"] = key(pk, after)
+        response = self.client.query(**request)
+        last = response.get("LastEvaluatedKey")
+        return response.get("Items", []), None if not last else str(last["sk"]["S"])

@@ -1,0 +1,327 @@
+"""The console over the HTTP API (payload 2.0), on powertools' ``APIGatewayHttpResolver``.
+
+Every answer carries the security headers (``SECURITY_HEADERS``: a Content-Security-Policy that
+allows no inline script or style and no other origin, nosniff, no referrer, no framing, no caching
+of pages). Every page but the sign-in page (local only) and the static files needs a signed-in
+person (``tagpin.adapters.web.auth``); without one the answer is 401, whatever the path. Every POST
+but the sign-in needs the session's CSRF token in the form (``csrf``), compared in constant time:
+without it, or with another session's, the answer is 403 and nothing is done. Actions are the
+functions of ``tagpin.usecases.console.ACTIONS``; after one the browser is sent on (303) to a page
+of the console with a notice chosen by key.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+
+from tagpin.adapters.web.auth import COOKIE, Auth, Principal, TokenAuth, same, secure_cookies
+from tagpin.adapters.web.render import Renderer
+from tagpin.usecases.console import (
+    ACTIONS,
+    NOTICES,
+    PAGE_SIZE,
+    REDRIVE_LIMIT,
+    ActionError,
+    Console,
+    overview,
+)
+
+log = logging.getLogger(__name__)
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+HTML = "text/html; charset=utf-8"
+MAX_FORM = 16 * 1024  # bytes of a form body
+MAX_FIELDS = 20
+
+
+class HttpError(Exception):
+    status = 500
+    title = "Error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(HttpError):
+    status, title = 400, "Bad Request"
+
+
+class Unauthorized(HttpError):
+    status, title = 401, "Unauthorized"
+
+
+class Forbidden(HttpError):
+    status, title = 403, "Forbidden"
+
+
+class NotFound(HttpError):
+    status, title = 404, "Not Found"
+
+
+class ConsoleApp:
+    def __init__(self, console: Console, auth: Auth, renderer: Renderer) -> None:
+        self.console = console
+        self.auth = auth
+        self.renderer = renderer
+        app = self.resolver = APIGatewayHttpResolver()
+        pages: dict[str, Callable[[Principal], Response[str]]] = {
+            "/console": self._overview,
+            "/console/": self._overview,
+            "/console/images": self._images,
+            "/console/image": self._image,
+            "/console/targets": self._targets,
+            "/console/target": self._target,
+            "/console/holds": self._holds,
+            "/console/dead-letters": self._dead_letters,
+        }
+        for path, page in pages.items():
+            app.get(path)(self._page(page))
+        app.get("/console/static/<name>")(self._static)
+        app.get("/console/signin")(self._signin_page)
+        app.post("/console/signin")(self._signin)
+        app.post("/console/signout")(self._signout)
+        app.post("/console/actions/<name>")(self._act)
+        app.not_found()(self._not_found)
+        app.exception_handler(HttpError)(self._http_error)
+        app.exception_handler(Exception)(self._failure)
+
+    def handle(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        response = self.resolver.resolve(event, context)
+        headers = response.setdefault("headers", {})
+        headers.update(SECURITY_HEADERS)
+        headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    @property
+    def event(self) -> Any:
+        return self.resolver.current_event
+
+    def _principal(self) -> Principal | None:
+        return self.auth.principal(self.event.raw_event)
+
+    def _require(self) -> Principal:
+        principal = self._principal()
+        if principal is None:
+            raise Unauthorized(
+                "Sign in first."
+                if self.auth.signs_in
+                else "No identity: the JWT authorizer passed no claims."
+            )
+        return principal
+
+    def _query(self, name: str) -> str | None:
+        value = (self.event.query_string_parameters or {}).get(name)
+        return None if value is None else str(value)
+
+    def _form(self) -> dict[str, str]:
+        raw = self.event.body or ""
+        data = base64.b64decode(raw) if self.event.is_base64_encoded else raw.encode()
+        if len(data) > MAX_FORM:
+            raise BadRequest("The form is too large.")
+        try:
+            pairs = parse_qsl(data.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FIELDS)
+        except (UnicodeDecodeError, ValueError):
+            raise BadRequest("The form could not be read.") from None
+        return dict(pairs)
+
+    def _html(self, template: str, status: int = 200, **context: Any) -> Response[str]:
+        body = self.renderer.page(template, signs_in=self.auth.signs_in, **context)
+        return Response(status, HTML, body)
+
+    def _notice(self) -> str | None:
+        text = NOTICES.get(self._query("notice") or "")
+        count = self._query("n")
+        if text and count and count.isdigit():
+            text += f" {int(count)}"
+        return text
+
+    def _page(self, page: Callable[[Principal], Response[str]]) -> Callable[[], Response[str]]:
+        def handler() -> Response[str]:
+            return page(self._require())
+
+        return handler
+
+    # -- pages ------------------------------------------------------------------------------------
+    def _overview(self, principal: Principal) -> Response[str]:
+        return self._html(
+            "overview.html",
+            principal=principal,
+            here="overview",
+            notice=self._notice(),
+            overview=overview(self.console),
+        )
+
+    def _cursor(self) -> str | None:
+        return self._query("after") or None
+
+    def _images(self, principal: Principal) -> Response[str]:
+        try:
+            page = self.console.images(self._cursor())
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        return self._html("images.html", principal=principal, here="images", notice=self._notice(), page=page)
+
+    def _image(self, principal: Principal) -> Response[str]:
+        ref = self._query("ref") or ""
+        try:
+            view = self.console.image(ref)
+        except LookupError:
+            raise NotFound("That image is not followed.") from None
+        return self._html("image.html", principal=principal, here="images", notice=self._notice(), view=view)
+
+    def _targets(self, principal: Principal) -> Response[str]:
+        try:
+            page = self.console.targets(self._cursor())
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        return self._html(
+            "targets.html",
+            principal=principal,
+            here="targets",
+            notice=self._notice(),
+            page=page,
+            size=PAGE_SIZE,
+        )
+
+    def _target(self, principal: Principal) -> Response[str]:
+        try:
+            view = self.console.target(self._query("id") or "", self._query("image"))
+        except LookupError:
+            raise NotFound("That target is not followed.") from None
+        return self._html(
+            "target.html", principal=principal, here="targets", notice=self._notice(), view=view
+        )
+
+    def _holds(self, principal: Principal) -> Response[str]:
+        rows = self.console.held()
+        return self._html("holds.html", principal=principal, here="holds", notice=self._notice(), rows=rows)
+
+    def _dead_letters(self, principal: Principal) -> Response[str]:
+        return self._html(
+            "deadletters.html",
+            principal=principal,
+            here="dead-letters",
+            notice=self._notice(),
+            look=self.console.dead_letter_view(),
+            limit=REDRIVE_LIMIT,
+        )
+
+    def _static(self, name: str) -> Response[str]:
+        asset = self.renderer.asset(name)
+        if asset is None:
+            return self._not_found()
+        headers = {"Cache-Control": "public, max-age=31536000, immutable"}
+        return Response(200, asset.content_type, asset.body, headers)
+
+    # -- signing in (the local stack) -------------------------------------------------------------
+    def _token_auth(self) -> TokenAuth:
+        if not isinstance(self.auth, TokenAuth):
+            raise NotFound("There is no sign-in page here: the HTTP API's JWT authorizer signs people in.")
+        return self.auth
+
+    def _signin_page(self) -> Response[str]:
+        self._token_auth()
+        if self._principal() is not None:
+            return _see_other("/console")
+        return self._html("signin.html", principal=None, here="signin", notice=None, failed=False)
+
+    def _signin(self) -> Response[str]:
+        auth = self._token_auth()
+        if not auth.check_token(self._form().get("token", "")):
+            log.warning("console sign-in refused")
+            return self._html("signin.html", 401, principal=None, here="signin", notice=None, failed=True)
+        cookie = self._cookie(auth.issue(), auth.ttl_s)
+        log.info("console sign-in")
+        return _see_other("/console", cookies=[cookie])
+
+    def _signout(self) -> Response[str]:
+        self._token_auth()
+        principal = self._require()
+        self._check_csrf(principal, self._form())
+        return _see_other("/console/signin", cookies=[self._cookie("", 0)])
+
+    def _cookie(self, value: str, max_age: int) -> Cookie:
+        return Cookie(
+            name=COOKIE,
+            value=value,
+            path="/console",
+            secure=secure_cookies(self.event.raw_event),
+            http_only=True,
+            max_age=max_age,
+            same_site=SameSite.STRICT_MODE,
+        )
+
+    # -- actions ----------------------------------------------------------------------------------
+    def _check_csrf(self, principal: Principal, form: Mapping[str, str]) -> None:
+        if not same(principal.csrf, form.get("csrf", "")):
+            log.warning("console request refused: no CSRF token of this session")
+            raise Forbidden("This form is not from your session (its CSRF token is missing or another's).")
+
+    def _act(self, name: str) -> Response[str]:
+        principal = self._require()
+        form = self._form()
+        self._check_csrf(principal, form)
+        action = ACTIONS.get(name)
+        if action is None:
+            raise NotFound("There is no such action.")
+        try:
+            done = action(self.console, principal.who, form)
+        except ActionError as exc:
+            raise BadRequest(str(exc)) from None
+        log.info("console action", extra={"action": name, "who": principal.who, "notice": done.notice})
+        query = {"notice": done.notice} | ({"n": str(done.count)} if done.count is not None else {})
+        separator = "&" if "?" in done.location else "?"
+        return _see_other(done.location + separator + urlencode(query))
+
+    # -- errors -----------------------------------------------------------------------------------
+    def _not_found(self, exc: Exception | None = None) -> Response[str]:
+        principal = self._principal()
+        if principal is None:
+            return self._http_error(Unauthorized("Sign in first."))
+        return self._error(NotFound("There is no such page."), principal)
+
+    def _http_error(self, exc: HttpError) -> Response[str]:
+        principal = None if isinstance(exc, Unauthorized) else self._principal()
+        return self._error(exc, principal)
+
+    def _error(self, exc: HttpError, principal: Principal | None) -> Response[str]:
+        response = self._html(
+            "error.html",
+            exc.status,
+            principal=principal,
+            here="",
+            notice=None,
+            code=exc.status,
+            title=exc.title,
+            message=exc.message,
+            sign_in=isinstance(exc, Unauthorized) and self.auth.signs_in,
+        )
+        if isinstance(exc, Unauthorized) and not self.auth.signs_in:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+
+    def _failure(self, exc: Exception) -> Response[str]:
+        log.exception("console request failed")
+        error = HttpError("Something went wrong; the function's log has the details.")
+        return self._error(error, None)
+
+
+def _see_other(location: str, cookies: list[Cookie] | None = None) -> Response[str]:
+    if not location.startswith("/console") or location.startswith("//"):
+        raise ValueError(f"not a console path: {location!r}")
+    return Response(303, HTML, "", {"Location": location}, cookies=cookies)

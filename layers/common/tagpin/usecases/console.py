@@ -1,0 +1,473 @@
+"""The console's views and actions: what ``tagpin status`` and ``tagpin history`` show, for a person in
+a browser, paged so that 10,000 targets cost one page's reads; and what a person does there (hold,
+release, redrive) through the same use cases as the CLI (``Holds``, ``DeadLetterQueue``).
+
+``tagpin.console`` serves these over the HTTP API and renders them (``tagpin.adapters.web``); nothing
+here knows about HTTP or HTML. Every string in these values may come from a registry, a cluster or a
+notification: the renderer escapes them all.
+
+Pages are keyset pages, not offsets: the configuration's targets first (in its order), then the
+label-discovered ones shard by shard in key order (image, then target id). A page reads the
+configuration (cached), one Query per shard it touches (usually one), and one batched read of its
+targets' states and of its tags', whatever the number of targets followed.
+
+Actions: one function each, registered in ``ACTIONS`` with ``@action("name")``; it gets the console,
+who asks (the JWT's subject or e-mail on AWS, "local" locally) and the submitted form, and answers
+``Done`` (a notice and where to go next) or raises ``ActionError``. The HTTP side checks the session
+and the CSRF token before any action runs, so adding an action is adding one function here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from tagpin.domain.channels import pinned_source
+from tagpin.domain.config import FollowedImage, TagpinConfig, Target
+from tagpin.domain.shards import all_shards
+from tagpin.ports.state import HistoryEntry, IndexEntry, State, TagState, TargetState, TargetStatus
+from tagpin.usecases.deadletters import DeadLetterQueue, Look
+from tagpin.usecases.followed import Followed, merge
+from tagpin.usecases.holds import Holds
+
+PAGE_SIZE = 100
+TIMELINE = 100  # history items shown on an image's or a target's page
+MAX_CURSOR = 2048
+REDRIVE_LIMIT = 100  # messages one click redrives (a request has 30 s at most)
+CONFIGURATION, LABEL = "configuration", "label"
+
+
+class Condition:
+    """A target against its tag: what the console and ``tagpin status`` show."""
+
+    CURRENT = "current"  # settled at the tag's digest
+    BEHIND = "behind"
+    PENDING = "pending"  # being applied
+    FAILED = "failed"
+    GONE = "gone"
+    HELD = "held"  # a person's hold, or tagpin's after a person's change: with its reason
+    UNKNOWN = "unknown"  # nothing recorded yet
+
+
+def condition(state: TargetState | None, tag: TagState | None) -> str:
+    if state is None:
+        return Condition.UNKNOWN
+    if state.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD):
+        return state.status.value
+    if tag is not None and state.settled_at(tag.digest):
+        return Condition.CURRENT
+    if state.status is TargetStatus.PENDING:
+        return Condition.PENDING
+    return Condition.BEHIND
+
+
+# -- the values the views show ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageRow:
+    image: str
+    source: str  # configuration, or label (discovered by the reconciler)
+    targets: int
+    policy: str | None = None  # a version channel's policy
+    version: str | None = None  # its head
+    digest: str | None = None
+    resolved_at: int | None = None
+    changed_at: int | None = None
+    error: str | None = None  # the registry's last error (kept with the working digest)
+    error_at: int | None = None
+    blocked: str | None = None  # the digest failed and was rolled back: why
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    target_id: str
+    image: str
+    source: str
+    condition: str
+    desired: str | None = None  # what the tag says it should run: <image or version>@<digest>
+    running: str | None = None  # the digest tagpin last applied (or is applying)
+    status: str | None = None
+    detail: str | None = None  # the last outcome's detail, or a hold's reason
+    updated_at: int | None = None
+    held_until: int | None = None
+    held_digest: str | None = None  # a hold against one digest (tagpin's); None or "" any digest
+
+
+@dataclass(frozen=True)
+class Page[T]:
+    rows: list[T]
+    next: str | None  # the cursor of the next page; None on the last
+    first: bool  # the first page
+
+
+@dataclass(frozen=True)
+class Event:
+    """One step of a timeline (newest first): a target's outcome or an image's promotion step."""
+
+    at: int
+    what: str
+    digest: str | None = None
+    trigger: str | None = None
+    detail: str | None = None
+    previous_image: str | None = None
+    wave: str | None = None
+
+
+@dataclass(frozen=True)
+class ImageView:
+    row: ImageRow
+    targets: list[TargetRow]
+    timeline: list[Event]
+
+
+@dataclass(frozen=True)
+class TargetView:
+    row: TargetRow
+    timeline: list[Event]
+
+
+@dataclass(frozen=True)
+class Done:
+    """What an action did: a notice (a key of ``NOTICES``) and the console path to go to."""
+
+    notice: str
+    location: str
+    count: int | None = None
+
+
+class ActionError(ValueError):
+    """The action cannot be done as asked (an unknown target, a missing field): told to the person."""
+
+
+# Fixed texts: a notice shown after an action is chosen by key, never taken from the request.
+NOTICES: dict[str, str] = {
+    "held": "Held: tagpin leaves this target where it is until it is released.",
+    "already-held": "It was held already.",
+    "released": "Released: the tag's digest is being applied again.",
+    "released-idle": "Released (the tag has no digest to apply yet, or it is blocked).",
+    "not-held": "It was not held.",
+    "redriven": "Messages sent back to the changes queue:",
+}
+
+
+def image_path(image: str) -> str:
+    return "/console/image?" + urlencode({"ref": image})
+
+
+def target_path(target_id: str, image: str | None = None) -> str:
+    query = {"id": target_id} | ({"image": image} if image else {})
+    return "/console/target?" + urlencode(query)
+
+
+_SHARD = re.compile(r"^[0-9a-f]{2}$")
+
+
+def _parse_cursor(cursor: str | None) -> tuple[str, int, str | None]:
+    """("c", position, None) in the configuration, or ("i", shard number, sort key or None)."""
+    if not cursor:
+        return "c", 0, None
+    if len(cursor) > MAX_CURSOR:
+        raise ValueError("the page cursor is too long")
+    if cursor[0] == "c" and cursor[1:].isdigit():
+        return "c", int(cursor[1:]), None
+    name, sep, after = cursor[1:].partition(":")
+    if cursor[0] == "i" and sep and _SHARD.match(name) and name in all_shards():
+        return "i", int(name, 16), after or None
+    raise ValueError("not a page cursor")
+
+
+# -- the console ----------------------------------------------------------------------------------
+
+
+class Console:
+    def __init__(
+        self,
+        *,
+        config: Callable[[], TagpinConfig],
+        state: State,
+        followed: Callable[[], Followed],
+        holds: Callable[[], Holds],
+        dead_letters: Callable[[], DeadLetterQueue],
+    ) -> None:
+        self._config = config
+        self.state = state
+        self._followed = followed
+        self.holds = holds
+        self.dead_letters = dead_letters
+
+    # -- images --------------------------------------------------------------------------------
+    def images(self, cursor: str | None = None, size: int = PAGE_SIZE) -> Page[ImageRow]:
+        """Followed images, ``size`` a page: the configuration's, then the discovered ones shard by
+        shard (a shard is read whole: a tag's entries are all in its shard)."""
+        config = self._config()
+        kind, position, _ = _parse_cursor(cursor)
+        configured = [f.image for f in config.images]
+        shards = all_shards()
+        keys: list[str] = []
+        next_cursor: str | None = None
+        number = position if kind == "i" else 0
+        if kind == "c":
+            keys = configured[position : position + size]
+            if position + size < len(configured):
+                next_cursor = f"c{position + size}"
+                number = len(shards)  # this page is the configuration's only
+        if next_cursor is None and number < len(shards):
+            next_cursor = f"i{shards[number]}:"
+        known, clusters = set(configured), set(config.clusters)
+        discovered: dict[str, FollowedImage] = {}
+        while number < len(shards) and len(keys) + len(discovered) < size:
+            by_image: dict[str, list[IndexEntry]] = {}
+            for entry in self.state.index.entries(shards=[shards[number]]):
+                if entry.image not in known:
+                    by_image.setdefault(entry.image, []).append(entry)
+            for image in sorted(by_image):
+                if (merged := merge(image, None, by_image[image], clusters)) is not None:
+                    discovered[image] = merged
+            number += 1
+            next_cursor = f"i{shards[number]}:" if number < len(shards) else None
+        found = self._followed().select(keys) if keys else {}  # configured: with their discovered targets
+        found |= discovered
+        tags = self.state.tags.get_many(list(found))
+        source = {image: CONFIGURATION for image in configured}
+        rows = [self._image_row(f, tags.get(f.image), source.get(f.image, LABEL)) for f in found.values()]
+        return Page(rows, next_cursor, not cursor)
+
+    @staticmethod
+    def _image_row(followed: FollowedImage, tag: TagState | None, source: str) -> ImageRow:
+        return ImageRow(
+            image=followed.image,
+            source=source,
+            targets=len(followed.targets),
+            policy=followed.policy.text if followed.policy is not None else None,
+            version=tag.version if tag is not None and followed.policy is not None else None,
+            digest=tag.digest if tag else None,
+            resolved_at=tag.resolved_at if tag else None,
+            changed_at=tag.changed_at if tag else None,
+            error=tag.last_error if tag else None,
+            error_at=tag.error_at if tag else None,
+            blocked=tag.bad_reason if tag is not None and tag.blocked else None,
+        )
+
+    def image(self, image: str) -> ImageView:
+        followed = self._followed().get(image)
+        if followed is None:
+            raise LookupError(f"{image!r} is not a followed image")
+        configured = {f.image for f in self._config().images}
+        tag = self.state.tags.get(image)
+        row = self._image_row(followed, tag, CONFIGURATION if image in configured else LABEL)
+        targets = self._rows([(followed, t) for t in followed.targets], {image: tag} if tag else {})
+        timeline = [_event(e, e.event) for e in self.state.history.of_image(image, limit=TIMELINE)]
+        return ImageView(row, targets, timeline)
+
+    # -- targets -------------------------------------------------------------------------------
+    def targets(self, cursor: str | None = None, size: int = PAGE_SIZE) -> Page[TargetRow]:
+        """Followed targets, ``size`` a page, with their tag's digest and their own state."""
+        config = self._config()
+        kind, position, after = _parse_cursor(cursor)
+        picked: list[tuple[FollowedImage, Target]] = []
+        next_cursor: str | None = None
+        configured = [(f, t) for f in config.images for t in f.targets]
+        if kind == "c":
+            picked = configured[position : position + size]
+            if position + size < len(configured):
+                next_cursor = f"c{position + size}"
+            else:
+                kind, position, after = "i", 0, None
+        if kind == "i":
+            next_cursor = self._discovered(
+                config, {t.id for _, t in configured}, position, after, size, picked
+            )
+        return Page(self._rows(picked), next_cursor, not cursor)
+
+    def _discovered(
+        self,
+        config: TagpinConfig,
+        configured: set[str],
+        number: int,
+        after: str | None,
+        size: int,
+        picked: list[tuple[FollowedImage, Target]],
+    ) -> str | None:
+        """Add discovered targets to ``picked`` from shard ``number`` after ``after`` until the page
+        is full; the cursor to go on from (None: no more)."""
+        known = set(config.clusters)
+        shards = all_shards()
+        while number < len(shards):
+            entries, last = self.state.index.page(shards[number], max(1, size - len(picked)), after)
+            for i, entry in enumerate(entries):
+                after = f"{entry.image}#{entry.target_id}"
+                if entry.target_id not in configured:
+                    merged = merge(entry.image, config.followed.get(entry.image), [entry], known)
+                    found = [t for t in merged.targets if t.id == entry.target_id] if merged else []
+                    if merged is not None and found:
+                        picked.append((merged, found[0]))
+                if len(picked) >= size:
+                    at_end = i == len(entries) - 1 and last is None and number == len(shards) - 1
+                    return None if at_end else f"i{shards[number]}:{after}"
+            if last is None:
+                number, after = number + 1, None
+            else:
+                after = last
+        return None
+
+    def _rows(
+        self, picked: list[tuple[FollowedImage, Target]], tags: Mapping[str, TagState] | None = None
+    ) -> list[TargetRow]:
+        configured = {t.id for f in self._config().images for t in f.targets}
+        states = self.state.targets.get_many([t.id for _, t in picked])
+        if tags is None:
+            tags = self.state.tags.get_many(list(dict.fromkeys(f.image for f, _ in picked)))
+        return [
+            _target_row(
+                f, t, states.get(t.id), tags.get(f.image), CONFIGURATION if t.id in configured else LABEL
+            )
+            for f, t in picked
+        ]
+
+    def target(self, target_id: str, image: str | None = None) -> TargetView:
+        """A target and its timeline; ``image``: its followed image if known (one lookup instead of
+        the whole index)."""
+        followed = self._image_of(target_id, image)
+        tag = self.state.tags.get(followed.image)
+        target = next(t for t in followed.targets if t.id == target_id)
+        (row,) = self._rows([(followed, target)], {followed.image: tag} if tag else {})
+        timeline = [_event(e, e.status) for e in self.state.history.of_target(target_id, limit=TIMELINE)]
+        return TargetView(row, timeline)
+
+    def _image_of(self, target_id: str, image: str | None) -> FollowedImage:
+        if image:
+            found = self._followed().get(image)
+            if found is not None and any(t.id == target_id for t in found.targets):
+                return found
+        stored = self.state.targets.get(target_id)
+        if stored is not None and stored.image:
+            found = self._followed().get(stored.image)
+            if found is not None and any(t.id == target_id for t in found.targets):
+                return found
+        for followed in self._followed().values():
+            if any(t.id == target_id for t in followed.targets):
+                return followed
+        raise LookupError(f"{target_id!r} is not a followed target")
+
+    # -- holds, dead letters -------------------------------------------------------------------
+    def held(self) -> list[TargetRow]:
+        """Every held target with its reason. Reads every followed target's state (the index is
+        read whole): the one view whose cost grows with the number of targets."""
+        followed = list(self._followed().values())
+        pairs = [(f, t) for f in followed for t in f.targets]
+        held: list[TargetRow] = []
+        for start in range(0, len(pairs), 1000):
+            chunk = pairs[start : start + 1000]
+            states = self.state.targets.get_many([t.id for _, t in chunk])
+            hits = [(f, t) for f, t in chunk if (s := states.get(t.id)) and s.status is TargetStatus.HELD]
+            if hits:
+                held.extend(self._rows(hits))
+        return held
+
+    def dead_letter_view(self) -> Look:
+        return self.dead_letters().look()
+
+
+def _target_row(
+    followed: FollowedImage, target: Target, state: TargetState | None, tag: TagState | None, source: str
+) -> TargetRow:
+    desired = None
+    if tag is not None and tag.digest:
+        try:
+            desired = f"{pinned_source(followed.image, tag.version)}@{tag.digest}"
+        except ValueError:
+            desired = tag.digest
+    return TargetRow(
+        target_id=target.id,
+        image=followed.image,
+        source=source,
+        condition=condition(state, tag),
+        desired=desired,
+        running=state.digest or None if state else None,
+        status=state.status.value if state else None,
+        detail=state.detail if state else None,
+        updated_at=state.updated_at if state else None,
+        held_until=state.held_until if state else None,
+        held_digest=state.held_digest if state else None,
+    )
+
+
+def _event(entry: HistoryEntry, what: str | None) -> Event:
+    return Event(
+        at=entry.at,
+        what=what or "",
+        digest=entry.digest,
+        trigger=entry.trigger,
+        detail=entry.detail,
+        previous_image=entry.previous_image,
+        wave=entry.wave,
+    )
+
+
+# -- actions -------------------------------------------------------------------------------------
+
+Action = Callable[[Console, str, Mapping[str, str]], Done]
+ACTIONS: dict[str, Action] = {}
+
+
+def action(name: str) -> Callable[[Action], Action]:
+    """Register an action under ``name`` (``POST /console/actions/<name>``)."""
+
+    def register(fn: Action) -> Action:
+        ACTIONS[name] = fn
+        return fn
+
+    return register
+
+
+def _field(form: Mapping[str, str], name: str) -> str:
+    value = form.get(name, "").strip()
+    if not value:
+        raise ActionError(f"{name} is missing")
+    return value
+
+
+@action("hold")
+def hold(console: Console, who: str, form: Mapping[str, str]) -> Done:
+    target = _field(form, "target")
+    try:
+        held = console.holds().hold(target, who)
+    except LookupError as exc:
+        raise ActionError(str(exc)) from None
+    return Done("held" if held else "already-held", target_path(target, form.get("image")))
+
+
+@action("release")
+def release(console: Console, who: str, form: Mapping[str, str]) -> Done:
+    target = _field(form, "target")
+    try:
+        done = console.holds().release(target, who)
+    except LookupError as exc:
+        raise ActionError(str(exc)) from None
+    notice = "not-held" if not done.released else "released" if done.healing else "released-idle"
+    return Done(notice, target_path(target, form.get("image")))
+
+
+@action("redrive")
+def redrive(console: Console, who: str, form: Mapping[str, str]) -> Done:
+    done = console.dead_letters().redrive(REDRIVE_LIMIT)
+    return Done("redriven", "/console/dead-letters", count=done.moved + len(done.failed_runs))
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The console's first page: the first images, and what waits for a person."""
+
+    images: Page[ImageRow]
+    # Pending approvals: filled in by the approvals use case (not yet): read nothing until then.
+    approvals: list[object] = field(default_factory=list)
+
+
+OVERVIEW_IMAGES = 25  # images on the overview (the images page has them all, PAGE_SIZE a page)
+
+
+def overview(console: Console) -> Overview:
+    return Overview(console.images(size=OVERVIEW_IMAGES))

@@ -1,0 +1,307 @@
+"""The console function with moto in process: sign-in, sessions, CSRF, the security headers, the pages
+(hostile strings from registries, clusters and notifications rendered as text), the paging of
+targets over the shards, the actions (hold, release, redrive) and the JWT authorizer's claims."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from tagpin import wiring
+from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.adapters.web.auth import TokenAuth, same
+from tagpin.domain.messages import Trigger
+from tagpin.ports.state import IndexEntry, State, TargetStatus
+from tagpin_local.lambda_runtime import load_handler
+
+from tests.support.console import (
+    SESSION_KEY,
+    TOKEN,
+    console_env,
+    csrf_of,
+    invoke,
+    request,
+    session_cookie,
+)
+from tests.support.constants import D1, D2, REGION, STATE_TABLE
+
+PARAMETER = "/tagpin/config"
+
+IMAGE = "registry.example.com/team/web:stable"
+TARGET = "prod/web/Deployment/web/web"
+XSS = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+@dataclass
+class World:
+    handler: Any
+    state: State
+    sqs: Any
+    queue_url: str
+    dlq_url: str
+
+    def get(self, path: str, cookie: str | None = None, **kw: Any) -> dict[str, Any]:
+        return invoke(self.handler, request("GET", path, cookie=cookie, **kw))
+
+    def post(self, path: str, form: dict[str, str], cookie: str | None = None, **kw: Any) -> dict[str, Any]:
+        return invoke(self.handler, request("POST", path, form=form, cookie=cookie, **kw))
+
+    def sign_in(self) -> str:
+        response = self.post("/console/signin", {"token": TOKEN})
+        assert response["statusCode"] == 303, response
+        cookie = session_cookie(response)
+        assert cookie
+        return cookie
+
+
+def _config(extra_images: list[dict[str, Any]] | None = None) -> None:
+    document = {
+        "clusters": {"prod": {"kubeconfig": {"secret": "tagpin/clusters/prod"}},
+                     "lab": {"kubeconfig": {"secret": "tagpin/clusters/lab"}}},
+        "images": [
+            {"image": IMAGE, "targets": [{"cluster": "prod", "namespace": "web", "kind": "Deployment",
+                                          "name": "web", "container": "web"}]},
+            *(extra_images or []),
+        ],
+    }  # fmt: skip
+    boto3.client("ssm", region_name=REGION).put_parameter(
+        Name=PARAMETER, Value=yaml.safe_dump(document), Type="String", Overwrite=True
+    )
+
+
+def _world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dynamodb: Any, sqs: Any, queues: Any, auth: str
+) -> World:
+    _config()
+    for name, value in console_env(STATE_TABLE, queues.url, queues.dlq_url, PARAMETER, auth).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TAGPIN_CONFIG_FILE", raising=False)
+    wiring.reset()
+    handler = load_handler("console")
+    return World(handler, dynamodb_state(dynamodb, STATE_TABLE), sqs, queues.url, queues.dlq_url)
+
+
+@pytest.fixture
+def world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dynamodb: Any, state_table: str, sqs: Any, queues: Any
+) -> Iterator[World]:
+    yield _world(tmp_path, monkeypatch, dynamodb, sqs, queues, "token")
+    wiring.reset()
+
+
+@pytest.fixture
+def jwt_world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dynamodb: Any, state_table: str, sqs: Any, queues: Any
+) -> Iterator[World]:
+    yield _world(tmp_path, monkeypatch, dynamodb, sqs, queues, "jwt")
+    wiring.reset()
+
+
+PAGES = ["/console", "/console/images", "/console/targets", "/console/holds", "/console/dead-letters",
+         "/console/image", "/console/target", "/console/nowhere", "/console/actions/hold"]  # fmt: skip
+
+
+# -- who may see what ------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", PAGES)
+def test_without_a_session_every_page_is_401(world: World, path: str) -> None:
+    response = world.get(path)
+    assert response["statusCode"] == 401
+    assert "Sign in" in response["body"]
+    assert IMAGE not in response["body"]
+    forged = world.get(path, cookie="abcdefghijklmnopqrstuv.9999999999." + "A" * 43)
+    assert forged["statusCode"] == 401
+
+
+def test_sign_in_sets_a_strict_http_only_session_cookie(world: World) -> None:
+    assert world.get("/console/signin")["statusCode"] == 200
+    refused = world.post("/console/signin", {"token": TOKEN + "x"})
+    assert refused["statusCode"] == 401 and session_cookie(refused) is None
+    response = world.post("/console/signin", {"token": TOKEN})
+    (raw,) = response["cookies"]
+    assert "HttpOnly" in raw and "SameSite=Strict" in raw and "Path=/console" in raw
+    assert "Secure" not in raw  # plain HTTP on 127.0.0.1
+    assert response["headers"]["Location"] == "/console"
+    remote = world.post("/console/signin", {"token": TOKEN}, host="console.example.com", proto="https")
+    assert "Secure" in remote["cookies"][0]
+    page = world.get("/console", cookie=session_cookie(response))
+    assert page["statusCode"] == 200 and IMAGE in page["body"]
+    assert TOKEN not in page["body"] and SESSION_KEY not in page["body"]
+
+
+def test_a_session_expires_and_cannot_be_altered() -> None:
+    now = [1_000_000.0]
+    auth = TokenAuth(TOKEN, SESSION_KEY.encode(), clock=lambda: now[0], ttl_s=60)
+    value = auth.issue()
+    event = {"cookies": [f"tagpin_session={value}"]}
+    assert auth.principal(event) is not None
+    sid, expiry, signature = value.split(".")
+    later = f"{sid}.{int(expiry) + 3600}.{signature}"
+    assert auth.principal({"cookies": [f"tagpin_session={later}"]}) is None
+    other = TokenAuth(TOKEN, b"another key of at least thirty-two bytes", clock=lambda: now[0])
+    assert other.principal(event) is None
+    now[0] += 61
+    assert auth.principal(event) is None
+    assert same("a", "a") and not same("a", "b") and not same("a", "aa")
+
+
+def test_every_answer_carries_the_security_headers(world: World) -> None:
+    cookie = world.sign_in()
+    for response in (
+        world.get("/console"),
+        world.get("/console", cookie=cookie),
+        world.get("/console/signin"),
+    ):
+        headers = response["headers"]
+        assert headers["Content-Security-Policy"] == CSP
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["Referrer-Policy"] == "no-referrer"
+    page = world.get("/console", cookie=cookie)["body"]
+    assert "<script>" not in page and " style=" not in page  # no inline script or style
+    css = page.split('rel="stylesheet" href="')[1].split('"')[0]
+    asset = world.get(css)
+    assert asset["statusCode"] == 200 and asset["headers"]["Content-Type"].startswith("text/css")
+    assert "immutable" in asset["headers"]["Cache-Control"]
+
+
+# -- CSRF ------------------------------------------------------------------------------------------
+def test_a_post_without_the_sessions_csrf_token_is_403(world: World) -> None:
+    mine, theirs = world.sign_in(), world.sign_in()
+    their_token = csrf_of(world.get("/console", cookie=theirs)["body"])
+    my_token = csrf_of(world.get("/console", cookie=mine)["body"])
+    assert their_token != my_token
+    form = {"target": TARGET, "image": IMAGE}
+    assert world.post("/console/actions/hold", form, cookie=mine)["statusCode"] == 403
+    assert world.post("/console/actions/hold", form | {"csrf": their_token}, cookie=mine)["statusCode"] == 403
+    assert world.post("/console/actions/hold", form | {"csrf": "é"}, cookie=mine)["statusCode"] == 403
+    assert world.state.targets.get(TARGET) is None  # nothing was done
+    done = world.post("/console/actions/hold", form | {"csrf": my_token}, cookie=mine)
+    assert done["statusCode"] == 303
+    held = world.state.targets.get(TARGET)
+    assert held is not None and held.status is TargetStatus.HELD and held.detail == "held by local"
+
+
+# -- what untrusted text does on a page -------------------------------------------------------------
+def test_hostile_strings_are_rendered_as_text(world: World) -> None:
+    now = int(time.time() * 1000)
+    world.state.tags.record(IMAGE, D1, now, Trigger.POLL)
+    world.state.tags.record_error(IMAGE, f"registry said {XSS}", now)
+    world.state.targets.claim(TARGET, IMAGE, D1, now, Trigger.POLL, now)
+    world.state.targets.finish(
+        TARGET, D1, TargetStatus.FAILED, now, trigger=Trigger.POLL, detail=f"pod {XSS}"
+    )
+    world.sqs.send_message(
+        QueueUrl=world.dlq_url, MessageBody=XSS, MessageGroupId="junk", MessageDeduplicationId="j"
+    )
+    cookie = world.sign_in()
+    for path, query in (("/console", {}), ("/console/targets", {}), ("/console/dead-letters", {}),
+                        ("/console/target", {"id": TARGET}), ("/console/image", {"ref": IMAGE})):  # fmt: skip
+        body = world.get(path, cookie=cookie, query=query)["body"]
+        assert "<script>alert" not in body and "<img src=x" not in body, path
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in body, path
+
+
+# -- pages -----------------------------------------------------------------------------------------
+def test_targets_are_paged_over_the_configuration_and_every_shard(world: World) -> None:
+    entries = [
+        IndexEntry(image=f"registry.example.com/team/app{i}:stable", target_id=f"lab/ns/Deployment/app{i}/c",
+                   cluster="lab", namespace="ns", kind="Deployment", name=f"app{i}", container="c")
+        for i in range(230)
+    ]  # fmt: skip
+    world.state.index.update(entries, [])
+    cookie = world.sign_in()
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        body = world.get("/console/targets", cookie=cookie, query={"after": cursor} if cursor else {})["body"]
+        rows = [part.split('"')[0] for part in body.split('<tr data-target="')[1:]]
+        assert len(rows) <= 100
+        seen.extend(rows)
+        pages += 1
+        if 'id="next"' not in body:
+            break
+        cursor = body.split('id="next" href="/console/targets?after=')[1].split('"')[0]
+        from urllib.parse import unquote
+
+        cursor = unquote(cursor.replace("&amp;", "&"))
+    assert pages == 3
+    assert sorted(seen) == sorted([TARGET, *(e.target_id for e in entries)])
+    bad = world.get("/console/targets", cookie=cookie, query={"after": "i99:x"})
+    assert bad["statusCode"] == 400
+
+
+def test_hold_then_release_sends_the_tags_digest_again(world: World) -> None:
+    now = int(time.time() * 1000)
+    world.state.tags.record(IMAGE, D2, now, Trigger.POLL)
+    cookie = world.sign_in()
+    csrf = csrf_of(world.get("/console", cookie=cookie)["body"])
+    form = {"target": TARGET, "image": IMAGE, "csrf": csrf}
+    held = world.post("/console/actions/hold", form, cookie=cookie)
+    assert held["statusCode"] == 303 and "notice=held" in held["headers"]["Location"]
+    page = world.get("/console/holds", cookie=cookie)["body"]
+    assert TARGET in page and "held by local" in page
+    released = world.post("/console/actions/release", form, cookie=cookie)
+    assert "notice=released" in released["headers"]["Location"]
+    target = world.get("/console/target", cookie=cookie, query={"id": TARGET, "notice": "released"})["body"]
+    assert "Released: the tag" in target and "released by local" in target
+    (message,) = world.sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=10)["Messages"]
+    assert json.loads(message["Body"])["digest"] == D2
+    unknown = world.post("/console/actions/hold", form | {"target": "x/y/Deployment/z/c"}, cookie=cookie)
+    assert unknown["statusCode"] == 400
+    assert world.post("/console/actions/nothing", form, cookie=cookie)["statusCode"] == 404
+
+
+def test_dead_letters_are_summarised_and_redriven(world: World) -> None:
+    change = {"image": IMAGE, "digest": D1, "observed_at": 1, "changed_at": 1, "trigger": "poll"}
+    world.sqs.send_message(QueueUrl=world.dlq_url, MessageBody=json.dumps(change), MessageGroupId=IMAGE,
+                           MessageDeduplicationId="c1")  # fmt: skip
+    failure = {"detail-type": "Lambda Function Invocation Result - Failure", "detail": {
+        "requestContext": {"functionArn": "arn:aws:lambda:us-east-1:1:function:tagpin-poller:$LATEST",
+                           "condition": "RetriesExhausted"},
+        "responsePayload": {"errorType": "Boom", "errorMessage": "the registry was down"}}}  # fmt: skip
+    world.sqs.send_message(QueueUrl=world.dlq_url, MessageBody=json.dumps(failure),
+                           MessageGroupId="failed-invocations", MessageDeduplicationId="f1")  # fmt: skip
+    cookie = world.sign_in()
+    page = world.get("/console/dead-letters", cookie=cookie)["body"]
+    assert IMAGE in page and "the registry was down" in page and "tagpin-poller" in page
+    again = world.get("/console/dead-letters", cookie=cookie)["body"]  # a look changes nothing
+    assert IMAGE in again and "the registry was down" in again
+    csrf = csrf_of(page)
+    done = world.post("/console/actions/redrive", {"csrf": csrf}, cookie=cookie)
+    assert done["headers"]["Location"] == "/console/dead-letters?notice=redriven&n=2"
+    (message,) = world.sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=10)["Messages"]
+    assert json.loads(message["Body"])["digest"] == D1
+    assert "none" in world.get("/console/dead-letters", cookie=cookie)["body"]
+
+
+# -- on AWS: the JWT authorizer's claims ----------------------------------------------------------
+def test_jwt_claims_sign_in_and_name_who_did_it(jwt_world: World) -> None:
+    claims = {"sub": "1234", "email": "ops@example.com"}
+    assert jwt_world.get("/console")["statusCode"] == 401  # no claims: refused, whatever the route
+    assert jwt_world.get("/console", claims=claims)["statusCode"] == 401  # no bearer token
+    page = jwt_world.get("/console", claims=claims, bearer="token-a")
+    assert page["statusCode"] == 200 and "ops@example.com" in page["body"]
+    assert jwt_world.get("/console/signin", claims=claims, bearer="token-a")["statusCode"] == 404
+    csrf = csrf_of(jwt_world.get("/console/targets", claims=claims, bearer="token-a")["body"])
+    other = csrf_of(jwt_world.get("/console/targets", claims=claims, bearer="token-b")["body"])
+    assert csrf != other
+    form = {"target": TARGET, "image": IMAGE}
+    refused = invoke(jwt_world.handler, request("POST", "/console/actions/hold", form=form | {"csrf": other},
+                                                claims=claims, bearer="token-a"))  # fmt: skip
+    assert refused["statusCode"] == 403
+    done = invoke(jwt_world.handler, request("POST", "/console/actions/hold", form=form | {"csrf": csrf},
+                                             claims=claims, bearer="token-a"))  # fmt: skip
+    assert done["statusCode"] == 303
+    held = jwt_world.state.targets.get(TARGET)
+    assert held is not None and held.detail == "held by ops@example.com"
