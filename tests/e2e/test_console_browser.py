@@ -122,8 +122,25 @@ def roll(st: LocalStack) -> str:
     return digest
 
 
-# -- the tests, in the order a person goes ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def rolled(st: LocalStack) -> str:
+    """The tag's first digest, applied: the target exists in tagpin's state."""
+    digest = roll(st)
+    wait_for("the workload at the tag's digest", lambda: digest in deployed_image(st))
+    return digest
+
+
+@pytest.fixture
+def signed_in(st: LocalStack, browser: Any, rolled: str) -> Any:
+    """The browser signed in (each test stands alone: pytest-randomly shuffles their order)."""
+    if browser.get_cookie("tagpin_session") is None:
+        sign_in(browser, st)
+    return browser
+
+
+# -- the tests, in the order a person goes (each stands alone) --------------------------------------
 def test_without_the_token_every_page_is_401(st: LocalStack, browser: Any) -> None:
+    browser.delete_all_cookies()
     for page in PAGES:
         response = httpx.get(st.console_url.removesuffix("/console") + page, timeout=10)
         assert response.status_code == 401, page
@@ -139,9 +156,10 @@ def test_without_the_token_every_page_is_401(st: LocalStack, browser: Any) -> No
     shot(browser, "signin")
 
 
-def test_signing_in_shows_the_followed_image_and_its_target(st: LocalStack, browser: Any) -> None:
-    digest = roll(st)
-    wait_for("the workload at the tag's digest", lambda: digest in deployed_image(st))
+def test_signing_in_shows_the_followed_image_and_its_target(
+    st: LocalStack, browser: Any, rolled: str
+) -> None:
+    digest = deployed_image(st).rsplit("@", 1)[1]
     sign_in(browser, st)
     cookie = browser.get_cookie("tagpin_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/console"
@@ -155,7 +173,8 @@ def test_signing_in_shows_the_followed_image_and_its_target(st: LocalStack, brow
     shot(browser, "targets")
 
 
-def test_hold_keeps_it_release_rolls_it(st: LocalStack, browser: Any) -> None:
+def test_hold_keeps_it_release_rolls_it(st: LocalStack, signed_in: Any) -> None:
+    browser = signed_in
     browser.get(st.console_url + "/targets")
     target_row(browser).find_element("css selector", 'button[data-action="hold"]').click()
     wait_for("the held target", lambda: "Held: tagpin leaves" in text(browser))
@@ -186,7 +205,8 @@ def test_hold_keeps_it_release_rolls_it(st: LocalStack, browser: Any) -> None:
     shot(browser, "released")
 
 
-def test_hostile_text_is_shown_as_text_and_runs_nothing(st: LocalStack, browser: Any) -> None:
+def test_hostile_text_is_shown_as_text_and_runs_nothing(st: LocalStack, signed_in: Any) -> None:
+    browser = signed_in
     assert st.registry is not None
     image = f"{st.registry.host}/demo/web:stable"
     state = state_of(st)
@@ -221,7 +241,8 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(st: LocalStack, browser:
     no_alert(browser)
 
 
-def test_a_post_without_the_csrf_token_or_with_anothers_is_403(st: LocalStack, browser: Any) -> None:
+def test_a_post_without_the_csrf_token_or_with_anothers_is_403(st: LocalStack, signed_in: Any) -> None:
+    browser = signed_in
     # another session: signed in apart, its CSRF token read from its own page
     other = httpx.Client(base_url=st.console_url.removesuffix("/console"), timeout=10)
     assert other.post("/console/signin", data={"token": st.console_token}).status_code == 303
@@ -258,7 +279,8 @@ def test_a_post_without_the_csrf_token_or_with_anothers_is_403(st: LocalStack, b
     other.close()
 
 
-def test_security_headers_on_every_answer(st: LocalStack, browser: Any) -> None:
+def test_security_headers_on_every_answer(st: LocalStack, signed_in: Any) -> None:
+    browser = signed_in
     session = browser.get_cookie("tagpin_session")["value"]
     for page in ("/console", "/console/signin", "/console/nothing"):
         response = httpx.get(
