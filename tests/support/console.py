@@ -34,6 +34,8 @@ def console_env(
 
 
 def route_of(method: str, path: str) -> str:
+    if path == "/slack/actions":
+        return "POST /slack/actions"
     return f"{method} /console" if path.rstrip("/") == "/console" else f"{method} /console/{{proxy+}}"
 
 

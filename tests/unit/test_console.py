@@ -305,3 +305,108 @@ def test_jwt_claims_sign_in_and_name_who_did_it(jwt_world: World) -> None:
     assert done["statusCode"] == 303
     held = jwt_world.state.targets.get(TARGET)
     assert held is not None and held.detail == "held by ops@example.com"
+
+
+# -- approvals: the console's buttons and Slack's ---------------------------------------------------
+SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the shape of Slack's example, not a real one
+HOOKS = "tagpin/notifications/hooks"
+
+
+def _awaiting(world: World, digest: str = D2) -> None:
+    """The configuration asks for approval; the promotion of ``digest`` waits for it (wave 0)."""
+    document = yaml.safe_load(
+        boto3.client("ssm", region_name=REGION).get_parameter(Name=PARAMETER)["Parameter"]["Value"]
+    )
+    document["images"][0]["approval"] = True
+    document["rollout"] = {"notifications": {"sns": False, "webhooks_secret": HOOKS}}
+    boto3.client("ssm", region_name=REGION).put_parameter(
+        Name=PARAMETER, Value=yaml.safe_dump(document), Type="String", Overwrite=True
+    )
+    boto3.client("ssm", region_name=REGION).put_parameter(
+        Name="/" + HOOKS, Value=json.dumps({"slack_signing_secret": SLACK_SECRET}), Type="SecureString"
+    )
+    wiring.reset()
+    now = int(time.time() * 1000)
+    world.state.tags.record(IMAGE, digest, now, Trigger.POLL)
+    started = world.state.promotions.start(
+        IMAGE, digest, now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+    )
+    assert started is not None
+    assert world.state.promotions.request_approval(IMAGE, digest, 0, now, now + 3_600_000)
+
+
+def test_a_pending_approval_is_listed_and_approved_once(world: World) -> None:
+    _awaiting(world)
+    cookie = world.sign_in()
+    page = world.get("/console", cookie=cookie)["body"]
+    assert f'data-approval="{IMAGE}"' in page and D2[:19] in page
+    form = {"image": IMAGE, "digest": D2, "csrf": csrf_of(page)}
+    approved = world.post("/console/actions/approve", form, cookie=cookie)
+    assert approved["statusCode"] == 303 and "notice=approved" in approved["headers"]["Location"]
+    again = world.post("/console/actions/approve", form, cookie=cookie)  # a double click
+    assert "notice=nothing-waiting" in again["headers"]["Location"]
+    (message,) = world.sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=10)["Messages"]
+    assert json.loads(message["Body"])["digest"] == D2  # the wave's change, sent once
+    history = world.state.history.of_image(IMAGE)
+    assert [e.detail for e in history if e.event == "approved"] == ["wave all: approved by local via console"]
+    assert 'data-approval="' not in world.get("/console", cookie=cookie)["body"]
+
+
+def test_rejecting_an_older_digest_does_nothing_and_says_so(world: World) -> None:
+    _awaiting(world)
+    cookie = world.sign_in()
+    csrf = csrf_of(world.get("/console", cookie=cookie)["body"])
+    stale = world.post("/console/actions/reject", {"image": IMAGE, "digest": D1, "csrf": csrf}, cookie=cookie)
+    assert "notice=stale" in stale["headers"]["Location"]
+    assert world.state.promotions.get(IMAGE).awaiting_approval  # type: ignore[union-attr]
+    page = world.get("/console", cookie=cookie, query={"notice": "stale"})["body"]
+    assert "a newer digest supersedes" in page
+
+
+def _slack_click(
+    action: str, digest: str, response_url: str, secret: str = SLACK_SECRET, at: int | None = None
+) -> dict[str, Any]:
+    import hashlib
+    import hmac
+    from urllib.parse import urlencode
+
+    value = json.dumps({"image": IMAGE, "digest": digest, "wave": "all"})
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U1", "username": "ana"},
+        "actions": [{"action_id": action, "value": value}],
+        "response_url": response_url,
+    }
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    stamp = str(at if at is not None else int(time.time()))
+    signature = "v0=" + hmac.new(secret.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
+    event = request("POST", "/slack/actions")
+    event["headers"] |= {
+        "content-type": "application/x-www-form-urlencoded",
+        "x-slack-request-timestamp": stamp,
+        "x-slack-signature": signature,
+    }
+    event["body"], event["isBase64Encoded"] = body.decode(), False
+    return event
+
+
+def test_slack_clicks_are_verified_then_decided(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    replies: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(wiring, "slack_reply", lambda url, message: replies.append((url, message)))
+    hook = "https://hooks.slack.com/actions/T1/1/x"
+    assert invoke(world.handler, _slack_click("approve", D2, hook))["statusCode"] == 401  # not configured
+    _awaiting(world)
+    world.handler = load_handler("console")
+    forged = invoke(world.handler, _slack_click("reject", D2, hook, secret="another secret"))
+    replayed = invoke(world.handler, _slack_click("reject", D2, hook, at=int(time.time()) - 600))
+    assert forged["statusCode"] == 401 and replayed["statusCode"] == 401
+    assert world.state.promotions.get(IMAGE).awaiting_approval  # type: ignore[union-attr]
+    elsewhere = invoke(world.handler, _slack_click("reject", D2, "https://attacker.example/x"))
+    assert elsewhere["statusCode"] == 200 and "Rejected" in json.loads(elsewhere["body"])["text"]
+    assert replies == []  # a response_url that is not Slack's is never requested
+    assert invoke(world.handler, _slack_click("approve", D2, hook))["statusCode"] == 200
+    ((url, message),) = replies
+    assert url == hook and message["replace_original"] and "Nothing waits" in message["text"]
+    history = world.state.history.of_image(IMAGE)
+    assert [e.detail for e in history if e.event == "rejected"] == ["wave all: rejected by ana via slack"]
+    assert world.state.tags.get(IMAGE).bad_digest == D2  # type: ignore[union-attr]

@@ -18,9 +18,11 @@ from tests.unit.template_support import (
 
 CONSOLE = (
     "ConsoleFunction", "ConsoleLogGroup", "ConsoleJwtAuthorizer", "ConsoleIntegration", "ConsoleRoot",
-    "ConsolePages", "ConsoleActions", "ConsoleInvokePermission",
+    "ConsolePages", "ConsoleActions", "ConsoleInvokePermission", "SlackActions",
+    "SlackActionsInvokePermission",
 )  # fmt: skip
 ROUTES = {"GET /console", "GET /console/{proxy+}", "POST /console/{proxy+}"}
+SLACK_ROUTE = "POST /slack/actions"  # Slack's button clicks: verified in code (no JWT from Slack)
 
 
 def _routes(tpl: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -43,7 +45,13 @@ def test_no_issuer_no_console(template):  # noqa: F811
 
 def test_every_console_route_is_behind_the_jwt_authorizer(template):  # noqa: F811
     routes = _routes(template)
-    assert {r["Properties"]["RouteKey"] for r in routes.values()} == ROUTES
+    assert {r["Properties"]["RouteKey"] for r in routes.values()} == ROUTES | {SLACK_ROUTE}
+    (slack,) = [r["Properties"] for r in routes.values() if r["Properties"]["RouteKey"] == SLACK_ROUTE]
+    assert "AuthorizerId" not in slack and slack.get("AuthorizationType", "NONE") == "NONE"
+    assert slack["Target"] == {"Fn::Sub": "integrations/${ConsoleIntegration}"}
+    permission = resources(template)["SlackActionsInvokePermission"]["Properties"]
+    assert permission["SourceArn"]["Fn::Sub"].endswith(":${WebhookApi}/*/POST/slack/actions")
+    routes = {k: v for k, v in routes.items() if v["Properties"]["RouteKey"] != SLACK_ROUTE}
     for name, route in routes.items():
         props = route["Properties"]
         assert props["ApiId"] == {"Ref": "WebhookApi"}, name
@@ -94,9 +102,13 @@ def test_the_role_is_what_the_console_calls(template):  # noqa: F811
     expected = {
         *((f"dynamodb:{a}", table) for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem")),
         ("sqs:SendMessage", queue),
+        ("sns:Publish", str({"Ref": "RolloutTopic"})),  # a person's decision on an approval, announced
         *((f"sqs:{a}", dlq) for a in ("GetQueueAttributes", "ReceiveMessage", "ChangeMessageVisibility",
                                       "DeleteMessage")),
     }  # fmt: skip
     assert expected <= granted
-    others = {g for g in granted if g not in expected and not g[0].startswith(("ssm:", "kms:"))}
-    assert others == set()  # nothing else: no secrets, no cluster, no registry, no delete in the table
+    others = {
+        g for g in granted if g not in expected and not g[0].startswith(("ssm:", "kms:", "secretsmanager:"))
+    }
+    assert others == set()  # nothing else: no cluster, no registry, no delete in the table
+    # secrets: the notification secret only (tests/unit/test_template.py checks the kinds)

@@ -69,11 +69,12 @@ EKS_CLUSTERS = {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluste
 ECR_REPOSITORIES = {"Fn::Sub": "arn:${AWS::Partition}:ecr:*:${AWS::AccountId}:repository/*"}
 REGISTRY_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::*:role/tagpin-registry-*"}
 # The functions that notify rollout events (SNS and the webhooks of rollout.notifications).
-NOTIFYING_FUNCTIONS = frozenset({"consumer", "reconciler"})  # the reconciler: a hold
+# the reconciler: a hold; the console: a person's decision on an approval (and Slack's signing secret)
+NOTIFYING_FUNCTIONS = frozenset({"consumer", "reconciler", "console"})
 # The function that checks signatures before a patch (its keys, tagpin/signing/...; docs/trust.md).
 SIGNATURE_FUNCTIONS = frozenset({"consumer"})
-# The functions that read no secret at all (the console: the JWT authorizer signs people in).
-SECRETLESS_FUNCTIONS = frozenset({"console"})
+# The functions that read no secret at all (none since the console announces decisions).
+SECRETLESS_FUNCTIONS: frozenset[str] = frozenset()
 
 
 SECRET_ARN = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"

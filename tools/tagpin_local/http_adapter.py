@@ -8,6 +8,8 @@ whatever arrives.
   ``cookies``); with ``jwt_claims`` set, the console routes are behind a stand-in of the JWT
   authorizer: a request whose bearer token it does not accept is answered 401 before the function,
   the claims of one it accepts are passed in ``requestContext.authorizer.jwt.claims``;
+- ``POST /slack/actions``: the console handler's too (Slack's button clicks), never behind the JWT
+  authorizer's stand-in (Slack sends no token; the function verifies Slack's signature);
 - another method: 405 with ``Allow: POST`` (404 under ``/console``); another path: 404;
 - a malformed request (a garbage request line, an HTTP/2 preface on this HTTP/1.1 port, a
   negative or unreadable ``Content-Length``): 400; a body over ``MAX_BODY`` (API Gateway's
@@ -34,6 +36,7 @@ log = logging.getLogger("tagpin_local.stack")
 WEBHOOK_ROUTE = "POST /webhooks/{source}"
 CONSOLE_ROUTES = {"GET": "GET /console/{proxy+}", "POST": "POST /console/{proxy+}"}
 CONSOLE_ROOT = "GET /console"
+SLACK_ROUTE = "POST /slack/actions"
 MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit (the handler has its own, lower)
 READ_TIMEOUT_S = 10.0
 OTHER_METHODS = ("GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
@@ -65,7 +68,7 @@ class WebhookAdapterHandler(BaseHTTPRequestHandler):
         length = self._content_length()
         if length is None:
             return
-        if _console(path):
+        if _console(path) or path == "/slack/actions":
             self._console("POST", path, query, length)
             return
         if not path.startswith("/webhooks/"):
@@ -130,13 +133,15 @@ class WebhookAdapterHandler(BaseHTTPRequestHandler):
             self._reply(404, {"message": "Not Found"})
             return
         claims = None
-        if self.server.jwt_claims is not None:
+        slack = path == "/slack/actions"
+        if self.server.jwt_claims is not None and not slack:
             scheme, _, token = (self.headers.get("authorization") or "").strip().partition(" ")
             claims = self.server.jwt_claims(token.strip()) if scheme.lower() == "bearer" and token else None
             if claims is None:
                 self._reply(401, {"message": "Unauthorized"}, headers={"www-authenticate": "Bearer"})
                 return
         route = CONSOLE_ROOT if path.rstrip("/") == "/console" and method == "GET" else CONSOLE_ROUTES[method]
+        route = SLACK_ROUTE if slack else route
         headers = dict(self.headers.items())
         headers["x-forwarded-proto"] = "http"  # as API Gateway says how the client came (https there)
         event = http_api_event(method, path, query, headers, body, self.client_address[0], route, claims)

@@ -59,9 +59,17 @@ NEEDS: dict[str, tuple[str, ...]] = {
         "notify_topic_arn",
         "secret_store",
     ),
-    # The console reads no secret (its sign-in is the HTTP API's JWT authorizer); it carries
-    # TAGPIN_SECRET_STORE as every function does (the template's Globals).
-    "console": (CONFIG, "state_table", "queue_url", "dead_letter_queue_url", "secret_store"),
+    # The console signs people in through the HTTP API's JWT authorizer; it reads the notification
+    # secret to announce a person's decision on an approval and to verify Slack's button clicks
+    # (slack_signing_secret, POST /slack/actions).
+    "console": (
+        CONFIG,
+        "state_table",
+        "queue_url",
+        "dead_letter_queue_url",
+        "notify_topic_arn",
+        "secret_store",
+    ),
 }
 # Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves,
 # secret_store, poll_parts). Every function reads secrets of some kind: each gets TAGPIN_SECRET_STORE.

@@ -228,8 +228,34 @@ def console_app() -> ConsoleApp:
         auth = TokenAuth(
             current.console_token.get_secret_value(), current.console_session_key.get_secret_value().encode()
         )
-    console = Console(config=config, state=state(), followed=followed, holds=holds, dead_letters=dead_letters)
-    return ConsoleApp(console, auth, Renderer())
+    console = Console(
+        config=config,
+        state=state(),
+        followed=followed,
+        holds=holds,
+        dead_letters=dead_letters,
+        approvals=approvals,
+    )
+    return ConsoleApp(console, auth, Renderer(), slack_secret=slack_signing_secret, slack_reply=slack_reply)
+
+
+def slack_signing_secret() -> str | None:
+    """The Slack app's signing secret: ``slack_signing_secret`` in the notification secret."""
+    name = config().rollout.notifications.webhooks_secret
+    if name is None:
+        return None
+    try:
+        value = secret_json(name).get("slack_signing_secret")
+    except SecretNotFound:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def slack_reply(url: str, message: dict[str, Any]) -> None:
+    """Update the message a Slack button was clicked in (its ``response_url``)."""
+    import httpx
+
+    httpx.post(url, json=message, timeout=5.0).raise_for_status()
 
 
 @cache

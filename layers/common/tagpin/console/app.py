@@ -8,19 +8,31 @@ but the sign-in needs the session's CSRF token in the form (``csrf``), compared 
 without it, or with another session's, the answer is 403 and nothing is done. Actions are the
 functions of ``tagpin.usecases.console.ACTIONS``; after one the browser is sent on (303) to a page
 of the console with a notice chosen by key.
+
+``POST /slack/actions`` is Slack's: an approval request's Approve / Reject button. It has no
+session and no authorizer (Slack sends no JWT): the request is verified with the Slack app's signing
+secret (``slack_signing_secret`` in the notification secret; HMAC SHA-256 over
+``v0:<timestamp>:<body>``, constant time, five minutes; ``tagpin.adapters.slack.actions``) before
+anything of it is read; without that secret configured the route answers 401. The decision is the
+console's (``Approvals.decide``, ``via slack``, who = the Slack user), and the message is updated
+through the interaction's ``response_url``, only when that is Slack's own host.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
+from tagpin.adapters.notify import slack_escape
+from tagpin.adapters.slack.actions import SlackRefused, read, verify
 from tagpin.adapters.web.auth import COOKIE, Auth, Principal, TokenAuth, same, secure_cookies
 from tagpin.adapters.web.render import Renderer
 from tagpin.usecases.console import (
@@ -45,6 +57,7 @@ SECURITY_HEADERS = {
 HTML = "text/html; charset=utf-8"
 MAX_FORM = 16 * 1024  # bytes of a form body
 MAX_FIELDS = 20
+SLACK_HOST = "hooks.slack.com"  # a response_url elsewhere is not followed (no request forgery)
 
 
 class HttpError(Exception):
@@ -73,10 +86,20 @@ class NotFound(HttpError):
 
 
 class ConsoleApp:
-    def __init__(self, console: Console, auth: Auth, renderer: Renderer) -> None:
+    def __init__(
+        self,
+        console: Console,
+        auth: Auth,
+        renderer: Renderer,
+        *,
+        slack_secret: Callable[[], str | None] = lambda: None,
+        slack_reply: Callable[[str, dict[str, Any]], None] = lambda url, message: None,
+    ) -> None:
         self.console = console
         self.auth = auth
         self.renderer = renderer
+        self.slack_secret = slack_secret
+        self.slack_reply = slack_reply
         app = self.resolver = APIGatewayHttpResolver()
         pages: dict[str, Callable[[Principal], Response[str]]] = {
             "/console": self._overview,
@@ -95,6 +118,7 @@ class ConsoleApp:
         app.post("/console/signin")(self._signin)
         app.post("/console/signout")(self._signout)
         app.post("/console/actions/<name>")(self._act)
+        app.post("/slack/actions")(self._slack)
         app.not_found()(self._not_found)
         app.exception_handler(HttpError)(self._http_error)
         app.exception_handler(Exception)(self._failure)
@@ -287,6 +311,36 @@ class ConsoleApp:
         query = {"notice": done.notice} | ({"n": str(done.count)} if done.count is not None else {})
         separator = "&" if "?" in done.location else "?"
         return _see_other(done.location + separator + urlencode(query))
+
+    # -- Slack ------------------------------------------------------------------------------------
+    def _slack(self) -> Response[str]:
+        raw = self.event.body or ""
+        body = base64.b64decode(raw) if self.event.is_base64_encoded else raw.encode()
+        secret = self.slack_secret()
+        try:
+            if not secret:
+                raise SlackRefused(401, "Slack approvals are not configured (slack_signing_secret)")
+            verify(dict(self.event.headers or {}), body, secret, time.time())
+            click = read(body)
+        except SlackRefused as exc:
+            log.warning("Slack request refused", extra={"status": exc.status, "reason": exc.message})
+            return Response(exc.status, "text/plain; charset=utf-8", exc.message)
+        decided = self.console.approvals().decide(
+            click.image, click.approve, click.user, via="slack", digest=click.digest
+        )
+        log.info(
+            "Slack decision", extra={"decision": decided.decision, "who": click.user, "image": click.image}
+        )
+        text = slack_escape(
+            f"{NOTICES[decided.decision]} {click.image}@{click.digest[:19]} (by {click.user})"
+        )
+        message = {"replace_original": True, "text": text}
+        if click.response_url is not None and urlsplit(click.response_url).hostname == SLACK_HOST:
+            try:
+                self.slack_reply(click.response_url, message)
+            except Exception:  # the decision stands; the message keeps its buttons (a click answers again)
+                log.warning("Slack message not updated", exc_info=True)
+        return Response(200, "application/json", json.dumps(message))
 
     # -- errors -----------------------------------------------------------------------------------
     def _not_found(self, exc: Exception | None = None) -> Response[str]:

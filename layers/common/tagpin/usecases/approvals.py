@@ -205,6 +205,10 @@ class Approvals:
         )
         return VerificationResult(VerificationOutcome.FAILED, "the approval request lapsed")
 
+    def wave_name(self, image: str, index: int) -> str:
+        """The name of ``image``'s wave ``index`` (a promotion's ``awaiting_wave``)."""
+        return self._wave(image, index)
+
     def _wave(self, image: str, index: int) -> str:
         followed = self._followed().get(image)
         waves = plan(self._settings(), list(followed.targets) if followed else [])

@@ -1,6 +1,7 @@
 """The console's views and actions: what ``tagpin status`` and ``tagpin history`` show, for a person in
-a browser, paged so that 10,000 targets cost one page's reads; and what a person does there (hold,
-release, redrive) through the same use cases as the CLI (``Holds``, ``DeadLetterQueue``).
+a browser, paged so that 10,000 targets cost one page's reads; and what a person does there (approve,
+reject, hold, release, redrive) through the same use cases as the CLI (``Approvals``, ``Holds``,
+``DeadLetterQueue``).
 
 ``tagpin.console`` serves these over the HTTP API and renders them (``tagpin.adapters.web``); nothing
 here knows about HTTP or HTML. Every string in these values may come from a registry, a cluster or a
@@ -28,6 +29,7 @@ from tagpin.domain.channels import pinned_source
 from tagpin.domain.config import FollowedImage, TagpinConfig, Target
 from tagpin.domain.shards import all_shards
 from tagpin.ports.state import HistoryEntry, IndexEntry, State, TagState, TargetState, TargetStatus
+from tagpin.usecases.approvals import Approvals, Decision
 from tagpin.usecases.deadletters import DeadLetterQueue, Look
 from tagpin.usecases.followed import Followed, merge
 from tagpin.usecases.holds import Holds
@@ -36,6 +38,7 @@ PAGE_SIZE = 100
 TIMELINE = 100  # history items shown on an image's or a target's page
 MAX_CURSOR = 2048
 REDRIVE_LIMIT = 100  # messages one click redrives (a request has 30 s at most)
+APPROVAL_SCAN = 200  # followed images whose promotion the overview reads for pending approvals
 CONFIGURATION, LABEL = "configuration", "label"
 
 
@@ -130,6 +133,18 @@ class TargetView:
 
 
 @dataclass(frozen=True)
+class PendingApproval:
+    """A wave of an image's promotion waiting for a person (approve or reject ``digest``)."""
+
+    image: str
+    digest: str
+    wave: str
+    version: str | None
+    since: int
+    expires_at: int | None
+
+
+@dataclass(frozen=True)
 class Done:
     """What an action did: a notice (a key of ``NOTICES``) and the console path to go to."""
 
@@ -150,6 +165,11 @@ NOTICES: dict[str, str] = {
     "released-idle": "Released (the tag has no digest to apply yet, or it is blocked).",
     "not-held": "It was not held.",
     "redriven": "Messages sent back to the changes queue:",
+    Decision.APPROVED: "Approved: the wave starts (through every other gate).",
+    Decision.REJECTED: "Rejected: the digest is marked bad; nothing rolls.",
+    Decision.NOTHING_WAITING: "Nothing waits for a decision on this image (decided or lapsed already).",
+    Decision.STALE: "Not done: a newer digest supersedes the one you decided on.",
+    Decision.ALREADY_DECIDED: "Decided already (a second click, or the request lapsed): nothing done.",
 }
 
 
@@ -191,12 +211,40 @@ class Console:
         followed: Callable[[], Followed],
         holds: Callable[[], Holds],
         dead_letters: Callable[[], DeadLetterQueue],
+        approvals: Callable[[], Approvals],
     ) -> None:
         self._config = config
         self.state = state
         self._followed = followed
         self.holds = holds
         self.dead_letters = dead_letters
+        self.approvals = approvals
+
+    # -- approvals -----------------------------------------------------------------------------
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The waves waiting for a person now. Only images that can wait are read: those with
+        ``approval``, or every configured image when a wave asks for one (at most
+        ``APPROVAL_SCAN`` promotions, one read each; none at all when nothing asks)."""
+        config = self._config()
+        every = any(w.approval for w in config.rollout.waves)
+        candidates = [f.image for f in config.images if every or f.approval][:APPROVAL_SCAN]
+        pending = []
+        approvals = self.approvals()
+        for image in candidates:
+            promotion = self.state.promotions.get(image)
+            if promotion is None or not promotion.awaiting_approval or promotion.awaiting_wave is None:
+                continue
+            pending.append(
+                PendingApproval(
+                    image=image,
+                    digest=promotion.digest,
+                    wave=approvals.wave_name(image, promotion.awaiting_wave),
+                    version=promotion.tag,
+                    since=promotion.updated_at,
+                    expires_at=promotion.approval_expires_at,
+                )
+            )
+        return pending
 
     # -- images --------------------------------------------------------------------------------
     def images(self, cursor: str | None = None, size: int = PAGE_SIZE) -> Page[ImageRow]:
@@ -451,6 +499,22 @@ def release(console: Console, who: str, form: Mapping[str, str]) -> Done:
     return Done(notice, target_path(target, form.get("image")))
 
 
+def _decide(console: Console, who: str, form: Mapping[str, str], approve: bool) -> Done:
+    image, digest = _field(form, "image"), _field(form, "digest")
+    decided = console.approvals().decide(image, approve, who, via="console", digest=digest)
+    return Done(decided.decision.value, "/console")
+
+
+@action("approve")
+def approve(console: Console, who: str, form: Mapping[str, str]) -> Done:
+    return _decide(console, who, form, approve=True)
+
+
+@action("reject")
+def reject(console: Console, who: str, form: Mapping[str, str]) -> Done:
+    return _decide(console, who, form, approve=False)
+
+
 @action("redrive")
 def redrive(console: Console, who: str, form: Mapping[str, str]) -> Done:
     done = console.dead_letters().redrive(REDRIVE_LIMIT)
@@ -462,12 +526,11 @@ class Overview:
     """The console's first page: the first images, and what waits for a person."""
 
     images: Page[ImageRow]
-    # Pending approvals: filled in by the approvals use case (not yet): read nothing until then.
-    approvals: list[object] = field(default_factory=list)
+    approvals: list[PendingApproval] = field(default_factory=list)
 
 
 OVERVIEW_IMAGES = 25  # images on the overview (the images page has them all, PAGE_SIZE a page)
 
 
 def overview(console: Console) -> Overview:
-    return Overview(console.images(size=OVERVIEW_IMAGES))
+    return Overview(console.images(size=OVERVIEW_IMAGES), console.pending_approvals())
