@@ -2,7 +2,8 @@
 chromium-driver) against the local stack: one stack and one browser for the module.
 
 Without the token every page is 401; signing in with the token `tagpin local` prints shows the
-followed image and its target; Hold keeps the target where it is while the tag moves, Release
+followed image and its target; a pending approval is approved with one click and the workload rolls;
+Hold keeps the target where it is while the tag moves, Release
 applies the tag's new digest and the workload rolls; hostile text from a registry's error, a
 target's history and the dead letters is shown as text and runs nothing; a POST without the CSRF
 token, or with another session's, is refused (403). Screenshots go to docs/images/ (docs/console.md).
@@ -55,6 +56,18 @@ def st() -> Iterator[LocalStack]:
         assert stack.registry is not None
         image = f"{stack.registry.host}/demo/web:stable"
         stack.kube.create(deployment("web", "default", image, container="web"))
+        gated = f"{stack.registry.host}/demo/gated:stable"  # every digest waits for a person
+        stack.kube.create(deployment("gated", "default", gated, container="gated"))
+        stack.options.images = [
+            {
+                "image": gated,
+                "approval": True,
+                "targets": [
+                    {"cluster": "local", "namespace": "default", "name": "gated", "container": "gated"}
+                ],
+            }
+        ]
+        stack.write_config()
         yield stack
 
 
@@ -203,6 +216,38 @@ def test_hold_keeps_it_release_rolls_it(st: LocalStack, signed_in: Any) -> None:
     wait_for("the target current again", current, lambda: drain(st))
     assert "released by local" in text(browser)
     shot(browser, "released")
+
+
+def test_a_pending_approval_is_approved_with_one_click_and_the_workload_rolls(
+    st: LocalStack, signed_in: Any
+) -> None:
+    browser = signed_in
+    assert st.registry is not None
+    gated = f"{st.registry.host}/demo/gated:stable"
+    before = gated_image(st)
+    digest = push_image(st.registry.url, "demo/gated", "stable")
+    st.run_poller()
+    drain(st)
+    browser.get(st.console_url)
+    row = wait_for(
+        "the pending approval",
+        lambda: browser.find_elements("css selector", f'tr[data-approval="{gated}"]'),
+        lambda: browser.refresh(),
+    )[0]
+    assert digest[:19] in row.text and gated_image(st) == before  # waits: nothing rolled
+    shot(browser, "approval")
+    row.find_element("css selector", 'button[data-action="approve"]').click()
+    wait_for("the decision", lambda: "Approved: the wave starts" in text(browser))
+    wait_for("the workload at the approved digest", lambda: digest in gated_image(st), lambda: drain(st))
+    assert not browser.find_elements("css selector", f'tr[data-approval="{gated}"]')
+    history = state_of(st).history.of_image(gated)
+    assert [e.detail for e in history if e.event == "approved"] == ["wave all: approved by local via console"]
+
+
+def gated_image(st: LocalStack) -> str:
+    return str(
+        st.kube.get("Deployment", "default", "gated")["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
 
 
 def test_hostile_text_is_shown_as_text_and_runs_nothing(st: LocalStack, signed_in: Any) -> None:

@@ -33,6 +33,7 @@ import boto3
 import pytest
 import yaml
 from tagpin import wiring
+from tagpin.domain.messages import Trigger
 from tagpin.ports.state import TargetStatus
 from tagpin_local.cosign import Signer, sign_image
 from tagpin_local.http_adapter import WEBHOOK_ROUTE
@@ -406,6 +407,19 @@ def console(w: World) -> None:
         assert done["statusCode"] == 303, done
     done = invoke(request("POST", "/console/actions/redrive", form={"csrf": csrf}, cookie=cookie))
     assert "n=1" in done["headers"]["Location"], done
+    # a wave waiting for a person (set here): rejected through the console, the decision announced
+    # (SNS, and the webhooks of the notification secret); a Slack click refused unsigned (the
+    # notification secret has no slack_signing_secret)
+    state, now, waiting = state_of(st), int(time.time() * 1000), "sha256:" + "2" * 64
+    assert state.promotions.start(
+        w.images["lost"], waiting, now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+    )
+    assert state.promotions.request_approval(w.images["lost"], waiting, 0, now, now + 3_600_000)
+    form = {"image": w.images["lost"], "digest": waiting, "csrf": csrf}
+    done = invoke(request("POST", "/console/actions/reject", form=form, cookie=cookie))
+    assert "notice=rejected" in done["headers"]["Location"], done
+    slack = request("POST", "/slack/actions", form={"payload": "{}"})
+    assert invoke(slack)["statusCode"] == 401
 
 
 @pytest.fixture(scope="module")
