@@ -410,3 +410,16 @@ def test_slack_clicks_are_verified_then_decided(world: World, monkeypatch: pytes
     history = world.state.history.of_image(IMAGE)
     assert [e.detail for e in history if e.event == "rejected"] == ["wave all: rejected by ana via slack"]
     assert world.state.tags.get(IMAGE).bad_digest == D2  # type: ignore[union-attr]
+
+
+def test_an_images_page_shows_its_promotion_wave_by_wave(world: World) -> None:
+    _awaiting(world)
+    cookie = world.sign_in()
+    page = world.get("/console/image", cookie=cookie, query={"ref": IMAGE})["body"]
+    assert 'id="waves"' in page and 'data-wave="all"' in page
+    assert '<span class="badge awaiting-approval">awaiting-approval</span>' in page
+    now = int(time.time() * 1000)
+    world.state.promotions.decide_approval(IMAGE, D2, 0, True, now, "approved by t via test")
+    assert world.state.promotions.wave_verified(IMAGE, D2, 0, now)
+    page = world.get("/console/image", cookie=cookie, query={"ref": IMAGE})["body"]
+    assert '<span class="badge soaking">soaking</span>' in page and "<time" in page.split('data-wave="all"')[1]

@@ -28,11 +28,20 @@ from urllib.parse import urlencode
 from tagpin.domain.channels import pinned_source
 from tagpin.domain.config import FollowedImage, TagpinConfig, Target
 from tagpin.domain.shards import all_shards
-from tagpin.ports.state import HistoryEntry, IndexEntry, State, TagState, TargetState, TargetStatus
+from tagpin.ports.state import (
+    HistoryEntry,
+    IndexEntry,
+    PromotionStatus,
+    State,
+    TagState,
+    TargetState,
+    TargetStatus,
+)
 from tagpin.usecases.approvals import Approvals, Decision
 from tagpin.usecases.deadletters import DeadLetterQueue, Look
 from tagpin.usecases.followed import Followed, merge
 from tagpin.usecases.holds import Holds
+from tagpin.usecases.waves import plan
 
 PAGE_SIZE = 100
 TIMELINE = 100  # history items shown on an image's or a target's page
@@ -120,10 +129,32 @@ class Event:
 
 
 @dataclass(frozen=True)
+class WaveView:
+    """A wave of an image's promotion: where it stands (``done``, ``rolling``, ``soaking`` until
+    ``soak_ends_at``, ``awaiting-approval``, ``waiting``, ``halted``, ``dry-run``)."""
+
+    name: str
+    targets: int
+    stage: str
+    soak_ends_at: int | None = None
+
+
+@dataclass(frozen=True)
+class PromotionView:
+    digest: str
+    status: str
+    version: str | None
+    started_at: int
+    waves: list[WaveView]
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
 class ImageView:
     row: ImageRow
     targets: list[TargetRow]
     timeline: list[Event]
+    promotion: PromotionView | None = None
 
 
 @dataclass(frozen=True)
@@ -308,7 +339,41 @@ class Console:
         row = self._image_row(followed, tag, CONFIGURATION if image in configured else LABEL)
         targets = self._rows([(followed, t) for t in followed.targets], {image: tag} if tag else {})
         timeline = [_event(e, e.event) for e in self.state.history.of_image(image, limit=TIMELINE)]
-        return ImageView(row, targets, timeline)
+        return ImageView(row, targets, timeline, self._promotion(followed))
+
+    def _promotion(self, followed: FollowedImage) -> PromotionView | None:
+        """The image's current promotion, wave by wave, with the soak timer of the active one."""
+        promotion = self.state.promotions.get(followed.image)
+        if promotion is None:
+            return None
+        settings = self._config().rollout
+        waves = []
+        for wave in plan(settings, list(followed.targets)):
+            soak_ends_at = None
+            if promotion.status is PromotionStatus.COMPLETE or wave.index < promotion.wave:
+                stage = "done"
+            elif promotion.status is PromotionStatus.HALTED:
+                stage = "halted" if wave.index == promotion.wave else "waiting"
+            elif promotion.status is PromotionStatus.DRY_RUN:
+                stage = "dry-run"
+            elif wave.index > promotion.wave:
+                stage = "waiting"
+            elif promotion.awaiting_wave == wave.index:
+                stage = "awaiting-approval"
+            elif promotion.wave_verified_at is not None:
+                stage = "soaking"
+                soak_ends_at = promotion.wave_verified_at + settings.soak_after(wave.wave) * 1000
+            else:
+                stage = "rolling"
+            waves.append(WaveView(wave.name, len(wave.targets), stage, soak_ends_at))
+        return PromotionView(
+            promotion.digest,
+            promotion.status.value,
+            promotion.tag,
+            promotion.started_at,
+            waves,
+            promotion.detail,
+        )
 
     # -- targets -------------------------------------------------------------------------------
     def targets(self, cursor: str | None = None, size: int = PAGE_SIZE) -> Page[TargetRow]:
