@@ -1,4 +1,5 @@
-"""Both paths of the demo scenario, end to end, and the ``tagpin local`` entry point."""
+"""Both paths of the demo scenario (and its safe rollout, version channel and approval through the
+console), end to end, and the ``tagpin local`` entry point."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 def test_demo_rolls_the_deployment_through_both_paths(capsys):
     require_binary("docker-registry", "/usr/bin/docker-registry")
-    steps, rolled_back, channel = demo.run(poll_interval=0.5)
+    steps, rolled_back, channel, approval = demo.run(poll_interval=0.5)
     first, webhook, poll = steps
     assert first.before.endswith("/demo/web:stable")  # the unpinned tag the team deployed
     for step, trigger in ((first, "webhook"), (webhook, "webhook"), (poll, "poll")):
@@ -50,6 +51,18 @@ def test_demo_rolls_the_deployment_through_both_paths(capsys):
     assert channel.stage[-3:] == ["1.1.0", "1.2.0", "1.3.0"]
     assert channel.prod == ["1.0.0", "1.3.0"]
     assert "prod ran : 1.0.0 -> 1.3.0" in out
+    # approval: 1.4.0 waited before prod (prod still on 1.3.0) until approved through the console's
+    # HTTP action (session cookie, CSRF token), then prod rolled to it
+    assert approval.image.endswith("/demo/app@stable") and approval.version == "1.4.0"
+    assert approval.waited
+    assert approval.prod_while_waiting.endswith(f"/demo/app:1.3.0@{channel.versions['1.3.0']}")
+    assert approval.digest not in approval.prod_while_waiting
+    assert approval.approve_status == 303 and "notice=approved" in approval.approve_location
+    assert len(approval.approved) == 1 and "via console" in approval.approved[0]
+    assert approval.approved == ["wave prod: approved by local via console"]
+    assert approval.prod_after.endswith(f"/demo/app:1.4.0@{approval.digest}")
+    assert "awaiting_approval in wave prod" in out and "(not rolled)" in out
+    assert "POST /console/actions/approve (session cookie, CSRF token) -> 303" in out
 
 
 def endpoints_for_cli(line: str) -> dict:

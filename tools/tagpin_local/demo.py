@@ -9,6 +9,12 @@
    soak, then prod); then a broken image is pushed (its pods never become available): stage
    fails to roll out, tagpin restores the previous image there, marks the digest bad and halts
    the promotion; prod is never touched. The SNS notifications are shown.
+5. Version channel: ``demo/app@stable`` (policy ``^1``) in stage and prod; stage takes 1.1.0,
+   1.2.0 and 1.3.0 as they are pushed, prod goes from 1.0.0 straight to 1.3.0.
+6. Approval: the prod wave now asks for a person (``approval: true``); 1.4.0 is verified in stage,
+   soaks, and waits (``awaiting_approval``, prod unchanged); it is approved as the console's
+   Approve button does it, over HTTP (sign in with the local token, the CSRF token read from the
+   overview, ``POST /console/actions/approve``); prod rolls to 1.4.0.
 
 Prints the image before and after each step, the time from push to patch, and from push to
 verified. Exits non-zero if a step does not happen within its deadline.
@@ -16,12 +22,15 @@ verified. Exits non-zero if a step does not happen within its deadline.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import TargetStatus
 
@@ -245,7 +254,128 @@ def _app_image(stack: LocalStack, cluster: str) -> str:
     return image
 
 
-def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel]:
+@dataclass
+class Approval:
+    image: str  # the version channel's key, as the console lists it
+    version: str
+    digest: str
+    waited: bool  # the promotion awaited approval with prod still on the previous version
+    prod_while_waiting: str
+    approve_status: int  # the console's answer to the Approve form (303)
+    approve_location: str
+    approved: list[str]  # the details of the image's `approved` events
+    prod_after: str
+    approval_to_prod_s: float
+
+
+def _console_approve(stack: LocalStack, image: str) -> tuple[dict[str, str], httpx.Response]:
+    """Approve ``image``'s pending wave as a person does in the console: sign in with the local
+    token, read the Approve form of the image's row on the overview, POST it (with the CSRF token)."""
+    base = stack.console_url.removesuffix("/console")
+    with httpx.Client(base_url=base, timeout=10) as console:
+        signin = console.post("/console/signin", data={"token": stack.console_token})
+        if signin.status_code != 303 or "tagpin_session" not in console.cookies:
+            raise SystemExit(f"FAILED: the console's sign-in answered {signin.status_code}")
+        overview = console.get("/console")
+        row = re.search(
+            r'<tr data-approval="' + re.escape(html.escape(image)) + r'">(.*?)</tr>', overview.text, re.S
+        )
+        if overview.status_code != 200 or row is None:
+            raise SystemExit(f"FAILED: the console's overview does not list {image} as pending approval")
+        form = re.search(r'<form[^>]*action="/console/actions/approve">(.*?)</form>', row.group(1), re.S)
+        if form is None:
+            raise SystemExit(f"FAILED: no Approve button for {image} on the console's overview")
+        fields = {
+            name: html.unescape(value)
+            for name, value in re.findall(
+                r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form.group(1)
+            )
+        }
+        cells = re.findall(r"<td>([^<]*)</td>", row.group(1))
+        wave = html.unescape(cells[0]) if cells else "?"
+        print(f"   console: signed in with the local token; the overview lists {fields['image']}")
+        print(
+            f"            as pending approval: wave {wave}, digest {fields['digest'][:19]}…, Approve / Reject"
+        )
+        approved = console.post(
+            "/console/actions/approve",
+            data={"image": fields["image"], "digest": fields["digest"], "csrf": fields["csrf"]},
+        )
+    return fields, approved
+
+
+def approval_scenario(stack: LocalStack) -> Approval:
+    """The version channel's prod wave now needs a person's approval: 1.4.0 rolls in stage, soaks,
+    then waits (prod unchanged) until it is approved through the console's Approve action."""
+    assert stack.registry is not None
+    state = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
+    repository = f"{stack.registry.host}/demo/app"
+    image = f"{repository}@stable"  # the channel's key: the console's row, the history
+    waves = [
+        {"name": "stage", "clusters": ["local", "stage"]},
+        {"name": "prod", "clusters": ["prod"], "approval": True},
+    ]
+    stack.options.rollout = {**ROLLOUT, "waves": waves}
+    stack.write_config()
+    print(f"\n== approval: the prod wave of {image} now waits for a person (approval: true), soak {SOAK_S} s")
+    stage_id, prod_id = (f"{c}/app/Deployment/app/app" for c in ("stage", "prod"))
+    prod_before = _app_image(stack, "prod")
+    stack.notifications()  # only this step's from here on
+    version = "1.4.0"
+    digest = push_image(stack.registry.url, "demo/app", version)
+    started = time.monotonic()
+
+    def verified(target: str) -> bool:
+        st = state.targets.get(target)
+        return st is not None and st.digest == digest and st.status is TargetStatus.VERIFIED
+
+    def awaiting() -> bool:
+        promotion = state.promotions.get(image)
+        return promotion is not None and promotion.digest == digest and promotion.awaiting_approval
+
+    _wait(f"{version} verified in stage", lambda: verified(stage_id))
+    print(f"   {version} pushed: verified in stage after {time.monotonic() - started:.1f} s")
+    _wait(f"{version} awaiting approval for prod", awaiting)
+    time.sleep(1.0)  # a moment more: nothing rolls in prod while the request waits
+    prod_waiting = _app_image(stack, "prod")
+    waited = awaiting() and prod_waiting == prod_before and not prod_waiting.endswith("@" + digest)
+    print(
+        f"   soaked {SOAK_S} s, then the promotion waits: awaiting_approval in wave prod "
+        f"({time.monotonic() - started:.1f} s after the push)"
+    )
+    if not waited:
+        raise SystemExit(f"FAILED: prod did not wait for approval: it runs {prod_waiting}")
+    print(f"   prod still runs {prod_waiting} (not rolled)")
+    for n in stack.notifications():
+        if n.get("event") == "awaiting_approval":
+            print(f"   notification (SNS): {n['event']} wave {n['wave']}")
+    fields, answer = _console_approve(stack, image)
+    location = answer.headers.get("location", "")
+    print(f"   POST /console/actions/approve (session cookie, CSRF token) -> {answer.status_code} {location}")
+    if answer.status_code != 303 or "notice=approved" not in location or fields["digest"] != digest:
+        raise SystemExit(f"FAILED: the console's Approve answered {answer.status_code} {location}")
+    approved_at = time.monotonic()
+    _wait(f"{version} verified in prod", lambda: verified(prod_id))
+    elapsed = time.monotonic() - approved_at
+    details = [h.detail or "" for h in state.history.of_image(image) if h.event == "approved"]
+    result = Approval(
+        image=image,
+        version=version,
+        digest=digest,
+        waited=waited,
+        prod_while_waiting=prod_waiting,
+        approve_status=answer.status_code,
+        approve_location=location,
+        approved=details,
+        prod_after=_app_image(stack, "prod"),
+        approval_to_prod_s=elapsed,
+    )
+    print(f"   history: {'; '.join(details)}")
+    print(f"   prod now runs {result.prod_after} (verified {elapsed:.1f} s after the approval)")
+    return result
+
+
+def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel, Approval]:
     steps: list[Step] = []
     options = StackOptions(
         notifications=True,
@@ -274,28 +404,31 @@ def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel]:
         report(steps[-1])
         rolled_back = rollback_scenario(stack)
         channel = versions_scenario(stack)
+        approval = approval_scenario(stack)
         history = stack.functions["consumer"].invocations
         print(f"\nconsumer invocations: {history}; consumer errors: {len(stack.consumer_errors)}")
         if stack.consumer_errors:
             raise SystemExit("FAILED: consumer errors: " + "; ".join(stack.consumer_errors))
-    return steps, rolled_back, channel
+    return steps, rolled_back, channel, approval
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    steps, rolled_back, channel = run()
+    steps, rolled_back, channel, approval = run()
     summary: dict[str, Any] = {
         "webhook_push_to_patch_ms": round(steps[1].push_to_patch_s * 1000),
         "poll_push_to_patch_ms": round(steps[2].push_to_patch_s * 1000),
         "push_to_verified_stage_ms": round(rolled_back.push_to_verified_s["stage"] * 1000),
         "push_to_verified_prod_ms": round(rolled_back.push_to_verified_s["prod"] * 1000),
         "version_channel_prod": " -> ".join(channel.prod),
+        "approval_to_prod_verified_ms": round(approval.approval_to_prod_s * 1000),
     }
     if "--json" in args:
         print(json.dumps(summary))
     print(
         "\nOK: both paths rolled the Deployment; the bad push was rolled back in stage; the version "
-        "channel took prod from 1.0.0 straight to 1.3.0.",
+        "channel took prod from 1.0.0 straight to 1.3.0; 1.4.0 waited for approval and rolled to prod "
+        "once approved in the console.",
         json.dumps(summary),
     )
     return 0
