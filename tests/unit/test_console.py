@@ -422,4 +422,6 @@ def test_an_images_page_shows_its_promotion_wave_by_wave(world: World) -> None:
     world.state.promotions.decide_approval(IMAGE, D2, 0, True, now, "approved by t via test")
     assert world.state.promotions.wave_verified(IMAGE, D2, 0, now)
     page = world.get("/console/image", cookie=cookie, query={"ref": IMAGE})["body"]
-    assert '<span class="badge soaking">soaking</span>' in page and "<time" in page.split('data-wave="all"')[1]
+    assert (
+        '<span class="badge soaking">soaking</span>' in page and "<time" in page.split('data-wave="all"')[1]
+    )
