@@ -350,3 +350,34 @@ def test_the_console_is_checked_only_where_it_is_deployed(clients):
     results = {r.subject: r for r in doctor.check_functions(Seat(t))}
     assert results["console"].status is Status.SKIP and "ConsoleJwtIssuer" in results["console"].detail
     assert set(results) == set(doctor.FUNCTIONS)
+
+
+def test_signature_keys_and_the_slack_signing_secret_are_checked_for_their_shape(clients, monkeypatch):
+    from tagpin_local.cosign import Signer
+
+    secrets = {
+        **SECRETS,
+        "tagpin/signing/release": Signer.generate("ed25519").public_pem,
+        "tagpin/signing/broken": "-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n",
+        "tagpin/notifications/hooks": '{"slack": "https://hooks.slack.com/services/x", "slack_signing_secret": "s"}',
+    }
+    monkeypatch.setattr(wiring, "secret_text", lambda name: secrets[name])
+    secret_clients(clients)
+    clients["iam"] = Fake(
+        simulate_principal_policy=lambda **_: {"EvaluationResults": [{"EvalDecision": "allowed"}]}
+    )
+    config = (
+        CONFIG.replace(
+            "    targets:",
+            "    signatures: {keys: [{secret: tagpin/signing/release}, {secret: tagpin/signing/broken}]}\n    targets:",
+        )
+        + "rollout: {notifications: {webhooks_secret: tagpin/notifications/hooks}}\n"
+    )
+    seat = Seat(target(), config=parse_config(config, source="test"))
+    seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
+    results = {r.subject: r for r in doctor.check_secrets(seat)}
+    good, broken = results["tagpin/signing/release"], results["tagpin/signing/broken"]
+    assert good.status is Status.OK and "ed25519 public key" in good.detail
+    assert broken.status is Status.FAIL and "unusable" in broken.detail
+    hooks = results["tagpin/notifications/hooks"]
+    assert hooks.status is Status.OK and "Slack signing secret" in hooks.detail and '"s"' not in hooks.detail

@@ -41,9 +41,11 @@ from tagpin_cli.environment import Target
 FUNCTIONS = ("poller", "webhook", "consumer", "reconciler", "console")
 # Deployed with a parameter only: the console with ConsoleJwtIssuer (its output is there then).
 OPTIONAL_FUNCTIONS = ("console",)
-REGISTRY_READERS = ("poller", "webhook", "reconciler")  # resolve tags with the registry's credentials
+# resolve tags with the registry's credentials; the consumer reads manifests and signatures (trust gates)
+REGISTRY_READERS = ("poller", "webhook", "reconciler", "consumer")
 CLUSTER_READERS = ("consumer", "reconciler")  # reach clusters
-NOTIFIERS = ("consumer",)
+NOTIFIERS = ("consumer", "reconciler", "console")  # the reconciler: holds; the console: decisions, Slack
+SIGNATURE_READERS = ("consumer",)  # signature gates' keys and trusted roots
 
 
 class Status(StrEnum):
@@ -301,7 +303,33 @@ def secrets_of(seat: Seat) -> list[_Secret]:
     notify = config.rollout.notifications.webhooks_secret
     if notify:
         found[notify] = _Secret(notify, "rollout notification webhooks", NOTIFIERS, _notify_shape)
+    for gate in [f.signatures for f in config.images] + [w.signatures for w in config.rollout.waves]:
+        if gate is None:
+            continue
+        for key in gate.keys:
+            if key.secret:
+                found[key.secret] = _Secret(
+                    key.secret, "a signature gate's public key", SIGNATURE_READERS, _key_shape
+                )
+        if gate.trusted_root is not None and gate.trusted_root.secret:
+            name = gate.trusted_root.secret
+            found[name] = _Secret(name, "a signature gate's trusted root", SIGNATURE_READERS, _root_shape)
     return list(found.values())
+
+
+def _key_shape(text: str) -> str:
+    """A PEM public key the signature checker can use (ECDSA P-256, Ed25519)."""
+    from tagpin.adapters.signatures.keys import load_key
+
+    key = load_key(text)
+    return f"{key.kind} public key {key.key_id[:19]}"
+
+
+def _root_shape(text: str) -> str:
+    from tagpin.adapters.signatures.keyless import trusted_root
+
+    trusted_root(text)
+    return "a Sigstore trusted root"
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -341,10 +369,12 @@ def _service_account_shape(text: str) -> str:
 
 def _notify_shape(text: str) -> str:
     data = _json_object(text)
-    unknown = set(data) - {"slack", "teams", "http"}
+    unknown = set(data) - {"slack", "teams", "http", "slack_signing_secret"}
     if unknown:
-        raise ValueError(f"unknown keys {sorted(unknown)} (slack, teams, http)")
-    return "webhooks: " + ", ".join(sorted(data))
+        raise ValueError(f"unknown keys {sorted(unknown)} (slack, teams, http, slack_signing_secret)")
+    hooks = sorted(k for k in data if k != "slack_signing_secret")
+    signing = "; a Slack signing secret (approval buttons)" if "slack_signing_secret" in data else ""
+    return "webhooks: " + (", ".join(hooks) or "none") + signing
 
 
 # What reads a secret in each store (the action the functions' roles must allow).
