@@ -4,6 +4,7 @@ each secret (IAM policy simulator) and EKS access entries. AWS is faked at the c
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -358,21 +359,19 @@ def test_signature_keys_and_the_slack_signing_secret_are_checked_for_their_shape
     secrets = {
         **SECRETS,
         "tagpin/signing/release": Signer.generate("ed25519").public_pem,
-        "tagpin/signing/broken": "-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n",
-        "tagpin/notifications/hooks": '{"slack": "https://hooks.slack.com/services/x", "slack_signing_secret": "s"}',
+        "tagpin/signing/broken": "-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----",
+        "tagpin/notifications/hooks": json.dumps(
+            {"slack": "https://hooks.slack.com/services/x", "slack_signing_secret": "s"}
+        ),
     }
     monkeypatch.setattr(wiring, "secret_text", lambda name: secrets[name])
     secret_clients(clients)
     clients["iam"] = Fake(
         simulate_principal_policy=lambda **_: {"EvaluationResults": [{"EvalDecision": "allowed"}]}
     )
-    config = (
-        CONFIG.replace(
-            "    targets:",
-            "    signatures: {keys: [{secret: tagpin/signing/release}, {secret: tagpin/signing/broken}]}\n    targets:",
-        )
-        + "rollout: {notifications: {webhooks_secret: tagpin/notifications/hooks}}\n"
-    )
+    gate = "    signatures: {keys: [{secret: tagpin/signing/release}, {secret: tagpin/signing/broken}]}\n"
+    config = CONFIG.replace("    targets:", gate + "    targets:")
+    config += "rollout: {notifications: {webhooks_secret: tagpin/notifications/hooks}}\n"
     seat = Seat(target(), config=parse_config(config, source="test"))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
     results = {r.subject: r for r in doctor.check_secrets(seat)}
