@@ -199,8 +199,13 @@ def test_a_good_digest_walks_through_both_waves_after_the_soak(st: LocalStack) -
     assert all(status(st, t, digest) is TargetStatus.VERIFIED for t in stage_ids)
     assert all(running(st, t).endswith("@" + digest) for t in ids)
     # The verifier invocation that finds the last target verified completes the promotion right
-    # after (with several containers, not necessarily the one that verified it).
-    wait_for("the promotion complete", lambda: promotion_status(st, image) is PromotionStatus.COMPLETE)
+    # after (with several containers, not necessarily the one that verified it): it ends the
+    # promotion (the conditional write one invocation wins), then records the history event.
+    wait_for(
+        "the promotion complete",
+        lambda: promotion_status(st, image) is PromotionStatus.COMPLETE
+        and "complete" in events(st, image, digest),
+    )
     trail = events(st, image, digest)  # items of the same millisecond sort by name
     assert sorted(trail) == sorted(
         ["started", "applied", "verified", "wave-started", "applied", "verified", "complete"]

@@ -252,10 +252,13 @@ def slack_signing_secret() -> str | None:
 
 
 def slack_reply(url: str, message: dict[str, Any]) -> None:
-    """Update the message a Slack button was clicked in (its ``response_url``)."""
-    import httpx
+    """Update the message a Slack button was clicked in (its ``response_url``).
 
-    httpx.post(url, json=message, timeout=5.0).raise_for_status()
+    The same stdlib POST the notifier uses: the console's layer does not carry httpx (the
+    registry client's aiohttp lives in the poller's and consumer's layer only)."""
+    from tagpin.adapters.notify import post_json
+
+    post_json(url, message)
 
 
 @cache
