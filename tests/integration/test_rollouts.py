@@ -203,8 +203,10 @@ def test_a_good_digest_walks_through_both_waves_after_the_soak(st: LocalStack) -
     # promotion (the conditional write one invocation wins), then records the history event.
     wait_for(
         "the promotion complete",
-        lambda: promotion_status(st, image) is PromotionStatus.COMPLETE
-        and "complete" in events(st, image, digest),
+        lambda: (
+            promotion_status(st, image) is PromotionStatus.COMPLETE
+            and "complete" in events(st, image, digest)
+        ),
     )
     trail = events(st, image, digest)  # items of the same millisecond sort by name
     assert sorted(trail) == sorted(
