@@ -1,7 +1,7 @@
 """A person's decision is never fought: the real handlers on the local stack, the SQS loop running,
 a Deployment in the simulator changed with `kubectl` after tagpin's patch.
 
-- an image put back by hand after tagpin's patch is not patched back by the next poll or reconcile:
+- a Deployment rolled back by a person (`kubectl rollout undo`) after tagpin's patch is not patched back by the next poll or reconcile:
   the target is held (recorded, announced once) until the tag moves, and the next move applies;
 - `tagpin hold` keeps a target where it is whatever the tag does, `tagpin release` ends it and
   applies the tag's digest at once;
@@ -78,12 +78,17 @@ def kubectl(st: LocalStack, tmp: Path, *args: str) -> None:
     )
 
 
-def test_an_image_put_back_by_hand_is_held_until_the_tag_moves(st: LocalStack, tmp_path: Path) -> None:
+@pytest.mark.parametrize("undo", ["rollout undo", "set image"])
+def test_a_change_by_a_person_is_held_until_the_tag_moves(st: LocalStack, tmp_path: Path, undo: str) -> None:
     before = roll(st)
     pinned = image(st)
     applied = roll(st)
-    # a person puts the previous image back (what `kubectl rollout undo` does)
-    kubectl(st, tmp_path, "set", "image", "deployment/web", f"web={pinned}")
+    if undo == "rollout undo":  # back to the previous revision: kubectl reads the ReplicaSets
+        kubectl(st, tmp_path, "rollout", "undo", "deployment/web")
+        notes = st.kube.get("Deployment", "default", "web")["spec"]["template"]["metadata"]["annotations"]
+        assert before in notes["tagpin.dev/digests"]  # the whole previous template came back
+    else:  # the previous image set by hand
+        kubectl(st, tmp_path, "set", "image", "deployment/web", f"web={pinned}")
     assert image(st) == pinned
     st.notifications()
     st.run_poller()  # the state says applied: the poll sees nothing to do

@@ -801,6 +801,47 @@ def test_kubectl_get_patch_label(kubectl) -> None:
     assert sim.count("PATCH", "/deployments/web$") == 2
 
 
+def test_kubectl_rollout_history_and_undo_read_the_replica_sets(kubectl) -> None:
+    sim, run = kubectl
+    first = containers(sim.get("Deployment", "shop", "web"))["app"]["image"]
+    run("set", "image", "deploy/web", "-n", "shop", f"app=nginx@{DIGEST}")
+    sets = sim.list("ReplicaSet", "shop")
+    assert [s["metadata"]["annotations"]["deployment.kubernetes.io/revision"] for s in sets] in (
+        ["1", "2"],
+        ["2", "1"],
+    )
+    owner = sim.get("Deployment", "shop", "web")["metadata"]["uid"]
+    assert all(s["metadata"]["ownerReferences"][0]["uid"] == owner for s in sets)
+    newest = max(sets, key=lambda s: int(s["metadata"]["annotations"]["deployment.kubernetes.io/revision"]))
+    assert newest["spec"]["replicas"] == 2 and sum(s["spec"]["replicas"] for s in sets) == 2
+    thash = newest["metadata"]["labels"]["pod-template-hash"]
+    assert all(
+        p["metadata"]["labels"]["pod-template-hash"] == thash
+        for p in sim.pods_for("Deployment", "shop", "web")
+    )
+    history = run("rollout", "history", "deploy/web", "-n", "shop").stdout
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"]
+
+    assert "rolled back" in run("rollout", "undo", "deploy/web", "-n", "shop").stdout
+    undone = sim.get("Deployment", "shop", "web")
+    assert containers(undone)["app"]["image"] == first
+    # the old ReplicaSet is reused at the next revision; revisions only grow
+    assert undone["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
+    assert len(sim.list("ReplicaSet", "shop")) == 2
+    history = run("rollout", "history", "deploy/web", "-n", "shop").stdout
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["2", "3"]
+    run("rollout", "undo", "deploy/web", "-n", "shop", "--to-revision=2")
+    assert containers(sim.get("Deployment", "shop", "web"))["app"]["image"] == f"nginx@{DIGEST}"
+    assert "web-" in run("get", "rs", "-n", "shop").stdout
+
+    sim.patch("Deployment", "shop", "web", {"spec": {"revisionHistoryLimit": 1}})
+    for tag in ("1.28", "1.29", "1.30"):
+        run("set", "image", "deploy/web", "-n", "shop", f"app=nginx:{tag}")
+    assert len(sim.list("ReplicaSet", "shop")) == 2  # the newest and one old one
+    sim.delete("Deployment", "shop", "web")
+    assert sim.list("ReplicaSet", "shop") == []  # the garbage collector follows the owner
+
+
 def test_kubectl_rollout_status_waits_for_a_delayed_rollout(kubectl) -> None:
     sim, run = kubectl
     sim.rollout_delay = 0.4

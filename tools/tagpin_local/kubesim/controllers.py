@@ -23,9 +23,9 @@ from typing import Any
 
 from .defaults import apply_defaults, pod_template_of
 from .resources import Obj, _now, find_resource
-from .state import Key, KeyList, ObjList, State
+from .replicasets import ReplicaSets, replica_set_uid
+from .state import Key, KeyList, ObjList
 
-_REVISION = "deployment.kubernetes.io/revision"
 _ARGO_REVISION = "rollout.argoproj.io/revision"
 _ARGO_HASH = "rollouts-pod-template-hash"
 
@@ -49,7 +49,7 @@ def _hash10(value: Any) -> str:
     return "".join(alphabet[b % len(alphabet)] for b in digest[:10])
 
 
-class Controllers(State):
+class Controllers(ReplicaSets):
     """Workload controllers: Pods from the pod template, their status (``imageID``), rollouts and
     revisions. The store calls in on every write, with the lock held."""
 
@@ -158,10 +158,11 @@ class Controllers(State):
             old_timer.cancel()
         if obj["kind"] == "CronJob":
             return
-        if obj["kind"] in ("Deployment", "Rollout") and template_changed:  # a new ReplicaSet, a new revision
+        if obj["kind"] == "Deployment" and template_changed:  # its ReplicaSet, the next revision
+            self._new_revision(obj, _hash10(pod_template_of(obj)))
+        if obj["kind"] == "Rollout" and template_changed:
             notes = obj["metadata"].setdefault("annotations", {})
-            revision = _REVISION if obj["kind"] == "Deployment" else _ARGO_REVISION
-            notes[revision] = str(int(notes.get(revision, "0")) + 1)
+            notes[_ARGO_REVISION] = str(int(notes.get(_ARGO_REVISION, "0")) + 1)
         if obj["kind"] == "Rollout" and template_changed:  # a new template starts at the first step
             obj["status"]["currentStepIndex"] = 0
             for gone in ("pauseConditions", "controllerPause"):
@@ -257,7 +258,7 @@ class Controllers(State):
             meta["generateName"] = f"{name}-{thash}-"
             labels["pod-template-hash" if kind == "Deployment" else _ARGO_HASH] = thash
             owner: Obj = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{name}-{thash}"}
-            owner["uid"] = str(uuid.uuid5(uuid.NAMESPACE_OID, f"{ns}/{name}-{thash}"))
+            owner["uid"] = replica_set_uid(ns, f"{name}-{thash}")
         else:
             if kind == "StatefulSet":
                 pod_name = f"{name}-{index}"
@@ -421,6 +422,7 @@ class Controllers(State):
         st = obj["status"]
         if kind == "Deployment":
             rs = f"{name}-{thash}"
+            self._settle_replica_sets(obj, thash, want)
             st.clear()
             st.update(observedGeneration=gen, replicas=want, updatedReplicas=want, readyReplicas=want)
             st.update(availableReplicas=want)

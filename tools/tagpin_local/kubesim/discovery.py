@@ -41,6 +41,9 @@ class Discovery(State):
                 want = o["spec"].get("replicas", 1)
                 state = f"{st.get('readyReplicas', 0)}/{want}"
                 cols[1] = ("Ready", "string")
+            elif o["kind"] == "ReplicaSet":
+                state = f"{st.get('readyReplicas', 0)}/{o['spec'].get('replicas', 0)}"
+                cols[1] = ("Ready", "string")
             elif o["kind"] == "DaemonSet":
                 state = f"{st.get('numberReady', 0)}/{st.get('desiredNumberScheduled', 0)}"
                 cols[1] = ("Ready", "string")

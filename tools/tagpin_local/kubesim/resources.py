@@ -41,6 +41,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",)),
     Resource("statefulsets", "statefulset", "StatefulSet", "apps", "v1", True, ("sts",)),
     Resource("daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",)),
+    Resource("replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",)),
     Resource("cronjobs", "cronjob", "CronJob", "batch", "v1", True, ("cj",)),
     # Argo Rollouts, as its CRD declares it (names, short name, status subresource)
     Resource("rollouts", "rollout", "Rollout", "argoproj.io", "v1alpha1", True, ("ro",), custom=True),

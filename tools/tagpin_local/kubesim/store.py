@@ -198,6 +198,8 @@ class Store(Controllers):
             timer.cancel()
         for pod in self._owned.pop(key, []):
             self._objects.pop(pod, None)
+        if res.kind == "Deployment":
+            self._drop_replica_sets(obj)
         if res.kind == "Namespace":
             for k in [k for k in self._objects if k[1] == name]:
                 self._objects.pop(k)
