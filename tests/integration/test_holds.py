@@ -1,7 +1,8 @@
 """A person's decision is never fought: the real handlers on the local stack, the SQS loop running,
 a Deployment in the simulator changed with `kubectl` after tagpin's patch.
 
-- a Deployment rolled back by a person (`kubectl rollout undo`) after tagpin's patch is not patched back by the next poll or reconcile:
+- a Deployment rolled back by a person after tagpin's patch (`kubectl rollout undo`, or the
+  previous image set by hand) is not patched back by the next poll or reconcile:
   the target is held (recorded, announced once) until the tag moves, and the next move applies;
 - `tagpin hold` keeps a target where it is whatever the tag does, `tagpin release` ends it and
   applies the tag's digest at once;

@@ -22,8 +22,8 @@ import uuid
 from typing import Any
 
 from .defaults import apply_defaults, pod_template_of
-from .resources import Obj, _now, find_resource
 from .replicasets import ReplicaSets, replica_set_uid
+from .resources import Obj, _now, find_resource
 from .state import Key, KeyList, ObjList
 
 _ARGO_REVISION = "rollout.argoproj.io/revision"
