@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 from tagpin.domain.messages import Trigger
-from tagpin.ports.state import TargetNote
+from tagpin.ports.state import TargetNote, TargetStatus
+from tagpin_cli import commands
 from tagpin_local.kubesim import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
@@ -39,9 +40,17 @@ PAGES = ["/console", "/console/images", "/console/targets", "/console/holds", "/
 
 
 def wait_for(what: str, condition: Callable[[], Any], step: Callable[[], Any] = lambda: None) -> Any:
+    """Poll ``condition``; a page that navigates while it is read (a form's redirect: a stale
+    element, a node no longer in the document, no element yet) is "not yet"."""
+    from selenium.common.exceptions import WebDriverException
+
     started = time.monotonic()
     while time.monotonic() - started < DEADLINE_S:
-        if found := condition():
+        try:
+            found = condition()
+        except WebDriverException:
+            found = None
+        if found:
             return found
         step()
         time.sleep(0.3)
@@ -98,7 +107,8 @@ def shot(driver: Any, name: str) -> None:
 
 
 def text(driver: Any) -> str:
-    return str(driver.find_element("tag name", "body").text)
+    """The page's visible text, read in one script call (no element reference to go stale)."""
+    return str(driver.execute_script("return document.body ? document.body.innerText : ''"))
 
 
 def no_alert(driver: Any) -> None:
@@ -144,7 +154,24 @@ def rolled(st: LocalStack) -> str:
 
 
 @pytest.fixture
-def signed_in(st: LocalStack, browser: Any, rolled: str) -> Any:
+def unheld(st: LocalStack, rolled: str) -> None:
+    """The target not held, at the tag's digest: a test that held it, or released it, and failed
+    before it was current again leaves nothing behind for the next (pytest-randomly shuffles)."""
+    stored = state_of(st).targets.get(TARGET)
+    if stored is not None and stored.status is TargetStatus.HELD:
+        commands.release(TARGET)
+    wait_for(
+        "the target released and current",
+        lambda: (
+            (t := state_of(st).targets.get(TARGET)) is not None
+            and t.status in (TargetStatus.APPLIED, TargetStatus.VERIFIED)
+        ),
+        lambda: drain(st),
+    )
+
+
+@pytest.fixture
+def signed_in(st: LocalStack, browser: Any, unheld: None) -> Any:
     """The browser signed in (each test stands alone: pytest-randomly shuffles their order)."""
     if browser.get_cookie("tagpin_session") is None:
         sign_in(browser, st)
@@ -170,7 +197,7 @@ def test_without_the_token_every_page_is_401(st: LocalStack, browser: Any) -> No
 
 
 def test_signing_in_shows_the_followed_image_and_its_target(
-    st: LocalStack, browser: Any, rolled: str
+    st: LocalStack, browser: Any, unheld: None
 ) -> None:
     digest = deployed_image(st).rsplit("@", 1)[1]
     sign_in(browser, st)
