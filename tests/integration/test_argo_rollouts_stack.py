@@ -188,6 +188,9 @@ def test_a_broken_image_degrades_the_rollout_and_tagpin_leaves_the_rollback_to_a
     assert spec_image(st, "shop") == f"{image}@{bad}"
     assert pod_digests(st, "shop") == {good}
     assert history(st, target, bad) == ["applied", "failed"]  # never rolled_back
+    trail = [e for e in state_of(st).history.of_image(image) if e.digest == bad]
+    assert "rolled_back" not in [e.event for e in trail]  # the image's trail says so too
+    assert any(e.event == "failed" and "restored: none" in (e.detail or "") for e in trail)
 
     # Nothing brings the bad digest back or patches over Argo: the poller, the reconciler...
     st.run_poller()

@@ -332,7 +332,9 @@ def test_a_rollout_still_progressing_a_timeout_after_its_pause_fails(store):
     ((again, _),) = world.queue.sent
     world.phase(phase="Progressing", stableRS="old")
     result = world.verify(after_s=5 + world.TIMEOUT_S + 1, verification=again)
-    assert result.outcome is VerificationOutcome.ROLLED_BACK
+    assert (
+        result.outcome is VerificationOutcome.FAILED
+    )  # a canary's way back is Argo's: failed, not rolled back
     assert f"not rolled out {world.TIMEOUT_S} s after its last pause: Progressing" in result.detail
 
 
@@ -342,7 +344,7 @@ def test_a_degraded_canary_fails_marks_the_digest_bad_and_is_left_to_argo(store)
         phase="Degraded", message="RolloutAborted: metric error-rate failed", abort=True, stableRS="old"
     )
     result = world.verify(after_s=20)
-    assert "Degraded: RolloutAborted" in result.detail
+    assert result.outcome is VerificationOutcome.FAILED and "Degraded: RolloutAborted" in result.detail
     assert world.target_status() is TargetStatus.FAILED  # recorded; never rolled_back by tagpin
     assert world.cluster.patches == []  # Argo's abort is left to act: no patch back
     assert world.cluster.image("shop", Kind.ROLLOUT, "web", "app") == PINNED

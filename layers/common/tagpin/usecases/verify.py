@@ -193,7 +193,14 @@ class Verifier:
         followed = self._followed().get(image)
         targets = list(followed.targets) if followed is not None else [target_from_id(culprit)]
         states = self._state.targets.get_many([t.id for t in targets])
-        restored: list[str] = []
+        # Restored by an earlier attempt of this verification (interrupted before its event):
+        restored: list[str] = [
+            t.id
+            for t in targets
+            if (st := states.get(t.id)) is not None
+            and st.digest == digest
+            and st.status is TargetStatus.ROLLED_BACK
+        ]
         # The failing target last: until its own rollback is recorded it stays "failed", so a
         # retried verification finishes a rollback that was interrupted half-way.
         targets.sort(key=lambda t: t.id == culprit)
@@ -203,21 +210,24 @@ class Verifier:
                 continue
             restored += self._restore(target, st, verification, why, settings)
         waves = plan(settings, targets)
+        # "rolled back" only when something was: a target left to Argo Rollouts' own abort, or
+        # with nothing to restore, failed and stays as it is.
+        rolled_back = settings.rollback and bool(restored)
         self._audit.record(
             image,
             digest,
-            ImageEvent.ROLLED_BACK if settings.rollback else ImageEvent.FAILED,
+            ImageEvent.ROLLED_BACK if rolled_back else ImageEvent.FAILED,
             self._clock(),
             once="failed",
-            detail=why + "; restored: " + ", ".join(restored),
+            detail=why + "; restored: " + (", ".join(restored) or "none"),
             wave=next((w.name for w in waves if any(t.id == culprit for t in w.targets)), "?"),
             trigger=verification.trigger,
             correlation_id=verification.correlation_id,
-            announce=RolloutEventKind.ROLLED_BACK if settings.rollback else RolloutEventKind.FAILED,
+            announce=RolloutEventKind.ROLLED_BACK if rolled_back else RolloutEventKind.FAILED,
             targets=[culprit, *[t for t in restored if t != culprit]],
             message=why,
         )
-        return VerificationResult(V.ROLLED_BACK if settings.rollback else V.FAILED, why)
+        return VerificationResult(V.ROLLED_BACK if rolled_back else V.FAILED, why)
 
     def _mark_version_bad(self, image: str, digest: str, why: str, now: int) -> None:
         """A version channel's version failed: no channel of the repository chooses it again until
