@@ -31,6 +31,7 @@ sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "tools"), str(ROOT)]
 RESULTS = ROOT / "bench" / "results" / "console.json"
 TARGET_MS = 300.0
 TAGS, PER_TAG = 2000, 5
+HELD = 5  # targets on hold among them
 DIGEST = "sha256:" + "a" * 64
 CONFIG = """
 clusters:
@@ -79,8 +80,11 @@ def partition_queries() -> Iterator[None]:
 def seed(client: Any) -> int:
     """The index, the targets' and the tags' states, written in batches (as the reconciler and the
     consumer would have, item for item). Returns the number of targets."""
+    from tagpin.adapters.dynamodb.history import DynamoHistory
     from tagpin.adapters.dynamodb.index import DynamoIndex
     from tagpin.adapters.dynamodb.table import TAG, TARGET, N, S, Table, key
+    from tagpin.adapters.dynamodb.targets import DynamoTargets
+    from tagpin.domain.messages import Trigger
     from tagpin.ports.state import IndexEntry
 
     table = Table(client, "tagpin-state")
@@ -102,6 +106,11 @@ def seed(client: Any) -> int:
             items.append({"PutRequest": {"Item": {**key(TARGET + target), **state}}})
     DynamoIndex(table).update(entries, [])
     table.batch_write(items)
+    # a few targets on hold, as a person's `tagpin hold` puts them (the holds page lists them)
+    targets = DynamoTargets(table, DynamoHistory(table))
+    for t in range(0, TAGS, TAGS // HELD):
+        target = f"c0/ns{t % 7}/Deployment/app{t:04d}-0/app"
+        targets.hold(target, "", now, reason="held by bench", trigger=Trigger.MANUAL)
     return len(entries) + 1
 
 
@@ -175,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         per_page = len(calls) / args.repeats
         overview_ms = statistics.median(page("/console")[1] for _ in range(3))
         images_ms = statistics.median(page("/console/images")[1] for _ in range(3))
+        holds, _ = page("/console/holds")
+        assert holds["statusCode"] == 200 and holds["body"].count("<tr data-target=") == HELD, holds
+        calls.clear()
+        holds_ms = statistics.median(page("/console/holds")[1] for _ in range(3))
+        holds_calls = len(calls) / 3
     row = {
         "targets_in_table": targets,
         "first_request_ms": round(first_ms, 1),
@@ -186,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         "dynamodb_operations": sorted(set(calls)),
         "overview_ms": round(overview_ms, 1),  # the first 25 images (one index shard, usually)
         "images_page_ms": round(images_ms, 1),  # 100 images: four shards read whole
+        "holds_page_ms": round(holds_ms, 1),  # the held targets among all of them
+        "holds_dynamodb_calls": round(holds_calls, 1),
         "seeding_s": round(seeded_s, 1),
         "moto": "as is (whole-table sort per Query)" if args.moto_as_is else "Query reads its partition",
     }

@@ -255,6 +255,7 @@ def test_hold_then_release_sends_the_tags_digest_again(world: World) -> None:
     assert "notice=released" in released["headers"]["Location"]
     target = world.get("/console/target", cookie=cookie, query={"id": TARGET, "notice": "released"})["body"]
     assert "Released: the tag" in target and "released by local" in target
+    assert TARGET not in world.get("/console/holds", cookie=cookie)["body"]
     (message,) = world.sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=10)["Messages"]
     assert json.loads(message["Body"])["digest"] == D2
     unknown = world.post("/console/actions/hold", form | {"target": "x/y/Deployment/z/c"}, cookie=cookie)

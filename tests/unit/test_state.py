@@ -343,6 +343,42 @@ def test_get_targets_pages_beyond_one_hundred(store: State, dynamodb, state_tabl
     assert all(n <= 100 for n in calls)
 
 
+def test_holds_are_listed_from_their_hints_without_reading_every_target(
+    store: State, dynamodb, state_table: str
+) -> None:
+    others = [f"dev/ns/Deployment/app-{i}/c" for i in range(30)]
+    for i, target_id in enumerate(others):
+        store.targets.claim(target_id, NGINX_LATEST, D1, 100 + i, "poll", now=100)
+    held = [others[3], others[17]]
+    assert store.targets.hold(held[0], "", 1_000, reason="a person", trigger="manual")
+    assert store.targets.hold(held[1], D1, 1_000, reason="changed outside tagpin", trigger="reconcile")
+    keys: list[int] = []
+    real = dynamodb.batch_get_item
+
+    def counting(**kwargs):
+        keys.append(sum(len(v["Keys"]) for v in kwargs["RequestItems"].values()))
+        return real(**kwargs)
+
+    dynamodb.batch_get_item = counting
+    assert [t.target_id for t in store.targets.held(100, 2_000)] == sorted(held)
+    assert keys == [2]  # the held targets' states only, not the 30
+    # released: no longer listed, and its hint set to expire (the table's TTL deletes it)
+    assert store.targets.release(held[0], 3_000, reason="a person", trigger="manual")
+    assert [t.target_id for t in store.targets.held(100, 3_000)] == [held[1]]
+    hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[0]}})["Item"]
+    assert hint["expires_at"]["N"] == "3"
+    # held again: listed again, the hint no longer expiring
+    assert store.targets.hold(held[0], "", 4_000, reason="again", trigger="manual")
+    assert [t.target_id for t in store.targets.held(100, 4_000)] == sorted(held)
+    hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[0]}})["Item"]
+    assert "expires_at" not in hint
+    # moved on without a release (a newer digest claimed it): left out, its hint expires on read
+    assert store.targets.claim(held[1], NGINX_LATEST, D2, 5_000, "poll", now=5_000)
+    assert [t.target_id for t in store.targets.held(100, 6_000)] == [held[0]]
+    hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[1]}})["Item"]
+    assert hint["expires_at"]["N"] == "6"
+
+
 def test_get_targets_empty(store: State) -> None:
     assert store.targets.get_many([]) == {}
 

@@ -305,6 +305,10 @@ class Targets(Protocol):
         """End a hold; False when the target was not held."""
         ...
 
+    def held(self, limit: int, now: int) -> list[TargetState]:
+        """The targets on hold, at most ``limit``, without reading every target."""
+        ...
+
 
 class History(Protocol):
     """``HIST#`` items under a target or an image: the audit trail, expiring after the retention."""

@@ -39,6 +39,7 @@ from tagpin.ports.state import (
 )
 from tagpin.usecases.approvals import Approvals, Decision
 from tagpin.usecases.deadletters import DeadLetterQueue, Look
+from tagpin.usecases.detect import now_ms
 from tagpin.usecases.followed import Followed, merge
 from tagpin.usecases.holds import Holds
 from tagpin.usecases.waves import plan
@@ -48,6 +49,7 @@ TIMELINE = 100  # history items shown on an image's or a target's page
 MAX_CURSOR = 2048
 REDRIVE_LIMIT = 100  # messages one click redrives (a request has 30 s at most)
 APPROVAL_SCAN = 200  # followed images whose promotion the overview reads for pending approvals
+HOLDS_SHOWN = 1000  # held targets the holds view lists
 CONFIGURATION, LABEL = "configuration", "label"
 
 
@@ -243,7 +245,9 @@ class Console:
         holds: Callable[[], Holds],
         dead_letters: Callable[[], DeadLetterQueue],
         approvals: Callable[[], Approvals],
+        clock: Callable[[], int] = now_ms,
     ) -> None:
+        self._clock = clock
         self._config = config
         self.state = state
         self._followed = followed
@@ -467,18 +471,17 @@ class Console:
 
     # -- holds, dead letters -------------------------------------------------------------------
     def held(self) -> list[TargetRow]:
-        """Every held target with its reason. Reads every followed target's state (the index is
-        read whole): the one view whose cost grows with the number of targets."""
-        followed = list(self._followed().values())
-        pairs = [(f, t) for f in followed for t in f.targets]
-        held: list[TargetRow] = []
-        for start in range(0, len(pairs), 1000):
-            chunk = pairs[start : start + 1000]
-            states = self.state.targets.get_many([t.id for _, t in chunk])
-            hits = [(f, t) for f, t in chunk if (s := states.get(t.id)) and s.status is TargetStatus.HELD]
-            if hits:
-                held.extend(self._rows(hits))
-        return held
+        """The held targets with their reasons (at most ``HOLDS_SHOWN``): read from the holds'
+        hints and those targets' states, never every target. A held target no longer followed
+        (its workload deleted since) is left out."""
+        rows: list[tuple[FollowedImage, Target]] = []
+        for state in self.state.targets.held(HOLDS_SHOWN, self._clock()):
+            try:
+                followed = self._image_of(state.target_id, state.image or None)
+            except LookupError:
+                continue
+            rows.append((followed, next(t for t in followed.targets if t.id == state.target_id)))
+        return self._rows(rows) if rows else []
 
     def dead_letter_view(self) -> Look:
         return self.dead_letters().look()

@@ -4,6 +4,13 @@ Attributes: ``image``, ``digest`` and its ``observed_at``; ``status`` (a target 
 ``updated_at``, ``trigger``, ``detail``, ``previous_image`` (what tagpin replaced, for a rollback).
 Claimed and finished by the consumer, moved on by the verifier, marked removed by the reconciler;
 read by every function's level check. Each outcome also lands in the target's history.
+
+``HOLDS`` / ``<target id>``: a hint per target put on hold, so that listing the holds reads the
+holds, not every target. The target's state is the truth: the hint is written before the hold (a
+hint without a hold is skipped when read; a hold without its hint could not be listed) and, once
+the target is released or moved on, set to expire (``expires_at``, the table's TTL) by the release
+or by the next read that finds it stale. Only ``PutItem``/``UpdateItem``: the functions that hold
+and release have no ``DeleteItem``.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from collections.abc import Mapping
 
 from tagpin.adapters.dynamodb.history import DynamoHistory
 from tagpin.adapters.dynamodb.table import (
+    HOLDS,
     TARGET,
     TEXT_LIMIT,
     Item,
@@ -171,6 +179,7 @@ class DynamoTargets:
         trigger: Trigger,
         until: int | None = None,
     ) -> bool:
+        self._table.put({**key(HOLDS, target_id), "held_at": N(now)})  # the hint first (module doc)
         values: Item = {
             ":s": S(TargetStatus.HELD),
             ":now": N(now),
@@ -216,6 +225,7 @@ class DynamoTargets:
         )
         if released is None:
             return False
+        self._forget_hold(target_id, now)
         self._history.target_item(
             target_id,
             now,
@@ -224,6 +234,27 @@ class DynamoTargets:
             TEXT_LIMIT,
         )
         return True
+
+    def held(self, limit: int, now: int) -> list[TargetState]:
+        """The targets on hold (at most ``limit`` hints read), in target id order."""
+        hints = self._table.query(HOLDS, limit=limit)
+        ids = [text(item, "sk") or "" for item in hints]
+        states = self.get_many(ids)
+        held = [states[t] for t in ids if t in states and states[t].status is TargetStatus.HELD]
+        for item in hints:  # released or moved on since: let the hint expire
+            target_id = text(item, "sk") or ""
+            if target_id not in {s.target_id for s in held} and number(item, "expires_at") is None:
+                self._forget_hold(target_id, now)
+        return held
+
+    def _forget_hold(self, target_id: str, now: int) -> None:
+        """Set the hint to expire, unless a newer hold wrote it again meanwhile."""
+        self._table.update(
+            key(HOLDS, target_id),
+            "SET expires_at = :e",
+            condition="held_at <= :now",
+            values={":e": N(now // 1000), ":now": N(now)},
+        )
 
     def remove(self, target_id: str, now: int, reason: str) -> None:
         self._table.update(
