@@ -353,6 +353,18 @@ def test_a_pending_approval_is_listed_and_approved_once(world: World) -> None:
     assert 'data-approval="' not in world.get("/console", cookie=cookie)["body"]
 
 
+def test_an_approval_waiting_for_a_label_discovered_image_is_listed(world: World) -> None:
+    _awaiting(world)
+    discovered = "registry.example.com/team/found:stable"  # not in the configuration
+    now = int(time.time() * 1000)
+    world.state.promotions.start(
+        discovered, D1, now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+    )
+    assert world.state.promotions.request_approval(discovered, D1, 0, now, now + 3_600_000)
+    page = world.get("/console", cookie=world.sign_in())["body"]
+    assert f'data-approval="{IMAGE}"' in page and f'data-approval="{discovered}"' in page
+
+
 def test_rejecting_an_older_digest_does_nothing_and_says_so(world: World) -> None:
     _awaiting(world)
     cookie = world.sign_in()

@@ -7,6 +7,7 @@ import threading
 import pytest
 from botocore.exceptions import ClientError
 from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.ports.state import State, TagRecord, TargetStatus
 
@@ -350,8 +351,8 @@ def test_holds_are_listed_from_their_hints_without_reading_every_target(
     for i, target_id in enumerate(others):
         store.targets.claim(target_id, NGINX_LATEST, D1, 100 + i, "poll", now=100)
     held = [others[3], others[17]]
-    assert store.targets.hold(held[0], "", 1_000, reason="a person", trigger="manual")
-    assert store.targets.hold(held[1], D1, 1_000, reason="changed outside tagpin", trigger="reconcile")
+    assert store.targets.hold(held[0], "", 1_000, reason="a person", trigger=Trigger.MANUAL)
+    assert store.targets.hold(held[1], D1, 1_000, reason="changed outside tagpin", trigger=Trigger.RECONCILE)
     keys: list[int] = []
     real = dynamodb.batch_get_item
 
@@ -363,12 +364,12 @@ def test_holds_are_listed_from_their_hints_without_reading_every_target(
     assert [t.target_id for t in store.targets.held(100, 2_000)] == sorted(held)
     assert keys == [2]  # the held targets' states only, not the 30
     # released: no longer listed, and its hint set to expire (the table's TTL deletes it)
-    assert store.targets.release(held[0], 3_000, reason="a person", trigger="manual")
+    assert store.targets.release(held[0], 3_000, reason="a person", trigger=Trigger.MANUAL)
     assert [t.target_id for t in store.targets.held(100, 3_000)] == [held[1]]
     hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[0]}})["Item"]
     assert hint["expires_at"]["N"] == "3"
     # held again: listed again, the hint no longer expiring
-    assert store.targets.hold(held[0], "", 4_000, reason="again", trigger="manual")
+    assert store.targets.hold(held[0], "", 4_000, reason="again", trigger=Trigger.MANUAL)
     assert [t.target_id for t in store.targets.held(100, 4_000)] == sorted(held)
     hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[0]}})["Item"]
     assert "expires_at" not in hint
@@ -377,6 +378,39 @@ def test_holds_are_listed_from_their_hints_without_reading_every_target(
     assert [t.target_id for t in store.targets.held(100, 6_000)] == [held[0]]
     hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[1]}})["Item"]
     assert hint["expires_at"]["N"] == "6"
+
+
+def test_approvals_waiting_are_listed_from_their_hints(store: State, dynamodb, state_table: str) -> None:
+    images = [f"registry.example.com/team/app{i}:stable" for i in range(20)]
+    for image in images:
+        store.promotions.start(image, D1, 100, 100, trigger=Trigger.POLL, correlation_id=None, dry_run=False)
+    waiting = [images[4], images[11]]
+    for image in waiting:
+        assert store.promotions.request_approval(image, D1, 0, 1_000, expires_at=90_000)
+    assert [p.image for p in store.promotions.awaiting(100, 2_000)] == sorted(waiting)
+
+    def hint(image: str) -> dict:
+        return dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "AWAITING"}, "sk": {"S": image}})[
+            "Item"
+        ]
+
+    # approved: no longer listed, its hint expires
+    assert store.promotions.decide_approval(waiting[0], D1, 0, True, 3_000, "approved by ops")
+    assert [p.image for p in store.promotions.awaiting(100, 3_000)] == [waiting[1]]
+    assert hint(waiting[0])["expires_at"]["N"] == "3"
+    # superseded by a newer digest's promotion: left out, and its hint set to expire when read
+    store.promotions.start(
+        waiting[1], D2, 200, 4_000, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+    )
+    assert store.promotions.awaiting(100, 5_000) == []
+    assert hint(waiting[1])["expires_at"]["N"] == "5"
+    # the newer digest asks again: listed again, its hint no longer expiring
+    assert store.promotions.request_approval(waiting[1], D2, 0, 6_000, expires_at=90_000)
+    (again,) = store.promotions.awaiting(100, 6_000)
+    assert again.image == waiting[1] and again.digest == D2 and "expires_at" not in hint(waiting[1])
+    # a request that lapses: not listed
+    assert store.promotions.lapse_approval(waiting[1], D2, 0, 95_000)
+    assert store.promotions.awaiting(100, 95_000) == []
 
 
 def test_get_targets_empty(store: State) -> None:

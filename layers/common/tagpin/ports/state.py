@@ -404,6 +404,11 @@ class Promotions(Protocol):
         click, a newer digest, a lapsed request): nothing written."""
         ...
 
+    def awaiting(self, limit: int, now: int) -> list[Promotion]:
+        """The promotions waiting for a person's approval now (at most ``limit``), without
+        reading every promotion."""
+        ...
+
     def lapse_approval(self, image: str, digest: str, wave: int, now: int) -> bool:
         """The request lapsed unanswered: the promotion is halted; False when it was answered."""
         ...

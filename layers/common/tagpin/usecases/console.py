@@ -48,7 +48,7 @@ PAGE_SIZE = 100
 TIMELINE = 100  # history items shown on an image's or a target's page
 MAX_CURSOR = 2048
 REDRIVE_LIMIT = 100  # messages one click redrives (a request has 30 s at most)
-APPROVAL_SCAN = 200  # followed images whose promotion the overview reads for pending approvals
+APPROVALS_SHOWN = 200  # pending approvals the overview lists
 HOLDS_SHOWN = 1000  # held targets the holds view lists
 CONFIGURATION, LABEL = "configuration", "label"
 
@@ -257,29 +257,21 @@ class Console:
 
     # -- approvals -----------------------------------------------------------------------------
     def pending_approvals(self) -> list[PendingApproval]:
-        """The waves waiting for a person now. Only images that can wait are read: those with
-        ``approval``, or every configured image when a wave asks for one (at most
-        ``APPROVAL_SCAN`` promotions, one read each; none at all when nothing asks)."""
-        config = self._config()
-        every = any(w.approval for w in config.rollout.waves)
-        candidates = [f.image for f in config.images if every or f.approval][:APPROVAL_SCAN]
-        pending = []
+        """The waves waiting for a person now, configured or label-discovered images alike: read
+        from the promotions' hints (at most ``APPROVALS_SHOWN``), never every promotion."""
         approvals = self.approvals()
-        for image in candidates:
-            promotion = self.state.promotions.get(image)
-            if promotion is None or not promotion.awaiting_approval or promotion.awaiting_wave is None:
-                continue
-            pending.append(
-                PendingApproval(
-                    image=image,
-                    digest=promotion.digest,
-                    wave=approvals.wave_name(image, promotion.awaiting_wave),
-                    version=promotion.tag,
-                    since=promotion.updated_at,
-                    expires_at=promotion.approval_expires_at,
-                )
+        return [
+            PendingApproval(
+                image=promotion.image,
+                digest=promotion.digest,
+                wave=approvals.wave_name(promotion.image, promotion.awaiting_wave),
+                version=promotion.tag,
+                since=promotion.updated_at,
+                expires_at=promotion.approval_expires_at,
             )
-        return pending
+            for promotion in self.state.promotions.awaiting(APPROVALS_SHOWN, self._clock())
+            if promotion.awaiting_wave is not None
+        ]
 
     # -- images --------------------------------------------------------------------------------
     def images(self, cursor: str | None = None, size: int = PAGE_SIZE) -> Page[ImageRow]:

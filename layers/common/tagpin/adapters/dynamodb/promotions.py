@@ -5,11 +5,27 @@ promotion status), ``started_at``, ``updated_at``, ``wave_verified_at`` (when th
 verified: its soak started), ``trigger``, ``correlation_id``, ``detail``; ``notice_<name>`` for
 each notification sent (one per event, not per retry). Started by the consumer, moved on by the
 verifier; every step a conditional write on ``digest`` and ``status``.
+
+``AWAITING`` / ``<image>``: a hint per promotion that asked for approval
+(``tagpin.adapters.dynamodb.hints``), so that the approvals waiting are listed without reading
+every promotion.
 """
 
 from __future__ import annotations
 
-from tagpin.adapters.dynamodb.table import ROLLOUT, TEXT_LIMIT, Item, N, S, Table, key, number, text
+from tagpin.adapters.dynamodb.hints import Hints
+from tagpin.adapters.dynamodb.table import (
+    AWAITING,
+    ROLLOUT,
+    TEXT_LIMIT,
+    Item,
+    N,
+    S,
+    Table,
+    key,
+    number,
+    text,
+)
 from tagpin.adapters.dynamodb.targets import trigger_of
 from tagpin.domain.messages import Trigger
 from tagpin.ports.state import Promotion, PromotionStatus
@@ -39,6 +55,7 @@ def promotion(image: str, item: Item, started: bool = False) -> Promotion:
 class DynamoPromotions:
     def __init__(self, table: Table) -> None:
         self._table = table
+        self._awaiting = Hints(table, AWAITING)
 
     def start(
         self,
@@ -133,6 +150,7 @@ class DynamoPromotions:
         )
 
     def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:
+        self._awaiting.note(image, now)  # the hint first (tagpin.adapters.dynamodb.hints)
         return self._step(
             image,
             digest,
@@ -155,24 +173,40 @@ class DynamoPromotions:
         waiting = "#status = :rolling AND awaiting_wave = :w"
         values: Item = {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)}
         if approve:
-            return self._step(
+            decided = self._step(
                 image,
                 digest,
                 "SET updated_at = :now ADD approved :ws REMOVE awaiting_wave, approval_expires_at",
                 waiting,
                 {**values, ":ws": {"SS": [str(wave)]}},
             )
-        return self._step(
-            image,
-            digest,
-            "SET #status = :halted, updated_at = :now, detail = :detail "
-            "REMOVE awaiting_wave, approval_expires_at",
-            waiting,
-            {**values, ":halted": S(PromotionStatus.HALTED), ":detail": S(detail, TEXT_LIMIT)},
-        )
+        else:
+            decided = self._step(
+                image,
+                digest,
+                "SET #status = :halted, updated_at = :now, detail = :detail "
+                "REMOVE awaiting_wave, approval_expires_at",
+                waiting,
+                {**values, ":halted": S(PromotionStatus.HALTED), ":detail": S(detail, TEXT_LIMIT)},
+            )
+        if decided:
+            self._awaiting.forget(image, now)
+        return decided
+
+    def awaiting(self, limit: int, now: int) -> list[Promotion]:
+        hints = self._awaiting.read(limit)
+        found = self._table.batch_get([key(ROLLOUT + h.key) for h in hints], consistent=True)
+        by_image = {(text(item, "pk") or "").removeprefix(ROLLOUT): item for item in found}
+        waiting = [
+            p
+            for h in hints
+            if h.key in by_image and (p := promotion(h.key, by_image[h.key])).awaiting_approval
+        ]
+        self._awaiting.prune(hints, {p.image for p in waiting}, now)
+        return waiting
 
     def lapse_approval(self, image: str, digest: str, wave: int, now: int) -> bool:
-        return self._step(
+        lapsed = self._step(
             image,
             digest,
             "SET #status = :halted, updated_at = :now, detail = :detail REMOVE awaiting_wave",
@@ -185,6 +219,9 @@ class DynamoPromotions:
                 ":detail": S("the approval request lapsed unanswered"),
             },
         )
+        if lapsed:
+            self._awaiting.forget(image, now)
+        return lapsed
 
     def claim_notice(self, image: str, digest: str, notice: str, now: int) -> bool:
         return (

@@ -33,6 +33,7 @@ STATE = "STATE"  # the item that holds the state of its partition
 HISTORY = "HIST#"  # + epoch ms (13 digits) + ...: audit-trail items
 SLOTS = "SLOTS"
 HOLDS = "HOLDS"  # / <target id>: one hint per target put on hold (what the holds view reads)
+AWAITING = "AWAITING"  # / <image>: one hint per promotion waiting for a person's approval
 CURSOR = "CURSOR"
 DAY_S = 86400
 TEXT_LIMIT = 1000  # characters kept of an error or a detail

@@ -5,18 +5,15 @@ Attributes: ``image``, ``digest`` and its ``observed_at``; ``status`` (a target 
 Claimed and finished by the consumer, moved on by the verifier, marked removed by the reconciler;
 read by every function's level check. Each outcome also lands in the target's history.
 
-``HOLDS`` / ``<target id>``: a hint per target put on hold, so that listing the holds reads the
-holds, not every target. The target's state is the truth: the hint is written before the hold (a
-hint without a hold is skipped when read; a hold without its hint could not be listed) and, once
-the target is released or moved on, set to expire (``expires_at``, the table's TTL) by the release
-or by the next read that finds it stale. Only ``PutItem``/``UpdateItem``: the functions that hold
-and release have no ``DeleteItem``.
+``HOLDS`` / ``<target id>``: a hint per target put on hold (``tagpin.adapters.dynamodb.hints``),
+so that listing the holds reads the holds, not every target.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tagpin.adapters.dynamodb.hints import Hints
 from tagpin.adapters.dynamodb.history import DynamoHistory
 from tagpin.adapters.dynamodb.table import (
     HOLDS,
@@ -63,6 +60,7 @@ class DynamoTargets:
     def __init__(self, table: Table, history: DynamoHistory) -> None:
         self._table = table
         self._history = history
+        self._holds = Hints(table, HOLDS)
 
     def get(self, target_id: str) -> TargetState | None:
         return self.get_many([target_id]).get(target_id)
@@ -179,7 +177,7 @@ class DynamoTargets:
         trigger: Trigger,
         until: int | None = None,
     ) -> bool:
-        self._table.put({**key(HOLDS, target_id), "held_at": N(now)})  # the hint first (module doc)
+        self._holds.note(target_id, now)  # the hint first (tagpin.adapters.dynamodb.hints)
         values: Item = {
             ":s": S(TargetStatus.HELD),
             ":now": N(now),
@@ -225,7 +223,7 @@ class DynamoTargets:
         )
         if released is None:
             return False
-        self._forget_hold(target_id, now)
+        self._holds.forget(target_id, now)
         self._history.target_item(
             target_id,
             now,
@@ -237,24 +235,11 @@ class DynamoTargets:
 
     def held(self, limit: int, now: int) -> list[TargetState]:
         """The targets on hold (at most ``limit`` hints read), in target id order."""
-        hints = self._table.query(HOLDS, limit=limit)
-        ids = [text(item, "sk") or "" for item in hints]
-        states = self.get_many(ids)
-        held = [states[t] for t in ids if t in states and states[t].status is TargetStatus.HELD]
-        for item in hints:  # released or moved on since: let the hint expire
-            target_id = text(item, "sk") or ""
-            if target_id not in {s.target_id for s in held} and number(item, "expires_at") is None:
-                self._forget_hold(target_id, now)
+        hints = self._holds.read(limit)
+        states = self.get_many([h.key for h in hints])
+        held = [states[h.key] for h in hints if h.key in states and states[h.key].status is TargetStatus.HELD]
+        self._holds.prune(hints, {s.target_id for s in held}, now)
         return held
-
-    def _forget_hold(self, target_id: str, now: int) -> None:
-        """Set the hint to expire, unless a newer hold wrote it again meanwhile."""
-        self._table.update(
-            key(HOLDS, target_id),
-            "SET expires_at = :e",
-            condition="held_at <= :now",
-            values={":e": N(now // 1000), ":now": N(now)},
-        )
 
     def remove(self, target_id: str, now: int, reason: str) -> None:
         self._table.update(
