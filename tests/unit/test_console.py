@@ -263,6 +263,24 @@ def test_hold_then_release_sends_the_tags_digest_again(world: World) -> None:
     assert world.post("/console/actions/nothing", form, cookie=cookie)["statusCode"] == 404
 
 
+def test_a_hold_for_a_day_ends_by_itself(world: World) -> None:
+    cookie = world.sign_in()
+    page = world.get("/console/targets", cookie=cookie)["body"]
+    assert (
+        '<option value="1d">for 1 day</option>' in page and '<option value="">until released</option>' in page
+    )
+    form = {"target": TARGET, "image": IMAGE, "csrf": csrf_of(page)}
+    refused = world.post("/console/actions/hold", form | {"for": "99y"}, cookie=cookie)
+    assert refused["statusCode"] == 400 and world.state.targets.get(TARGET) is None
+    before = int(time.time() * 1000)
+    held = world.post("/console/actions/hold", form | {"for": "1d"}, cookie=cookie)
+    assert "notice=held" in held["headers"]["Location"]
+    state = world.state.targets.get(TARGET)
+    assert state is not None and state.held_until is not None
+    assert before + 86_400_000 <= state.held_until <= int(time.time() * 1000) + 86_400_000
+    assert "held by local until 20" in (state.detail or "")  # a date, not epoch milliseconds
+
+
 def test_dead_letters_are_summarised_and_redriven(world: World) -> None:
     change = {"image": IMAGE, "digest": D1, "observed_at": 1, "changed_at": 1, "trigger": "poll"}
     world.sqs.send_message(QueueUrl=world.dlq_url, MessageBody=json.dumps(change), MessageGroupId=IMAGE,

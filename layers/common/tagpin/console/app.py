@@ -37,6 +37,7 @@ from tagpin.adapters.web.auth import COOKIE, Auth, Principal, TokenAuth, same, s
 from tagpin.adapters.web.render import Renderer
 from tagpin.usecases.console import (
     ACTIONS,
+    HOLD_FOR,
     NOTICES,
     PAGE_SIZE,
     REDRIVE_LIMIT,
@@ -98,6 +99,10 @@ class ConsoleApp:
         self.console = console
         self.auth = auth
         self.renderer = renderer
+        # the Hold buttons' choices: until released, or one of the use case's durations
+        renderer.env.globals["hold_for"] = [("", "until released")] + [
+            (key, label) for key, (_, label) in HOLD_FOR.items()
+        ]
         self.slack_secret = slack_secret
         self.slack_reply = slack_reply
         app = self.resolver = APIGatewayHttpResolver()

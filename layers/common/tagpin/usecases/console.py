@@ -50,6 +50,13 @@ MAX_CURSOR = 2048
 REDRIVE_LIMIT = 100  # messages one click redrives (a request has 30 s at most)
 APPROVALS_SHOWN = 200  # pending approvals the overview lists
 HOLDS_SHOWN = 1000  # held targets the holds view lists
+# How long the console's Hold holds (the form's ``for``: its seconds and its label); none: until
+# released
+HOLD_FOR: dict[str, tuple[int, str]] = {
+    "1h": (3600, "for 1 hour"),
+    "1d": (86400, "for 1 day"),
+    "7d": (7 * 86400, "for 7 days"),
+}
 CONFIGURATION, LABEL = "configuration", "label"
 
 
@@ -247,7 +254,7 @@ class Console:
         approvals: Callable[[], Approvals],
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self._clock = clock
+        self.clock = clock
         self._config = config
         self.state = state
         self._followed = followed
@@ -269,7 +276,7 @@ class Console:
                 since=promotion.updated_at,
                 expires_at=promotion.approval_expires_at,
             )
-            for promotion in self.state.promotions.awaiting(APPROVALS_SHOWN, self._clock())
+            for promotion in self.state.promotions.awaiting(APPROVALS_SHOWN, self.clock())
             if promotion.awaiting_wave is not None
         ]
 
@@ -467,7 +474,7 @@ class Console:
         hints and those targets' states, never every target. A held target no longer followed
         (its workload deleted since) is left out."""
         rows: list[tuple[FollowedImage, Target]] = []
-        for state in self.state.targets.held(HOLDS_SHOWN, self._clock()):
+        for state in self.state.targets.held(HOLDS_SHOWN, self.clock()):
             try:
                 followed = self._image_of(state.target_id, state.image or None)
             except LookupError:
@@ -540,9 +547,14 @@ def _field(form: Mapping[str, str], name: str) -> str:
 
 @action("hold")
 def hold(console: Console, who: str, form: Mapping[str, str]) -> Done:
+    """Hold a target until released, or for one of ``HOLD_FOR``'s durations (the form's ``for``)."""
     target = _field(form, "target")
+    duration = form.get("for", "").strip()
+    if duration and duration not in HOLD_FOR:
+        raise ActionError("for: one of " + ", ".join(HOLD_FOR))
+    until = console.clock() + HOLD_FOR[duration][0] * 1000 if duration else None
     try:
-        held = console.holds().hold(target, who)
+        held = console.holds().hold(target, who, until, image=form.get("image") or None)
     except LookupError as exc:
         raise ActionError(str(exc)) from None
     return Done("held" if held else "already-held", target_path(target, form.get("image")))
@@ -552,7 +564,7 @@ def hold(console: Console, who: str, form: Mapping[str, str]) -> Done:
 def release(console: Console, who: str, form: Mapping[str, str]) -> Done:
     target = _field(form, "target")
     try:
-        done = console.holds().release(target, who)
+        done = console.holds().release(target, who, image=form.get("image") or None)
     except LookupError as exc:
         raise ActionError(str(exc)) from None
     notice = "not-held" if not done.released else "released" if done.healing else "released-idle"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
@@ -38,22 +39,29 @@ class Holds:
         self._queue = queue
         self._clock = clock
 
-    def _image_of(self, target_id: str) -> FollowedImage:
+    def _image_of(self, target_id: str, image: str | None = None) -> FollowedImage:
+        """The followed image the target belongs to: one lookup when the caller knows the image
+        (the console's forms carry it), else a search of everything followed."""
+        if image is not None:
+            found = self._followed().get(image)
+            if found is not None and any(t.id == target_id for t in found.targets):
+                return found
         for followed in self._followed().values():
             if any(t.id == target_id for t in followed.targets):
                 return followed
         raise LookupError(f"{target_id!r} is not a followed target (cluster/namespace/kind/name/container)")
 
-    def hold(self, target_id: str, who: str, until: int | None = None) -> bool:
-        """Hold the target where it is, against every digest; False when it already was."""
-        self._image_of(target_id)
-        reason = f"held by {who}" + ("" if until is None else f" until {until}")
+    def hold(self, target_id: str, who: str, until: int | None = None, *, image: str | None = None) -> bool:
+        """Hold the target where it is, against every digest (until ``until``, epoch ms, if
+        given); False when it already was."""
+        self._image_of(target_id, image)
+        reason = f"held by {who}" + ("" if until is None else f" until {_utc(until)}")
         return self._state.targets.hold(
             target_id, "", self._clock(), reason=reason, trigger=Trigger.MANUAL, until=until
         )
 
-    def release(self, target_id: str, who: str) -> Released:
-        followed = self._image_of(target_id)
+    def release(self, target_id: str, who: str, *, image: str | None = None) -> Released:
+        followed = self._image_of(target_id, image)
         now = self._clock()
         released = self._state.targets.release(
             target_id, now, reason=f"released by {who}", trigger=Trigger.MANUAL
@@ -73,3 +81,8 @@ class Holds:
             )
         )
         return Released(target_id, True, followed.image)
+
+
+def _utc(at_ms: int) -> str:
+    """``2026-11-24T14:00Z``: a hold's end as a person reads it."""
+    return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%MZ")
