@@ -7,6 +7,7 @@ import threading
 import pytest
 from botocore.exceptions import ClientError
 from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.adapters.dynamodb.hints import GRACE_MS
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.ports.state import State, TagRecord, TargetStatus
@@ -344,10 +345,14 @@ def test_get_targets_pages_beyond_one_hundred(store: State, dynamodb, state_tabl
     assert all(n <= 100 for n in calls)
 
 
+def _hint(dynamodb, table: str, partition: str, key: str) -> dict:
+    return dynamodb.get_item(TableName=table, Key={"pk": {"S": partition}, "sk": {"S": key}})["Item"]
+
+
 def test_holds_are_listed_from_their_hints_without_reading_every_target(
     store: State, dynamodb, state_table: str
 ) -> None:
-    others = [f"dev/ns/Deployment/app-{i}/c" for i in range(30)]
+    others = [f"dev/ns/Deployment/app-{i:02d}/c" for i in range(30)]
     for i, target_id in enumerate(others):
         store.targets.claim(target_id, NGINX_LATEST, D1, 100 + i, "poll", now=100)
     held = [others[3], others[17]]
@@ -363,54 +368,85 @@ def test_holds_are_listed_from_their_hints_without_reading_every_target(
     dynamodb.batch_get_item = counting
     assert [t.target_id for t in store.targets.held(100, 2_000)] == sorted(held)
     assert keys == [2]  # the held targets' states only, not the 30
-    # released: no longer listed, and its hint set to expire (the table's TTL deletes it)
+    # released: no longer listed; its hint is retired by a read once past the grace period
     assert store.targets.release(held[0], 3_000, reason="a person", trigger=Trigger.MANUAL)
     assert [t.target_id for t in store.targets.held(100, 3_000)] == [held[1]]
-    hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[0]}})["Item"]
-    assert hint["expires_at"]["N"] == "3"
-    # held again: listed again, the hint no longer expiring
-    assert store.targets.hold(held[0], "", 4_000, reason="again", trigger=Trigger.MANUAL)
-    assert [t.target_id for t in store.targets.held(100, 4_000)] == sorted(held)
-    hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[0]}})["Item"]
-    assert "expires_at" not in hint
-    # moved on without a release (a newer digest claimed it): left out, its hint expires on read
-    assert store.targets.claim(held[1], NGINX_LATEST, D2, 5_000, "poll", now=5_000)
-    assert [t.target_id for t in store.targets.held(100, 6_000)] == [held[0]]
-    hint = dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "HOLDS"}, "sk": {"S": held[1]}})["Item"]
-    assert hint["expires_at"]["N"] == "6"
+    assert "expires_at" not in _hint(dynamodb, state_table, "HOLDS", held[0])
+    later = 1_000 + GRACE_MS + 1
+    assert [t.target_id for t in store.targets.held(100, later)] == [held[1]]
+    assert _hint(dynamodb, state_table, "HOLDS", held[0])["expires_at"]["N"] == str(later // 1000)
+    # held again: listed again, the hint live again
+    assert store.targets.hold(held[0], "", later + 1, reason="again", trigger=Trigger.MANUAL)
+    assert [t.target_id for t in store.targets.held(100, later + 2)] == sorted(held)
+    assert "expires_at" not in _hint(dynamodb, state_table, "HOLDS", held[0])
+    # moved on without a release (a newer digest claimed it): left out
+    assert store.targets.claim(held[1], NGINX_LATEST, D2, 5_000, "poll", now=later + 3)
+    assert [t.target_id for t in store.targets.held(100, later + 4)] == [held[0]]
+    # a hold that has ended is over, though its state still says held until the next reconcile
+    assert store.targets.hold(
+        others[20], "", later, reason="for an hour", trigger=Trigger.MANUAL, until=later + 10
+    )
+    assert others[20] in [t.target_id for t in store.targets.held(100, later + 5)]
+    assert others[20] not in [t.target_id for t in store.targets.held(100, later + 10)]
+    # a workload's hold annotation (recorded by the consumer's finish) is listed as every hold
+    store.targets.claim(others[25], NGINX_LATEST, D2, 6_000, "poll", now=later)
+    store.targets.finish(others[25], D2, TargetStatus.HELD, later, trigger="poll", detail="annotated")
+    assert others[25] in [t.target_id for t in store.targets.held(100, later + 5)]
+
+
+def test_a_hint_ahead_of_its_state_or_written_again_is_never_retired(
+    store: State, dynamodb, state_table: str
+) -> None:
+    from tagpin.adapters.dynamodb.hints import Hints
+    from tagpin.adapters.dynamodb.table import Table
+
+    hints = Hints(Table(dynamodb, state_table), "HOLDS")
+    hints.note("dev/ns/Deployment/web/c", 1_000)  # the hold's own write is on its way
+    assert store.targets.held(100, 1_000 + GRACE_MS - 1) == []
+    assert "expires_at" not in _hint(dynamodb, state_table, "HOLDS", "dev/ns/Deployment/web/c")
+    seen = hints.read(100)  # a reader past the grace period...
+    hints.note("dev/ns/Deployment/web/c", 1_000 + GRACE_MS + 5)  # ...while a new hold writes it again
+    hints.prune(seen, set(), 1_000 + GRACE_MS + 10)
+    assert "expires_at" not in _hint(dynamodb, state_table, "HOLDS", "dev/ns/Deployment/web/c")
+
+
+def test_retired_hints_do_not_crowd_out_live_ones(store: State) -> None:
+    gone = [f"dev/ns/Deployment/a{i}/c" for i in range(5)]
+    for target_id in gone:
+        store.targets.hold(target_id, "", 1_000, reason="x", trigger=Trigger.MANUAL)
+        store.targets.release(target_id, 2_000, reason="x", trigger=Trigger.MANUAL)
+    store.targets.hold("dev/ns/Deployment/z/c", "", 1_000, reason="x", trigger=Trigger.MANUAL)
+    assert store.targets.held(5, 1_000 + GRACE_MS + 1) == []  # the five released read first, retired
+    assert [t.target_id for t in store.targets.held(5, 1_000 + GRACE_MS + 2)] == ["dev/ns/Deployment/z/c"]
 
 
 def test_approvals_waiting_are_listed_from_their_hints(store: State, dynamodb, state_table: str) -> None:
-    images = [f"registry.example.com/team/app{i}:stable" for i in range(20)]
+    images = [f"registry.example.com/team/app{i:02d}:stable" for i in range(20)]
     for image in images:
         store.promotions.start(image, D1, 100, 100, trigger=Trigger.POLL, correlation_id=None, dry_run=False)
     waiting = [images[4], images[11]]
     for image in waiting:
         assert store.promotions.request_approval(image, D1, 0, 1_000, expires_at=90_000)
     assert [p.image for p in store.promotions.awaiting(100, 2_000)] == sorted(waiting)
-
-    def hint(image: str) -> dict:
-        return dynamodb.get_item(TableName=state_table, Key={"pk": {"S": "AWAITING"}, "sk": {"S": image}})[
-            "Item"
-        ]
-
-    # approved: no longer listed, its hint expires
+    # approved: no longer listed
     assert store.promotions.decide_approval(waiting[0], D1, 0, True, 3_000, "approved by ops")
     assert [p.image for p in store.promotions.awaiting(100, 3_000)] == [waiting[1]]
-    assert hint(waiting[0])["expires_at"]["N"] == "3"
-    # superseded by a newer digest's promotion: left out, and its hint set to expire when read
+    # superseded by a newer digest's promotion: left out, and both hints retired once past the grace
     store.promotions.start(
         waiting[1], D2, 200, 4_000, trigger=Trigger.POLL, correlation_id=None, dry_run=False
     )
-    assert store.promotions.awaiting(100, 5_000) == []
-    assert hint(waiting[1])["expires_at"]["N"] == "5"
-    # the newer digest asks again: listed again, its hint no longer expiring
-    assert store.promotions.request_approval(waiting[1], D2, 0, 6_000, expires_at=90_000)
-    (again,) = store.promotions.awaiting(100, 6_000)
-    assert again.image == waiting[1] and again.digest == D2 and "expires_at" not in hint(waiting[1])
+    later = 1_000 + GRACE_MS + 1
+    assert store.promotions.awaiting(100, later) == []
+    assert _hint(dynamodb, state_table, "AWAITING", waiting[0])["expires_at"]["N"] == str(later // 1000)
+    assert _hint(dynamodb, state_table, "AWAITING", waiting[1])["expires_at"]["N"] == str(later // 1000)
+    # the newer digest asks again: listed again, its hint live again
+    assert store.promotions.request_approval(waiting[1], D2, 0, later + 1, expires_at=later + 90_000)
+    (again,) = store.promotions.awaiting(100, later + 2)
+    assert again.image == waiting[1] and again.digest == D2
+    assert "expires_at" not in _hint(dynamodb, state_table, "AWAITING", waiting[1])
     # a request that lapses: not listed
-    assert store.promotions.lapse_approval(waiting[1], D2, 0, 95_000)
-    assert store.promotions.awaiting(100, 95_000) == []
+    assert store.promotions.lapse_approval(waiting[1], D2, 0, later + 90_000)
+    assert store.promotions.awaiting(100, later + 90_001) == []
 
 
 def test_get_targets_empty(store: State) -> None:

@@ -471,14 +471,18 @@ class Console:
     # -- holds, dead letters -------------------------------------------------------------------
     def held(self) -> list[TargetRow]:
         """The held targets with their reasons (at most ``HOLDS_SHOWN``): read from the holds'
-        hints and those targets' states, never every target. A held target no longer followed
-        (its workload deleted since) is left out."""
+        hints and those targets' states, never every target; their images looked up at once. A
+        held target no longer followed (its workload deleted since) is left out."""
+        states = self.state.targets.held(HOLDS_SHOWN, self.clock())
+        found = self._followed().select({s.image for s in states if s.image})
         rows: list[tuple[FollowedImage, Target]] = []
-        for state in self.state.targets.held(HOLDS_SHOWN, self.clock()):
-            try:
-                followed = self._image_of(state.target_id, state.image or None)
-            except LookupError:
-                continue
+        for state in states:
+            followed = found.get(state.image)
+            if followed is None or not any(t.id == state.target_id for t in followed.targets):
+                try:  # held before tagpin ever applied anything there: no image recorded
+                    followed = self._image_of(state.target_id, None)
+                except LookupError:
+                    continue
             rows.append((followed, next(t for t in followed.targets if t.id == state.target_id)))
         return self._rows(rows) if rows else []
 

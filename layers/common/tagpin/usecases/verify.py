@@ -193,14 +193,6 @@ class Verifier:
         followed = self._followed().get(image)
         targets = list(followed.targets) if followed is not None else [target_from_id(culprit)]
         states = self._state.targets.get_many([t.id for t in targets])
-        # Restored by an earlier attempt of this verification (interrupted before its event):
-        restored: list[str] = [
-            t.id
-            for t in targets
-            if (st := states.get(t.id)) is not None
-            and st.digest == digest
-            and st.status is TargetStatus.ROLLED_BACK
-        ]
         # The failing target last: until its own rollback is recorded it stays "failed", so a
         # retried verification finishes a rollback that was interrupted half-way.
         targets.sort(key=lambda t: t.id == culprit)
@@ -208,10 +200,18 @@ class Verifier:
             st = states.get(target.id)
             if st is None or st.digest != digest or st.status not in ROLLBACK_FROM:
                 continue
-            restored += self._restore(target, st, verification, why, settings)
+            self._restore(target, st, verification, why, settings)
         waves = plan(settings, targets)
         # "rolled back" only when something was: a target left to Argo Rollouts' own abort, or
-        # with nothing to restore, failed and stays as it is.
+        # with nothing to restore, failed and stays as it is. Read again, not taken from this
+        # call's own writes: a concurrent rollback of the same digest (two targets failing at
+        # once) or an earlier attempt of this one may have restored them.
+        after = self._state.targets.get_many([t.id for t in targets])
+        restored = sorted(
+            target_id
+            for target_id, st in after.items()
+            if st.digest == digest and st.status is TargetStatus.ROLLED_BACK
+        )
         rolled_back = settings.rollback and bool(restored)
         self._audit.record(
             image,
@@ -245,7 +245,7 @@ class Verifier:
 
     def _restore(
         self, target: Target, st: TargetState, verification: Verification, why: str, settings: RolloutSettings
-    ) -> list[str]:
+    ) -> None:
         now = self._clock()
         status, detail = TargetStatus.FAILED, f"digest failed: {why}"
         if settings.rollback:
@@ -256,7 +256,7 @@ class Verifier:
                 status, detail = TargetStatus.ROLLED_BACK, f"restored {st.previous_image}; {why}"
             else:
                 detail = f"not rolled back ({outcome.value}); {why}"
-        changed = self._state.targets.finish(
+        self._state.targets.finish(
             target.id,
             verification.digest,
             status,
@@ -270,4 +270,3 @@ class Verifier:
             else ROLLBACK_FROM - {TargetStatus.FAILED},
         )
         self._gate.release(settings, target, verification.digest)
-        return [target.id] if changed and status is TargetStatus.ROLLED_BACK else []

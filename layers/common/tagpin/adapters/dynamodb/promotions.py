@@ -189,8 +189,6 @@ class DynamoPromotions:
                 waiting,
                 {**values, ":halted": S(PromotionStatus.HALTED), ":detail": S(detail, TEXT_LIMIT)},
             )
-        if decided:
-            self._awaiting.forget(image, now)
         return decided
 
     def awaiting(self, limit: int, now: int) -> list[Promotion]:
@@ -219,8 +217,6 @@ class DynamoPromotions:
                 ":detail": S("the approval request lapsed unanswered"),
             },
         )
-        if lapsed:
-            self._awaiting.forget(image, now)
         return lapsed
 
     def claim_notice(self, image: str, digest: str, notice: str, now: int) -> bool:

@@ -198,10 +198,16 @@ class Table:
         self._sleep(random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt)))  # noqa: S311 (jitter)
 
     def query(
-        self, pk: str, *, prefix: str | None = None, newest_first: bool = False, limit: int | None = None
+        self,
+        pk: str,
+        *,
+        prefix: str | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+        filter: str | None = None,
     ) -> list[Item]:
-        """Items of partition ``pk`` (sort keys starting with ``prefix``): every page, or the first
-        ``limit`` items."""
+        """Items of partition ``pk`` (sort keys starting with ``prefix``, passing ``filter``, a
+        FilterExpression without values): every page, or the first ``limit`` items."""
         condition = "pk = :pk"
         values: Item = {":pk": S(pk)}
         if prefix is not None:
@@ -215,6 +221,8 @@ class Table:
         }
         if limit is not None:
             request["Limit"] = limit
+        if filter is not None:
+            request["FilterExpression"] = filter
         items: list[Item] = []
         while True:
             response = self.client.query(**request)

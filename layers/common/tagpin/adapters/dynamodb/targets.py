@@ -138,6 +138,8 @@ class DynamoTargets:
         if previous_image is not None:
             sets.append("previous_image = :prev")
             values[":prev"] = S(previous_image)
+        if status is TargetStatus.HELD:  # a workload's hold annotation: listed as every hold
+            self._holds.note(target_id, now)
         held = (
             self._table.update(
                 key(TARGET + target_id),
@@ -223,7 +225,6 @@ class DynamoTargets:
         )
         if released is None:
             return False
-        self._holds.forget(target_id, now)
         self._history.target_item(
             target_id,
             now,
@@ -237,7 +238,13 @@ class DynamoTargets:
         """The targets on hold (at most ``limit`` hints read), in target id order."""
         hints = self._holds.read(limit)
         states = self.get_many([h.key for h in hints])
-        held = [states[h.key] for h in hints if h.key in states and states[h.key].status is TargetStatus.HELD]
+        held = [
+            state
+            for h in hints
+            if (state := states.get(h.key)) is not None
+            and state.status is TargetStatus.HELD
+            and (state.held_until is None or state.held_until > now)  # an ended hold is over
+        ]
         self._holds.prune(hints, {s.target_id for s in held}, now)
         return held
 
