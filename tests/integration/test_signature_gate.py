@@ -214,7 +214,13 @@ def test_the_consumer_reads_the_keys_as_its_role_allows(
     st: LocalStack, calls: list[Call], kms_signer: KmsSigner
 ) -> None:
     """The key in the secret store (ssm:GetParameter on /tagpin/signing/*) and the KMS key's public
-    half (kms:GetPublicKey, granted on SigningKmsKeyArns only)."""
+    half (kms:GetPublicKey, granted on SigningKmsKeyArns only). A digest signed by the KMS key rolls
+    first, so the keys are read whatever the order the tests run in (the calls are the module's)."""
+    assert st.registry is not None
+    by_kms = push(st, "signed", "signed by the KMS key, for the role's proof")
+    sign_image(st.registry.url, "demo/signed", by_kms, kms_signer)  # type: ignore[arg-type]
+    st.run_poller()
+    wait_for("the KMS-signed digest rolls", lambda: running(st, SIGNED).endswith("@" + by_kms))
     consumer = {r.action for c in calls if c.function == "consumer" for r in c.requests}
     assert {"kms:GetPublicKey", "ssm:GetParameter"} <= consumer
     assert denied(calls, {"SigningKmsKeyArns": kms_signer.key}) == []

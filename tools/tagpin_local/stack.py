@@ -122,6 +122,7 @@ class LocalStack:
         self._clients_lock = threading.Lock()
         self._adapter: WebhookAdapter | None = None
         self._threads: list[threading.Thread] = []
+        self._receive_lock = threading.Lock()
         self._stop = threading.Event()
         self._poll_wake = threading.Event()
         self.functions: dict[str, LocalFunction] = {}
@@ -525,13 +526,17 @@ class LocalStack:
         """Receive up to 10 messages, invoke the consumer as Lambda's SQS poller does, delete what
         succeeded; failed records stay and reappear after the visibility timeout."""
         sqs = self.client("sqs")
-        messages = sqs.receive_message(
-            QueueUrl=self.queue_url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=wait_s,
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
+        # One receive at a time: moto's ReceiveMessage is not atomic (two concurrent calls can
+        # both take the same visible message), SQS's is; without this the pollers side by side
+        # would be given duplicates real SQS never gives.
+        with self._receive_lock:
+            messages = sqs.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=wait_s,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
         if not messages:
             return 0
         try:
