@@ -6,7 +6,7 @@ of pages). Every page but the sign-in page (local only) and the static files nee
 person (``tagpin.adapters.web.auth``); without one the answer is 401, whatever the path. Every POST
 but the sign-in needs the session's CSRF token in the form (``csrf``), compared in constant time:
 without it, or with another session's, the answer is 403 and nothing is done. Actions are the
-functions of ``tagpin.usecases.console.ACTIONS``; after one the browser is sent on (303) to a page
+functions of ``tagpin.usecases.console_actions.ACTIONS``; after one the browser is sent on (303) to a page
 of the console with a notice chosen by key.
 
 ``POST /slack/actions`` is Slack's: an approval request's Approve / Reject button. It has no
@@ -35,16 +35,8 @@ from tagpin.adapters.notify import slack_escape
 from tagpin.adapters.slack.actions import SlackRefused, read, verify
 from tagpin.adapters.web.auth import COOKIE, Auth, Principal, TokenAuth, same, secure_cookies
 from tagpin.adapters.web.render import Renderer
-from tagpin.usecases.console import (
-    ACTIONS,
-    HOLD_FOR,
-    NOTICES,
-    PAGE_SIZE,
-    REDRIVE_LIMIT,
-    ActionError,
-    Console,
-    overview,
-)
+from tagpin.usecases.console import PAGE_SIZE, Console, overview
+from tagpin.usecases.console_actions import ACTIONS, HOLD_FOR, NOTICES, REDRIVE_LIMIT, ActionError
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The console's views and actions: what ``tagpin status`` and ``tagpin history`` show, for a person in
+"""The console's views: what ``tagpin status`` and ``tagpin history`` show, for a person in
 a browser, paged so that 10,000 targets cost one page's reads; and what a person does there (approve,
 reject, hold, release, redrive) through the same use cases as the CLI (``Approvals``, ``Holds``,
 ``DeadLetterQueue``).
@@ -12,10 +12,7 @@ label-discovered ones shard by shard in key order (image, then target id). A pag
 configuration (cached), one Query per shard it touches (usually one), and one batched read of its
 targets' states and of its tags', whatever the number of targets followed.
 
-Actions: one function each, registered in ``ACTIONS`` with ``@action("name")``; it gets the console,
-who asks (the JWT's subject or e-mail on AWS, "local" locally) and the submitted form, and answers
-``Done`` (a notice and where to go next) or raises ``ActionError``. The HTTP side checks the session
-and the CSRF token before any action runs, so adding an action is adding one function here.
+The actions a person takes there are in ``tagpin.usecases.console_actions``.
 """
 
 from __future__ import annotations
@@ -23,21 +20,28 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlencode
 
-from tagpin.domain.channels import pinned_source
 from tagpin.domain.config import FollowedImage, TagpinConfig, Target
 from tagpin.domain.shards import all_shards
 from tagpin.ports.state import (
-    HistoryEntry,
     IndexEntry,
     PromotionStatus,
     State,
     TagState,
-    TargetState,
-    TargetStatus,
 )
-from tagpin.usecases.approvals import Approvals, Decision
+from tagpin.usecases.approvals import Approvals
+from tagpin.usecases.console_views import (
+    ImageRow,
+    ImageView,
+    Page,
+    PendingApproval,
+    PromotionView,
+    TargetRow,
+    TargetView,
+    WaveView,
+    event_of,
+    target_row,
+)
 from tagpin.usecases.deadletters import DeadLetterQueue, Look
 from tagpin.usecases.detect import now_ms
 from tagpin.usecases.followed import Followed, merge
@@ -47,179 +51,9 @@ from tagpin.usecases.waves import plan
 PAGE_SIZE = 100
 TIMELINE = 100  # history items shown on an image's or a target's page
 MAX_CURSOR = 2048
-REDRIVE_LIMIT = 100  # messages one click redrives (a request has 30 s at most)
 APPROVALS_SHOWN = 200  # pending approvals the overview lists
 HOLDS_SHOWN = 1000  # held targets the holds view lists
-# How long the console's Hold holds (the form's ``for``: its seconds and its label); none: until
-# released
-HOLD_FOR: dict[str, tuple[int, str]] = {
-    "1h": (3600, "for 1 hour"),
-    "1d": (86400, "for 1 day"),
-    "7d": (7 * 86400, "for 7 days"),
-}
 CONFIGURATION, LABEL = "configuration", "label"
-
-
-class Condition:
-    """A target against its tag: what the console and ``tagpin status`` show."""
-
-    CURRENT = "current"  # settled at the tag's digest
-    BEHIND = "behind"
-    PENDING = "pending"  # being applied
-    FAILED = "failed"
-    GONE = "gone"
-    HELD = "held"  # a person's hold, or tagpin's after a person's change: with its reason
-    UNKNOWN = "unknown"  # nothing recorded yet
-
-
-def condition(state: TargetState | None, tag: TagState | None) -> str:
-    if state is None:
-        return Condition.UNKNOWN
-    if state.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD):
-        return state.status.value
-    if tag is not None and state.settled_at(tag.digest):
-        return Condition.CURRENT
-    if state.status is TargetStatus.PENDING:
-        return Condition.PENDING
-    return Condition.BEHIND
-
-
-# -- the values the views show ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ImageRow:
-    image: str
-    source: str  # configuration, or label (discovered by the reconciler)
-    targets: int
-    policy: str | None = None  # a version channel's policy
-    version: str | None = None  # its head
-    digest: str | None = None
-    resolved_at: int | None = None
-    changed_at: int | None = None
-    error: str | None = None  # the registry's last error (kept with the working digest)
-    error_at: int | None = None
-    blocked: str | None = None  # the digest failed and was rolled back: why
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    target_id: str
-    image: str
-    source: str
-    condition: str
-    desired: str | None = None  # what the tag says it should run: <image or version>@<digest>
-    running: str | None = None  # the digest tagpin last applied (or is applying)
-    status: str | None = None
-    detail: str | None = None  # the last outcome's detail, or a hold's reason
-    updated_at: int | None = None
-    held_until: int | None = None
-    held_digest: str | None = None  # a hold against one digest (tagpin's); None or "" any digest
-
-
-@dataclass(frozen=True)
-class Page[T]:
-    rows: list[T]
-    next: str | None  # the cursor of the next page; None on the last
-    first: bool  # the first page
-
-
-@dataclass(frozen=True)
-class Event:
-    """One step of a timeline (newest first): a target's outcome or an image's promotion step."""
-
-    at: int
-    what: str
-    digest: str | None = None
-    trigger: str | None = None
-    detail: str | None = None
-    previous_image: str | None = None
-    wave: str | None = None
-
-
-@dataclass(frozen=True)
-class WaveView:
-    """A wave of an image's promotion: where it stands (``done``, ``rolling``, ``soaking`` until
-    ``soak_ends_at``, ``awaiting-approval``, ``waiting``, ``halted``, ``dry-run``)."""
-
-    name: str
-    targets: int
-    stage: str
-    soak_ends_at: int | None = None
-
-
-@dataclass(frozen=True)
-class PromotionView:
-    digest: str
-    status: str
-    version: str | None
-    started_at: int
-    waves: list[WaveView]
-    detail: str | None = None
-
-
-@dataclass(frozen=True)
-class ImageView:
-    row: ImageRow
-    targets: list[TargetRow]
-    timeline: list[Event]
-    promotion: PromotionView | None = None
-
-
-@dataclass(frozen=True)
-class TargetView:
-    row: TargetRow
-    timeline: list[Event]
-
-
-@dataclass(frozen=True)
-class PendingApproval:
-    """A wave of an image's promotion waiting for a person (approve or reject ``digest``)."""
-
-    image: str
-    digest: str
-    wave: str
-    version: str | None
-    since: int
-    expires_at: int | None
-
-
-@dataclass(frozen=True)
-class Done:
-    """What an action did: a notice (a key of ``NOTICES``) and the console path to go to."""
-
-    notice: str
-    location: str
-    count: int | None = None
-
-
-class ActionError(ValueError):
-    """The action cannot be done as asked (an unknown target, a missing field): told to the person."""
-
-
-# Fixed texts: a notice shown after an action is chosen by key, never taken from the request.
-NOTICES: dict[str, str] = {
-    "held": "Held: tagpin leaves this target where it is until it is released.",
-    "already-held": "It was held already.",
-    "released": "Released: the tag's digest is being applied again.",
-    "released-idle": "Released (the tag has no digest to apply yet, or it is blocked).",
-    "not-held": "It was not held.",
-    "redriven": "Messages sent back to the changes queue:",
-    Decision.APPROVED: "Approved: the wave starts (through every other gate).",
-    Decision.REJECTED: "Rejected: the digest is marked bad; nothing rolls.",
-    Decision.NOTHING_WAITING: "Nothing waits for a decision on this image (decided or lapsed already).",
-    Decision.STALE: "Not done: a newer digest supersedes the one you decided on.",
-    Decision.ALREADY_DECIDED: "Decided already (a second click, or the request lapsed): nothing done.",
-}
-
-
-def image_path(image: str) -> str:
-    return "/console/image?" + urlencode({"ref": image})
-
-
-def target_path(target_id: str, image: str | None = None) -> str:
-    query = {"id": target_id} | ({"image": image} if image else {})
-    return "/console/target?" + urlencode(query)
 
 
 _SHARD = re.compile(r"^[0-9a-f]{2}$")
@@ -341,7 +175,7 @@ class Console:
         tag = self.state.tags.get(image)
         row = self._image_row(followed, tag, CONFIGURATION if image in configured else LABEL)
         targets = self._rows([(followed, t) for t in followed.targets], {image: tag} if tag else {})
-        timeline = [_event(e, e.event) for e in self.state.history.of_image(image, limit=TIMELINE)]
+        timeline = [event_of(e, e.event) for e in self.state.history.of_image(image, limit=TIMELINE)]
         return ImageView(row, targets, timeline, self._promotion(followed))
 
     def _promotion(self, followed: FollowedImage) -> PromotionView | None:
@@ -437,7 +271,7 @@ class Console:
         if tags is None:
             tags = self.state.tags.get_many(list(dict.fromkeys(f.image for f, _ in picked)))
         return [
-            _target_row(
+            target_row(
                 f, t, states.get(t.id), tags.get(f.image), CONFIGURATION if t.id in configured else LABEL
             )
             for f, t in picked
@@ -450,7 +284,7 @@ class Console:
         tag = self.state.tags.get(followed.image)
         target = next(t for t in followed.targets if t.id == target_id)
         (row,) = self._rows([(followed, target)], {followed.image: tag} if tag else {})
-        timeline = [_event(e, e.status) for e in self.state.history.of_target(target_id, limit=TIMELINE)]
+        timeline = [event_of(e, e.status) for e in self.state.history.of_target(target_id, limit=TIMELINE)]
         return TargetView(row, timeline)
 
     def _image_of(self, target_id: str, image: str | None) -> FollowedImage:
@@ -488,113 +322,6 @@ class Console:
 
     def dead_letter_view(self) -> Look:
         return self.dead_letters().look()
-
-
-def _target_row(
-    followed: FollowedImage, target: Target, state: TargetState | None, tag: TagState | None, source: str
-) -> TargetRow:
-    desired = None
-    if tag is not None and tag.digest:
-        try:
-            desired = f"{pinned_source(followed.image, tag.version)}@{tag.digest}"
-        except ValueError:
-            desired = tag.digest
-    return TargetRow(
-        target_id=target.id,
-        image=followed.image,
-        source=source,
-        condition=condition(state, tag),
-        desired=desired,
-        running=state.digest or None if state else None,
-        status=state.status.value if state else None,
-        detail=state.detail if state else None,
-        updated_at=state.updated_at if state else None,
-        held_until=state.held_until if state else None,
-        held_digest=state.held_digest if state else None,
-    )
-
-
-def _event(entry: HistoryEntry, what: str | None) -> Event:
-    return Event(
-        at=entry.at,
-        what=what or "",
-        digest=entry.digest,
-        trigger=entry.trigger,
-        detail=entry.detail,
-        previous_image=entry.previous_image,
-        wave=entry.wave,
-    )
-
-
-# -- actions -------------------------------------------------------------------------------------
-
-Action = Callable[[Console, str, Mapping[str, str]], Done]
-ACTIONS: dict[str, Action] = {}
-
-
-def action(name: str) -> Callable[[Action], Action]:
-    """Register an action under ``name`` (``POST /console/actions/<name>``)."""
-
-    def register(fn: Action) -> Action:
-        ACTIONS[name] = fn
-        return fn
-
-    return register
-
-
-def _field(form: Mapping[str, str], name: str) -> str:
-    value = form.get(name, "").strip()
-    if not value:
-        raise ActionError(f"{name} is missing")
-    return value
-
-
-@action("hold")
-def hold(console: Console, who: str, form: Mapping[str, str]) -> Done:
-    """Hold a target until released, or for one of ``HOLD_FOR``'s durations (the form's ``for``)."""
-    target = _field(form, "target")
-    duration = form.get("for", "").strip()
-    if duration and duration not in HOLD_FOR:
-        raise ActionError("for: one of " + ", ".join(HOLD_FOR))
-    until = console.clock() + HOLD_FOR[duration][0] * 1000 if duration else None
-    try:
-        held = console.holds().hold(target, who, until, image=form.get("image") or None)
-    except LookupError as exc:
-        raise ActionError(str(exc)) from None
-    return Done("held" if held else "already-held", target_path(target, form.get("image")))
-
-
-@action("release")
-def release(console: Console, who: str, form: Mapping[str, str]) -> Done:
-    target = _field(form, "target")
-    try:
-        done = console.holds().release(target, who, image=form.get("image") or None)
-    except LookupError as exc:
-        raise ActionError(str(exc)) from None
-    notice = "not-held" if not done.released else "released" if done.healing else "released-idle"
-    return Done(notice, target_path(target, form.get("image")))
-
-
-def _decide(console: Console, who: str, form: Mapping[str, str], approve: bool) -> Done:
-    image, digest = _field(form, "image"), _field(form, "digest")
-    decided = console.approvals().decide(image, approve, who, via="console", digest=digest)
-    return Done(decided.decision.value, "/console")
-
-
-@action("approve")
-def approve(console: Console, who: str, form: Mapping[str, str]) -> Done:
-    return _decide(console, who, form, approve=True)
-
-
-@action("reject")
-def reject(console: Console, who: str, form: Mapping[str, str]) -> Done:
-    return _decide(console, who, form, approve=False)
-
-
-@action("redrive")
-def redrive(console: Console, who: str, form: Mapping[str, str]) -> Done:
-    done = console.dead_letters().redrive(REDRIVE_LIMIT)
-    return Done("redriven", "/console/dead-letters", count=done.moved + len(done.failed_runs))
 
 
 @dataclass(frozen=True)
