@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,12 +23,12 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.constants import FOLLOW
-from tests.support.stack import state_of
+from tests.support.stack import state_of, wait_for
+from tests.support.stack import target_status as status
 
 pytestmark = pytest.mark.integration
 
 ROLLOUT_DELAY = 0.4
-DEADLINE_S = 45.0
 ROLLOUT: dict[str, Any] = {"verify_interval_seconds": 1, "verify_timeout_seconds": 20, "waves": []}
 PAUSE_STEPS = [{"setWeight": 20}, {"pause": {}}, {"setWeight": 60}]
 
@@ -71,21 +71,6 @@ def pod_digests(st: LocalStack, name: str) -> set[str]:
         p["status"]["containerStatuses"][0]["imageID"].rsplit("@", 1)[-1]
         for p in kube(st).pods_for("Rollout", "shop", name)
     }
-
-
-def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
-
-
-def status(st: LocalStack, target_id: str, digest: str) -> TargetStatus | None:
-    target = state_of(st).targets.get(target_id)
-    return target.status if target is not None and target.digest == digest else None
 
 
 def history(st: LocalStack, target_id: str, digest: str) -> list[str]:

@@ -10,7 +10,7 @@ Waves: ``stage`` (cluster stage) then ``prod`` (cluster prod). Each scenario fol
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,13 +21,13 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
-from tests.support.stack import state_of
+from tests.support.stack import state_of, wait_for
+from tests.support.stack import target_status as status
 
 pytestmark = pytest.mark.integration
 
 ROLLOUT_DELAY = 0.4
 SOAK_S = 2
-DEADLINE_S = 45.0
 ROLLOUT: dict[str, Any] = {
     "verify_interval_seconds": 1,
     "verify_timeout_seconds": 20,
@@ -86,21 +86,6 @@ def running(st: LocalStack, target_id: str) -> str:
         if c["name"] == container:
             return str(c["image"])
     raise KeyError(container)
-
-
-def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
-
-
-def status(st: LocalStack, target_id: str, digest: str) -> TargetStatus | None:
-    target = state_of(st).targets.get(target_id)
-    return target.status if target is not None and target.digest == digest else None
 
 
 def patches_of(st: LocalStack, target_id: str, digest: str) -> list[dict[str, Any]]:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Any
+
 from tagpin.adapters.dynamodb import dynamodb_state
-from tagpin.ports.state import State
+from tagpin.ports.state import State, TargetStatus
 from tagpin_local.stack import LocalStack
 
 from tests.support.constants import STATE_TABLE
@@ -28,3 +32,20 @@ def empty(st: LocalStack, queue_url: str) -> None:
             QueueUrl=queue_url,
             Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
         )
+
+
+def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 45.0) -> Any:
+    """Poll ``condition`` every 0.1 s; its first truthy value, or an AssertionError naming ``what``."""
+    started = time.monotonic()
+    while time.monotonic() - started < deadline_s:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
+
+
+def target_status(st: LocalStack, target_id: str, digest: str) -> TargetStatus | None:
+    """The target's status if it is at ``digest``, else None."""
+    target = state_of(st).targets.get(target_id)
+    return target.status if target is not None and target.digest == digest else None

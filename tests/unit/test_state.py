@@ -20,6 +20,19 @@ TARGET = "dev/default/Deployment/web/nginx"
 # -- followed tags ----------------------------------------------------------------------------------
 
 
+def batch_get_keys(dynamodb) -> list[int]:
+    """The number of keys each BatchGetItem the client makes from now on asks for."""
+    keys: list[int] = []
+    real = dynamodb.batch_get_item
+
+    def counting(**kwargs):
+        keys.append(sum(len(v["Keys"]) for v in kwargs["RequestItems"].values()))
+        return real(**kwargs)
+
+    dynamodb.batch_get_item = counting
+    return keys
+
+
 def test_first_sighting_is_changed_without_previous(store: State) -> None:
     record = store.tags.record(NGINX_LATEST, D1, 100, "poll")
     assert record.result is TagOutcome.CHANGED
@@ -309,14 +322,7 @@ def test_history_is_newest_first_and_limited(store: State) -> None:
 
 
 def test_get_targets_pages_beyond_one_hundred(store: State, dynamodb, state_table: str) -> None:
-    calls: list[int] = []
-    real = dynamodb.batch_get_item
-
-    def counting(**kwargs):
-        calls.append(sum(len(v["Keys"]) for v in kwargs["RequestItems"].values()))
-        return real(**kwargs)
-
-    dynamodb.batch_get_item = counting
+    calls = batch_get_keys(dynamodb)
     ids = [f"dev/ns/Deployment/app-{i}/c" for i in range(250)]
     items = [
         {
@@ -358,14 +364,7 @@ def test_holds_are_listed_from_their_hints_without_reading_every_target(
     held = [others[3], others[17]]
     assert store.targets.hold(held[0], "", 1_000, reason="a person", trigger=Trigger.MANUAL)
     assert store.targets.hold(held[1], D1, 1_000, reason="changed outside tagpin", trigger=Trigger.RECONCILE)
-    keys: list[int] = []
-    real = dynamodb.batch_get_item
-
-    def counting(**kwargs):
-        keys.append(sum(len(v["Keys"]) for v in kwargs["RequestItems"].values()))
-        return real(**kwargs)
-
-    dynamodb.batch_get_item = counting
+    keys = batch_get_keys(dynamodb)
     assert [t.target_id for t in store.targets.held(100, 2_000)] == sorted(held)
     assert keys == [2]  # the held targets' states only, not the 30
     # released: no longer listed; its hint is retired by a read once past the grace period
