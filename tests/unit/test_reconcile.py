@@ -12,8 +12,9 @@ from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import IndexEntry, State, TargetStatus
 from tagpin.ports.workloads import Forbidden, NotFound, Pod, Workload
 from tagpin.usecases.detect import Detector
+from tagpin.usecases.discover import discovered_targets
 from tagpin.usecases.followed import Followed
-from tagpin.usecases.reconcile import Reconciler, discovered_targets
+from tagpin.usecases.reconcile import Reconciler
 from tagpin.usecases.running import image_id_digest, running_digest, selector_matches
 
 from tests.support.clock import FakeClock

@@ -296,9 +296,12 @@ class Targets(Protocol):
         reason: str,
         trigger: Trigger,
         until: int | None = None,
+        if_still: TargetState | None = None,
     ) -> bool:
         """Put the target on hold against ``digest`` ("" for any digest, a person's hold), until
-        ``until`` or a release; False when it was held already (nothing written)."""
+        ``until`` or a release; False when it was held already (nothing written). With
+        ``if_still``: only while the stored state is still that one (same status, digest and
+        ``updated_at``): a claim, an outcome or a rollback written since wins, nothing is held."""
         ...
 
     def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:

@@ -424,6 +424,9 @@ class Applier:
             raise TargetNotApplied(
                 ApplyResult(outcome=ApplyOutcome(status), target=tc.target_id, error=detail)
             ) from None
+        if outcome is ApplyOutcome.SUPERSEDED:  # claimed by a newer digest, or held, since: theirs
+            logger.info("superseded before the patch", extra={"target": tc.target_id, "digest": tc.digest})
+            return ApplyResult(outcome=outcome, target=tc.target_id)
         # already-current: nothing was replaced, so the previous image stays the one last replaced.
         patched = outcome is ApplyOutcome.PATCHED
         self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=previous if patched else None)
@@ -454,6 +457,13 @@ class Applier:
                 raise Paused(f"{where} is annotated {ANNOTATION_PAUSED}")
             if workload.held:
                 raise Held(f"{where} is annotated {ANNOTATION_HOLD}: held where it is")
+            # The claim, read again after the workload: a newer digest claimed the target (or a
+            # person held it) since this one did, and a patch now would roll it backwards (or
+            # against the person). A claim made after this read patches after it: the
+            # resourceVersion this patch carries then no longer matches (409), and this runs again.
+            claim = self._state.targets.get(tc.target_id)
+            if claim is None or claim.digest != tc.digest or claim.status is not TargetStatus.PENDING:
+                return ("", ApplyOutcome.SUPERSEDED), None
             init = tc.container not in workload.containers
             current = (workload.init_containers if init else workload.containers).get(tc.container)
             if current is None:

@@ -22,6 +22,10 @@ A scheduled run does, for every configured cluster at once:
    conditional write, the level check against the targets' state), then every target that does not
    run the tag's digest is enqueued in one change per tag, marked with the run so that the consumer
    applies it even when it believes it did so already (a manual edit, a rollback, a lost message).
+   People first (``tagpin.usecases.drift``): a held target stays where it is, and a target tagpin
+   had settled at the tag's digest that runs another one is read again before it counts as a
+   person's change (then it is held, not patched back): a listing older than tagpin's own last
+   write never does.
 
 The cluster side is a port (``tagpin.ports.workloads.Inventory``); ``tagpin.adapters.kubernetes``
 implements it with the official client. This module never imports ``kubernetes``.
@@ -36,19 +40,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tagpin.domain.annotations import ANNOTATION_CONTAINERS, ANNOTATION_POLICY, FOLLOW_SELECTOR
-from tagpin.domain.channels import ChannelKey, repository_of
+from tagpin.domain.annotations import FOLLOW_SELECTOR
+from tagpin.domain.channels import repository_of
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.outcomes import TagOutcome
-from tagpin.domain.refs import ImageRef
-from tagpin.domain.versions import VersionPolicy
-from tagpin.ports.notify import Notifier, RolloutEventKind
+from tagpin.ports.notify import Notifier
 from tagpin.ports.queues import ChangeQueue
-from tagpin.ports.state import ImageEvent, IndexEntry, State, TagState, TargetStatus
+from tagpin.ports.state import IndexEntry, State, TagState
 from tagpin.ports.workloads import Forbidden, Inventory, NotFound, Pod, Workload, WorkloadError
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.detect import Detector
+from tagpin.usecases.discover import discovered_targets
+from tagpin.usecases.drift import PeopleFirst
 from tagpin.usecases.followed import merge
 from tagpin.usecases.running import Observed, running_digest
 
@@ -58,56 +62,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_LISTED = 50  # target ids listed per category in the run's report
-
-
-# -- discovering what is followed ----------------------------------------------------------------
-
-
-def discovered_targets(cluster: str, workload: Workload) -> tuple[list[tuple[str, Target]], list[str]]:
-    """The (followed tag, target) pairs of a labelled workload, and notes on what was left out."""
-    where = f"{cluster}/{workload.namespace}/{workload.kind.value}/{workload.name}"
-    if workload.paused:
-        return [], [f"{where}: paused"]
-    wanted: set[str] | None = None
-    if (choice := workload.annotations.get(ANNOTATION_CONTAINERS)) is not None:
-        wanted = {c.strip() for c in choice.split(",") if c.strip()}
-    found: list[tuple[str, Target]] = []
-    notes: list[str] = []
-    images = {**workload.init_containers, **workload.containers}
-    for name in sorted(wanted - images.keys()) if wanted is not None else []:
-        notes.append(f"{where}: {ANNOTATION_CONTAINERS} names {name!r}, which it does not have")
-    for name, image in images.items():
-        if wanted is not None and name not in wanted:
-            continue
-        policy = workload.annotations.get(
-            f"{ANNOTATION_POLICY}.{name}", workload.annotations.get(ANNOTATION_POLICY)
-        )
-        try:
-            tagged = followed_key(image, policy)
-            target = Target(
-                cluster=cluster,
-                namespace=workload.namespace,
-                kind=workload.kind,
-                name=workload.name,
-                container=name,
-            )
-        except ValueError as exc:  # a digest-only image has no tag to follow; pydantic errors too
-            notes.append(f"{where}/{name}: not followed: {exc}")
-            continue
-        found.append((tagged, target))
-    return found, notes
-
-
-def followed_key(image: str, policy: str | None) -> str:
-    """What a container's image follows: its tag, or with a version policy annotation the channel
-    of its repository named by the policy (tagpin.domain.channels)."""
-    ref = ImageRef.parse(image)
-    if policy is None or not policy.strip():
-        return ref.tagged
-    parsed = VersionPolicy.parse(policy)
-    if not parsed.chooses:
-        return ref.tagged
-    return str(ChannelKey(ImageRef(ref.registry, ref.repository, None, None), parsed.text))
 
 
 @dataclass
@@ -182,7 +136,7 @@ class Reconciler:
         self._clock = clock
         self._concurrency = concurrency
         self._channels = channels
-        self._audit = Audit(state, notifier)
+        self._people = PeopleFirst(state, clusters, Audit(state, notifier), clock)
 
     def run(self, run_id: str | None = None) -> ReconcileReport:
         report = ReconcileReport(run_id or str(uuid.uuid4()))
@@ -367,55 +321,6 @@ class Reconciler:
         return merged
 
     # -- 3 + 4. compare and heal, one tag ------------------------------------------------------
-    def _people_first(
-        self, behind: list[Observed], followed: FollowedImage, tag: TagState, report: ReconcileReport
-    ) -> list[Observed]:
-        """The targets that are really behind, once the holds are respected: a target held against
-        the tag's digest stays (a hold that has ended is released first); a target tagpin had moved
-        to the tag's digest that now runs something else was changed by a person (a `kubectl rollout
-        undo`, a hand-set image): it is put on hold, recorded and announced once, and not patched
-        back until the tag moves or `tagpin release`."""
-        if not behind:
-            return behind
-        now = self._clock()
-        states = self._state.targets.get_many([o.target.id for o in behind])
-        really: list[Observed] = []
-        for seen in behind:
-            known = states.get(seen.target.id)
-            if known is not None and known.status is TargetStatus.HELD and known.held_digest is not None:
-                if known.holds(tag.digest, now):
-                    continue
-                if known.held_until is not None and known.held_until <= now:
-                    self._state.targets.release(
-                        seen.target.id, now, reason="the hold ended", trigger=Trigger.RECONCILE
-                    )
-            elif known is not None and known.settled_at(tag.digest) and seen.running is not None:
-                reason = (
-                    f"runs {seen.running} instead of {tag.digest}, which tagpin applied: changed outside "
-                    "tagpin (a rollout undone, an image set by hand); held until the tag moves or "
-                    "`tagpin release`"
-                )
-                if self._state.targets.hold(
-                    seen.target.id, tag.digest, now, reason=reason, trigger=Trigger.RECONCILE
-                ):
-                    report.held.append(seen.target.id)
-                    self._audit.record(
-                        followed.image,
-                        tag.digest,
-                        ImageEvent.HELD,
-                        now,
-                        once=f"held_{seen.target.id}",
-                        detail=f"{seen.target.id}: {reason}",
-                        trigger=Trigger.RECONCILE,
-                        correlation_id=report.run_id,
-                        announce=RolloutEventKind.HELD,
-                        targets=[seen.target.id],
-                    )
-                    logger.info("target held: changed outside tagpin", extra={"target": seen.target.id})
-                continue
-            really.append(seen)
-        return really
-
     def _heal(
         self, followed: FollowedImage, observed: list[Observed], report: ReconcileReport, tag: TagState | None
     ) -> int:
@@ -438,7 +343,10 @@ class Reconciler:
         if tag.blocked:  # its rollout failed and was rolled back: never re-applied by healing
             logger.info("tag's digest is marked bad; not healed", extra={"image": followed.image})
             return 0
-        behind = self._people_first([o for o in observed if o.running != tag.digest], followed, tag, report)
+        behind, held = self._people.behind(
+            [o for o in observed if o.running != tag.digest], followed, tag, report.run_id
+        )
+        report.held.extend(held)
         if not behind:
             return 0
         for seen in behind:

@@ -178,6 +178,7 @@ class DynamoTargets:
         reason: str,
         trigger: Trigger,
         until: int | None = None,
+        if_still: TargetState | None = None,
     ) -> bool:
         self._holds.note(target_id, now)  # the hint first (tagpin.adapters.dynamodb.hints)
         values: Item = {
@@ -190,11 +191,19 @@ class DynamoTargets:
         if until is not None:
             values[":u"] = N(until)
             sets += ", held_until = :u"
+        # a second hold against the same digest writes nothing (a hold is recorded once)
+        condition = "(attribute_not_exists(#status) OR #status <> :s OR held_digest <> :h)"
+        if if_still is not None:  # and nothing was written since the state was read
+            condition += " AND #status = :was_s AND digest = :was_d AND updated_at = :was_at"
+            values |= {
+                ":was_s": S(if_still.status),
+                ":was_d": S(if_still.digest),
+                ":was_at": N(if_still.updated_at),
+            }
         written = self._table.update(
             key(TARGET + target_id),
             f"SET {sets}" + ("" if until is not None else " REMOVE held_until"),
-            # a second hold against the same digest writes nothing (a hold is recorded once)
-            condition="attribute_not_exists(#status) OR #status <> :s OR held_digest <> :h",
+            condition=condition,
             names={"#status": "status"},
             values=values,
         )

@@ -1,0 +1,118 @@
+"""Interleavings chosen by the test: actors (each a thread running real use-case code) that stop
+before each call through a port, and go on one call at a time when the test says so.
+
+``Baton.start(name, fn)`` runs ``fn`` in a thread that parks before its first port call;
+``Baton.step(name)`` lets it make that call and run until it parks before the next one (or ends).
+Only one actor runs at a time, so a hypothesis state machine that picks which actor steps next
+generates the interleavings of the actors' port calls, and replays each one exactly.
+
+``Baton.wrap(obj, name)`` gives a proxy of a port (a repository of ``State``, a cluster) whose
+every public method call is a checkpoint of actor ``name``; ``wrap_state`` wraps each repository
+of a ``State``. A use case's own thread pool is fine as long as it runs its calls one at a time
+(``concurrency=1``): the actor is named by the proxy it calls through, not by its thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tagpin.ports.state import State
+
+TIMEOUT_S = 30.0
+
+
+class Baton:
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._go: str | None = None
+        self._parked: dict[str, str] = {}  # actor -> the call it is parked before
+        self._arrivals: dict[str, int] = {}
+        self.done: dict[str, Any] = {}  # actor -> its result, or the exception it raised
+        self.log: list[tuple[str, str]] = []  # (actor, call), in the order they ran
+
+    # -- actors ------------------------------------------------------------------------------------
+    def start(self, name: str, fn: Callable[[], Any]) -> None:
+        assert name not in self._arrivals, f"actor {name} started twice"
+        self._arrivals[name] = 0
+
+        def run() -> None:
+            result: Any
+            try:
+                self.checkpoint(name, "start")
+                result = fn()
+            except BaseException as exc:  # recorded for the test to look at
+                result = exc
+            with self._cv:
+                self.done[name] = result
+                self._parked.pop(name, None)
+                self._cv.notify_all()
+
+        threading.Thread(target=run, name=f"actor-{name}", daemon=True).start()
+        with self._cv:
+            assert self._cv.wait_for(lambda: name in self._parked, TIMEOUT_S), f"{name} did not start"
+
+    def checkpoint(self, name: str, call: str) -> None:
+        with self._cv:
+            self._parked[name] = call
+            self._arrivals[name] += 1
+            self._cv.notify_all()
+            assert self._cv.wait_for(lambda: self._go == name, TIMEOUT_S * 4), f"{name} never resumed"
+            self._go = None
+            del self._parked[name]
+            self.log.append((name, call))
+
+    def live(self) -> list[str]:
+        """The actors parked before a call, by name."""
+        with self._cv:
+            return sorted(self._parked)
+
+    def step(self, name: str) -> None:
+        """Let ``name`` make the call it is parked before, and run until the next one or its end."""
+        with self._cv:
+            assert name in self._parked, f"{name} is not parked"
+            before = self._arrivals[name]
+            self._go = name
+            self._cv.notify_all()
+            moved = self._cv.wait_for(
+                lambda: name in self.done or (self._arrivals[name] > before and name in self._parked),
+                TIMEOUT_S,
+            )
+            assert moved, f"{name} neither parked again nor ended (deadlock?)"
+
+    def finish(self, name: str) -> Any:
+        while name not in self.done:
+            self.step(name)
+        return self.done[name]
+
+    def finish_all(self) -> None:
+        while live := self.live():
+            self.finish(live[0])
+
+    # -- ports -------------------------------------------------------------------------------------
+    def wrap[T](self, port: T, name: str) -> T:
+        return _Checkpointed(port, self, name)  # type: ignore[return-value]
+
+    def wrap_state(self, state: State, name: str) -> State:
+        return State(**{f.name: self.wrap(getattr(state, f.name), name) for f in dataclasses.fields(state)})
+
+
+class _Checkpointed:
+    def __init__(self, port: Any, baton: Baton, name: str) -> None:
+        self._port, self._baton, self._name = port, baton, name
+
+    def __getattr__(self, attribute: str) -> Any:
+        value = getattr(self._port, attribute)
+        if attribute.startswith("_") or not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._baton.checkpoint(self._name, f"{type(self._port).__name__}.{attribute}")
+            return value(*args, **kwargs)
+
+        return call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # a connector: cluster name -> port
+        return _Checkpointed(self._port(*args, **kwargs), self._baton, self._name)
