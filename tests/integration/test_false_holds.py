@@ -23,11 +23,12 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
+from tests.support.constants import FOLLOW
 from tests.support.stack import state_of, wait_for
 
 pytestmark = pytest.mark.integration
 
-TARGET = "local/default/Deployment/web/web"
+TARGET = "local/default/Deployment/api/api"  # followed by its label: discovered by the LIST
 PUSHES = 10
 LIST_DELAY_S = 2.5
 
@@ -38,14 +39,13 @@ def st() -> Iterator[LocalStack]:
     options = StackOptions(notifications=True, poll_interval=None, consume=True, reconcile_interval=1.0)
     with LocalStack(options) as stack:
         assert stack.registry is not None
-        stack.kube.create(
-            deployment("web", "default", f"{stack.registry.host}/demo/web:stable", container="web")
-        )
+        image = f"{stack.registry.host}/demo/api:stable"
+        stack.kube.create(deployment("api", "default", image, container="api", labels=dict(FOLLOW)))
         yield stack
 
 
 def image(st: LocalStack) -> str:
-    obj = st.kube.get("Deployment", "default", "web")
+    obj = st.kube.get("Deployment", "default", "api")
     return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
@@ -61,14 +61,14 @@ def test_tagpins_own_patches_are_never_held_and_a_persons_change_still_is(
         with lock:
             times.append(time.monotonic())
 
-    st.kube.inject(
-        "GET", r"^/apis/apps/v1/deployments$", status=None, times=None, action=lambda: at(listings)
-    )
-    st.kube.inject("PATCH", r"/deployments/web$", status=None, times=None, action=lambda: at(patches))
-    st.kube.inject("GET", r"/rollouts$", status=None, times=None, delay=LIST_DELAY_S)
+    inject = st.kube.inject
+    inject("GET", r"^/apis/apps/v1/deployments$", status=None, times=None, action=lambda: at(listings))
+    inject("PATCH", r"/deployments/api$", status=None, times=None, action=lambda: at(patches))
+    inject("GET", r"/rollouts$", status=None, times=None, delay=LIST_DELAY_S)
+    wait_for("the labelled Deployment discovered", lambda: len(listings) >= 2)
     digests = []
     for _ in range(PUSHES):
-        digest = push_image(st.registry.url, "demo/web", "stable")
+        digest = push_image(st.registry.url, "demo/api", "stable")
         wait_for(f"the patch to {digest[:19]}", lambda d=digest: image(st).endswith("@" + d), 60)
         digests.append(digest)
         time.sleep(2.0)  # pushes every ~2 s, as people push
@@ -90,7 +90,7 @@ def test_tagpins_own_patches_are_never_held_and_a_persons_change_still_is(
     config = st.kube.write_kubeconfig(tmp_path / "kubeconfig", context="local")
     kubectl = [require_binary("kubectl"), "--kubeconfig", str(config), "--cache-dir", str(tmp_path / "c")]
     subprocess.run(
-        [*kubectl, "set", "image", "deployment/web", f"web={previous}"],
+        [*kubectl, "set", "image", "deployment/api", f"api={previous}"],
         check=True,
         capture_output=True,
         timeout=30,
