@@ -11,6 +11,7 @@
 #   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make bench-tags        list 10,000 tags (one page; Link pages of 1,000 and of 100; last=): requests, time, memory
 #   make bench-console     the console's first page of targets with 10,000 targets in the state table: time, size
+#   make bench-hanging     a frozen registry beside the real one: each poll run's time, run after run
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -83,7 +84,7 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags bench-versions bench-console
+bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
@@ -119,8 +120,13 @@ bench-fanout: venv tools
 bench-tags: venv tools
 	$(PY) bench/tags.py
 
+# A frozen registry (a TCP server that never answers) beside the real one: each poll run's time, run
+# after run, with the client's defaults; about 30 s (3 minutes before the registries' deadline).
+bench-hanging: venv tools
+	$(PY) bench/hanging_registry.py
+
 # The console function in process on moto (in process): the first page of 10,000 targets; about 20 s.
 bench-console: venv
 	$(PY) bench/console.py
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console
+.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging

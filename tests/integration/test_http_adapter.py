@@ -70,6 +70,48 @@ def test_a_malformed_request_is_400_json(stack: LocalStack, raw: bytes) -> None:
     assert headers["content-type"] == "application/json" and "message" in json.loads(body)
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GET /webhooks/distribution\r\n",  # HTTP/0.9: no version, and no header would end it
+        b"garbage",  # a word that starts no method, no line end yet
+        bytes.fromhex("16030100f5010000f10303"),  # a TLS ClientHello on this plain-HTTP port
+        b"POST /webhooks/\x00\x01",  # a control byte in the target
+        b"\r\n",  # an empty line
+    ],
+    ids=["http09", "garbage-word", "tls-hello", "control-byte", "empty-line"],
+)
+def test_a_garbage_request_line_is_400_while_the_client_waits(
+    stack: LocalStack, raw: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client keeps its side open and waits, as a client does: the answer comes without the
+    server's read timeout (made longer than the client waits), not at it."""
+    monkeypatch.setattr(http_adapter.WebhookAdapterHandler, "timeout", 60.0)
+    status, headers, body = exchange(stack, raw, wait_s=5.0, half_close=False)
+    assert status == 400, (status, body)
+    assert headers["content-type"] == "application/json" and "Bad Request" in json.loads(body)["message"]
+
+
+def test_a_request_line_arriving_in_pieces_is_still_read_whole(stack: LocalStack) -> None:
+    """Judging a line early never refuses one that is only slow: its first bytes could begin one."""
+    url = urlsplit(stack.webhook_url)
+    body = b'{"events": []}'
+    with socket.create_connection((url.hostname, url.port), timeout=5) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in (b"PO", b"ST /webhooks/dis", b"tribution HTTP/1.1\r\n"):
+            conn.sendall(piece)
+            time.sleep(0.05)  # not a wait for an outcome: each piece leaves on its own
+        headers = (
+            f"Host: local\r\nContent-Length: {len(body)}\r\nAuthorization: Bearer {stack.webhook_token}\r\n"
+            "Content-Type: application/vnd.docker.distribution.events.v1+json\r\nConnection: close\r\n\r\n"
+        )
+        conn.sendall(headers.encode() + body)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    assert answer.split(b" ", 2)[1] == b"202", answer[:200]
+
+
 def test_a_body_over_the_limit_is_413_without_reading_it(stack: LocalStack) -> None:
     raw = request("POST", headers=f"Content-Length: {http_adapter.MAX_BODY + 1}\r\n")  # no body sent
     status, _, body = exchange(stack, raw)

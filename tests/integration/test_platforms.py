@@ -1,6 +1,9 @@
 """The platform gate end to end: the real handlers on the local stack, nodes in the simulators.
 An image index without linux/arm64 is blocked for a cluster with arm64 nodes (recorded, announced
-once, shown by plan) and applied in an amd64-only cluster; the index that adds arm64 rolls both."""
+once, shown by plan) and applied in an amd64-only cluster; the index that adds arm64 rolls both.
+A cluster whose nodes may be listed but where none exists (the local default) falls back to its
+configured ``platforms``; where nodes exist they take precedence over the configuration (cluster
+``amd`` is configured with ``linux/arm64`` only, its amd64 node decides)."""
 
 from __future__ import annotations
 
@@ -21,24 +24,35 @@ from tests.support.stack import state_of
 pytestmark = pytest.mark.integration
 
 MIXED, AMD = "mixed/app/Deployment/app/app", "amd/app/Deployment/app/app"
+BARE, AMD_BARE = "bare/app/Deployment/bare/app", "amd/app/Deployment/bare/app"
 
 
 @pytest.fixture(scope="module")
 def st() -> Iterator[LocalStack]:
     require_binary("docker-registry", "/usr/bin/docker-registry")
-    options = StackOptions(notifications=False, poll_interval=None, consume=True, clusters=["mixed", "amd"])
+    options = StackOptions(
+        notifications=False, poll_interval=None, consume=True, clusters=["mixed", "amd", "bare"]
+    )
     with LocalStack(options) as stack:
         assert stack.registry is not None
         stack.kubes["mixed"].create(node("m1", "linux/amd64"))
         stack.kubes["mixed"].create(node("m2", "linux/arm64"))
-        stack.kubes["amd"].create(node("a1", "linux/amd64"))
-        image = f"{stack.registry.host}/demo/multi:stable"
-        targets = []
-        for cluster in ("mixed", "amd"):
-            stack.kubes[cluster].create(deployment("app", "app", image, container="app"))
-            targets.append({"cluster": cluster, "namespace": "app", "name": "app", "container": "app"})
-        stack.options.images = [{"image": image, "targets": targets}]
-        stack.write_config()
+        stack.kubes["amd"].create(node("a1", "linux/amd64"))  # "bare" has no node
+        stack.options.images = []
+        for repository, name, clusters in (
+            ("multi", "app", ("mixed", "amd")),
+            ("bare", "bare", ("bare", "amd")),
+        ):
+            image = f"{stack.registry.host}/demo/{repository}:stable"
+            targets = []
+            for cluster in clusters:
+                stack.kubes[cluster].create(deployment(name, "app", image, container="app"))
+                targets.append({"cluster": cluster, "namespace": "app", "name": name, "container": "app"})
+            stack.options.images.append({"image": image, "targets": targets})
+        document = stack.config_document()
+        document["clusters"]["bare"]["platforms"] = ["linux/amd64", "linux/arm64"]
+        document["clusters"]["amd"]["platforms"] = ["linux/arm64"]  # its node says amd64, and wins
+        stack.write_config(document)
         yield stack
 
 
@@ -84,3 +98,24 @@ def test_an_index_without_arm64_is_blocked_where_arm64_nodes_run(st: LocalStack)
     wait_for("the amd64 cluster too", lambda: running(st, AMD).endswith("@" + both))
     mixed = state_of(st).targets.get(MIXED)
     assert mixed is not None and mixed.status in (TargetStatus.APPLIED, TargetStatus.VERIFIED)
+
+
+def test_a_cluster_without_nodes_requires_its_configured_platforms(st: LocalStack) -> None:
+    assert st.registry is not None
+    amd_only = push_image(st.registry.url, "demo/bare", "stable", platforms=["linux/amd64"])
+    st.run_poller()
+    wait_for("applied where the node (amd64) decides", lambda: running(st, AMD_BARE).endswith("@" + amd_only))
+    wait_for(
+        "recorded blocked in the cluster without nodes",
+        lambda: [h for h in state_of(st).history.of_target(BARE) if h.status == "blocked"],
+    )
+    blocked = [h for h in state_of(st).history.of_target(BARE) if h.status == "blocked"]
+    assert "lacks linux/arm64, which the configuration of cluster bare runs" in (blocked[0].detail or "")
+    assert not running(st, BARE).endswith("@" + amd_only)
+
+    both = push_image(st.registry.url, "demo/bare", "stable", platforms=["linux/amd64", "linux/arm64"])
+    st.run_poller()
+    wait_for(
+        "the cluster without nodes rolls the index with arm64", lambda: running(st, BARE).endswith("@" + both)
+    )
+    wait_for("the amd64 cluster too", lambda: running(st, AMD_BARE).endswith("@" + both))

@@ -17,7 +17,7 @@ from tagpin.ports.registry import RegistryAccess, RegistryError, RegistryUnavail
 from tagpin.ports.state import State
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.poll import Poller
-from tagpin_local.faultproxy import Fault, FaultProxy
+from tagpin_local.faultproxy import Fault, FaultProxy, HangingServer
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer
 
@@ -170,3 +170,77 @@ def test_time_budget_cursor_continues_next_run(
     assert second.cursor is None and state.cursor.get() is None
     assert second.results[0].image == first.cursor  # the next run starts where the last stopped
     assert seen_first | {r.image for r in second.results} == {f.image for f in items}
+
+
+def test_a_frozen_registry_holds_a_poll_no_longer_than_its_deadline(
+    registry: RegistryServer, state: State
+) -> None:
+    """A registry that accepts connections and never answers (a real TCP server that stays silent),
+    beside the real registry, with the client's defaults (10 s timeout, 3 tries, breaker of 5):
+    within a budget shorter than one frozen request's tries (20 s < 3 x 10 s), the run polls the
+    other registry's tags and ends with the frozen tags recorded as errors, none left unreached.
+    The next run skips the frozen registry (no new connection) and still polls the other; once the
+    cooldown has passed the frozen registry is tried again."""
+    names = [f"beside{i}" for i in range(6)]
+    for n in names:
+        push_image(registry.url, f"faults/{n}", "stable")
+    skew = [0.0]  # the clock's offset: the breaker's cooldown passes without waiting for it
+
+    def clock() -> float:
+        return time.monotonic() + skew[0]
+
+    with (
+        HangingServer() as frozen,
+        RegistryClient(access=lambda _h: RegistryAccess(insecure=True), clock=clock) as c,
+    ):
+        healthy, stuck = followed(registry.host, names), followed(frozen.host, ["stuck0", "stuck1"])
+        queue = ListQueue()
+        poller = Poller(
+            Detector(c, state, queue),
+            c,
+            state,
+            lambda _h: Registry(insecure=True),
+            monotonic=clock,
+            reserve_seconds=0,
+        )
+
+        first = poller.run(healthy + stuck, remaining_ms=lambda: 20_000)
+        assert (first.resolved, first.not_reached, first.cursor) == (8, 0, None)
+        assert (first.changed, first.errors) == (6, 2)
+        for f in stuck:
+            error = state.tags.get(f.image).last_error or ""  # type: ignore[union-attr]
+            assert f"{frozen.host}: no answer for 5s (the registry's deadline in one poll)" in error, error
+        assert {ch.image for ch in queue.sent} == {f.image for f in healthy}
+        reached = frozen.accepted
+        assert reached >= 1
+
+        moved = push_image(registry.url, "faults/beside3", "stable")
+        second = poller.run(healthy + stuck, remaining_ms=lambda: 20_000)
+        assert (second.resolved, second.not_reached, second.changed, second.errors) == (8, 0, 1, 2)
+        assert (f"{registry.host}/faults/beside3:stable", moved) in {
+            (ch.image, ch.digest) for ch in queue.sent
+        }
+        assert frozen.accepted == reached  # skipped: the breaker is open
+        errors = {r.image: r.error or "" for r in second.results if r.outcome == "error"}
+        assert all("skipped" in errors[f.image] and "no answer for 5s" in errors[f.image] for f in stuck)
+
+        skew[0] += 61  # past the cooldown (60 s)
+        third = poller.run(healthy + stuck, remaining_ms=lambda: 20_000)
+        assert (third.not_reached, third.errors) == (0, 2)
+        assert frozen.accepted > reached  # tried again
+
+
+def test_a_registry_answering_slowly_is_never_cut(
+    registry: RegistryServer, proxy: FaultProxy, state: State
+) -> None:
+    """The registries' deadline counts from the last answer, not from the start: one request at a
+    time, each answered after 0.3 s, for much longer than a deadline of 1 s in all."""
+    names = [f"slow{i}" for i in range(6)]
+    for n in names:
+        push_image(registry.url, f"faults/{n}", "stable", content=b"slow")
+    proxy.add(Fault("delay", seconds=0.3))
+    with client(timeout=5.0, per_registry=1, registry_deadline=1.0) as c:
+        poller = Poller(Detector(c, state, ListQueue()), c, state, lambda _h: Registry(insecure=True))
+        summary = poller.run(followed(proxy.host, names))
+    assert (summary.resolved, summary.changed, summary.errors) == (6, 6, 0)
+    assert len(proxy.seen()) >= 6  # each tag asked once at least, one after the other

@@ -117,6 +117,27 @@ def test_the_configured_platforms_decide_when_nodes_may_not_be_listed(clusters: 
     )  # unknown: not checked
 
 
+def test_the_configured_platforms_decide_when_no_node_is_listed(clusters: FakeClusters) -> None:  # noqa: F811
+    clusters["dev"].node_platforms = frozenset()  # nodes may be listed, but there are none
+    target = Target(cluster="dev", namespace="demo", name="web", container="web")
+    blocked = gate(scripted(index("linux/amd64")), clusters, {"dev": ["linux/arm64"]}).check(WEB, D1, target)
+    assert (
+        blocked is not None
+        and "lacks linux/arm64, which the configuration of cluster dev runs" in blocked.reason
+    )
+    assert (
+        gate(scripted(index("linux/amd64", "linux/arm64")), clusters, {"dev": ["linux/arm64"]}).check(
+            WEB, D1, target
+        )
+        is None
+    )
+    clusters["dev"].node_platforms = frozenset({AMD})  # listed nodes take precedence
+    assert (
+        gate(scripted(index("linux/amd64")), clusters, {"dev": ["linux/arm64"]}).check(WEB, D1, target)
+        is None
+    )
+
+
 def test_a_registry_that_cannot_answer_is_tried_again(clusters: FakeClusters) -> None:  # noqa: F811
     clusters["dev"].node_platforms = frozenset({ARM})
     registry = ScriptedRegistry()

@@ -5,11 +5,15 @@ Forwards every request to ``upstream`` unless a configured fault matches it firs
 answer), ``hang`` (no answer for ``seconds``, so the client times out), ``delay`` (answered
 after ``seconds``). A fault applies to requests whose path contains ``match``, ``times`` times
 (None: always). ``latency`` delays every request (the benchmark's injected latency).
+
+``HangingServer`` is a frozen registry: it accepts every TCP connection and never reads from it
+nor answers (what a registry behind a stuck load balancer does), until it is stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from dataclasses import dataclass
 from types import TracebackType
@@ -142,3 +146,46 @@ class FaultProxy:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class HangingServer:
+    """Accepts connections on 127.0.0.1 and holds them open, silent (``accepted`` counts them)."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._listener.settimeout(0.1)  # accept() wakes up to see whether it was stopped
+        self.port: int = self._listener.getsockname()[1]
+        self._held: list[socket.socket] = []
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="hanging-server", daemon=True)
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def accepted(self) -> int:
+        return len(self._held)
+
+    def _accept(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _address = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # the listener was closed: stopping
+                return
+            self._held.append(conn)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+        self._listener.close()
+        for conn in self._held:
+            conn.close()

@@ -13,7 +13,10 @@ whatever arrives.
 - another method: 405 with ``Allow: POST`` (404 under ``/console``); another path: 404;
 - a malformed request (a garbage request line, an HTTP/2 preface on this HTTP/1.1 port, a
   negative or unreadable ``Content-Length``): 400; a body over ``MAX_BODY`` (API Gateway's
-  payload limit): 413, without reading it;
+  payload limit): 413, without reading it. A request line is judged as soon as it cannot be one,
+  not at the read timeout: first bytes no request line starts with (a TLS handshake, binary, a
+  word that begins no method), a line without an HTTP version (HTTP/0.9's ``GET /``, whose
+  headers the standard library would wait for), or an empty line: 400 at once;
 - every connection has a read timeout: a request that never finishes arriving is dropped after
   ``READ_TIMEOUT_S``, it never holds a thread;
 - every answer is JSON (never the standard library's HTML error page).
@@ -22,12 +25,13 @@ whatever arrives.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import logging
 import sys
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 from tagpin_local.lambda_runtime import LocalFunction, http_api_event
 
@@ -40,6 +44,9 @@ SLACK_ROUTE = "POST /slack/actions"
 MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit (the handler has its own, lower)
 READ_TIMEOUT_S = 10.0
 OTHER_METHODS = ("GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+METHODS = tuple(m.encode() for m in ("POST", *OTHER_METHODS))
+# RFC 9110's token characters: what a method is made of
+TCHAR = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 class WebhookAdapter(ThreadingHTTPServer):
@@ -62,6 +69,31 @@ class WebhookAdapter(ThreadingHTTPServer):
 class WebhookAdapterHandler(BaseHTTPRequestHandler):
     server: WebhookAdapter
     timeout = READ_TIMEOUT_S  # the socket's: reading a request line, headers or body
+
+    def handle_one_request(self) -> None:
+        """The standard library's, after a look at what has arrived (without consuming it): first
+        bytes that cannot begin a request line are answered 400 at once, instead of waiting for
+        a line end that may never come (a client waits for the answer with its socket open)."""
+        try:
+            # what is buffered, at least a byte; b"" when the client closed (rfile is buffered: rbufsize -1)
+            start = cast(io.BufferedReader, self.rfile).peek(1)
+        except TimeoutError:  # as the standard library does: a request that never came
+            self.close_connection = True
+            return
+        problem = _not_a_request_line(start) if start else None
+        if problem is None:
+            super().handle_one_request()
+            return
+        self.raw_requestline, self.requestline, self.command = b"", "", ""
+        self.send_error(400, f"Bad Request: {problem}")
+
+    def parse_request(self) -> bool:
+        words = self.raw_requestline.split()
+        if len(words) in (0, 2):  # an empty line; or HTTP/0.9 (no version): no header would end it
+            self.command, self.requestline = "", self.raw_requestline.decode("latin-1").rstrip("\r\n")
+            self.send_error(400, "Bad Request: a request line needs a method, a target and HTTP/1.1")
+            return False
+        return super().parse_request()
 
     def do_POST(self) -> None:
         path, _, query = self.path.partition("?")
@@ -212,3 +244,18 @@ class WebhookAdapterHandler(BaseHTTPRequestHandler):
 
 def _console(path: str) -> bool:
     return path == "/console" or path.startswith("/console/")
+
+
+def _not_a_request_line(start: bytes) -> str | None:
+    """Why the first bytes of a request cannot begin an HTTP/1.x request line; None when they may
+    (a complete line is left to the standard library's parser)."""
+    if b"\n" in start:
+        return None
+    method, space, rest = start.partition(b" ")
+    if not all(byte in TCHAR for byte in method):
+        return "the request line does not start with a method"
+    if not space and not any(known.startswith(method) for known in METHODS):
+        return f"no method starts with {method[:20].decode('latin-1')!r}"
+    if any(byte < 0x20 or byte > 0x7E for byte in rest.rstrip(b"\r")):
+        return "the request line holds a byte that is not printable ASCII"
+    return None

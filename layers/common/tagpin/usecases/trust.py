@@ -8,7 +8,8 @@
   gate, for the container's life): a signature attached after the push is seen at the next look.
 - **platforms**: the image must provide every platform the target's cluster runs. The cluster's
   platforms are its nodes' (``Workloads.platforms``: ``status.nodeInfo``, where the role may list
-  nodes), else the cluster's configured ``platforms``, else unknown (not checked). The image's
+  nodes), else (nodes not listed, or none listed) the cluster's configured ``platforms``, else
+  unknown (not checked). The image's
   are its index's entries, or a single-platform manifest's config. An index that dropped
   ``linux/arm64`` while arm64 nodes exist is blocked with that reason.
 
@@ -100,7 +101,7 @@ class PlatformGate:
                 "nodes not listed; the configured platforms decide",
                 extra={"cluster": cluster, "error": str(exc)},
             )
-        if found is None:
+        if not found:  # not listed, or no node (yet) says what it runs: the configuration decides
             configured = self._clusters().get(cluster)
             source = "the configuration"
             found = (

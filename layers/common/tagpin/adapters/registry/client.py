@@ -14,7 +14,10 @@ At scale (the poller resolves thousands of tags per run):
 - a global bound and a per-registry bound on requests in flight (per-registry acquired first,
   so a slow registry cannot hold global slots while it waits for its own);
 - retries (``_send``) and a circuit breaker per registry (``aresolve``); the policy, the breaker
-  and what they do are in ``resilience``.
+  and what they do are in ``resilience``;
+- a deadline per registry within a batch (``batch``): a registry that answers nothing for
+  ``registry_deadline`` seconds holds a poll no longer, its tags get that error and its breaker
+  opens at once.
 
 ``list_tags`` lists a repository's tags page by page (``tags``: pagination, bounds, validation), each
 page through the same auth, retries, breaker and bounds as a resolution; ``fetch_blob`` and
@@ -37,6 +40,7 @@ from typing import Self
 
 from tagpin.adapters.registry.artifacts import ArtifactLimits, ArtifactReads
 from tagpin.adapters.registry.auth import RegistryAuth
+from tagpin.adapters.registry.batch import resolve_batch
 from tagpin.adapters.registry.http import (
     AiohttpTransport,
     BodyTooLarge,
@@ -100,6 +104,7 @@ class RegistryClient:
         retry: RetryPolicy | None = None,
         breaker_threshold: int = 5,
         breaker_cooldown: float = 60.0,
+        registry_deadline: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[float, float], float] = random.uniform,
@@ -114,6 +119,9 @@ class RegistryClient:
         self._retry = retry or RetryPolicy()
         self._breaker_threshold = breaker_threshold
         self._breaker_cooldown = breaker_cooldown
+        # Seconds a registry may leave every request of a batch unanswered: shorter than a request's
+        # timeout, whose retries would hold a poll three times as long (``batch``).
+        self._registry_deadline = registry_deadline
         self._clock = clock
         self._sleep = sleep
         self._rng = rng
@@ -212,29 +220,36 @@ class RegistryClient:
         deadline: float | None,
     ) -> dict[ImageRef, Resolution | RegistryError]:
         out: dict[ImageRef, Resolution | RegistryError] = {}
-
-        async def one(ref: ImageRef) -> None:
+        reachable: dict[ImageRef, RegistryAccess] = {}
+        for ref in refs:
             access = accesses[ref.registry]
             if isinstance(access, RegistryError):
                 out[ref] = access
-                return
-            try:
-                out[ref] = await self.aresolve(ref, access)
-            except RegistryError as exc:
-                out[ref] = exc
-            except Exception as exc:  # a bug or an odd answer must not lose the other tags
-                out[ref] = RegistryError(f"{ref.registry}: {type(exc).__name__}: {exc}", host=ref.registry)
-
-        tasks = [asyncio.ensure_future(one(r)) for r in refs]
-        if not tasks:
-            return out
-        timeout = None if deadline is None else max(0.0, deadline - self._clock())
-        _done, pending = await asyncio.wait(tasks, timeout=timeout)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+            else:
+                reachable[ref] = access
+        out.update(
+            await resolve_batch(
+                list(reachable),
+                lambda ref: self.aresolve(ref, reachable[ref]),
+                lambda ref: api_host(ref.registry),
+                self._held_up,
+                deadline=deadline,
+                registry_deadline=self._registry_deadline,
+                clock=self._clock,
+            )
+        )
         return out
+
+    def _held_up(self, host: str, unanswered: int) -> str:
+        """A registry that answered nothing for its deadline in a batch: its breaker opens for the
+        cooldown (the next batches skip it, then try it again); the error its tags get."""
+        message = (
+            f"{host}: no answer for {self._registry_deadline:g}s (the registry's deadline in one poll); "
+            f"skipped for {self._breaker_cooldown:g}s, then tried again"
+        )
+        log.warning("registry held up a poll", extra={"registry": host, "unanswered": unanswered})
+        self.breaker(host).failure(message, open_for=self._breaker_cooldown)
+        return message
 
     def _bounds(self, host: str, access: RegistryAccess) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
         if self._global is None:

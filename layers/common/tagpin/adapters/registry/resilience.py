@@ -59,8 +59,9 @@ class CircuitBreaker:
 
     def check(self, host: str) -> None:
         if self.open_until > self._clock():
+            times = f"{self.failures} time{'s' * (self.failures != 1)}"
             raise RegistryUnavailable(
-                f"{host}: skipped, the registry failed {self.failures} times in a row "
+                f"{host}: skipped, the registry failed {times} in a row "
                 f"(last: {self.last_error}); retrying after {self.open_until - self._clock():.0f}s",
                 host=host,
             )

@@ -65,8 +65,8 @@ class Cluster(Strict):
     platforms: list[str] = Field(
         default_factory=list,
         description="The platforms the cluster's nodes run (`linux/amd64`, `linux/arm64`), when tagpin's "
-        "role may not list its nodes: an image must provide each of them to be rolled there "
-        "(docs/trust.md). Listed nodes take precedence.",
+        "role may not list its nodes or none is listed: an image must provide each of them to be rolled "
+        "there (docs/trust.md). Listed nodes take precedence.",
     )
 
     @field_validator("platforms")
