@@ -11,11 +11,16 @@ head is resolved (HEAD of its manifest), never every listed tag:
 
 The head only moves up (``tagpin.domain.versions.move``): when the newest allowed version is older
 than the head (the newer one was deleted from the registry, marked bad, or the policy was edited),
-the head stays and the reason is kept for ``tagpin plan``; only a person moves a head down
-(``tagpin downgrade``). A version marked bad (``State.versions``: its rollout was rolled back, or
-a person held it back) is never chosen again by any channel of the repository until a person
-clears it; those marks are read only for the repositories whose head would move, so a steady poll
-reads none.
+the head stays and the reason is kept for ``tagpin plan``. The state store enforces the order on
+every write (``Tags.move_head``: conditional on the head compared with), so two notifications
+handled at once cannot move a head down. Only a person moves a head down (``tagpin downgrade``);
+the one other way down is a rollback of the head's own version, which returns the channel to the
+version before it (``roll_back_head``): the version its targets were rolled back to.
+
+A version marked bad (``State.versions``: its rollout was rolled back, or a person held it back)
+is never chosen again by any channel of the repository until a person clears it (``tagpin
+clear``: the channel may then return to it). The marks are read only for the repositories whose
+head would move, so a steady poll reads none.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class Head:
     selection: Selection | None = None  # what the policy chose from the listed tags (polls)
     kept: str | None = None  # why the head did not move to the newest allowed version
     error: str | None = None  # the tags could not be listed
+    moved: bool = False  # ``tag`` is not the stored head: a move to record, whatever its digest
 
     @property
     def ref(self) -> ImageRef | None:
@@ -117,7 +123,7 @@ class Channels:
                 continue
             selection = select_head(policy, listing.tags)
             head, kept = decide(policy, current, selection.head_tag)
-            heads[channel.image] = Head(channel.image, head, selection, kept)
+            heads[channel.image] = Head(channel.image, head, selection, kept, moved=head != current)
             if head != current:
                 moving.append((channel, str(key.repository), policy))
         if moving:  # a head would move: choose again without the versions marked bad
@@ -128,9 +134,9 @@ class Channels:
                 listing = listings[repository]
                 assert not isinstance(listing, Exception)
                 selection = select_head(policy, listing.tags, bad=list(marked))
-                known = stored.get(channel.image)
-                head, kept = decide(policy, None if known is None else known.version, selection.head_tag)
-                heads[channel.image] = Head(channel.image, head, selection, kept)
+                current = None if (known := stored.get(channel.image)) is None else known.version
+                head, kept = decide(policy, current, selection.head_tag)
+                heads[channel.image] = Head(channel.image, head, selection, kept, moved=head != current)
         return heads
 
     def pushed(self, channel: FollowedImage, tag: str) -> Head | None:
@@ -215,6 +221,7 @@ class Downgrades:
             why = "not a version" if version is None else reason
             raise ValueError(f"{tag!r} is not a version {followed.image} may run ({why})")
         state = self._channels.state
+        repository = str(key.repository)
         listing = self._channels.lister.list_tags(key.repository)
         selection = select_head(policy, listing.tags, limit=10_000)
         newer = [
@@ -224,18 +231,23 @@ class Downgrades:
         ]
         if selection.head is not None and move(policy, tag, selection.head.tag) is Move.UPGRADE:
             newer.append(selection.head.tag)
+        held_back = tuple(sorted(set(newer)))
         resolution = self._resolver.resolve(key.at(tag))
         now = self._clock()
         why = f"held back: {followed.image} downgraded to {tag} by {who}"
-        for newer_tag in sorted(set(newer)):
-            state.versions.mark_bad(str(key.repository), BadVersion(newer_tag, "", why, now))
-        state.tags.record(followed.image, resolution.digest, now, Trigger.MANUAL, tag)
+        for newer_tag in held_back:
+            state.versions.mark_bad(repository, BadVersion(newer_tag, "", why, now))
+        # The newer versions are marked first: a check in flight cannot move the head back up.
+        record = state.tags.move_head(
+            followed.image, resolution.digest, now, Trigger.MANUAL, tag, policy, down=True
+        )
+        now = record.current.observed_at  # newer than every observation before (the head's order)
         state.history.image_event(
             followed.image,
             resolution.digest,
             ImageEvent.DOWNGRADED,
             now,
-            detail=f"to {tag} by {who}; held back: {', '.join(sorted(set(newer))) or 'nothing'}",
+            detail=f"to {tag} by {who}; held back: {', '.join(held_back) or 'nothing'}",
             trigger=Trigger.MANUAL,
         )
         # changed_at: the head moved back to this digest now, a new move (not a repeat of the
@@ -250,7 +262,7 @@ class Downgrades:
                 tag=tag,
             )
         )
-        return Downgrade(followed.image, tag, resolution.digest, tuple(sorted(set(newer))))
+        return Downgrade(followed.image, tag, resolution.digest, held_back)
 
     def clear(self, followed: FollowedImage, tag: str, who: str) -> bool:
         """Forget that ``tag`` is bad: the channels of its repository may choose it again."""
