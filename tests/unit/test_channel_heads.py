@@ -1,6 +1,7 @@
 """A version channel's head in the state table (``Tags.move_head``, ``roll_back_head``, ``unblock``)
-and the poll that moves it: in version order whatever the observations' order, down only by a
-person's downgrade or back to the previous version after a rollback."""
+and the use cases that move it: in version order whatever the observations' order, down only by a
+person's downgrade or back to the previous version after a rollback, and a cleared version that
+the channel may return to."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.registry import OCI_MANIFEST
-from tagpin.ports.state import BadVersion, State, TargetStatus
-from tagpin.usecases.channels import Channels
+from tagpin.ports.state import BadVersion, PromotionStatus, State, TargetStatus
+from tagpin.usecases.channels import Channels, Downgrades, mark_failed, return_to_previous
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.poll import Poller
 
@@ -121,6 +122,56 @@ def test_a_rollback_does_not_undo_a_newer_move(store: State) -> None:
     move(store, "1.2.0", d(3), 300)  # moved on before the rollback of 1.1.0 was decided
     assert store.tags.roll_back_head(KEY, d(2), 400) is None
     assert head(store)[:2] == ("1.2.0", d(3))
+
+
+def test_the_failed_version_is_marked_bad_before_the_head_returns(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    assert mark_failed(store, KEY, d(2), "failed", 300) == "1.1.0"
+    assert set(store.versions.bad([REPO])[REPO]) == {"1.1.0"}
+    assert return_to_previous(store, KEY, d(2), 310) == "1.0.0"
+    # a check that chose 1.1.0 before the rollback does not move the head back up to it
+    assert move(store, "1.1.0", d(2), 320) is TagOutcome.STALE
+    assert head(store)[:2] == ("1.0.0", d(1))
+
+
+def test_no_return_to_a_version_a_person_held_back(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    store.versions.mark_bad(REPO, BadVersion("1.0.0", "", "held back", 150))
+    mark_failed(store, KEY, d(2), "failed", 300)
+    assert return_to_previous(store, KEY, d(2), 310) is None
+    assert head(store)[:2] == ("1.1.0", d(2))
+
+
+def test_clear_unblocks_a_head_that_stayed_and_reopens_its_halted_promotion(store: State) -> None:
+    """A version rejected at an approval (or failed with nothing before it): the head stayed on it,
+    blocked, its promotion halted. After `tagpin clear` the channel rolls it again."""
+    move(store, "1.1.0", d(2), 200)
+    store.promotions.start(
+        KEY, d(2), 200, 210, trigger=Trigger.WEBHOOK, correlation_id=None, dry_run=False, tag="1.1.0"
+    )
+    assert store.promotions.end(KEY, d(2), PromotionStatus.HALTED, 220, "rejected")
+    assert store.tags.mark_bad(KEY, d(2), "rejected", 220)
+    store.versions.mark_bad(REPO, BadVersion("1.1.0", d(2), "rejected", 220))
+    scripted = ScriptedRegistry({f"{REPO}:1.1.0": d(2)}, media_type=OCI_MANIFEST)
+    queue = ListQueue()
+    downgrades = Downgrades(Channels(scripted, store), scripted, queue, FakeClock(300, step=1))
+    assert downgrades.clear(FOLLOWED, "1.1.0", "a person") is True
+    stored = store.tags.get(KEY)
+    assert stored is not None and not stored.blocked and store.promotions.get(KEY) is None
+    assert store.versions.bad([REPO]) == {}
+    assert downgrades.clear(FOLLOWED, "1.1.0", "a person") is False  # nothing left to clear
+    # the next check enqueues it again, and a promotion of it starts
+    Detector(scripted, store, queue).detect(
+        FOLLOWED, trigger=Trigger.POLL, ref=FOLLOWED.channel_key.at("1.1.0")
+    )  # type: ignore[union-attr]
+    (change,) = queue.sent
+    assert (change.tag, change.digest) == ("1.1.0", d(2))
+    started = store.promotions.start(
+        KEY, d(2), change.observed_at, 400, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+    )
+    assert started is not None and started.started and started.status is PromotionStatus.ROLLING
 
 
 def test_a_poll_records_a_new_version_with_the_same_bytes(store: State) -> None:

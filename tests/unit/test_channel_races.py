@@ -8,9 +8,9 @@
   last), then raced freely many times.
 - A hypothesis state machine interleaves writers (notifications checked against the head, then
   recorded, with other writes landing between a writer's read and its write, and writers whose
-  clocks are behind), versions marked bad and downgrades: the head never ends lower than the
-  highest version a writer recorded while it was not marked bad (since the last downgrade), and its
-  digest is always that version's.
+  clocks are behind), versions marked bad, downgrades and rollbacks: the head never ends lower than
+  the highest version a writer recorded while it was not marked bad (since the last downgrade or
+  rollback), and its digest is always that version's.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.registry import OCI_MANIFEST, Resolution
 from tagpin.ports.state import BadVersion, State
-from tagpin.usecases.channels import Channels, Downgrades
+from tagpin.usecases.channels import Channels, Downgrades, mark_failed, return_to_previous
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.webhook import WebhookService
 
@@ -259,6 +259,17 @@ class HeadMoves(RuleBasedStateMachine):
             self.followed, version, "a person"
         )
         self.floor = version
+
+    @rule()
+    def rolled_back(self) -> None:
+        """The head's rollout failed and its targets were rolled back (as the verifier does)."""
+        stored = self.state.tags.get(self.followed.image)
+        if stored is None:
+            return
+        now = self.clock()
+        mark_failed(self.state, self.followed.image, stored.digest, "failed", now)
+        if (back := return_to_previous(self.state, self.followed.image, stored.digest, now)) is not None:
+            self.floor = back
 
     @invariant()
     def the_head_is_never_below_what_was_seen(self) -> None:

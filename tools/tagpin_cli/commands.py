@@ -333,7 +333,8 @@ def release(target: str) -> dict[str, Any]:
 
 def clear(key: str, version: str) -> dict[str, Any]:
     """Let the channels of a repository choose ``version`` again (it was marked bad)."""
-    cleared = wiring.downgrades().clear(_channel(key), version, _who())
+    channel = _channel(key)
+    cleared = wiring.downgrades().clear(channel, version, _who(), siblings=followed())
     return {"channel": key, "version": version, "cleared": cleared}
 
 

@@ -426,6 +426,12 @@ class Promotions(Protocol):
         """Complete or halt a rolling promotion (exactly one caller wins)."""
         ...
 
+    def reopen(self, image: str, digest: str) -> bool:
+        """A person cleared the version of ``digest`` (``tagpin clear``): its halted promotion is
+        forgotten, so that a change to the digest starts a new one; False (nothing written) when
+        the promotion is not a halted one of ``digest``."""
+        ...
+
     def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:
         """Wave ``wave`` of the rolling promotion of ``digest`` waits for a person; False when it
         already does, was approved, or the promotion moved on (nothing written)."""

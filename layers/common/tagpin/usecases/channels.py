@@ -37,7 +37,7 @@ from tagpin.domain.refs import ImageRef
 from tagpin.domain.versions import Move, Selection, VersionPolicy, move, select_head
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolver, TagLister, TagListing
-from tagpin.ports.state import BadVersion, ImageEvent, State, TagState
+from tagpin.ports.state import BadVersion, ImageEvent, PromotionStatus, State, TagState
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +187,40 @@ class Channels:
             return dict(zip((str(r) for r in repositories), pool.map(one, repositories), strict=True))
 
 
+def mark_failed(state: State, image: str, digest: str, why: str, now: int) -> str | None:
+    """A channel's rollout of ``digest`` failed: its version is marked bad for the repository (no
+    channel of it chooses the version again until a person clears it). The version, or None
+    (``image`` is no channel, or the version is not known)."""
+    channel = ChannelKey.parse(image)
+    if channel is None:
+        return None
+    promotion = state.promotions.get(image)
+    stored = state.tags.get(image)
+    version = promotion.tag if promotion is not None and promotion.digest == digest else None
+    if version is None and stored is not None and stored.digest == digest:
+        version = stored.version
+    if version is not None:
+        state.versions.mark_bad(str(channel.repository), BadVersion(version, digest, why, now))
+    return version
+
+
+def return_to_previous(state: State, image: str, digest: str, now: int) -> str | None:
+    """The targets of a channel whose head's rollout (``digest``) failed were rolled back: the head
+    returns to the version before it, the one they were rolled back to (docs/policies.md), unless
+    that one is marked bad too (a person held it back): the head then stays, blocked. Called after
+    ``mark_failed``: the failed version's mark is written first, so no check moves back up to it.
+    The version returned to, or None."""
+    channel = ChannelKey.parse(image)
+    stored = state.tags.get(image)
+    if channel is None or stored is None or stored.digest != digest or stored.previous_version is None:
+        return None
+    repository = str(channel.repository)
+    if stored.previous_version in state.versions.bad([repository]).get(repository, {}):
+        return None
+    back = state.tags.roll_back_head(image, digest, now)
+    return None if back is None else back.version
+
+
 @dataclass(frozen=True)
 class Downgrade:
     """What ``Channels.downgrade`` did."""
@@ -221,7 +255,6 @@ class Downgrades:
             why = "not a version" if version is None else reason
             raise ValueError(f"{tag!r} is not a version {followed.image} may run ({why})")
         state = self._channels.state
-        repository = str(key.repository)
         listing = self._channels.lister.list_tags(key.repository)
         selection = select_head(policy, listing.tags, limit=10_000)
         newer = [
@@ -236,7 +269,7 @@ class Downgrades:
         now = self._clock()
         why = f"held back: {followed.image} downgraded to {tag} by {who}"
         for newer_tag in held_back:
-            state.versions.mark_bad(repository, BadVersion(newer_tag, "", why, now))
+            state.versions.mark_bad(str(key.repository), BadVersion(newer_tag, "", why, now))
         # The newer versions are marked first: a check in flight cannot move the head back up.
         record = state.tags.move_head(
             followed.image, resolution.digest, now, Trigger.MANUAL, tag, policy, down=True
@@ -264,12 +297,25 @@ class Downgrades:
         )
         return Downgrade(followed.image, tag, resolution.digest, held_back)
 
-    def clear(self, followed: FollowedImage, tag: str, who: str) -> bool:
-        """Forget that ``tag`` is bad: the channels of its repository may choose it again."""
+    def clear(
+        self, followed: FollowedImage, tag: str, who: str, siblings: Iterable[FollowedImage] = ()
+    ) -> bool:
+        """Forget that ``tag`` is bad: the channels of its repository (``followed`` and the other
+        ``siblings`` of the same repository) may choose it again. A channel whose head stayed at
+        ``tag``, blocked (its rollout failed with nothing to return to, or a person rejected it),
+        may roll it again."""
         key = followed.channel_key
         if key is None:
             raise ValueError(f"{followed.image} is not a version channel")
-        cleared = self._channels.state.versions.clear(str(key.repository), tag)
+        state = self._channels.state
+        cleared = state.versions.clear(str(key.repository), tag)
+        for channel in {followed.image: followed, **{s.image: s for s in siblings}}.values():
+            if (other := channel.channel_key) is None or other.repository != key.repository:
+                continue
+            cleared = state.tags.unblock(channel.image, tag) or cleared
+            promotion = state.promotions.get(channel.image)
+            if promotion is not None and promotion.status is PromotionStatus.HALTED and promotion.tag == tag:
+                cleared = state.promotions.reopen(channel.image, promotion.digest) or cleared
         if cleared:
             self._channels.state.history.image_event(
                 followed.image, "", ImageEvent.CLEARED, self._clock(), detail=f"{tag} cleared by {who}"
