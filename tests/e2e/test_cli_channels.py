@@ -5,7 +5,9 @@ and stderr asserted.
 
 - right after a version fails and is rolled back, the channel is at its previous version and the
   failed one is listed as bad (docs/policies.md); `tagpin clear CHANNEL VERSION` lets that same
-  channel return to it.
+  channel return to it;
+- when the head's tag is deleted from the registry, `plan` says the head stays and why (the
+  newest allowed version is older than the head), and nothing moves down.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from tagpin.ports.state import TargetStatus
 from tagpin_cli import environment
@@ -25,7 +28,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
-from tests.support.stack import target_status, wait_for
+from tests.support.stack import state_of, target_status, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -154,3 +157,36 @@ def test_after_a_rollback_the_channel_is_at_its_previous_version_and_clear_bring
         check=False,
     )
     assert (text.returncode, text.stdout, text.stderr) == (1, "1.1.0: was not marked bad\n", "")
+
+
+def delete_manifest(st: LocalStack, repository: str, digest: str) -> None:
+    """Delete a manifest (and every tag that points to it) from the registry."""
+    assert st.registry is not None
+    response = httpx.delete(f"{st.registry.url}/v2/{repository}/manifests/{digest}", timeout=30)
+    assert response.status_code == 202, response.text
+
+
+def test_plan_says_why_the_head_stays_when_its_tag_is_deleted(st: LocalStack, endpoints: Path) -> None:
+    repository = "demo/deleted"
+    older = push(st, repository, "2.0.0")
+    newest = push(st, repository, "2.1.0")
+    key, target = follow(st, repository, "deleted", "^2", "stable")
+    st.run_poller()
+    wait_for("2.1.0 verified", lambda: target_status(st, target, newest) is TargetStatus.VERIFIED)
+
+    delete_manifest(st, repository, newest)
+    code, rows, err = tagpin(endpoints, "plan")
+    assert err == "", err
+    # 4 only when a roll is planned (another test's image on the shared stack may plan one)
+    assert code == (4 if any(r["action"] == "roll" for r in rows) else 0)
+    row = row_of(rows, key)
+    assert row["version"] == "2.1.0" and row["action"] == "none"
+    assert row["detail"].startswith("the newest allowed version 2.0.0 is older than the head 2.1.0")
+    assert row["digest"] == newest and row["current"] == f"{host(st)}/{repository}:2.1.0@{newest}"
+
+    # Not moving down stays: a poll leaves the workload and the head where they are.
+    st.run_poller()
+    stored = state_of(st).tags.get(key)
+    assert stored is not None and (stored.version, stored.digest) == ("2.1.0", newest)
+    assert running(st, "deleted") == f"{host(st)}/{repository}:2.1.0@{newest}"
+    assert older != newest
