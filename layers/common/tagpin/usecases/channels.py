@@ -255,21 +255,32 @@ class Downgrades:
             why = "not a version" if version is None else reason
             raise ValueError(f"{tag!r} is not a version {followed.image} may run ({why})")
         state = self._channels.state
+        repository = str(key.repository)
         listing = self._channels.lister.list_tags(key.repository)
-        selection = select_head(policy, listing.tags, limit=10_000)
-        newer = [
-            r.tag
-            for r in selection.rejected
-            if r.version is not None and move(policy, tag, r.tag) is Move.UPGRADE
-        ]
-        if selection.head is not None and move(policy, tag, selection.head.tag) is Move.UPGRADE:
-            newer.append(selection.head.tag)
-        held_back = tuple(sorted(set(newer)))
+        # Every newer version the policy allows (one it does not allow is never chosen by this
+        # channel, and may be another channel's: it is left alone), unless marked bad already.
+        marked = {
+            v.identity
+            for t in state.versions.bad([repository]).get(repository, {})
+            if (v := policy.version(t)) is not None
+        }
+        newer = sorted(
+            (
+                v
+                for t in listing.tags
+                if (v := policy.version(t)) is not None
+                and v.key > version.key
+                and policy.screen(v) is None
+                and v.identity not in marked
+            ),
+            key=lambda v: v.rank,
+        )
+        held_back = tuple(v.tag for v in newer)
         resolution = self._resolver.resolve(key.at(tag))
         now = self._clock()
         why = f"held back: {followed.image} downgraded to {tag} by {who}"
         for newer_tag in held_back:
-            state.versions.mark_bad(str(key.repository), BadVersion(newer_tag, "", why, now))
+            state.versions.mark_bad(repository, BadVersion(newer_tag, "", why, now))
         # The newer versions are marked first: a check in flight cannot move the head back up.
         record = state.tags.move_head(
             followed.image, resolution.digest, now, Trigger.MANUAL, tag, policy, down=True
