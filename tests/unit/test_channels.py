@@ -179,3 +179,30 @@ def test_a_change_pins_the_repository_at_the_chosen_version() -> None:
     assert pinned_source(f"{REPO}:stable", None) == f"{REPO}:stable"
     with pytest.raises(ValueError, match="names the version"):
         pinned_source(change.image, None)
+
+
+def test_a_downgrade_holds_back_every_newer_allowed_version_and_only_those(store: State) -> None:
+    """Down from 1.3.0 to 1.0.0: 1.1.0 and 1.2.0 are held back too (else the next check would move
+    the head up to 1.2.0); 2.0.0 and 1.4.0-rc.1, which this channel never chooses, are left to the
+    repository's other channels; a version already marked bad keeps its own reason."""
+    from tagpin.usecases.channels import Downgrades
+
+    tags = {"1.0.0": 1, "1.1.0": 2, "1.2.0": 3, "1.2.1": 4, "1.3.0": 5, "1.4.0-rc.1": 6, "2.0.0": 7}
+    scripted = registry(tags)
+    queue = ListQueue()
+    stable = channel("^1", "stable")
+    poll(scripted, store, queue, stable)
+    assert [c.tag for c in queue.sent] == ["1.3.0"]
+    store.versions.mark_bad(REPO, BadVersion("1.2.1", digest(4), "rolled back", 1))
+    done = Downgrades(Channels(scripted, store), scripted, queue, FakeClock(10**13, step=1)).downgrade(
+        stable, "1.0.0", "a person"
+    )
+    assert done.held_back == ("1.1.0", "1.2.0", "1.3.0")
+    marked = store.versions.bad([REPO])[REPO]
+    assert set(marked) == {"1.1.0", "1.2.0", "1.2.1", "1.3.0"} and marked["1.2.1"].reason == "rolled back"
+    assert [c.tag for c in queue.sent] == ["1.3.0", "1.0.0"]
+    poll(scripted, store, queue, stable)  # the next check keeps the head down
+    stored = store.tags.get(stable.image)
+    assert stored is not None and stored.version == "1.0.0" and [c.tag for c in queue.sent][-1] == "1.0.0"
+    head = Channels(scripted, store).heads([channel("^2", "next")])[channel("^2", "next").image]
+    assert head.tag == "2.0.0"  # another channel of the repository still chooses 2.0.0

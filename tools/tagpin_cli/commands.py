@@ -10,7 +10,7 @@ from typing import Any
 from tagpin import wiring
 from tagpin.domain.config import FollowedImage, parse_config
 from tagpin.domain.refs import ImageRef
-from tagpin.ports.state import TargetStatus
+from tagpin.ports.state import TagState, TargetStatus
 
 
 def _ago(epoch_ms: int | None) -> str | None:
@@ -213,10 +213,11 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
                 base["detail"] = head.kept
         else:
             ref = followed.ref
-        digest = wiring.registry_client().resolve(ref).digest
-    except Exception as exc:
+        digest = _digest_of(ref, stored if "detail" in base else None)
+    except Exception as exc:  # why a head stays is kept beside the registry's answer
         return [
-            base | {"target": t.id, "action": "unknown", "detail": f"registry: {exc}"}
+            base
+            | {"target": t.id, "action": "unknown", "detail": _and(base.get("detail"), f"registry: {exc}")}
             for t in followed.targets
         ]
     held = stored is not None and stored.bad_digest == digest
@@ -250,6 +251,23 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
             row |= {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
         rows.append(row)
     return rows
+
+
+def _and(first: str | None, then: str) -> str:
+    return then if first is None else f"{first}; {then}"
+
+
+def _digest_of(ref: ImageRef, kept: TagState | None) -> str:
+    """The digest ``ref`` points to now. A channel's head that stays (``kept``: its state) although
+    its tag was deleted from the registry stays at the digest recorded for it."""
+    from tagpin.ports.registry import ManifestNotFound
+
+    try:
+        return wiring.registry_client().resolve(ref).digest
+    except ManifestNotFound:
+        if kept is None or kept.version != ref.tag or not kept.digest:
+            raise
+        return kept.digest
 
 
 def _who() -> str:
@@ -333,7 +351,8 @@ def release(target: str) -> dict[str, Any]:
 
 def clear(key: str, version: str) -> dict[str, Any]:
     """Let the channels of a repository choose ``version`` again (it was marked bad)."""
-    cleared = wiring.downgrades().clear(_channel(key), version, _who())
+    channel = _channel(key)
+    cleared = wiring.downgrades().clear(channel, version, _who(), siblings=followed())
     return {"channel": key, "version": version, "cleared": cleared}
 
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.shards import WHOLE, PollPart
+
+if TYPE_CHECKING:
+    from tagpin.domain.versions import VersionPolicy
 
 
 class TargetStatus(StrEnum):
@@ -92,6 +95,10 @@ class TagState:
     bad_digest: str | None = None  # a rollout of this digest failed; cleared when the tag moves
     bad_reason: str | None = None
     version: str | None = None  # a version channel's head: the tag ``digest`` was resolved from
+    # A version channel's head before the move to ``digest`` (another digest): where a rollback of
+    # the head's version returns the channel to (``Tags.roll_back_head``).
+    previous_version: str | None = None
+    previous_digest: str | None = None
 
     @property
     def blocked(self) -> bool:
@@ -217,11 +224,39 @@ class HistoryEntry:
 class Tags(Protocol):
     """``TAG#<image>``: the digest each followed tag points to."""
 
-    def record(
-        self, image: str, digest: str, observed_at: int, trigger: Trigger, version: str | None = None
+    def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
+        """Store an observation of the followed tag ``image`` -> ``digest``; the newest observation
+        wins. Say whether it changed anything."""
+        ...
+
+    def move_head(
+        self,
+        image: str,
+        digest: str,
+        observed_at: int,
+        trigger: Trigger,
+        version: str,
+        policy: VersionPolicy,
+        *,
+        down: bool = False,
     ) -> TagRecord:
-        """Store an observation of ``image`` -> ``digest`` (a version channel's: at ``version``, its
-        head); say whether it changed anything."""
+        """A version channel's head at ``version`` -> ``digest``, in ``policy``'s order whatever the
+        observations' order: a newer version moves the head (unless the version is marked bad for
+        the repository), the same version is an observation of the head (the newest wins), an
+        older version is STALE. Only ``down`` (a person's downgrade) moves the head down. Each
+        write is conditional on the head it compared with (a concurrent move: read and compare
+        again)."""
+        ...
+
+    def roll_back_head(self, image: str, digest: str, now: int) -> TagState | None:
+        """The rollout of the head's version (at ``digest``) failed and was rolled back: the channel
+        returns to its previous head. None (nothing written) when the head is no longer at
+        ``digest`` or has no previous head."""
+        ...
+
+    def unblock(self, image: str, version: str) -> bool:
+        """A person cleared ``version``: a channel whose head is that version, blocked because its
+        rollout failed, may roll it again (False: not at that version, or not blocked)."""
         ...
 
     def record_error(self, image: str, error: str, at: int) -> None:
@@ -392,6 +427,12 @@ class Promotions(Protocol):
 
     def end(self, image: str, digest: str, status: PromotionStatus, now: int, detail: str) -> bool:
         """Complete or halt a rolling promotion (exactly one caller wins)."""
+        ...
+
+    def reopen(self, image: str, digest: str) -> bool:
+        """A person cleared the version of ``digest`` (``tagpin clear``): its halted promotion is
+        forgotten, so that a change to the digest starts a new one; False (nothing written) when
+        the promotion is not a halted one of ``digest``."""
         ...
 
     def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:

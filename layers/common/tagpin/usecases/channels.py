@@ -11,11 +11,16 @@ head is resolved (HEAD of its manifest), never every listed tag:
 
 The head only moves up (``tagpin.domain.versions.move``): when the newest allowed version is older
 than the head (the newer one was deleted from the registry, marked bad, or the policy was edited),
-the head stays and the reason is kept for ``tagpin plan``; only a person moves a head down
-(``tagpin downgrade``). A version marked bad (``State.versions``: its rollout was rolled back, or
-a person held it back) is never chosen again by any channel of the repository until a person
-clears it; those marks are read only for the repositories whose head would move, so a steady poll
-reads none.
+the head stays and the reason is kept for ``tagpin plan``. The state store enforces the order on
+every write (``Tags.move_head``: conditional on the head compared with), so two notifications
+handled at once cannot move a head down. Only a person moves a head down (``tagpin downgrade``);
+the one other way down is a rollback of the head's own version, which returns the channel to the
+version before it (``roll_back_head``): the version its targets were rolled back to.
+
+A version marked bad (``State.versions``: its rollout was rolled back, or a person held it back)
+is never chosen again by any channel of the repository until a person clears it (``tagpin
+clear``: the channel may then return to it). The marks are read only for the repositories whose
+head would move, so a steady poll reads none.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from tagpin.domain.refs import ImageRef
 from tagpin.domain.versions import Move, Selection, VersionPolicy, move, select_head
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolver, TagLister, TagListing
-from tagpin.ports.state import BadVersion, ImageEvent, State, TagState
+from tagpin.ports.state import BadVersion, ImageEvent, PromotionStatus, State, TagState
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +53,7 @@ class Head:
     selection: Selection | None = None  # what the policy chose from the listed tags (polls)
     kept: str | None = None  # why the head did not move to the newest allowed version
     error: str | None = None  # the tags could not be listed
+    moved: bool = False  # ``tag`` is not the stored head: a move to record, whatever its digest
 
     @property
     def ref(self) -> ImageRef | None:
@@ -117,7 +123,7 @@ class Channels:
                 continue
             selection = select_head(policy, listing.tags)
             head, kept = decide(policy, current, selection.head_tag)
-            heads[channel.image] = Head(channel.image, head, selection, kept)
+            heads[channel.image] = Head(channel.image, head, selection, kept, moved=head != current)
             if head != current:
                 moving.append((channel, str(key.repository), policy))
         if moving:  # a head would move: choose again without the versions marked bad
@@ -128,9 +134,9 @@ class Channels:
                 listing = listings[repository]
                 assert not isinstance(listing, Exception)
                 selection = select_head(policy, listing.tags, bad=list(marked))
-                known = stored.get(channel.image)
-                head, kept = decide(policy, None if known is None else known.version, selection.head_tag)
-                heads[channel.image] = Head(channel.image, head, selection, kept)
+                current = None if (known := stored.get(channel.image)) is None else known.version
+                head, kept = decide(policy, current, selection.head_tag)
+                heads[channel.image] = Head(channel.image, head, selection, kept, moved=head != current)
         return heads
 
     def pushed(self, channel: FollowedImage, tag: str) -> Head | None:
@@ -181,6 +187,40 @@ class Channels:
             return dict(zip((str(r) for r in repositories), pool.map(one, repositories), strict=True))
 
 
+def mark_failed(state: State, image: str, digest: str, why: str, now: int) -> str | None:
+    """A channel's rollout of ``digest`` failed: its version is marked bad for the repository (no
+    channel of it chooses the version again until a person clears it). The version, or None
+    (``image`` is no channel, or the version is not known)."""
+    channel = ChannelKey.parse(image)
+    if channel is None:
+        return None
+    promotion = state.promotions.get(image)
+    stored = state.tags.get(image)
+    version = promotion.tag if promotion is not None and promotion.digest == digest else None
+    if version is None and stored is not None and stored.digest == digest:
+        version = stored.version
+    if version is not None:
+        state.versions.mark_bad(str(channel.repository), BadVersion(version, digest, why, now))
+    return version
+
+
+def return_to_previous(state: State, image: str, digest: str, now: int) -> str | None:
+    """The targets of a channel whose head's rollout (``digest``) failed were rolled back: the head
+    returns to the version before it, the one they were rolled back to (docs/policies.md), unless
+    that one is marked bad too (a person held it back): the head then stays, blocked. Called after
+    ``mark_failed``: the failed version's mark is written first, so no check moves back up to it.
+    The version returned to, or None."""
+    channel = ChannelKey.parse(image)
+    stored = state.tags.get(image)
+    if channel is None or stored is None or stored.digest != digest or stored.previous_version is None:
+        return None
+    repository = str(channel.repository)
+    if stored.previous_version in state.versions.bad([repository]).get(repository, {}):
+        return None
+    back = state.tags.roll_back_head(image, digest, now)
+    return None if back is None else back.version
+
+
 @dataclass(frozen=True)
 class Downgrade:
     """What ``Channels.downgrade`` did."""
@@ -215,27 +255,43 @@ class Downgrades:
             why = "not a version" if version is None else reason
             raise ValueError(f"{tag!r} is not a version {followed.image} may run ({why})")
         state = self._channels.state
+        repository = str(key.repository)
         listing = self._channels.lister.list_tags(key.repository)
-        selection = select_head(policy, listing.tags, limit=10_000)
-        newer = [
-            r.tag
-            for r in selection.rejected
-            if r.version is not None and move(policy, tag, r.tag) is Move.UPGRADE
-        ]
-        if selection.head is not None and move(policy, tag, selection.head.tag) is Move.UPGRADE:
-            newer.append(selection.head.tag)
+        # Every newer version the policy allows (one it does not allow is never chosen by this
+        # channel, and may be another channel's: it is left alone), unless marked bad already.
+        marked = {
+            v.identity
+            for t in state.versions.bad([repository]).get(repository, {})
+            if (v := policy.version(t)) is not None
+        }
+        newer = sorted(
+            (
+                v
+                for t in listing.tags
+                if (v := policy.version(t)) is not None
+                and v.key > version.key
+                and policy.screen(v) is None
+                and v.identity not in marked
+            ),
+            key=lambda v: v.rank,
+        )
+        held_back = tuple(v.tag for v in newer)
         resolution = self._resolver.resolve(key.at(tag))
         now = self._clock()
         why = f"held back: {followed.image} downgraded to {tag} by {who}"
-        for newer_tag in sorted(set(newer)):
-            state.versions.mark_bad(str(key.repository), BadVersion(newer_tag, "", why, now))
-        state.tags.record(followed.image, resolution.digest, now, Trigger.MANUAL, tag)
+        for newer_tag in held_back:
+            state.versions.mark_bad(repository, BadVersion(newer_tag, "", why, now))
+        # The newer versions are marked first: a check in flight cannot move the head back up.
+        record = state.tags.move_head(
+            followed.image, resolution.digest, now, Trigger.MANUAL, tag, policy, down=True
+        )
+        now = record.current.observed_at  # newer than every observation before (the head's order)
         state.history.image_event(
             followed.image,
             resolution.digest,
             ImageEvent.DOWNGRADED,
             now,
-            detail=f"to {tag} by {who}; held back: {', '.join(sorted(set(newer))) or 'nothing'}",
+            detail=f"to {tag} by {who}; held back: {', '.join(held_back) or 'nothing'}",
             trigger=Trigger.MANUAL,
         )
         # changed_at: the head moved back to this digest now, a new move (not a repeat of the
@@ -250,14 +306,27 @@ class Downgrades:
                 tag=tag,
             )
         )
-        return Downgrade(followed.image, tag, resolution.digest, tuple(sorted(set(newer))))
+        return Downgrade(followed.image, tag, resolution.digest, held_back)
 
-    def clear(self, followed: FollowedImage, tag: str, who: str) -> bool:
-        """Forget that ``tag`` is bad: the channels of its repository may choose it again."""
+    def clear(
+        self, followed: FollowedImage, tag: str, who: str, siblings: Iterable[FollowedImage] = ()
+    ) -> bool:
+        """Forget that ``tag`` is bad: the channels of its repository (``followed`` and the other
+        ``siblings`` of the same repository) may choose it again. A channel whose head stayed at
+        ``tag``, blocked (its rollout failed with nothing to return to, or a person rejected it),
+        may roll it again."""
         key = followed.channel_key
         if key is None:
             raise ValueError(f"{followed.image} is not a version channel")
-        cleared = self._channels.state.versions.clear(str(key.repository), tag)
+        state = self._channels.state
+        cleared = state.versions.clear(str(key.repository), tag)
+        for channel in {followed.image: followed, **{s.image: s for s in siblings}}.values():
+            if (other := channel.channel_key) is None or other.repository != key.repository:
+                continue
+            cleared = state.tags.unblock(channel.image, tag) or cleared
+            promotion = state.promotions.get(channel.image)
+            if promotion is not None and promotion.status is PromotionStatus.HALTED and promotion.tag == tag:
+                cleared = state.promotions.reopen(channel.image, promotion.digest) or cleared
         if cleared:
             self._channels.state.history.image_event(
                 followed.image, "", ImageEvent.CLEARED, self._clock(), detail=f"{tag} cleared by {who}"

@@ -138,9 +138,16 @@ class Detector:
                 "notification digest not confirmed by the registry; using the registry's answer",
                 extra={"image": image, "hint": hint_digest, "registry_digest": resolution.digest},
             )
-        # A version channel's head: the tag the resolution was of (tagpin.usecases.channels).
-        version = resolution.ref.tag if followed.policy is not None else None
-        record = self._state.tags.record(image, resolution.digest, observed_at, trigger, version)
+        if followed.policy is not None:
+            # A version channel's head: the tag the resolution was of (tagpin.usecases.channels),
+            # recorded in version order (an older version than the stored head is STALE).
+            if resolution.ref.tag is None:
+                raise ValueError(f"{image}: a channel is resolved at a version, not {resolution.ref}")
+            record = self._state.tags.move_head(
+                image, resolution.digest, observed_at, trigger, resolution.ref.tag, followed.policy
+            )
+        else:
+            record = self._state.tags.record(image, resolution.digest, observed_at, trigger)
         current = record.current
         if record.result is TagOutcome.CHANGED:
             logger.info(

@@ -146,10 +146,12 @@ class Poller:
         cursor, its shards' settled digests)."""
         items = {f.image: f for f in merge_followed(followed)}
         summary = PollSummary()
-        refs = self._refs(items, summary)
+        refs, moved = self._refs(items, summary)
         order = sorted(refs)
         cursor = self._state.cursor.get(part) if order else None
         settled = self._state.digests.all(None if part.whole else part.shards) if order else {}
+        for image in moved:  # a channel's head moved (its digest may not have): record the move
+            settled.pop(image, None)
         if cursor is not None:  # start where the last run stopped; the rest follows, wrapping around
             first = next((i for i, image in enumerate(order) if image >= cursor), 0)
             order = order[first:] + order[:first]
@@ -185,12 +187,16 @@ class Poller:
             )
         return summary
 
-    def _refs(self, items: dict[str, FollowedImage], summary: PollSummary) -> dict[str, ImageRef]:
-        """What to resolve for each followed image: its tag, or a version channel's head."""
+    def _refs(
+        self, items: dict[str, FollowedImage], summary: PollSummary
+    ) -> tuple[dict[str, ImageRef], set[str]]:
+        """What to resolve for each followed image: its tag, or a version channel's head; and the
+        channels whose head moves (to be recorded even when the new version has the old digest)."""
         refs = {image: f.ref for image, f in items.items() if f.policy is None}
+        moved: set[str] = set()
         channels = [f for f in items.values() if f.policy is not None]
         if not channels:
-            return refs
+            return refs, moved
         if self._channels is None:
             raise ValueError("version channels are followed but the poller cannot list tags")
         for image, head in self._channels.heads(channels).items():
@@ -200,11 +206,13 @@ class Poller:
                 summary.results.append(noted or Observation(image, TagOutcome.ERROR, error=head.error))
             elif head.ref is not None:
                 refs[image] = head.ref
+                if head.moved:
+                    moved.add(image)
             else:
                 summary.results.append(
                     Observation(image, TagOutcome.IGNORED, reason="no version the policy allows yet")
                 )
-        return refs
+        return refs, moved
 
     # The settled digests are a cache: failing to update one costs a read next run, nothing else.
     def _settle(self, image: str, digest: str, changed_at: int) -> None:
@@ -272,6 +280,7 @@ class Poller:
                 known is not None
                 and known.digest == answer.digest
                 and not known.last_error
+                and (f.policy is None or known.version == refs[f.image].tag)  # a channel's head stays
                 and all(
                     (st := targets.get(t.id)) is not None and st.settled_at(answer.digest) for t in f.targets
                 )

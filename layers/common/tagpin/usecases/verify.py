@@ -25,16 +25,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from tagpin.domain.channels import ChannelKey
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome, VerificationResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import BadVersion, ImageEvent, PromotionStatus, State, TargetState, TargetStatus
+from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetState, TargetStatus
 from tagpin.ports.workloads import NotFound, Workloads
 from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
+from tagpin.usecases.channels import mark_failed, return_to_previous
 from tagpin.usecases.guards import StartGate
 from tagpin.usecases.health import Progress, evaluate
 from tagpin.usecases.patch import restore
@@ -187,7 +187,7 @@ class Verifier:
         image, digest = verification.image, verification.digest
         why = f"{culprit}: {reason}"
         self._state.tags.mark_bad(image, digest, why, now)
-        self._mark_version_bad(image, digest, why, now)
+        mark_failed(self._state, image, digest, why, now)  # a version channel's: marked bad first
         if self._state.promotions.end(image, digest, PromotionStatus.HALTED, now, why):
             self._state.history.image_event(image, digest, ImageEvent.FAILED, now, detail=why)
         followed = self._followed().get(image)
@@ -213,13 +213,18 @@ class Verifier:
             if st.digest == digest and st.status is TargetStatus.ROLLED_BACK
         )
         rolled_back = settings.rollback and bool(restored)
+        # A version channel whose targets were rolled back returns to the version before.
+        back = return_to_previous(self._state, image, digest, self._clock()) if rolled_back else None
         self._audit.record(
             image,
             digest,
             ImageEvent.ROLLED_BACK if rolled_back else ImageEvent.FAILED,
             self._clock(),
             once="failed",
-            detail=why + "; restored: " + (", ".join(restored) or "none"),
+            detail=why
+            + "; restored: "
+            + (", ".join(restored) or "none")
+            + ("" if back is None else f"; the channel is back on {back}"),
             wave=next((w.name for w in waves if any(t.id == culprit for t in w.targets)), "?"),
             trigger=verification.trigger,
             correlation_id=verification.correlation_id,
@@ -228,20 +233,6 @@ class Verifier:
             message=why,
         )
         return VerificationResult(V.ROLLED_BACK if rolled_back else V.FAILED, why)
-
-    def _mark_version_bad(self, image: str, digest: str, why: str, now: int) -> None:
-        """A version channel's version failed: no channel of the repository chooses it again until
-        a person clears it (tagpin clear)."""
-        channel = ChannelKey.parse(image)
-        if channel is None:
-            return
-        promotion = self._state.promotions.get(image)
-        stored = self._state.tags.get(image)
-        version = promotion.tag if promotion is not None and promotion.digest == digest else None
-        if version is None and stored is not None and stored.digest == digest:
-            version = stored.version
-        if version is not None:
-            self._state.versions.mark_bad(str(channel.repository), BadVersion(version, digest, why, now))
 
     def _restore(
         self, target: Target, st: TargetState, verification: Verification, why: str, settings: RolloutSettings

@@ -149,6 +149,14 @@ class DynamoPromotions:
             },
         )
 
+    def reopen(self, image: str, digest: str) -> bool:
+        return self._table.delete(
+            key(ROLLOUT + image),
+            condition="digest = :d AND #status = :halted",
+            names={"#status": "status"},
+            values={":d": S(digest), ":halted": S(PromotionStatus.HALTED)},
+        )
+
     def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:
         self._awaiting.note(image, now)  # the hint first (tagpin.adapters.dynamodb.hints)
         return self._step(

@@ -120,6 +120,18 @@ class Table:
         request: dict[str, Any] = {"TableName": self.name, "Item": item}
         return self._conditional(self.client.put_item, request, condition, names, values) is not None
 
+    def delete(
+        self,
+        item_key: Key,
+        *,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+        values: Item | None = None,
+    ) -> bool:
+        """Delete the item; False when ``condition`` did not hold (nothing deleted)."""
+        request: dict[str, Any] = {"TableName": self.name, "Key": item_key}
+        return self._conditional(self.client.delete_item, request, condition, names, values) is not None
+
     def update(
         self,
         item_key: Key,

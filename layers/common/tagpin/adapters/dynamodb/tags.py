@@ -6,8 +6,9 @@ Attributes: ``digest``; ``observed_at`` (the newest observation, epoch ms, tagpi
 answered); ``last_error`` / ``error_at`` while it cannot be resolved; ``bad_digest``,
 ``bad_reason``, ``bad_at`` when a rollout of the digest failed (cleared when the tag moves).
 Written by the poller, the webhook and the reconciler (``record``), the verifier (``mark_bad``).
-A move leaves a tombstone in the tag's entry in ``DIGESTS#`` (``digests.py``), the cache steady
-runs read.
+A version channel's head (``version``, ``previous_version``, ``previous_digest``) moves in version
+order, not observation order: ``heads.py``. A move leaves a tombstone in the tag's entry in
+``DIGESTS#`` (``digests.py``), the cache steady runs read.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tagpin.adapters.dynamodb.digests import tombstone
 from tagpin.adapters.dynamodb.table import TAG, TEXT_LIMIT, Item, N, S, Table, key, number, text
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.state import TagRecord, TagState
 
 RECORD_ATTEMPTS = 3
@@ -33,49 +35,48 @@ def tag_state(image: str, item: Item) -> TagState:
         bad_digest=text(item, "bad_digest"),
         bad_reason=text(item, "bad_reason"),
         version=text(item, "version"),
+        previous_version=text(item, "previous_version"),
+        previous_digest=text(item, "previous_digest"),
     )
 
 
 class DynamoTags:
     def __init__(self, table: Table) -> None:
-        self._table = table
+        from tagpin.adapters.dynamodb.heads import Heads  # heads.py reads its items with tag_state
 
-    def record(
-        self, image: str, digest: str, observed_at: int, trigger: Trigger, version: str | None = None
-    ) -> TagRecord:
+        self._table = table
+        self._heads = Heads(table)
+
+    def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
         item_key = key(TAG + image)
         d, t = S(digest), N(observed_at)
-        # A version channel's head: kept with the digest (the same digest under a newer version
-        # moves the version only).
-        keep = ", version = :v" if version else ""
-        more: Item = {":v": S(version)} if version else {}
         for _attempt in range(RECORD_ATTEMPTS):
             # The common case first (a tag that did not move): only move the "last resolved" mark
             # forward, one write. A moved tag costs a failed conditional write, then the change.
             new = self._table.update(
                 item_key,
-                f"SET observed_at = :t, resolved_at = :t{keep} REMOVE last_error, error_at",
+                "SET observed_at = :t, resolved_at = :t REMOVE last_error, error_at",
                 condition="digest = :d AND observed_at < :t",
-                values={":d": d, ":t": t, **more},
+                values={":d": d, ":t": t},
                 returns="ALL_NEW",
             )
             if new is not None:
                 return TagRecord(TagOutcome.UNCHANGED, tag_state(image, new), digest)
             old = self._table.update(
                 item_key,
-                f"SET digest = :d, observed_at = :t, changed_at = :t, resolved_at = :t, #trigger = :tr{keep} "
+                "SET digest = :d, observed_at = :t, changed_at = :t, resolved_at = :t, #trigger = :tr "
                 "REMOVE last_error, error_at, bad_digest, bad_reason, bad_at",
                 # attribute_not_exists(digest), not (pk): record_error may have created the item (the
                 # first resolution failed) and a first sighting must still count as CHANGED.
                 condition="attribute_not_exists(digest) OR (observed_at < :t AND digest <> :d)",
                 names={"#trigger": "trigger"},
-                values={":d": d, ":t": t, ":tr": S(trigger), **more},
+                values={":d": d, ":t": t, ":tr": S(trigger)},
                 returns="ALL_OLD",
             )
             if old is not None:
                 # the settled-digest cache: this move's tombstone (see digests.py)
                 tombstone(self._table, image, observed_at)
-                state = TagState(image, digest, observed_at, observed_at, observed_at, version=version)
+                state = TagState(image, digest, observed_at, observed_at, observed_at)
                 return TagRecord(TagOutcome.CHANGED, state, text(old, "digest"))
             current = self.get(image)
             if current is None:  # deleted between the writes: vanishingly rare; treat as stale
@@ -122,3 +123,22 @@ class DynamoTags:
             )
             is not None
         )
+
+    def move_head(
+        self,
+        image: str,
+        digest: str,
+        observed_at: int,
+        trigger: Trigger,
+        version: str,
+        policy: VersionPolicy,
+        *,
+        down: bool = False,
+    ) -> TagRecord:
+        return self._heads.move(image, digest, observed_at, trigger, version, policy, down=down)
+
+    def roll_back_head(self, image: str, digest: str, now: int) -> TagState | None:
+        return self._heads.roll_back(image, digest, now)
+
+    def unblock(self, image: str, version: str) -> bool:
+        return self._heads.unblock(image, version)

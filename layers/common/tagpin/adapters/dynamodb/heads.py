@@ -1,0 +1,247 @@
+"""A version channel's head in its ``TAG#<registry/repo@channel>`` item: moved in version order.
+
+The item is a followed tag's (``tags.py``) with ``version`` (the head) and, after a move to another
+digest, ``previous_version`` / ``previous_digest`` (the head before it: where a rollback of the
+head's version returns the channel). Writers: the webhook and the poller (``move_head``, a newer
+version or an observation of the head), the verifier (``roll_back_head``), a person
+(``move_head(down=True)``: ``tagpin downgrade``; ``unblock``: ``tagpin clear``).
+
+Versions are ordered by the channel's policy (semver, numeric, calver, a pattern's order), which
+DynamoDB cannot compare. So every move is a read, a comparison, and a write conditional on the
+head that was compared with (its version and digest unchanged); when the condition fails another
+writer moved the head in between: read, compare and try again (``HEAD_ATTEMPTS``, jittered
+backoff). Two notifications handled at once therefore cannot move a head down: whichever writes
+second compares with the first's head. A move to a new version also reads the repository's
+versions marked bad, consistently, after the head: the verifier marks a version bad *before* it
+rolls the head back, so a writer that chose the version before it was marked (a poll in flight)
+either sees the mark, or finds the head it compared with gone and compares again.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from tagpin.adapters.dynamodb.digests import tombstone
+from tagpin.adapters.dynamodb.table import TAG, VERSIONS, Item, N, S, Table, key
+from tagpin.adapters.dynamodb.tags import tag_state
+from tagpin.domain.channels import ChannelKey
+from tagpin.domain.messages import Trigger
+from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.versions import Move, VersionPolicy, move, select_head
+from tagpin.ports.state import TagRecord, TagState
+
+HEAD_ATTEMPTS = 10
+BACKOFF_BASE_S = 0.005
+BACKOFF_CAP_S = 0.2
+
+
+class HeadContended(RuntimeError):
+    """Other writers kept moving the head between this writer's read and its write."""
+
+
+def _unchanged_head(current: TagState) -> tuple[str, Item]:
+    """The condition that the stored head is still ``current`` (what was compared with)."""
+    if current.version is None:
+        return "digest = :cd AND attribute_not_exists(version)", {":cd": S(current.digest)}
+    return "digest = :cd AND version = :cv", {":cd": S(current.digest), ":cv": S(current.version)}
+
+
+class Heads:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def _get(self, image: str) -> TagState | None:
+        item = self._table.get(key(TAG + image))
+        return None if item is None else tag_state(image, item)
+
+    def _marked_bad(self, image: str, version: str, policy: VersionPolicy) -> bool:
+        """``version`` (spelt any way the policy reads as it) is marked bad for the repository:
+        read consistently, after the head."""
+        channel = ChannelKey.parse(image)
+        if channel is None:
+            return False
+        item = self._table.get(key(VERSIONS + str(channel.repository))) or {}
+        marked = list((item.get("bad", {}).get("M") or {}).keys())
+        return bool(marked) and select_head(policy, [version], bad=marked).head is None
+
+    def move(
+        self,
+        image: str,
+        digest: str,
+        observed_at: int,
+        trigger: Trigger,
+        version: str,
+        policy: VersionPolicy,
+        *,
+        down: bool = False,
+    ) -> TagRecord:
+        if policy.version(version) is None:
+            raise ValueError(f"{version!r} is not a version of {policy.text}")
+        for attempt in range(HEAD_ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)))  # noqa: S311
+            current = self._get(image)
+            if current is None or not current.digest:  # the first head (record_error may have made the item)
+                if self._first(image, digest, observed_at, trigger, version):
+                    state = TagState(image, digest, observed_at, observed_at, observed_at, version=version)
+                    return TagRecord(TagOutcome.CHANGED, state, None)
+                continue
+            step = Move.UPGRADE if current.version is None else move(policy, current.version, version)
+            if step is Move.SAME:
+                done = self._observed(current, digest, observed_at, trigger)
+            elif not down and (step is Move.DOWNGRADE or self._marked_bad(image, version, policy)):
+                # older than the head, or marked bad (read after the head: see the module's text)
+                return TagRecord(TagOutcome.STALE, current, current.digest)
+            else:  # UPGRADE, UNKNOWN (the head is no version of the policy as it reads now), or down
+                done = self._moved(current, digest, observed_at, trigger, version, down=down)
+            if done is not None:
+                return done
+        raise HeadContended(
+            f"{image}: the head kept moving under {HEAD_ATTEMPTS} attempts to record {version}"
+        )
+
+    def _first(self, image: str, digest: str, observed_at: int, trigger: Trigger, version: str) -> bool:
+        t = N(observed_at)
+        written = self._table.update(
+            key(TAG + image),
+            "SET digest = :d, version = :v, observed_at = :t, changed_at = :t, resolved_at = :t, "
+            "#trigger = :tr REMOVE last_error, error_at",
+            condition="attribute_not_exists(digest)",
+            names={"#trigger": "trigger"},
+            values={":d": S(digest), ":v": S(version), ":t": t, ":tr": S(trigger)},
+        )
+        if written is None:
+            return False
+        tombstone(self._table, image, observed_at)
+        return True
+
+    def _observed(
+        self, current: TagState, digest: str, observed_at: int, trigger: Trigger
+    ) -> TagRecord | None:
+        """The head's own version again: the newest observation wins (the tag may have been pushed
+        again with other bytes). None: the head moved meanwhile."""
+        if current.observed_at >= observed_at:  # a newer observation is stored
+            outcome = TagOutcome.UNCHANGED if current.digest == digest else TagOutcome.STALE
+            return TagRecord(outcome, current, current.digest)
+        condition, values = _unchanged_head(current)
+        values |= {":t": N(observed_at)}
+        if current.digest == digest:
+            new = self._table.update(
+                key(TAG + current.image),
+                "SET observed_at = :t, resolved_at = :t REMOVE last_error, error_at",
+                condition=f"{condition} AND observed_at < :t",
+                values=values,
+                returns="ALL_NEW",
+            )
+            return (
+                None
+                if new is None
+                else TagRecord(TagOutcome.UNCHANGED, tag_state(current.image, new), digest)
+            )
+        # The same version under another digest: the previous head stays the version before.
+        written = self._table.update(
+            key(TAG + current.image),
+            "SET digest = :d, observed_at = :t, changed_at = :t, resolved_at = :t, #trigger = :tr "
+            "REMOVE last_error, error_at, bad_digest, bad_reason, bad_at",
+            condition=f"{condition} AND observed_at < :t",
+            names={"#trigger": "trigger"},
+            values={**values, ":d": S(digest), ":tr": S(trigger)},
+            returns="ALL_NEW",
+        )
+        if written is None:
+            return None
+        tombstone(self._table, current.image, observed_at)
+        return TagRecord(TagOutcome.CHANGED, tag_state(current.image, written), current.digest)
+
+    def _moved(
+        self,
+        current: TagState,
+        digest: str,
+        observed_at: int,
+        trigger: Trigger,
+        version: str,
+        *,
+        down: bool,
+    ) -> TagRecord | None:
+        """Another version: the head moves to it. Its observation counts as newer than every one
+        stored (a slow writer's clock must not make the newer version's change older than the
+        head it replaces: the targets' claims and the promotions order by it). None: the head
+        moved meanwhile."""
+        at = max(observed_at, current.observed_at + 1)
+        condition, values = _unchanged_head(current)
+        values |= {":v": S(version), ":t": N(at), ":r": N(observed_at)}
+        if current.digest == digest:  # the same bytes under a newer version: the version moves only
+            new = self._table.update(
+                key(TAG + current.image),
+                "SET version = :v, observed_at = :t, resolved_at = :r REMOVE last_error, error_at",
+                condition=condition,
+                values=values,
+                returns="ALL_NEW",
+            )
+            return (
+                None
+                if new is None
+                else TagRecord(TagOutcome.UNCHANGED, tag_state(current.image, new), digest)
+            )
+        previous = "REMOVE previous_version, previous_digest, "  # a person's downgrade: nothing to return to
+        if not down:
+            previous = "REMOVE "
+            values |= {":pv": S(current.version or ""), ":pd": S(current.digest)}
+        written = self._table.update(
+            key(TAG + current.image),
+            "SET digest = :d, version = :v, observed_at = :t, changed_at = :t, resolved_at = :r, "
+            f"#trigger = :tr{'' if down else ', previous_version = :pv, previous_digest = :pd'} "
+            f"{previous}last_error, error_at, bad_digest, bad_reason, bad_at",
+            condition=condition,
+            names={"#trigger": "trigger"},
+            values={**values, ":d": S(digest), ":tr": S(trigger)},
+            returns="ALL_NEW",
+        )
+        if written is None:
+            return None
+        tombstone(self._table, current.image, at)
+        return TagRecord(TagOutcome.CHANGED, tag_state(current.image, written), current.digest)
+
+    def roll_back(self, image: str, digest: str, now: int) -> TagState | None:
+        for _attempt in range(HEAD_ATTEMPTS):
+            current = self._get(image)
+            if (
+                current is None
+                or current.digest != digest
+                or not current.previous_digest
+                or not current.previous_version
+            ):
+                return None
+            at = max(now, current.observed_at + 1)
+            condition, values = _unchanged_head(current)
+            new = self._table.update(
+                key(TAG + image),
+                "SET digest = :pd, version = :pv, observed_at = :t, changed_at = :t, #trigger = :tr "
+                "REMOVE previous_version, previous_digest, bad_digest, bad_reason, bad_at",
+                condition=f"{condition} AND previous_digest = :pd AND previous_version = :pv",
+                names={"#trigger": "trigger"},
+                values={
+                    **values,
+                    ":pd": S(current.previous_digest),
+                    ":pv": S(current.previous_version),
+                    ":t": N(at),
+                    ":tr": S(Trigger.ROLLBACK),
+                },
+                returns="ALL_NEW",
+            )
+            if new is not None:
+                tombstone(self._table, image, at)
+                return tag_state(image, new)
+        raise HeadContended(f"{image}: the head kept moving while it was rolled back")
+
+    def unblock(self, image: str, version: str) -> bool:
+        return (
+            self._table.update(
+                key(TAG + image),
+                "REMOVE bad_digest, bad_reason, bad_at",
+                condition="version = :v AND bad_digest = digest",
+                values={":v": S(version)},
+            )
+            is not None
+        )

@@ -1,0 +1,201 @@
+"""A version channel's head in the state table (``Tags.move_head``, ``roll_back_head``, ``unblock``)
+and the use cases that move it: in version order whatever the observations' order, down only by a
+person's downgrade or back to the previous version after a rollback, and a cleared version that
+the channel may return to."""
+
+from __future__ import annotations
+
+import pytest
+from tagpin.domain.config import FollowedImage, Registry, Target
+from tagpin.domain.messages import Trigger
+from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.versions import VersionPolicy
+from tagpin.ports.registry import OCI_MANIFEST
+from tagpin.ports.state import BadVersion, PromotionStatus, State, TargetStatus
+from tagpin.usecases.channels import Channels, Downgrades, mark_failed, return_to_previous
+from tagpin.usecases.detect import Detector
+from tagpin.usecases.poll import Poller
+
+from tests.support.clock import FakeClock
+from tests.support.queues import ListQueue
+from tests.support.registry import ScriptedRegistry
+
+REPO = "registry.example/team/web"
+KEY = f"{REPO}@stable"
+POLICY = VersionPolicy.parse("^1")
+FOLLOWED = FollowedImage(
+    image=REPO, policy="^1", channel="stable", targets=[Target(cluster="c", name="w", container="app")]
+)
+
+
+def d(n: int) -> str:
+    return f"sha256:{n:064x}"
+
+
+def head(store: State) -> tuple[str | None, str, str | None]:
+    stored = store.tags.get(KEY)
+    assert stored is not None
+    return stored.version, stored.digest, stored.previous_version
+
+
+def move(store: State, version: str, digest: str, at: int, *, down: bool = False) -> TagOutcome:
+    return store.tags.move_head(KEY, digest, at, Trigger.WEBHOOK, version, POLICY, down=down).result
+
+
+def test_a_newer_version_moves_the_head_and_remembers_the_one_before(store: State) -> None:
+    assert move(store, "1.0.0", d(1), 100) is TagOutcome.CHANGED
+    assert head(store) == ("1.0.0", d(1), None)
+    assert move(store, "1.1.0", d(2), 200) is TagOutcome.CHANGED
+    assert head(store) == ("1.1.0", d(2), "1.0.0")
+    stored = store.tags.get(KEY)
+    assert stored is not None and stored.previous_digest == d(1)
+
+
+def test_an_older_version_is_stale_whatever_its_observation(store: State) -> None:
+    move(store, "1.1.0", d(2), 100)
+    assert move(store, "1.0.0", d(1), 10_000) is TagOutcome.STALE  # a later observation of an older version
+    assert head(store)[:2] == ("1.1.0", d(2))
+
+
+def test_a_newer_version_observed_by_a_clock_behind_still_moves_and_is_newest(store: State) -> None:
+    move(store, "1.0.0", d(1), 5_000)
+    record = store.tags.move_head(KEY, d(2), 4_000, Trigger.WEBHOOK, "1.1.0", POLICY)
+    assert record.result is TagOutcome.CHANGED and record.current.version == "1.1.0"
+    # newer than the head it replaced: its change wins the targets' claims and the promotions
+    assert record.current.observed_at > 5_000 and record.current.changed_at == record.current.observed_at
+
+
+def test_the_head_observed_again(store: State) -> None:
+    move(store, "1.1.0", d(2), 100)
+    assert move(store, "1.1.0", d(2), 200) is TagOutcome.UNCHANGED
+    assert move(store, "1.1.0", d(2), 150) is TagOutcome.UNCHANGED  # an older observation: nothing written
+    stored = store.tags.get(KEY)
+    assert stored is not None and stored.observed_at == 200
+    # the version's tag pushed again with other bytes: the newest observation wins
+    assert move(store, "1.1.0", d(3), 120) is TagOutcome.STALE
+    assert move(store, "1.1.0", d(3), 300) is TagOutcome.CHANGED
+    assert head(store) == ("1.1.0", d(3), None)  # the version before stays what a rollback returns to
+
+
+def test_the_same_bytes_under_a_newer_version_move_the_version_only(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    assert move(store, "1.1.1", d(2), 300) is TagOutcome.UNCHANGED
+    assert head(store) == ("1.1.1", d(2), "1.0.0")
+
+
+def test_a_version_marked_bad_never_becomes_the_head(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    store.versions.mark_bad(REPO, BadVersion("1.1.0", d(2), "rolled back", 150))
+    assert move(store, "v1.1.0", d(2), 200) is TagOutcome.STALE  # any spelling of it
+    assert head(store)[:2] == ("1.0.0", d(1))
+
+
+def test_only_a_downgrade_moves_the_head_down(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.2.0", d(3), 200)
+    assert move(store, "1.0.0", d(1), 300) is TagOutcome.STALE
+    assert move(store, "1.0.0", d(1), 300, down=True) is TagOutcome.CHANGED
+    assert head(store) == ("1.0.0", d(1), None)  # a person's choice: nothing to return to
+
+
+def test_a_tag_that_is_no_version_of_the_policy_is_refused(store: State) -> None:
+    with pytest.raises(ValueError, match="not a version"):
+        move(store, "latest", d(1), 100)
+
+
+def test_a_rollback_returns_the_head_to_the_version_before(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    assert store.tags.mark_bad(KEY, d(2), "failed", 250)
+    back = store.tags.roll_back_head(KEY, d(2), 260)
+    assert back is not None and (back.version, back.digest) == ("1.0.0", d(1))
+    assert back.observed_at == back.changed_at == 260 and not back.blocked and back.bad_digest is None
+    assert head(store) == ("1.0.0", d(1), None)
+    assert store.tags.roll_back_head(KEY, d(2), 270) is None  # done once: the head is no longer at it
+    assert store.tags.roll_back_head(KEY, d(1), 280) is None  # nothing before 1.0.0 is known
+
+
+def test_a_rollback_does_not_undo_a_newer_move(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    move(store, "1.2.0", d(3), 300)  # moved on before the rollback of 1.1.0 was decided
+    assert store.tags.roll_back_head(KEY, d(2), 400) is None
+    assert head(store)[:2] == ("1.2.0", d(3))
+
+
+def test_the_failed_version_is_marked_bad_before_the_head_returns(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    assert mark_failed(store, KEY, d(2), "failed", 300) == "1.1.0"
+    assert set(store.versions.bad([REPO])[REPO]) == {"1.1.0"}
+    assert return_to_previous(store, KEY, d(2), 310) == "1.0.0"
+    # a check that chose 1.1.0 before the rollback does not move the head back up to it
+    assert move(store, "1.1.0", d(2), 320) is TagOutcome.STALE
+    assert head(store)[:2] == ("1.0.0", d(1))
+
+
+def test_no_return_to_a_version_a_person_held_back(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    store.versions.mark_bad(REPO, BadVersion("1.0.0", "", "held back", 150))
+    mark_failed(store, KEY, d(2), "failed", 300)
+    assert return_to_previous(store, KEY, d(2), 310) is None
+    assert head(store)[:2] == ("1.1.0", d(2))
+
+
+def test_clear_unblocks_a_head_that_stayed_and_reopens_its_halted_promotion(store: State) -> None:
+    """A version rejected at an approval (or failed with nothing before it): the head stayed on it,
+    blocked, its promotion halted. After `tagpin clear` the channel rolls it again."""
+    move(store, "1.1.0", d(2), 200)
+    store.promotions.start(
+        KEY, d(2), 200, 210, trigger=Trigger.WEBHOOK, correlation_id=None, dry_run=False, tag="1.1.0"
+    )
+    assert store.promotions.end(KEY, d(2), PromotionStatus.HALTED, 220, "rejected")
+    assert store.tags.mark_bad(KEY, d(2), "rejected", 220)
+    store.versions.mark_bad(REPO, BadVersion("1.1.0", d(2), "rejected", 220))
+    scripted = ScriptedRegistry({f"{REPO}:1.1.0": d(2)}, media_type=OCI_MANIFEST)
+    queue = ListQueue()
+    downgrades = Downgrades(Channels(scripted, store), scripted, queue, FakeClock(300, step=1))
+    assert downgrades.clear(FOLLOWED, "1.1.0", "a person") is True
+    stored = store.tags.get(KEY)
+    assert stored is not None and not stored.blocked and store.promotions.get(KEY) is None
+    assert store.versions.bad([REPO]) == {}
+    assert downgrades.clear(FOLLOWED, "1.1.0", "a person") is False  # nothing left to clear
+    # the next check enqueues it again, and a promotion of it starts
+    Detector(scripted, store, queue).detect(
+        FOLLOWED, trigger=Trigger.POLL, ref=FOLLOWED.channel_key.at("1.1.0")
+    )  # type: ignore[union-attr]
+    (change,) = queue.sent
+    assert (change.tag, change.digest) == ("1.1.0", d(2))
+    started = store.promotions.start(
+        KEY, d(2), change.observed_at, 400, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+    )
+    assert started is not None and started.started and started.status is PromotionStatus.ROLLING
+
+
+def test_a_poll_records_a_new_version_with_the_same_bytes(store: State) -> None:
+    """1.1.1 is pushed with 1.1.0's bytes: the head's version moves (its digest does not), so the
+    targets are pinned to repository:1.1.1@<digest>."""
+    scripted = ScriptedRegistry({f"{REPO}:1.1.0": d(2)}, media_type=OCI_MANIFEST, clock=FakeClock(1000.0))
+
+    def poll() -> None:
+        Poller(
+            Detector(scripted, store, ListQueue()),
+            scripted,
+            store,
+            lambda _host: Registry(),
+            monotonic=scripted.clock,
+            channels=Channels(scripted, store),
+        ).run([FOLLOWED])
+
+    poll()
+    (target,) = FOLLOWED.targets  # it runs the head: the next poll settles the digest
+    assert store.targets.claim(target.id, KEY, d(2), 1, Trigger.POLL, 2)
+    assert store.targets.finish(target.id, d(2), TargetStatus.APPLIED, 3, trigger=Trigger.POLL)
+    poll()
+    assert store.digests.all() == {KEY: d(2)}  # settled: a steady poll reads nothing of its own
+    assert head(store)[:2] == ("1.1.0", d(2))
+    scripted.answers[f"{REPO}:1.1.1"] = d(2)
+    poll()
+    assert head(store)[:2] == ("1.1.1", d(2))
