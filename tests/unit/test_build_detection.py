@@ -114,7 +114,7 @@ def test_no_313_anywhere_prints_nothing_and_make_says_so(tmp_path: Path) -> None
     found = _run([str(FIND_PYTHON), "3.13"], bin_dir)
     assert (found.returncode, found.stdout) == (1, "")
     venv = tmp_path / "repo"
-    (venv / "tools").mkdir()
+    (venv / "tools").mkdir(parents=True)
     shutil.copy(FIND_PYTHON, venv / "tools" / "find-python")
     shutil.copy(ROOT / "Makefile", venv / "Makefile")
     for name in ("requirements-dev.txt", "requirements-sam.txt", "pyproject.toml"):
