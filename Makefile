@@ -70,7 +70,8 @@ demo: venv tools
 local: venv tools
 	$(VENV)/bin/tagpin local
 
-test: venv tools
+# The SAM transform tests (tests/support/sam_transform.py) run aws-sam-translator from .venv-sam.
+test: venv tools $(SAM_VENV)/.installed
 	$(PY) -m pytest tests/unit tests/integration tests/e2e $(PYTEST_ARGS)
 
 lint: venv
