@@ -108,8 +108,18 @@ def test_a_denied_recursion_read_is_not_checked_rather_than_failed(lam: Stubber)
 def test_a_new_accounts_quota_warns_that_no_reservation_can_be_deployed(lam: Stubber) -> None:
     answer(lam, quota=10)
     result = results()["consumer concurrency"]
-    assert result.status is Status.WARN and "10 unreserved" in result.detail
+    assert result.status is Status.WARN and "a new account's quota" in result.detail
+    assert "keeps 10 of it unreserved" in result.detail
     assert "ConsumerReservedConcurrency=0" in result.fix and "L-B99A9384" in result.fix
+
+
+def test_a_quota_with_room_for_a_reservation_passes_and_one_without_warns(lam: Stubber) -> None:
+    answer(lam, quota=101)  # 101 - 100 = 1 left to reserve, and an event source needs 2
+    warned = results()["consumer concurrency"]
+    assert warned.status is Status.WARN and "keeps 100 of it unreserved" in warned.detail
+    assert "a new account's quota" not in warned.detail
+    answer(lam, quota=102)
+    assert results()["consumer concurrency"].status is Status.OK
 
 
 def test_a_queue_allowed_more_batches_than_reserved_fails(lam: Stubber) -> None:

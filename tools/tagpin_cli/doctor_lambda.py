@@ -7,10 +7,11 @@
   deployed before it did, or a hand-made change, shows here).
 - concurrency: the account's quota of concurrent executions (``lambda:GetAccountSettings``), the
   consumer's reservation (``lambda:GetFunctionConcurrency``) and its queue's maximum concurrency
-  (``lambda:ListEventSourceMappings``). A new account's quota is 10, and Lambda keeps 10
-  unreserved: no ``ConsumerReservedConcurrency`` can be deployed there, and every function shares
-  those 10. A queue allowed more concurrent batches than the consumer has reserved gets its
-  batches throttled (they return to the queue and count towards the dead-letter queue).
+  (``lambda:ListEventSourceMappings``). Lambda keeps 100 of the quota unreserved (all of it below
+  100): on a new account, whose quota is 10, no ``ConsumerReservedConcurrency`` can be deployed,
+  and every function shares those 10. A queue allowed more concurrent batches than the consumer
+  has reserved gets its batches throttled (they return to the queue and count towards the
+  dead-letter queue).
 
 Locally the runtime models the loop guard from template.yaml (``tagpin_local.recursion``) and has
 no concurrency quota: skipped.
@@ -23,7 +24,8 @@ from typing import Any
 from tagpin_cli.doctor import Result, Seat, Status, _short
 
 CHECK = "lambda"
-NEW_ACCOUNT_QUOTA = 10  # concurrent executions of a new account; Lambda keeps 10 unreserved
+UNRESERVED_FLOOR = 100  # Lambda keeps this much of the quota unreserved (all of a smaller quota)
+NEW_ACCOUNT_QUOTA = 10  # a new account's concurrent executions
 QUOTA_FIX = (
     "request a higher 'Concurrent executions' quota (Service Quotas, AWS Lambda, L-B99A9384); "
     "until then deploy with ConsumerReservedConcurrency=0"
@@ -123,15 +125,20 @@ def _concurrency(name: str) -> list[Result]:
                 "ConsumerReservedConcurrency)",
             )
         ]
-    if quota is not None and int(quota) <= NEW_ACCOUNT_QUOTA:
-        return [
-            Result(
-                CHECK,
-                subject,
-                Status.WARN,
-                f"{figures}: a new account's quota; Lambda keeps {NEW_ACCOUNT_QUOTA} unreserved, so "
-                "ConsumerReservedConcurrency cannot be deployed and every function shares these",
-                QUOTA_FIX,
-            )
-        ]
+    unreserved = limits.get("UnreservedConcurrentExecutions")
+    if reserved is None and quota is not None and unreserved is not None:
+        room = int(unreserved) - min(UNRESERVED_FLOOR, int(quota))  # what a reservation may take
+        if room < 2:  # the event source's minimum
+            account = "a new account's quota; " if int(quota) <= NEW_ACCOUNT_QUOTA else ""
+            return [
+                Result(
+                    CHECK,
+                    subject,
+                    Status.WARN,
+                    f"{figures}: {account}Lambda keeps {min(UNRESERVED_FLOOR, int(quota))} of it "
+                    "unreserved, so no ConsumerReservedConcurrency can be deployed and every function "
+                    "shares the rest",
+                    QUOTA_FIX,
+                )
+            ]
     return [Result(CHECK, subject, Status.OK, figures)]
