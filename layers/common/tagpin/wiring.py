@@ -70,10 +70,12 @@ def clock() -> int:
 
 
 @cache
-def aws(service: str) -> Any:
+def aws(service: str, region: str | None = None) -> Any:
+    """A client of ``service`` in the function's region, or in ``region``."""
     import boto3
 
-    return boto3.session.Session().client(service)
+    session = boto3.session.Session()
+    return session.client(service) if region is None else session.client(service, region_name=region)
 
 
 @cache
@@ -450,7 +452,7 @@ def trust_material() -> TrustMaterial:
     """Signature gates' keys: inline, from the secret store (``tagpin/signing/...``) or AWS KMS."""
     from tagpin.adapters.signatures.material import StoredTrustMaterial
 
-    return StoredTrustMaterial(secret_text, lambda: aws("kms"), max_age=SECRET_MAX_AGE)
+    return StoredTrustMaterial(secret_text, lambda region: aws("kms", region), max_age=SECRET_MAX_AGE)
 
 
 @cache
