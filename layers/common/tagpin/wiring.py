@@ -284,10 +284,8 @@ def webhook_service() -> WebhookService:
     def webhook_secrets() -> dict[str, Any]:  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
         try:
             return secret_json(secret_name)
-        except SecretNotFound:
-            raise NotConfigured(
-                f"the webhook secret {secret_name} does not exist yet: create it (docs/deploying.md)"
-            ) from None
+        except SecretNotFound as exc:
+            raise NotConfigured(f"the webhook secret: {exc}: create it (docs/deploying.md)") from None
 
     return WebhookService(
         sources=SOURCES,
