@@ -16,18 +16,23 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-# The runtime is python3.13; pyenv provides it on these machines, a system python3.13 works too.
-PY313 := $(shell PYENV_VERSION=3.13.0 python -c 'import sys; print(sys.executable if sys.version_info[:2] == (3, 13) else "")' 2>/dev/null || command -v python3.13)
+# The runtime is python3.13: the first of python3.13, python3, python on PATH that is 3.13, else
+# pyenv's newest 3.13.x (tools/find-python; no patch version named here).
+PY313 := $(shell tools/find-python 3.13)
+NO_PY313 := echo "error: Python 3.13 not found (python3.13 on PATH, or pyenv install 3.13)" >&2; exit 1
 VENV := .venv
 PY := $(VENV)/bin/python
 SAM_VENV := .venv-sam
-SAM_ENV := SAM_CLI_TELEMETRY=0 PYENV_VERSION=3.11.7:3.13.0 PATH="$(CURDIR)/$(SAM_VENV)/bin:$$PATH"
+# sam build looks for python3.13 on PATH (the functions' builder): .venv-sam/bin has it (a venv of
+# PY313); the layer Makefiles run PYTHON, the interpreter itself (not the venv: its packages would
+# hide a distribution the layer lacks from the layer's import smoke test).
+SAM_ENV := SAM_CLI_TELEMETRY=0 PYTHON="$(PY313)" PATH="$(CURDIR)/$(SAM_VENV)/bin:$$PATH"
 
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
 
 $(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/kubernetes/requirements.txt functions/webhook/requirements.txt functions/console/requirements.txt pyproject.toml
-	@if [ -z "$(PY313)" ]; then echo "error: Python 3.13 not found (pyenv 3.13.0 or python3.13 on PATH)" >&2; exit 1; fi
+	@[ -n "$(PY313)" ] || { $(NO_PY313); }
 	@[ -x $(PY) ] || $(PY313) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
@@ -37,6 +42,7 @@ $(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/k
 venv: $(VENV)/.installed
 
 $(SAM_VENV)/.installed: requirements-sam.txt
+	@[ -n "$(PY313)" ] || { $(NO_PY313); }
 	@[ -x $(SAM_VENV)/bin/python ] || $(PY313) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/python -m pip install -q -r requirements-sam.txt
 	@touch $@
@@ -65,7 +71,8 @@ demo: venv tools
 local: venv tools
 	$(VENV)/bin/tagpin local
 
-test: venv tools
+# The SAM transform tests (tests/support/sam_transform.py) run aws-sam-translator from .venv-sam.
+test: venv tools $(SAM_VENV)/.installed
 	$(PY) -m pytest tests/unit tests/integration tests/e2e $(PYTEST_ARGS)
 
 lint: venv
@@ -94,7 +101,7 @@ bench-poll: venv tools
 # build directory of its own so that .aws-sam/build (what `sam deploy` uploads) stays arm64.
 bench-coldstart: venv $(SAM_VENV)/.installed
 	LAYER_PLATFORM=manylinux2014_x86_64 $(SAM_ENV) sam build --build-dir .aws-sam/build-host
-	PYENV_VERSION=3.11.7:3.13.0 $(PY) bench/coldstart.py --build-dir .aws-sam/build-host
+	$(PY) bench/coldstart.py --build-dir .aws-sam/build-host --python "$(PY313)"
 
 bench-reconcile: venv
 	$(PY) bench/reconcile.py

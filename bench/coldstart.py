@@ -245,9 +245,7 @@ def main() -> int:
         check=True,
     ).stdout.strip()
     if not version.startswith("3.13."):
-        sys.exit(
-            f"{args.python} is Python {version}; the runtime is python3.13 (set PYENV_VERSION=3.11.7:3.13.0)"
-        )
+        sys.exit(f"{args.python} is Python {version}; the runtime is python3.13 (give --python)")
 
     layout = built_layout(args.build_dir)
     WORK.mkdir(parents=True, exist_ok=True)

@@ -30,10 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 import yaml
 from tagpin import wiring
+from tagpin.adapters.lambda_parts import part_event
 from tagpin.domain.messages import Trigger
+from tagpin.domain.shards import PollPart
 from tagpin.ports.state import TargetStatus
 from tagpin_local.cosign import Signer, sign_image
 from tagpin_local.http_adapter import WEBHOOK_ROUTE
@@ -65,6 +68,7 @@ REGISTRY_SECRET = "tagpin/registries/local"
 NOTIFY_SECRET = "tagpin/notifications/hooks"
 SIGNING_SECRET = "tagpin/signing/release"
 FUNCTIONS = ("poller", "webhook", "consumer", "reconciler", "console")
+PARTS = 2  # PollParts: the scheduled poll starts its parts (lambda:InvokeFunction, PollerPartsPolicy)
 DEADLINE_S = 60.0
 ROLLOUT_S = 0.5
 SLOW_ROLLOUT_S = 8.0  # cluster stage: its verifications find the rollout progressing, again later
@@ -87,6 +91,8 @@ class World:
             "KmsKeyArn": self.key,
             "ClusterRoleArns": CLUSTER_ROLE,
             "SigningKmsKeyArns": self.signing_key,
+            "RegistryRoleArns": REGISTRY_ROLE,
+            "PollParts": str(PARTS),
             "SecretStore": self.st.options.secret_store,
         }
 
@@ -129,6 +135,11 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
     extra = {name: KubeSim(tls=True, rollout_delay=ROLLOUT_S) for name in ("eks", "cross")}
     registries = {"ecr": RegistryServer(), "ecr-cross": RegistryServer()}
     with LocalStack(options) as st:
+        # Lambda's Invoke answered without running anything (moto's Lambda without Docker): the
+        # parts of a split poll are recorded as they are started, then run here as Lambda would.
+        httpx.post(
+            f"{st.aws_endpoint}/moto-api/config", json={"lambda": {"use_docker": False}}
+        ).raise_for_status()
         try:
             for kube in extra.values():
                 kube.start()
@@ -136,6 +147,7 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
                 registry.start()
             yield _build(st, extra, registries)
         finally:
+            httpx.post(f"{st.aws_endpoint}/moto-api/config", json={"lambda": {"use_docker": True}})
             for kube in extra.values():
                 kube.stop()
             for registry in registries.values():
@@ -323,6 +335,9 @@ def run_everything(w: World) -> None:
     st.functions["webhook"].invoke(ecr_event)
     # poller: every registry kind (a secret, an ECR token, an ECR token through a registry role)
     st.run_poller()
+    # a poll split in parts (PollParts): the scheduled invocation starts them (asynchronous
+    # invocations of the poller itself), then each runs as Lambda runs it
+    split_poll(st)
     # consumer: the first wave (kubeconfig clusters; one refuses connections), verified,
     # promoted to the second (EKS: this account's, and another account's through a cluster role)
     targets = [
@@ -380,6 +395,23 @@ def run_everything(w: World) -> None:
     )  # fmt: skip
     notify(w, "ecr", digests["ecr"], "d-3")
     console(w)
+
+
+def split_poll(st: LocalStack) -> None:
+    import os
+
+    saved = os.environ.get("TAGPIN_POLL_PARTS")
+    os.environ["TAGPIN_POLL_PARTS"] = str(PARTS)
+    try:
+        assert st.run_poller() == {"parts": PARTS}
+        for index in range(PARTS):
+            done = st.functions["poller"].invoke(part_event(PollPart(index, PARTS)))
+            assert done["part"] == f"{index}of{PARTS}", done
+    finally:
+        if saved is None:
+            os.environ.pop("TAGPIN_POLL_PARTS", None)
+        else:
+            os.environ["TAGPIN_POLL_PARTS"] = saved
 
 
 def console(w: World) -> None:

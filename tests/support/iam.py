@@ -239,6 +239,10 @@ def requests_of(
             return one(operation, _arn("ecr", region, registry, f"repository/{params['repositoryName']}"))
     if service == "kms" and operation in ("Decrypt", "GetPublicKey"):
         return one(operation, key_arn(params["KeyId"], region, account))
+    if service == "lambda" and operation == "Invoke":  # a split poll's parts: the poller itself
+        name = str(params["FunctionName"])
+        arn = name if name.startswith("arn:") else _arn("lambda", region, account, f"function:{name}")
+        return [Request("lambda:InvokeFunction", arn)]
     raise Underivable(f"no IAM requests known for {service}:{operation}: add a rule to tests/support/iam.py")
 
 
@@ -502,6 +506,12 @@ def _physical(
     kinds = {k: v["Type"] for k, v in template["Resources"].items()}
     for logical, kind in kinds.items():
         attrs[logical] = _attributes(kind, f"tagpin-{logical}")
+    # the function itself, by the name the local runtime invokes it under (LocalContext)
+    attrs[function] = _attributes("AWS::Serverless::Function", f"tagpin-{ts.settings_key(props)}")
+    attrs[f"{function}Role"] = {
+        "Ref": f"{function}Role",
+        "Arn": _arn("iam", "", ACCOUNT, f"role/{function}Role"),
+    }
     for name, value in props.get("Environment", {}).get("Variables", {}).items():
         if not (isinstance(value, dict) and set(value) == {"Ref"} and name in environment):
             continue
@@ -527,6 +537,8 @@ def _attributes(kind: str, physical: str) -> dict[str, str]:
         return {"Ref": arn, "TopicArn": arn, "TopicName": arn.rsplit(":", 1)[1]}
     if kind == "AWS::Logs::LogGroup":
         return {"Ref": physical, "Arn": _arn("logs", REGION, ACCOUNT, f"log-group:{physical}:*")}
+    if kind == "AWS::Serverless::Function":
+        return {"Ref": physical, "Arn": _arn("lambda", REGION, ACCOUNT, f"function:{physical}")}
     return {"Ref": physical, "Arn": _arn("unknown", REGION, ACCOUNT, physical)}
 
 
@@ -621,6 +633,21 @@ def _role(
     for kind, destination in _destinations(props, params, attrs):
         statement = {"Effect": "Allow", "Action": DESTINATION_ACTIONS[kind], "Resource": destination}
         granted.append(Granted("EventInvokeConfig destination", statement, sam=f"an {kind} destination"))
+    # AWS::IAM::Policy resources attached to the function's role (PollerPartsPolicy), when created
+    for logical, resource in template["Resources"].items():
+        if (
+            resource["Type"] != "AWS::IAM::Policy"
+            or {"Ref": f"{fn}Role"} not in resource["Properties"]["Roles"]
+        ):
+            continue
+        condition = resource.get("Condition")
+        decided = {k: v for k, v in params.items() if k in template["Parameters"]}
+        if condition is not None and not ts.evaluate(template, {"Condition": condition}, decided):
+            continue
+        document = ts.evaluate(template, resource["Properties"]["PolicyDocument"], decided)
+        for index, statement in enumerate(ts.as_list(document["Statement"])):
+            sid = f"{logical}.{statement.get('Sid') or index}"
+            granted.append(Granted(sid, _resolve(statement, params, attrs)))
     return Role(fn, tuple(granted))
 
 
@@ -658,21 +685,53 @@ def platform_calls(
             Request(f"sqs:{a}", queue) for a in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
         )
         calls.append(Call(function, "lambda:event source mapping", requests, environment=env))
-    for kind, destination in _destinations(props, params, attrs):
-        calls.append(
-            Call(
-                function,
-                "lambda:OnFailure destination",
-                (Request(DESTINATION_ACTIONS[kind], destination),),
-                environment=env,
+    # Only an asynchronous invocation can fail into its destination: a schedule, an EventBridge
+    # rule, an Invoke by a role (a split poll's parts). The others' destinations stay unused.
+    if invoked_asynchronously(fn):
+        for kind, destination in _destinations(props, params, attrs):
+            calls.append(
+                Call(
+                    function,
+                    "lambda:OnFailure destination",
+                    (Request(DESTINATION_ACTIONS[kind], destination),),
+                    environment=env,
+                )
             )
-        )
+    if ts.evaluate(template, props.get("Tracing"), params) == "Active":  # Lambda sends its traces
+        requests = (Request("xray:PutTraceSegments", "*"), Request("xray:PutTelemetryRecords", "*"))
+        calls.append(Call(function, "lambda:tracing", requests, environment=env))
     group = props.get("LoggingConfig", {}).get("LogGroup")
     if group is not None:
         stream = _arn("logs", REGION, ACCOUNT, f"log-group:{_resolve(group, params, attrs)}:log-stream:local")
         requests = (Request("logs:CreateLogStream", stream), Request("logs:PutLogEvents", stream))
         calls.append(Call(function, "lambda:logs", requests, environment=env))
     return calls
+
+
+ASYNCHRONOUS_SOURCES = ("Schedule", "ScheduleV2", "EventBridgeRule", "CloudWatchEvent", "SNS", "S3")
+
+
+def invoked_asynchronously(logical: str) -> bool:
+    """An event source that invokes the function asynchronously, or lambda:InvokeFunction on it in a
+    policy of the template (the poller's parts)."""
+    ts = _template()
+    template = _loaded()
+    kinds = {e["Type"] for e in (ts.function_props(template, logical).get("Events") or {}).values()}
+    invoked = any(
+        "lambda:InvokeFunction" in str(s.get("Action"))
+        and s.get("Resource") == {"Fn::GetAtt": [logical, "Arn"]}
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for s in ts.as_list(r["Properties"]["PolicyDocument"]["Statement"])
+    )
+    return bool(kinds & set(ASYNCHRONOUS_SOURCES)) or invoked
+
+
+# What SAM's managed policies grant that no call of a tagpin stack can use, and why it stays: SAM
+# attaches AWSLambdaBasicExecutionRole to every role it makes (and AWSLambdaSQSQueueExecutionRole
+# repeats it), and Lambda creates a function's log group only when it does not exist; the
+# template creates each one (LoggingConfig.LogGroup).
+UNUSABLE_SAM_GRANTS = frozenset({("logs:CreateLogGroup", "*")})
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -698,7 +757,9 @@ def denied(calls: Sequence[Call], parameters: Mapping[str, str] | None = None) -
 def unused(
     calls: Sequence[Call], functions: Sequence[str], parameters: Mapping[str, str] | None = None
 ) -> list[str]:
-    """Each action x resource of each of the template's own statements that no call allows."""
+    """Each action x resource of each statement of each role that no call allows: the template's
+    own, the policies attached to the role (PollerPartsPolicy), and what SAM adds (its managed
+    policies, the destination's) but ``UNUSABLE_SAM_GRANTS``."""
     problems = []
     for function in functions:
         mine = [c for c in calls if c.function == function and c.principal is None and c.error is None]
@@ -709,10 +770,10 @@ def unused(
             granted = role(function, dict(environment), parameters)
             requests = [r for c in mine if c.environment == environment for r in c.requests]
             for g in granted.statements:
-                if g.sam is not None:
-                    continue
                 for action in as_list(g.statement.get("Action", [])):
                     for resource in as_list(g.statement.get("Resource", [])):
+                        if g.sam is not None and (action, resource) in UNUSABLE_SAM_GRANTS:
+                            continue
                         part = Statement(
                             {"Effect": g.statement["Effect"], "Action": action, "Resource": resource}
                         )

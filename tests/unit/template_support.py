@@ -146,13 +146,18 @@ def evaluate(template: dict[str, Any], value: Any, params: dict[str, str]) -> An
                 value = params.get(arg, parameters[arg].get("Default"))
                 if parameters[arg]["Type"] == "CommaDelimitedList":
                     return str(value).split(",")
-                return value
+                # CloudFormation hands every parameter value over as a string (a Number's too):
+                # Fn::Equals [!Ref ConsumerReservedConcurrency, "0"] compares strings
+                return str(value) if parameters[arg]["Type"] == "Number" else value
             if key == "Fn::Join":
                 return str(arg[0]).join(str(x) for x in ev(arg[1]))
             if key == "Condition":
                 return bool(ev(conditions[arg]))
-            if key == "Fn::Equals":
-                return ev(arg[0]) == ev(arg[1])
+            if key == "Fn::Equals":  # CloudFormation compares scalars as strings ("1" == 1)
+                left, right = ev(arg[0]), ev(arg[1])
+                if isinstance(left, int | float | str) and isinstance(right, int | float | str):
+                    return str(left) == str(right)
+                return left == right
             if key == "Fn::Not":
                 return not ev(arg[0])
             if key == "Fn::And":

@@ -1,12 +1,17 @@
-"""The console in template.yaml: only with an issuer (ConsoleJwtIssuer), every route behind the JWT
-authorizer on the webhook's HTTP API, the webhook's route without one, an integration that waits as
-long as the function may run, invoked only by that API's console routes, and a role scoped to the
-state table, the changes queue, its dead-letter queue and the configuration."""
+"""The console in template.yaml: only with an issuer (ConsoleJwtIssuer), on an HTTP API of its own
+whose every route is in the OpenAPI body SAM generates (behind the JWT authorizer, but Slack's
+button clicks), never a separate ``AWS::ApiGatewayV2`` resource: those are deleted by the next
+stack update that changes the body (API Gateway re-imports it; aws/serverless-application-model
+#1971). Checked on the template as written and on what SAM's transform makes of it
+(tests/support/sam_transform.py). The integration waits as long as the function may run, the
+function is invoked only by that API's routes, and its role is scoped to the state table, the
+changes queue, its dead-letter queue and the configuration."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tests.support.sam_transform import transformed
 from tests.unit.template_support import (
     evaluate,
     events_of_type,
@@ -16,17 +21,36 @@ from tests.unit.template_support import (
     template,  # noqa: F401 (the module fixture)
 )
 
-CONSOLE = (
-    "ConsoleFunction", "ConsoleLogGroup", "ConsoleJwtAuthorizer", "ConsoleIntegration", "ConsoleRoot",
-    "ConsolePages", "ConsoleActions", "ConsoleInvokePermission", "SlackActions",
-    "SlackActionsInvokePermission",
-)  # fmt: skip
-ROUTES = {"GET /console", "GET /console/{proxy+}", "POST /console/{proxy+}"}
-SLACK_ROUTE = "POST /slack/actions"  # Slack's button clicks: verified in code (no JWT from Slack)
+CONSOLE = ("ConsoleFunction", "ConsoleLogGroup", "ConsoleApi")
+ROUTES = {("GET", "/console"), ("GET", "/console/{proxy+}"), ("POST", "/console/{proxy+}")}
+SLACK_ROUTE = ("POST", "/slack/actions")  # Slack's button clicks: verified in code (no JWT from Slack)
+ISSUER = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Example"
+# Resources that attach to an API from outside its OpenAPI body: none may exist.
+OUTSIDE_THE_BODY = (
+    "AWS::ApiGatewayV2::Route",
+    "AWS::ApiGatewayV2::Integration",
+    "AWS::ApiGatewayV2::Authorizer",
+    "AWS::ApiGatewayV2::Model",
+    "AWS::ApiGatewayV2::RouteResponse",
+    "AWS::ApiGatewayV2::IntegrationResponse",
+)
 
 
-def _routes(tpl: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in resources(tpl).items() if v["Type"] == "AWS::ApiGatewayV2::Route"}
+def _unwrap(value: Any) -> Any:
+    """The value of SAM's ``Fn::If [ConsoleEnabled, value, NoValue]`` wrappers."""
+    while isinstance(value, dict) and set(value) == {"Fn::If"}:
+        assert value["Fn::If"][0] == "ConsoleEnabled" and value["Fn::If"][2] == {"Ref": "AWS::NoValue"}
+        value = value["Fn::If"][1]
+    return value
+
+
+def _operations(api: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    body = api["Properties"]["Body"]
+    return {
+        (method.upper(), path): _unwrap(operation)
+        for path, item in body["paths"].items()
+        for method, operation in _unwrap(item).items()
+    }
 
 
 def test_no_issuer_no_console(template):  # noqa: F811
@@ -37,34 +61,47 @@ def test_no_issuer_no_console(template):  # noqa: F811
     }
     for name in CONSOLE:
         assert resources(template)[name].get("Condition") == "ConsoleEnabled", name
-    for name in ("ConsoleFunctionName", "ConsoleUrl"):
+    for name in ("ConsoleFunctionName", "ConsoleUrl", "SlackActionsUrl"):
         assert template["Outputs"][name]["Condition"] == "ConsoleEnabled"
     assert not evaluate(template, {"Condition": "ConsoleEnabled"}, {})
-    assert evaluate(template, {"Condition": "ConsoleEnabled"}, {"ConsoleJwtIssuer": "https://issuer.example"})
+    assert evaluate(template, {"Condition": "ConsoleEnabled"}, {"ConsoleJwtIssuer": ISSUER})
+    # what SAM generates for the console carries the condition too
+    generated = transformed(ConsoleJwtIssuer=ISSUER)["Resources"]
+    console = {k for k in generated if k.startswith("Console")}
+    assert {"ConsoleApi", "ConsoleFunction", "ConsoleFunctionRole"} <= console
+    assert {generated[k].get("Condition") for k in console} <= {"ConsoleEnabled", "ConsoleDetailed"}
 
 
-def test_every_console_route_is_behind_the_jwt_authorizer(template):  # noqa: F811
-    routes = _routes(template)
-    assert {r["Properties"]["RouteKey"] for r in routes.values()} == ROUTES | {SLACK_ROUTE}
-    (slack,) = [r["Properties"] for r in routes.values() if r["Properties"]["RouteKey"] == SLACK_ROUTE]
-    assert "AuthorizerId" not in slack and slack.get("AuthorizationType", "NONE") == "NONE"
-    assert slack["Target"] == {"Fn::Sub": "integrations/${ConsoleIntegration}"}
-    permission = resources(template)["SlackActionsInvokePermission"]["Properties"]
-    assert permission["SourceArn"]["Fn::Sub"].endswith(":${WebhookApi}/*/POST/slack/actions")
-    routes = {k: v for k, v in routes.items() if v["Properties"]["RouteKey"] != SLACK_ROUTE}
-    for name, route in routes.items():
-        props = route["Properties"]
-        assert props["ApiId"] == {"Ref": "WebhookApi"}, name
-        assert props["AuthorizationType"] == "JWT", name
-        assert props["AuthorizerId"] == {"Ref": "ConsoleJwtAuthorizer"}, name
-        assert props["Target"] == {"Fn::Sub": "integrations/${ConsoleIntegration}"}, name
-    authorizer = resources(template)["ConsoleJwtAuthorizer"]["Properties"]
-    assert authorizer["AuthorizerType"] == "JWT" and authorizer["ApiId"] == {"Ref": "WebhookApi"}
-    assert authorizer["IdentitySource"] == ["$request.header.Authorization"]
-    assert authorizer["JwtConfiguration"] == {
-        "Issuer": {"Ref": "ConsoleJwtIssuer"},
-        "Audience": {"Ref": "ConsoleJwtAudience"},
+def test_no_route_lives_outside_an_apis_body(template):  # noqa: F811
+    for tpl in (template, transformed(ConsoleJwtIssuer=ISSUER)):
+        outside = {k: v["Type"] for k, v in resources(tpl).items() if v["Type"] in OUTSIDE_THE_BODY}
+        assert outside == {}
+
+
+def test_every_console_route_is_in_its_apis_body_behind_the_jwt_authorizer(template):  # noqa: F811
+    events = events_of_type(function_props(template, "ConsoleFunction"), "HttpApi")
+    assert {e["ApiId"]["Ref"] for e in events} == {"ConsoleApi"}
+    generated = transformed(ConsoleJwtIssuer=ISSUER, ConsoleJwtAudience="client-id")["Resources"]
+    operations = _operations(generated["ConsoleApi"])
+    assert set(operations) == ROUTES | {SLACK_ROUTE}
+    for route in ROUTES:
+        assert operations[route]["security"] == [{"ConsoleJwt": []}], route
+    assert operations[SLACK_ROUTE]["security"] == [{"NONE": []}]  # SAM's "Authorizer: NONE"
+    for route, operation in operations.items():
+        integration = operation["x-amazon-apigateway-integration"]
+        assert integration["type"] == "aws_proxy" and integration["payloadFormatVersion"] == "2.0", route
+        assert "${ConsoleFunction.Arn}" in _unwrap(integration["uri"])["Fn::Sub"], route
+    scheme = generated["ConsoleApi"]["Properties"]["Body"]["components"]["securitySchemes"]["ConsoleJwt"]
+    authorizer = scheme["x-amazon-apigateway-authorizer"]
+    assert authorizer["type"] == "jwt" and authorizer["identitySource"] == "$request.header.Authorization"
+    assert authorizer["jwtConfiguration"] == {
+        "issuer": {"Ref": "ConsoleJwtIssuer"},
+        "audience": {"Ref": "ConsoleJwtAudience"},
     }
+    # the webhook's API has the webhook's route alone, in its own body, without an authorizer
+    webhook = _operations(generated["WebhookApi"])
+    assert set(webhook) == {("POST", "/webhooks/{source}")}
+    assert "security" not in webhook["POST", "/webhooks/{source}"]
 
 
 def test_the_webhook_route_keeps_no_authorizer(template):  # noqa: F811
@@ -75,18 +112,26 @@ def test_the_webhook_route_keeps_no_authorizer(template):  # noqa: F811
 
 
 def test_the_integration_waits_as_long_as_the_function_runs(template):  # noqa: F811
-    integration = resources(template)["ConsoleIntegration"]["Properties"]
-    assert integration["IntegrationType"] == "AWS_PROXY"
-    assert integration["PayloadFormatVersion"] == "2.0"
-    assert integration["IntegrationUri"] == {"Fn::GetAtt": ["ConsoleFunction", "Arn"]}
     timeout = function_props(template, "ConsoleFunction")["Timeout"]
-    assert timeout * 1000 <= integration["TimeoutInMillis"] <= 30_000
+    for event in events_of_type(function_props(template, "ConsoleFunction"), "HttpApi"):
+        assert event["PayloadFormatVersion"] == "2.0"
+        assert timeout * 1000 <= event["TimeoutInMillis"] <= 30_000
 
 
-def test_only_the_console_routes_may_invoke_it(template):  # noqa: F811
-    permission = resources(template)["ConsoleInvokePermission"]["Properties"]
-    assert permission["Principal"] == "apigateway.amazonaws.com"
-    assert permission["SourceArn"]["Fn::Sub"].endswith(":${WebhookApi}/*/*/console*")
+def test_only_the_console_apis_routes_may_invoke_it() -> None:
+    generated = transformed(ConsoleJwtIssuer=ISSUER)["Resources"]
+    permissions = [
+        r["Properties"]
+        for r in generated.values()
+        if r["Type"] == "AWS::Lambda::Permission"
+        and r["Properties"]["FunctionName"] == {"Ref": "ConsoleFunction"}
+    ]
+    assert len(permissions) == len(ROUTES) + 1
+    for permission in permissions:
+        assert permission["Principal"] == "apigateway.amazonaws.com"
+        source = permission["SourceArn"]["Fn::Sub"]
+        text, variables = source if isinstance(source, list) else (source, {})
+        assert "${__ApiId__}" in text and variables["__ApiId__"] == {"Ref": "ConsoleApi"}
 
 
 def test_the_role_is_what_the_console_calls(template):  # noqa: F811

@@ -19,7 +19,10 @@ from tests.support.iam import (
     Statement,
     Underivable,
     denied,
+    invoked_asynchronously,
+    logical_id,
     parameter_arn,
+    platform_calls,
     requests_of,
     role,
     secret_arn,
@@ -212,3 +215,59 @@ def test_calls_are_attributed_on_the_threads_an_invocation_starts(aws: None) -> 
     assert [(c.function, c.operation) for c in sink.calls] == [
         ("poller", "secretsmanager:GetSecretValue")
     ] * 2
+
+
+def test_unused_covers_what_sam_adds_and_the_policies_attached_to_a_role() -> None:
+    """PollerPartsPolicy (a separate AWS::IAM::Policy) is part of the poller's role when the poll is
+    split, and the unused check sees it; so does it see SAM's statements: the basic execution role
+    (but logs:CreateLogGroup, which SAM always adds and Lambda never needs here), the SQS source's
+    managed policy, the destination of failed asynchronous invocations."""
+    env = tuple(sorted(ENV.items()))
+    poller = "arn:aws:lambda:us-east-1:123456789012:function:tagpin-poller"
+    invoke = Request("lambda:InvokeFunction", poller)
+    assert not role("poller", ENV).allowed(invoke)  # PollParts=1: no such policy
+    split = {"PollParts": "4"}
+    assert role("poller", ENV, split).allowed(invoke)
+    assert requests_of("lambda", "Invoke", {"FunctionName": poller, "InvocationType": "Event"}, REGION) == [
+        invoke
+    ]
+    problems = unused(platform_calls("poller", ENV, split), ["poller"], split)
+    assert (
+        "PollerFunction PollerPartsPolicy.StartPollParts: lambda:InvokeFunction on "
+        + poller
+        + (" is allowed but no call uses it")
+        in problems
+    )
+    assert not any("CreateLogGroup" in p for p in problems)  # SAM's, and unusable: not reported
+    assert not any("AWSLambdaBasicExecutionRole" in p for p in problems)  # the logs' platform calls
+    assert not any("events:PutEvents" in p for p in problems)  # the poller's schedule can fail into it
+    made = [Call("poller", "lambda:Invoke", (invoke,), environment=env)]
+    assert not any("PollerPartsPolicy" in p for p in unused(made, ["poller"], split))
+    # the SQS source's managed policy, used by Lambda's poller (platform_calls), reported otherwise
+    consumer = unused([Call("consumer", "none", (), environment=env)], ["consumer"])
+    assert any(
+        p.startswith("ConsumerFunction AWSLambdaSQSQueueExecutionRole: sqs:ReceiveMessage") for p in consumer
+    )
+    assert not any(
+        "AWSLambdaSQSQueueExecutionRole: sqs:" in p
+        for p in unused(platform_calls("consumer", ENV), ["consumer"])
+    )
+
+
+def test_failed_invocations_reach_a_destination_only_where_they_can_happen() -> None:
+    assert {
+        f: invoked_asynchronously(logical_id(f)) for f in ("poller", "webhook", "consumer", "reconciler")
+    } == {
+        "poller": True,  # its schedule, and its parts
+        "webhook": True,  # the ECR rule
+        "consumer": False,  # Lambda's SQS poller invokes it synchronously
+        "reconciler": True,  # its schedule
+    }
+    operations = {c.operation for c in platform_calls("consumer", ENV)}
+    assert "lambda:OnFailure destination" not in operations
+    assert "lambda:OnFailure destination" in {c.operation for c in platform_calls("reconciler", ENV)}
+    # X-Ray only when traced: no statement without Tracing=Active, used by Lambda's traces with it
+    assert not any(g.sid == "AWSXrayWriteOnlyAccess" for g in role("reconciler", ENV).statements)
+    traced = {"Tracing": "Active"}
+    assert any(g.sid == "AWSXrayWriteOnlyAccess" for g in role("reconciler", ENV, traced).statements)
+    assert "lambda:tracing" in {c.operation for c in platform_calls("reconciler", ENV, traced)}

@@ -67,7 +67,7 @@ KUBERNETES_FUNCTIONS = frozenset({"consumer", "reconciler"})
 REGISTRY_FUNCTIONS = frozenset({"poller", "webhook", "reconciler", "consumer"})
 EKS_CLUSTERS = {"Fn::Sub": "arn:${AWS::Partition}:eks:*:${AWS::AccountId}:cluster/*"}
 ECR_REPOSITORIES = {"Fn::Sub": "arn:${AWS::Partition}:ecr:*:${AWS::AccountId}:repository/*"}
-REGISTRY_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::*:role/tagpin-registry-*"}
+REGISTRY_ROLES = {"Ref": "RegistryRoleArns"}  # registries.<host>.ecr.role_arn: only the roles given
 # The functions that notify rollout events (SNS and the webhooks of rollout.notifications).
 # the reconciler: a hold; the console: a person's decision on an approval (and Slack's signing secret)
 NOTIFYING_FUNCTIONS = frozenset({"consumer", "reconciler", "console"})

@@ -32,21 +32,38 @@ def test_every_eventbridge_event_has_a_dead_letter_queue(template, name):  # noq
 
 
 DEFAULT_BUS = {"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"}
-# Invoked only synchronously, by the HTTP API (no event source, no schedule): no asynchronous
-# invocation of it can fail, so the failed-invocations rule does not list it.
-SYNCHRONOUS_ONLY = ("ConsoleFunction",)
+# Invoked only synchronously, by an HTTP API or Lambda's SQS poller (no schedule, no EventBridge
+# rule, no Invoke of another function): no asynchronous invocation of it can fail, so it has no
+# on-failure destination (and no events:PutEvents in its role) and the failed-invocations rule
+# does not list it.
+SYNCHRONOUS_ONLY = ("ConsoleFunction", "ConsumerFunction")
 ASYNCHRONOUS = tuple(f for f in FUNCTIONS if f not in SYNCHRONOUS_ONLY)
+ASYNCHRONOUS_SOURCES = ("Schedule", "ScheduleV2", "EventBridgeRule", "CloudWatchEvent", "SNS", "S3")
 
 
-def test_the_synchronous_functions_are_invoked_by_the_http_api_only(template):  # noqa: F811
-    for name in SYNCHRONOUS_ONLY:
-        assert not function_props(template, name).get("Events"), name
-        invokers = [
-            r["Properties"]
-            for r in resources(template).values()
-            if r["Type"] == "AWS::Lambda::Permission" and r["Properties"]["FunctionName"] == {"Ref": name}
-        ]
-        assert {p["Principal"] for p in invokers} == {"apigateway.amazonaws.com"}, name
+def _invoked_by_a_role(tpl: Any, name: str) -> bool:
+    """lambda:InvokeFunction on the function in one of the template's own policies (the poller's
+    parts: asynchronous invocations of itself)."""
+    return any(
+        "lambda:InvokeFunction" in str(s.get("Action")) and s.get("Resource") == {"Fn::GetAtt": [name, "Arn"]}
+        for r in resources(tpl).values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    )
+
+
+def test_the_synchronous_functions_are_invoked_synchronously_only(template):  # noqa: F811
+    for name in FUNCTIONS:
+        props = function_props(template, name)
+        kinds = {e["Type"] for e in (props.get("Events") or {}).values()}
+        asynchronous = bool(kinds & set(ASYNCHRONOUS_SOURCES)) or _invoked_by_a_role(template, name)
+        assert asynchronous == (name in ASYNCHRONOUS), name
+        if name in SYNCHRONOUS_ONLY:
+            assert kinds <= {"HttpApi", "SQS"}, name
+            assert "EventInvokeConfig" not in props, f"{name}: events:PutEvents for invocations it never has"
+    rule = resources(template)["FailedInvocationsRule"]["Properties"]["EventPattern"]
+    listed = {p["prefix"]["Fn::GetAtt"][0] for p in rule["detail"]["requestContext"]["functionArn"]}
+    assert listed == set(ASYNCHRONOUS)
 
 
 @pytest.mark.parametrize("name", ASYNCHRONOUS)
@@ -198,6 +215,8 @@ def test_every_function_failure_reaches_an_alarm_that_is_always_on(template, nam
             assert props["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]["Destination"] == DEFAULT_BUS
             (target,) = res["FailedInvocationsRule"]["Properties"]["Targets"]
             assert target["Arn"]["Fn::GetAtt"][0] in alarmed, f"{name}: failed runs raise no alarm"
+        elif kind == "HttpApi" and event["Properties"]["ApiId"] == {"Ref": "ConsoleApi"}:
+            continue  # a person sees the error page and tries again (ConsoleErrorsAlarm: detailed)
         elif kind == "HttpApi":
             # A failed request is retried by its sender and caught by the next poll; with polling
             # off nothing would catch it, so then (or with detailed monitoring) its Errors alarm.

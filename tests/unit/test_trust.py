@@ -341,7 +341,7 @@ def test_keys_come_inline_from_the_secret_store_and_from_kms(aws: None) -> None:
             raise SecretNotFound(f"the SSM parameter /{name} does not exist")
         return secrets[name]
 
-    material = StoredTrustMaterial(secret_text, lambda: kms)
+    material = StoredTrustMaterial(secret_text, lambda region: kms)
     gate = Signatures(
         keys=[{"pem": inline.public_pem}, {"secret": "tagpin/signing/release"}, {"kms": signing}]
     )

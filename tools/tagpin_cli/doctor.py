@@ -11,6 +11,8 @@ What is decided where (docs/troubleshooting.md, "tagpin doctor"):
 - functions (AWS only): each function is active, its last update succeeded and its environment
   has every ``TAGPIN_*`` variable it needs (``tagpin.settings.NEEDS``). Locally the handlers run
   in-process with the local stack's environment: skipped.
+- lambda (AWS only): the consumer's recursive loop setting and concurrency: see
+  :mod:`tagpin_cli.doctor_lambda`.
 - configuration: the SSM parameter exists and validates; the followed tags (configuration and
   the reconciler's index of labelled workloads).
 - secrets: each secret the configuration names (and the webhook's) exists in the stack's secret
@@ -708,10 +710,12 @@ def _short(exc: BaseException) -> str:
 def checks() -> list[tuple[str, Check, bool]]:
     """(name, check, needs the configuration), in order."""
     from tagpin_cli.doctor_clusters import check_clusters
+    from tagpin_cli.doctor_lambda import check_lambda
 
     return [
         ("stack", check_stack, False),
         ("functions", check_functions, False),
+        ("lambda", check_lambda, False),
         ("configuration", check_configuration, False),
         ("secret", check_secrets, True),
         ("registry", check_registries, True),

@@ -29,6 +29,8 @@ from typing import Any, TextIO, cast
 
 from tagpin.domain.deadletters import FAILURE_DETAIL_TYPE
 
+from tagpin_local import recursion
+
 REPO = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -167,6 +169,7 @@ class LocalFunction:
         self.name = name
         self.timeout_s = timeout_s
         self.containers = containers
+        recursion.install()  # the trace header on what its invocations send to SQS
         self._idle: queue.SimpleQueue[Handler] = queue.SimpleQueue()
         self._idle.put(load_handler(name))
         self._slots = threading.BoundedSemaphore(containers)
@@ -192,7 +195,8 @@ class LocalFunction:
             outer = getattr(_running, "active", False)
             _running.active = True
             try:
-                return handler(event, LocalContext(f"tagpin-{self.name}", timeout_s=self.timeout_s))
+                with recursion.invocation(self.name):  # its chain of requests (Lambda's loop guard)
+                    return handler(event, LocalContext(f"tagpin-{self.name}", timeout_s=self.timeout_s))
             finally:
                 _running.active = outer
                 with self._count:

@@ -46,7 +46,8 @@ from tagpin.settings import SecretStore
 
 from tagpin_local.http_adapter import WebhookAdapter, WebhookAdapterHandler
 from tagpin_local.kubesim import KubeSim
-from tagpin_local.lambda_runtime import REGION, LocalFunction, failure_event, scheduled_event, sqs_event
+from tagpin_local.lambda_runtime import REGION, REPO, LocalFunction, failure_event, scheduled_event, sqs_event
+from tagpin_local.recursion import LoopDetector, RecursiveLoop, delivering, recursive_loop_settings
 from tagpin_local.registry_server import RegistryServer
 
 log = logging.getLogger("tagpin.local")
@@ -100,6 +101,9 @@ class StackOptions:
     # accepts, the JWT authorizer's stand-in, which gives its claims).
     console_auth: str = "token"
     jwt_claims: Callable[[str], dict[str, Any] | None] | None = None
+    # Lambda's recursive loop detection (tagpin_local.recursion): each function's RecursiveLoop, as
+    # template.yaml sets it (None), or as given here ({"consumer": "Terminate"}: the guard on).
+    recursive_loop: dict[str, str] | None = None
 
 
 class LocalStack:
@@ -135,6 +139,9 @@ class LocalStack:
         self.observer_url = ""
         self.consumer_errors: list[str] = []
         self._saved_env: dict[str, str | None] = {}
+        settings = recursive_loop_settings(REPO / "template.yaml")
+        settings.update({k: RecursiveLoop(v) for k, v in (self.options.recursive_loop or {}).items()})
+        self.loops = LoopDetector(settings)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Self:
@@ -539,14 +546,21 @@ class LocalStack:
             ).get("Messages", [])
         if not messages:
             return 0
+        # Lambda's loop guard: a record past 16 invocations of the consumer in its chain is not
+        # handed over (RecursiveLoop: Terminate); it stays on the queue, is delivered again, and the
+        # redrive policy dead-letters it after max_receive_count, as SQS does.
+        admitted, lineage = self.loops.admit("consumer", messages)
+        if not admitted:
+            return len(messages)
         try:
-            response = self.functions["consumer"].invoke(sqs_event(messages, self.queue_arn)) or {}
+            with delivering(lineage):
+                response = self.functions["consumer"].invoke(sqs_event(admitted, self.queue_arn)) or {}
             failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         except Exception as exc:  # the whole batch failed: Lambda lets every record reappear
             log.warning("consumer invocation failed: %s", exc)
             self.consumer_errors.append(f"{type(exc).__name__}: {exc}")
-            failed = {m["MessageId"] for m in messages}
-        done = [m for m in messages if m["MessageId"] not in failed]
+            failed = {m["MessageId"] for m in admitted}
+        done = [m for m in admitted if m["MessageId"] not in failed]
         if done:
             sqs.delete_message_batch(
                 QueueUrl=self.queue_url,

@@ -70,10 +70,12 @@ def clock() -> int:
 
 
 @cache
-def aws(service: str) -> Any:
+def aws(service: str, region: str | None = None) -> Any:
+    """A client of ``service`` in the function's region, or in ``region``."""
     import boto3
 
-    return boto3.session.Session().client(service)
+    session = boto3.session.Session()
+    return session.client(service) if region is None else session.client(service, region_name=region)
 
 
 @cache
@@ -282,10 +284,8 @@ def webhook_service() -> WebhookService:
     def webhook_secrets() -> dict[str, Any]:  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
         try:
             return secret_json(secret_name)
-        except SecretNotFound:
-            raise NotConfigured(
-                f"the webhook secret {secret_name} does not exist yet: create it (docs/deploying.md)"
-            ) from None
+        except SecretNotFound as exc:
+            raise NotConfigured(f"the webhook secret: {exc}: create it (docs/deploying.md)") from None
 
     return WebhookService(
         sources=SOURCES,
@@ -450,7 +450,7 @@ def trust_material() -> TrustMaterial:
     """Signature gates' keys: inline, from the secret store (``tagpin/signing/...``) or AWS KMS."""
     from tagpin.adapters.signatures.material import StoredTrustMaterial
 
-    return StoredTrustMaterial(secret_text, lambda: aws("kms"), max_age=SECRET_MAX_AGE)
+    return StoredTrustMaterial(secret_text, lambda region: aws("kms", region), max_age=SECRET_MAX_AGE)
 
 
 @cache

@@ -13,7 +13,9 @@ One name per secret, whatever the store: the configuration names ``tagpin/cluste
   month per secret: for operators who need rotation or values over 8 KB.
 
 Callers get text (``text``) or a JSON object (``json``) and never learn which store answered. A
-secret that does not exist raises ``SecretNotFound`` in either store; other failures propagate
+secret that does not exist raises ``SecretNotFound`` in either store (in Secrets Manager, an
+AccessDenied too: that is its answer for a missing secret the role is granted by ARN, the
+webhook's); other failures propagate
 as powertools raises them (``GetParameterError``, with the service's message: names, never values).
 Nothing here logs a secret.
 """
@@ -27,6 +29,10 @@ from tagpin.settings import SecretStore
 
 # The service's error codes for "no such secret", as powertools quotes them in GetParameterError.
 _NOT_FOUND = ("ParameterNotFound", "ResourceNotFoundException")
+# Secrets Manager's answer to a role granted a secret by its ARN (``secret:NAME-??????``: the 6
+# characters it appends) when that secret does not exist: the name's ARN has no such suffix, so
+# IAM denies before Secrets Manager could say ResourceNotFound.
+_DENIED = "AccessDeniedException"
 
 
 class SecretNotFound(LookupError):
@@ -76,6 +82,12 @@ class Secrets:
                 )
             return parameters.get_secret(name, transform=transform, max_age=self.max_age)
         except parameters.GetParameterError as exc:
-            if not any(code in str(exc) for code in _NOT_FOUND):
-                raise
-            raise SecretNotFound(f"the {self.where(name)} does not exist") from None
+            if any(code in str(exc) for code in _NOT_FOUND):
+                raise SecretNotFound(f"the {self.where(name)} does not exist") from None
+            if self.store is SecretStore.SECRETS_MANAGER and _DENIED in str(exc):
+                raise SecretNotFound(
+                    f"the {self.where(name)} does not exist, or this function's role may not read it "
+                    "(Secrets Manager answers AccessDenied, not ResourceNotFound, for a secret that does "
+                    "not exist when the role is granted it by ARN)"
+                ) from None
+            raise

@@ -6,7 +6,10 @@ are kept, as a ``SignaturePolicy``.
   Manager secret, cached by ``Secrets``);
 - ``kms``: ``kms:GetPublicKey`` of an asymmetric ``SIGN_VERIFY`` key (DER SubjectPublicKeyInfo,
   turned into PEM), cached ``max_age`` seconds per container: a public key, so no secret is held,
-  and a KMS call ($0.03 per 10,000) is not made per change.
+  and a KMS call ($0.03 per 10,000) is not made per change. Asked in the key ARN's region (a
+  signing key may live in another region than the function); a key id or an alias name, in the
+  function's. An alias ARN is refused with what to give instead: the role may call GetPublicKey
+  on the key ARNs the stack names (``SigningKmsKeyArns``).
 
 Each key is checked to be one the checker can use (ECDSA P-256, Ed25519), so a wrong key is a
 configuration error naming its source, not a signature failure at every digest.
@@ -39,11 +42,28 @@ _KMS_FINAL = frozenset(
 )
 
 
+def _key_region(key: str) -> str | None:
+    """The region of a key ARN (``arn:<partition>:kms:<region>:<account>:key/<id>``); None for a
+    key id or an alias name (the function's region). An alias ARN is refused."""
+    if not key.startswith("arn:"):
+        return None
+    parts = key.split(":", 5)
+    if len(parts) != 6 or parts[2] != "kms" or not parts[3]:
+        raise TrustMaterialError(f"kms {key}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+    if parts[5].startswith("alias/"):
+        raise TrustMaterialError(
+            f"kms {key}: an alias ARN cannot be used: give the key's ARN "
+            f"(arn:aws:kms:{parts[3]}:{parts[4]}:key/<key id>, aws kms describe-key --key-id {parts[5]}), "
+            "which SigningKmsKeyArns grants kms:GetPublicKey on"
+        )
+    return parts[3]
+
+
 class StoredTrustMaterial:
     def __init__(
         self,
         secret_text: Callable[[str], str],
-        kms: Callable[[], Any],
+        kms: Callable[[str | None], Any],  # a KMS client in a region (None: the function's)
         *,
         max_age: int = 300,
         clock: Callable[[], float] = time.monotonic,
@@ -105,7 +125,7 @@ class StoredTrustMaterial:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            answer = self._kms().get_public_key(KeyId=key)
+            answer = self._kms(_key_region(key)).get_public_key(KeyId=key)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             raise TrustMaterialError(
