@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -32,6 +33,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
 from tagpin.adapters.notify import slack_escape
+from tagpin.adapters.slack.actions import MAX_BODY as SLACK_MAX_BODY
 from tagpin.adapters.slack.actions import SlackRefused, read, verify
 from tagpin.adapters.web.auth import COOKIE, Auth, Principal, TokenAuth, same, secure_cookies
 from tagpin.adapters.web.render import Renderer
@@ -50,6 +52,7 @@ SECURITY_HEADERS = {
 HTML = "text/html; charset=utf-8"
 MAX_FORM = 16 * 1024  # bytes of a form body
 MAX_FIELDS = 20
+COUNT = re.compile(r"[0-9]{1,9}")  # a notice's count (``str.isdigit`` accepts "²", which int() refuses)
 SLACK_HOST = "hooks.slack.com"  # a response_url elsewhere is not followed (no request forgery)
 
 
@@ -76,6 +79,10 @@ class Forbidden(HttpError):
 
 class NotFound(HttpError):
     status, title = 404, "Not Found"
+
+
+class PayloadTooLarge(HttpError):
+    status, title = 413, "Payload Too Large"
 
 
 class ConsoleApp:
@@ -149,11 +156,21 @@ class ConsoleApp:
         value = (self.event.query_string_parameters or {}).get(name)
         return None if value is None else str(value)
 
-    def _form(self) -> dict[str, str]:
+    def _body(self, limit: int) -> bytes:
+        """The request's body, at most ``limit`` bytes (the HTTP API base64-encodes a binary one)."""
         raw = self.event.body or ""
-        data = base64.b64decode(raw) if self.event.is_base64_encoded else raw.encode()
-        if len(data) > MAX_FORM:
-            raise BadRequest("The form is too large.")
+        if len(raw) > 2 * limit:  # before decoding: base64 is 4/3 of the bytes
+            raise PayloadTooLarge(f"The body is larger than {limit:,} bytes.")
+        try:
+            data = base64.b64decode(raw, validate=True) if self.event.is_base64_encoded else raw.encode()
+        except (ValueError, UnicodeEncodeError):  # binascii.Error is a ValueError
+            raise BadRequest("The body could not be read.") from None
+        if len(data) > limit:
+            raise PayloadTooLarge(f"The body is larger than {limit:,} bytes.")
+        return data
+
+    def _form(self) -> dict[str, str]:
+        data = self._body(MAX_FORM)
         try:
             pairs = parse_qsl(data.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FIELDS)
         except (UnicodeDecodeError, ValueError):
@@ -166,8 +183,8 @@ class ConsoleApp:
 
     def _notice(self) -> str | None:
         text = NOTICES.get(self._query("notice") or "")
-        count = self._query("n")
-        if text and count and count.isdigit():
+        count = self._query("n") or ""
+        if text and COUNT.fullmatch(count):
             text += f" {int(count)}"
         return text
 
@@ -311,9 +328,11 @@ class ConsoleApp:
 
     # -- Slack ------------------------------------------------------------------------------------
     def _slack(self) -> Response[str]:
-        raw = self.event.body or ""
-        body = base64.b64decode(raw) if self.event.is_base64_encoded else raw.encode()
         secret = self.slack_secret()
+        try:
+            body = self._body(SLACK_MAX_BODY)
+        except HttpError as exc:
+            return Response(exc.status, "text/plain; charset=utf-8", exc.message)
         try:
             if not secret:
                 raise SlackRefused(401, "Slack approvals are not configured (slack_signing_secret)")
