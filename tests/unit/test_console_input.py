@@ -15,8 +15,10 @@ from urllib.parse import quote, urlencode
 import boto3
 import pytest
 import yaml
+from botocore.exceptions import ClientError
 from tagpin import wiring
 
+from tests.support.aws import enforce_key_limits
 from tests.support.console import (
     HOOKS,
     IMAGE,
@@ -30,7 +32,7 @@ from tests.support.console import (
     request,
     slack_request,
 )
-from tests.support.constants import D2, REGION
+from tests.support.constants import D2, REGION, STATE_TABLE
 
 NESTED = b"payload=" + b"[" * 20_000  # 60 KB of JSON nested 20,000 deep
 
@@ -146,3 +148,70 @@ def test_a_dead_letter_nested_too_deeply_is_shown_as_text(world: World) -> None:
     assert page["statusCode"] == 200 and "[[[[[[[[" in page["body"]
     done = world.post("/console/actions/redrive", {"csrf": csrf_of(page["body"])}, cookie=cookie)
     assert done["statusCode"] == 303 and "n=2" in done["headers"]["Location"]
+
+
+# -- key-shaped input: DynamoDB's limits (moto does not enforce them; ``enforce_key_limits`` does) --
+LONG = "é" * 513  # 513 characters, 1,026 bytes: over a sort key's 1,024 bytes
+
+
+@pytest.fixture
+def limits(world: World) -> Iterator[None]:
+    undo = enforce_key_limits(wiring.aws("dynamodb"))
+    yield
+    undo()
+
+
+def test_the_model_of_dynamodbs_limits_refuses_a_long_key(world: World, limits: None) -> None:
+    with pytest.raises(ClientError, match="maximum size limit of 1024 bytes"):
+        wiring.aws("dynamodb").get_item(TableName=STATE_TABLE, Key={"pk": {"S": "x"}, "sk": {"S": LONG}})
+
+
+@pytest.mark.parametrize(
+    "path,query,field",
+    [
+        ("/console/targets", {"after": "i00:" + LONG}, "after"),
+        ("/console/images", {"after": "i00:" + LONG}, "after"),
+        ("/console/target", {"id": LONG}, "id"),
+        ("/console/target", {"id": TARGET, "image": LONG}, "image"),
+        ("/console/image", {"ref": LONG}, "ref"),
+    ],
+)
+def test_a_query_too_long_for_a_key_is_a_400_naming_it(
+    world: World, limits: None, path: str, query: dict[str, str], field: str
+) -> None:
+    response = world.get(path, cookie=world.sign_in(), query=query)
+    assert response["statusCode"] == 400, response["body"][-600:]
+    assert f"{field}: " in response["body"]
+
+
+@pytest.mark.parametrize(
+    "action,form,field",
+    [
+        ("hold", {"target": LONG}, "target"),
+        ("release", {"target": TARGET, "image": LONG}, "image"),
+        ("approve", {"image": LONG, "digest": D2}, "image"),
+        ("reject", {"image": IMAGE, "digest": LONG}, "digest"),
+    ],
+)
+def test_a_form_field_too_long_for_a_key_is_a_400_and_changes_nothing(
+    world: World, limits: None, action: str, form: dict[str, str], field: str
+) -> None:
+    cookie = world.sign_in()
+    csrf = csrf_of(world.get("/console/targets", cookie=cookie)["body"])
+    response = world.post(f"/console/actions/{action}", form | {"csrf": csrf}, cookie=cookie)
+    assert response["statusCode"] == 400 and f"{field}: 1,026 bytes; at most" in response["body"]
+    assert world.state.targets.get(TARGET) is None
+
+
+def test_at_the_limit_a_lookup_is_not_found_not_refused(world: World, limits: None) -> None:
+    cookie = world.sign_in()
+    unknown = world.get("/console/target", cookie=cookie, query={"id": "é" * 512})  # 1,024 bytes
+    assert unknown["statusCode"] == 404
+    image = world.get("/console/image", cookie=cookie, query={"ref": "é" * 511 + "x"})  # 1,023 bytes
+    assert image["statusCode"] == 404
+
+
+def test_a_slack_click_for_an_image_too_long_for_a_key_is_a_400(slack: World, limits: None) -> None:
+    value = json.dumps({"image": "€" * 400, "digest": D2})  # 1,200 bytes (Slack's text keeps 512)
+    response = invoke(slack.handler, slack_request(_click(value)))
+    assert response["statusCode"] == 400 and "image: 1,200 bytes" in response["body"]

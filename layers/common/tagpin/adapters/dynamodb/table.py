@@ -44,12 +44,36 @@ RETRY_CAP_S = 2.0
 RETRY_ATTEMPTS = 10
 
 
+# DynamoDB's limits on a key's parts, in bytes of UTF-8: a longer one is a ValidationException on
+# AWS (moto does not check them).
+MAX_PARTITION_KEY = 2048
+MAX_SORT_KEY = 1024
+
+
 class UnprocessedError(RuntimeError):
     """DynamoDB kept returning unprocessed keys or items (throughput exceeded) after every retry."""
 
 
+class KeyTooLong(Exception):
+    """A key part longer than DynamoDB allows (or not UTF-8): refused before the request, named."""
+
+
+def _checked(part: str, value: str, limit: int) -> str:
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise KeyTooLong(f"a {part} key must be UTF-8 text") from None
+    if size > limit:
+        raise KeyTooLong(f"a {part} key is at most {limit:,} bytes; this one is {size:,} ({value[:60]!r}…)")
+    return value
+
+
 def key(pk: str, sk: str = STATE) -> Key:
-    return {"pk": {"S": pk}, "sk": {"S": sk}}
+    """The key of an item; ``KeyTooLong`` when a part is longer than DynamoDB allows."""
+    return {
+        "pk": {"S": _checked("partition", pk, MAX_PARTITION_KEY)},
+        "sk": {"S": _checked("sort", sk, MAX_SORT_KEY)},
+    }
 
 
 def text(item: Item, name: str) -> str | None:
@@ -209,10 +233,10 @@ class Table:
         """Items of partition ``pk`` (sort keys starting with ``prefix``, passing ``filter``, a
         FilterExpression without values): every page, or the first ``limit`` items."""
         condition = "pk = :pk"
-        values: Item = {":pk": S(pk)}
+        values: Item = {":pk": S(_checked("partition", pk, MAX_PARTITION_KEY))}
         if prefix is not None:
             condition += " AND begins_with(sk, :prefix)"
-            values[":prefix"] = S(prefix)
+            values[":prefix"] = S(_checked("sort", prefix, MAX_SORT_KEY))
         request: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": condition,
@@ -238,7 +262,7 @@ class Table:
         request: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": S(pk)},
+            "ExpressionAttributeValues": {":pk": S(_checked("partition", pk, MAX_PARTITION_KEY))},
             "Limit": limit,
         }
         if after is not None:
