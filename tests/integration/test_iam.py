@@ -420,6 +420,10 @@ def console(w: World) -> None:
     assert "notice=rejected" in done["headers"]["Location"], done
     slack = request("POST", "/slack/actions", form={"payload": "{}"})
     assert invoke(slack)["statusCode"] == 401
+    # signing out ends the session on the server (its record in the state table)
+    done = invoke(request("POST", "/console/signout", form={"csrf": csrf}, cookie=cookie))
+    assert done["statusCode"] == 303
+    assert invoke(request("GET", "/console", cookie=cookie))["statusCode"] == 401
 
 
 @pytest.fixture(scope="module")

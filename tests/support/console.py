@@ -28,6 +28,19 @@ SESSION_KEY = "console-test-session-key-0123456789abcdefghijkl"
 COOKIE_OF = re.compile(r"^tagpin_session=([^;]*)")
 
 
+class MemorySignOuts:
+    """``tagpin.adapters.web.auth.SignOuts`` in memory: the sessions signed out, and until when."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, int] = {}
+
+    def end(self, session: str, expires_at_s: int, now_ms: int) -> None:
+        self.sessions[session] = expires_at_s
+
+    def ended(self, session: str) -> bool:
+        return session in self.sessions
+
+
 def console_env(
     state_table: str, queue_url: str, dlq_url: str, config_parameter: str, auth: str = "token"
 ) -> dict[str, str]:
@@ -133,6 +146,12 @@ class World:
     sqs: Any
     queue_url: str
     dlq_url: str
+    dynamodb: Any = None
+
+    def state_items(self, prefix: str) -> list[dict[str, Any]]:
+        """The state table's items whose partition key starts with ``prefix`` (a scan: tests only)."""
+        items = self.dynamodb.scan(TableName=STATE_TABLE)["Items"]
+        return [item for item in items if item["pk"]["S"].startswith(prefix)]
 
     def get(self, path: str, cookie: str | None = None, **kw: Any) -> dict[str, Any]:
         return invoke(self.handler, request("GET", path, cookie=cookie, **kw))
@@ -174,4 +193,4 @@ def make_world(monkeypatch: pytest.MonkeyPatch, dynamodb: Any, queues: Any, auth
     wiring.reset()
     handler = load_handler("console")
     sqs = boto3.client("sqs", region_name=REGION)
-    return World(handler, dynamodb_state(dynamodb, STATE_TABLE), sqs, queues.url, queues.dlq_url)
+    return World(handler, dynamodb_state(dynamodb, STATE_TABLE), sqs, queues.url, queues.dlq_url, dynamodb)

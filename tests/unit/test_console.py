@@ -27,6 +27,7 @@ from tests.support.console import (
     SLACK_SECRET,
     TARGET,
     TOKEN,
+    MemorySignOuts,
     World,
     csrf_of,
     invoke,
@@ -91,18 +92,40 @@ def test_sign_in_sets_a_strict_http_only_session_cookie(world: World) -> None:
 
 def test_a_session_expires_and_cannot_be_altered() -> None:
     now = [1_000_000.0]
-    auth = TokenAuth(TOKEN, SESSION_KEY.encode(), clock=lambda: now[0], ttl_s=60)
+    auth = TokenAuth(TOKEN, SESSION_KEY.encode(), MemorySignOuts(), clock=lambda: now[0], ttl_s=60)
     value = auth.issue()
     event = {"cookies": [f"tagpin_session={value}"]}
     assert auth.principal(event) is not None
     sid, expiry, signature = value.split(".")
     later = f"{sid}.{int(expiry) + 3600}.{signature}"
     assert auth.principal({"cookies": [f"tagpin_session={later}"]}) is None
-    other = TokenAuth(TOKEN, b"another key of at least thirty-two bytes", clock=lambda: now[0])
+    other = TokenAuth(
+        TOKEN, b"another key of at least thirty-two bytes", MemorySignOuts(), clock=lambda: now[0]
+    )
     assert other.principal(event) is None
     now[0] += 61
     assert auth.principal(event) is None
     assert same("a", "a") and not same("a", "b") and not same("a", "aa")
+
+
+def test_signing_out_ends_the_session_on_the_server(world: World) -> None:
+    mine, other = world.sign_in(), world.sign_in()
+    page = world.get("/console/targets", cookie=mine)["body"]
+    csrf = csrf_of(page)
+    out = world.post("/console/signout", {"csrf": csrf}, cookie=mine)
+    assert out["statusCode"] == 303 and out["headers"]["Location"] == "/console/signin"
+    assert "Max-Age=0" in out["cookies"][0]  # the browser forgets it; a copy is refused by the server:
+    for path in ("/console", "/console/targets", "/console/holds"):
+        assert world.get(path, cookie=mine)["statusCode"] == 401, path
+    form = {"target": TARGET, "image": IMAGE, "csrf": csrf}  # the session's own CSRF token, copied too
+    assert world.post("/console/actions/hold", form, cookie=mine)["statusCode"] == 401
+    assert world.post("/console/signout", {"csrf": csrf}, cookie=mine)["statusCode"] == 401
+    assert world.state.targets.get(TARGET) is None  # nothing was done
+    assert world.get("/console", cookie=other)["statusCode"] == 200  # another session is its own
+    assert world.get("/console", cookie=world.sign_in())["statusCode"] == 200  # signing in again works
+    (record,) = world.state_items("SESSION#")
+    _, expiry, _ = mine.split(".")
+    assert record["expires_at"] == {"N": expiry} and mine.split(".")[0] not in json.dumps(record)
 
 
 def test_every_answer_carries_the_security_headers(world: World) -> None:

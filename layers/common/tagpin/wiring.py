@@ -225,8 +225,13 @@ def console_app() -> ConsoleApp:
     auth: JwtAuth | TokenAuth = JwtAuth()
     if current.console_auth is ConsoleAuth.TOKEN:
         assert current.console_token is not None and current.console_session_key is not None  # checked
+        from tagpin.adapters.dynamodb.sessions import DynamoSignOuts
+        from tagpin.adapters.dynamodb.table import Table
+
         auth = TokenAuth(
-            current.console_token.get_secret_value(), current.console_session_key.get_secret_value().encode()
+            current.console_token.get_secret_value(),
+            current.console_session_key.get_secret_value().encode(),
+            DynamoSignOuts(Table(aws("dynamodb"), setting("state_table"))),
         )
     console = Console(
         config=config,

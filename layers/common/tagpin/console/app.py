@@ -250,9 +250,11 @@ class ConsoleApp:
         return _see_other("/console", cookies=[cookie])
 
     def _signout(self) -> Response[str]:
-        self._token_auth()
+        auth = self._token_auth()
         principal = self._require()
         self._check_csrf(principal, self._form())
+        auth.sign_out(self.event.raw_event)  # on the server: a copy of the cookie is refused too
+        log.info("console sign-out")
         return _see_other("/console/signin", cookies=[self._cookie("", 0)])
 
     def _cookie(self, value: str, max_age: int) -> Cookie:

@@ -27,6 +27,7 @@ DELIVERY = "DELIVERY#"  # + sha256 of (source, delivery id, tag)
 FOLLOW = "FOLLOW#"  # + shard (tagpin.domain.shards): the index, one partition per shard
 DIGESTS = "DIGESTS#"  # + shard: the settled digests, one item per shard
 VERSIONS = "VERSIONS#"  # + registry/repository: its versions marked bad (version channels)
+SESSION = "SESSION#"  # + sha256 of a console session id: that session was signed out
 POLL = "POLL"
 # ... and sort keys.
 STATE = "STATE"  # the item that holds the state of its partition
