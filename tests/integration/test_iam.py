@@ -400,6 +400,8 @@ def console(w: World) -> None:
              ("/console/dead-letters", {})]  # fmt: skip
     for path, query in pages:
         assert invoke(request("GET", path, query, cookie=cookie))["statusCode"] == 200, path
+    unknown = {"id": "local/default/Deployment/nowhere/app"}  # looked up by its id: the index ByTarget
+    assert invoke(request("GET", "/console/target", unknown, cookie=cookie))["statusCode"] == 404
     csrf = csrf_of(invoke(request("GET", "/console/targets", cookie=cookie))["body"])
     form = {"target": target, "image": w.images["secret"], "csrf": csrf}
     for name in ("hold", "release"):

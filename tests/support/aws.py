@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tagpin_local.tables import create_state_table
+
 
 def create_table(client: Any, name: str, keys: tuple[str, ...]) -> None:
-    """An on-demand table with string keys: (partition) or (partition, sort)."""
+    """An on-demand table with string keys: (partition) or (partition, sort); with (``pk``, ``sk``)
+    the state table, with its index by target id (``tagpin_local.tables``)."""
+    if keys == ("pk", "sk"):
+        create_state_table(client, name)
+        return
     client.create_table(
         TableName=name,
         KeySchema=[
@@ -21,7 +27,7 @@ def create_table(client: Any, name: str, keys: tuple[str, ...]) -> None:
 
 # DynamoDB's limits on a key's parts (bytes of UTF-8), which moto does not enforce.
 PARTITION_KEY_LIMIT, SORT_KEY_LIMIT = 2048, 1024
-_PARTITION, _SORT = ("pk", ":pk"), ("sk", ":sk", ":prefix", ":after")
+_PARTITION, _SORT = ("pk", ":pk", ":k"), ("sk", ":sk", ":prefix", ":after")
 
 
 def _key_sizes(value: Any, name: str = "") -> Iterator[tuple[str, int]]:

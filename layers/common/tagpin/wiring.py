@@ -421,7 +421,6 @@ def approvals() -> Approvals:
 
     return Approvals(
         state=state(),
-        followed=followed,
         settings=rollout_settings,
         changes=SqsChangeQueue(aws("sqs"), setting("queue_url")),
         verifications=verification_queue(),

@@ -25,6 +25,7 @@ ROLLOUT = "ROLLOUT#"  # + registry/repo:tag (its promotion)
 CLUSTER = "CLUSTER#"  # + cluster name
 DELIVERY = "DELIVERY#"  # + sha256 of (source, delivery id, tag)
 FOLLOW = "FOLLOW#"  # + shard (tagpin.domain.shards): the index, one partition per shard
+IMAGES = "IMAGES#"  # + shard: the tags of the shard's index, and their targets per cluster (one item)
 DIGESTS = "DIGESTS#"  # + shard: the settled digests, one item per shard
 VERSIONS = "VERSIONS#"  # + registry/repository: its versions marked bad (version channels)
 SESSION = "SESSION#"  # + sha256 of a console session id: that session was signed out
@@ -36,6 +37,7 @@ SLOTS = "SLOTS"
 HOLDS = "HOLDS"  # / <target id>: one hint per target put on hold (what the holds view reads)
 AWAITING = "AWAITING"  # / <image>: one hint per promotion waiting for a person's approval
 CURSOR = "CURSOR"
+BY_TARGET = "ByTarget"  # the global secondary index of the index entries by ``target_id`` (template.yaml)
 DAY_S = 86400
 TEXT_LIMIT = 1000  # characters kept of an error or a detail
 BATCH_GET_KEYS = 100  # BatchGetItem's limit
@@ -230,9 +232,12 @@ class Table:
         newest_first: bool = False,
         limit: int | None = None,
         filter: str | None = None,
+        attributes: list[str] | None = None,
+        consistent: bool = False,
     ) -> list[Item]:
         """Items of partition ``pk`` (sort keys starting with ``prefix``, passing ``filter``, a
-        FilterExpression without values): every page, or the first ``limit`` items."""
+        FilterExpression without values): every page, or the first ``limit`` items; only their
+        ``attributes`` if given."""
         condition = "pk = :pk"
         values: Item = {":pk": S(_checked("partition", pk, MAX_PARTITION_KEY))}
         if prefix is not None:
@@ -243,11 +248,30 @@ class Table:
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
             "ScanIndexForward": not newest_first,
+            "ConsistentRead": consistent,
         }
         if limit is not None:
             request["Limit"] = limit
         if filter is not None:
             request["FilterExpression"] = filter
+        if attributes:
+            request["ProjectionExpression"] = ", ".join(f"#a{i}" for i in range(len(attributes)))
+            request["ExpressionAttributeNames"] = {f"#a{i}": name for i, name in enumerate(attributes)}
+        return self._pages(request, limit)
+
+    def query_index(self, index: str, attribute: str, value: str) -> list[Item]:
+        """Every item of the global secondary index ``index`` whose partition key ``attribute`` is
+        ``value`` (eventually consistent, as a global secondary index is)."""
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "IndexName": index,
+            "KeyConditionExpression": "#k = :k",
+            "ExpressionAttributeNames": {"#k": attribute},
+            "ExpressionAttributeValues": {":k": S(_checked("partition", value, MAX_PARTITION_KEY))},
+        }
+        return self._pages(request, None)
+
+    def _pages(self, request: dict[str, Any], limit: int | None) -> list[Item]:
         items: list[Item] = []
         while True:
             response = self.client.query(**request)
