@@ -39,7 +39,8 @@ class Index(Protocol):
         self, shard_name: str, limit: int, after: str | None = None
     ) -> tuple[list[IndexEntry], str | None]:
         """Up to ``limit`` entries of one shard in key order (``<image>#<target id>``), after the key
-        ``after``; and the key to go on from, None when the shard has no more (the console's pages)."""
+        ``after``; and the key to go on from, None when the shard has no more (the console's pages:
+        their ``seen_at`` is not read, 0)."""
         ...
 
     def channel_entries(self, repository: str) -> list[IndexEntry]:

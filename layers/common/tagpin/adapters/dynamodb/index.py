@@ -65,6 +65,8 @@ def entry_key(e: IndexEntry) -> dict[str, dict[str, str]]:
 
 
 READERS = 8  # shards queried side by side when the whole index is read
+# What a page of entries reads (the console's pages of targets): not the keys, nor ``seen_at``.
+PAGE_ATTRIBUTES = ["image", "target_id", "cluster", "namespace", "kind", "name", "container"]
 SUMMARY_ATTEMPTS = 5  # a shard's item written again after another writer's (a concurrent update)
 
 
@@ -82,7 +84,7 @@ class DynamoIndex:
     def page(
         self, shard_name: str, limit: int, after: str | None = None
     ) -> tuple[list[IndexEntry], str | None]:
-        items, last = self._table.query_page(FOLLOW + shard_name, limit, after)
+        items, last = self._table.query_page(FOLLOW + shard_name, limit, after, attributes=PAGE_ATTRIBUTES)
         return [index_entry(i) for i in items], last
 
     def channel_entries(self, repository: str) -> list[IndexEntry]:

@@ -110,6 +110,16 @@ def _is_condition_failure(exc: ClientError) -> bool:
     return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
 
 
+def _projection(attributes: list[str] | None) -> dict[str, Any]:
+    """A request's ProjectionExpression reading only ``attributes`` (all when None)."""
+    if not attributes:
+        return {}
+    return {
+        "ProjectionExpression": ", ".join(f"#a{i}" for i in range(len(attributes))),
+        "ExpressionAttributeNames": {f"#a{i}": name for i, name in enumerate(attributes)},
+    }
+
+
 class Table:
     def __init__(
         self,
@@ -254,9 +264,7 @@ class Table:
             request["Limit"] = limit
         if filter is not None:
             request["FilterExpression"] = filter
-        if attributes:
-            request["ProjectionExpression"] = ", ".join(f"#a{i}" for i in range(len(attributes)))
-            request["ExpressionAttributeNames"] = {f"#a{i}": name for i, name in enumerate(attributes)}
+        request |= _projection(attributes)
         return self._pages(request, limit)
 
     def query_index(self, index: str, attribute: str, value: str) -> list[Item]:
@@ -281,14 +289,18 @@ class Table:
                 return items[:limit] if limit is not None else items
             request["ExclusiveStartKey"] = last
 
-    def query_page(self, pk: str, limit: int, after: str | None = None) -> tuple[list[Item], str | None]:
+    def query_page(
+        self, pk: str, limit: int, after: str | None = None, attributes: list[str] | None = None
+    ) -> tuple[list[Item], str | None]:
         """One page of partition ``pk`` in sort-key order: up to ``limit`` items after the sort key
-        ``after``, and the sort key to continue from (None: the partition has no more)."""
+        ``after`` (only their ``attributes`` if given), and the sort key to continue from (None: the
+        partition has no more)."""
         request: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": S(_checked("partition", pk, MAX_PARTITION_KEY))},
             "Limit": limit,
+            **_projection(attributes),
         }
         if after is not None:
             request["ExclusiveStartKey"] = key(pk, after)
