@@ -17,8 +17,9 @@ from tagpin.adapters.dynamodb.table import FOLLOW
 from tagpin.domain.messages import Trigger
 from tagpin.domain.shards import all_shards
 from tagpin.ports.index import IndexEntry
+from tagpin_local.lambda_runtime import load_handler
 
-from tests.support.console import IMAGE, TARGET, World, csrf_of, make_world
+from tests.support.console import IMAGE, TARGET, World, console_config, csrf_of, make_world
 
 DISCOVERED = [
     IndexEntry(f"registry.example.com/team/app{i:03d}:stable", f"lab/ns/Deployment/app{i:03d}/c{n}", "lab",
@@ -36,15 +37,19 @@ def world(monkeypatch: pytest.MonkeyPatch, dynamodb: Any, state_table: str, queu
     wiring.reset()
 
 
-@pytest.fixture
-def requests(world: World) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    """The function's DynamoDB requests: (operation, parameters)."""
+def requests_on(client: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The DynamoDB requests ``client`` makes from now on: (operation, parameters)."""
     seen: list[tuple[str, dict[str, Any]]] = []
-    client = wiring.aws("dynamodb")
     client.meta.events.register(
         "before-parameter-build.dynamodb", lambda params, model, **_: seen.append((model.name, params))
     )
-    yield seen
+    return seen
+
+
+@pytest.fixture
+def requests(world: World) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """The function's DynamoDB requests: (operation, parameters)."""
+    yield requests_on(wiring.aws("dynamodb"))
     wiring.reset()
 
 
@@ -143,3 +148,30 @@ def test_the_holds_page_reads_its_targets_entries_by_key(world: World, requests:
     assert sorted(held) == sorted([e.target_id for e in DISCOVERED[:10:2]] + [DISCOVERED[11].target_id])
     assert index_reads(requests) == []
     assert queries_by_target(requests) == 1  # the one held before anything recorded its image
+
+
+def test_configured_images_are_counted_reading_only_those_also_found_by_label(
+    world: World, requests: list[Any]
+) -> None:
+    extra = [
+        {"image": f"registry.example.com/team/conf{i}:stable",
+         "targets": [{"cluster": "prod", "namespace": "web", "name": f"conf{i}", "container": "c"}]}
+        for i in range(8)
+    ]  # fmt: skip
+    console_config(extra)
+    both = extra[3]["image"]  # configured, and found by label too: its configured target and another
+    world.state.index.update(
+        [IndexEntry(both, "prod/web/Deployment/conf3/c", "prod", "web", "Deployment", "conf3", "c"),
+         IndexEntry(both, "lab/ns/Deployment/more/c", "lab", "ns", "Deployment", "more", "c")], []
+    )  # fmt: skip
+    wiring.reset()
+    world.handler = load_handler("console")
+    requests_of = requests_on(wiring.aws("dynamodb"))
+    body = world.get("/console/images", cookie=world.sign_in())["body"]
+    counts = {part.split('"')[0]: part.split("</tr>")[0] for part in body.split('<tr data-image="')[1:]}
+    assert all("<td>1</td>" in counts[e["image"]] for e in extra if e["image"] != both)
+    assert "<td>2</td>" in counts[both]  # its configured target once, the other found by label
+    prefixes = [
+        p["ExpressionAttributeValues"].get(":prefix", {}).get("S") for op, p in requests_of if op == "Query"
+    ]
+    assert index_reads(requests_of) == [] and [p for p in prefixes if p] == [both + "#"]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tagpin.domain.config import FollowedImage, TagpinConfig, Target
-from tagpin.domain.shards import all_shards
+from tagpin.domain.shards import all_shards, shard
 from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.state import (
     PromotionStatus,
@@ -133,15 +133,25 @@ class Console:
             if position + size < len(configured):
                 next_cursor = f"c{position + size}"
             position, after = 0, None
-        listed: list[_Listed] = []
-        found = self._followed().select(keys) if keys else {}  # configured: with their discovered targets
-        for image in keys:
-            if (followed := found.get(image)) is not None:
-                listed.append(_Listed(image, followed.policy, len(followed.targets), CONFIGURATION))
+        listed = self._configured_images(config, keys)
         if next_cursor is None:
             next_cursor = self._discovered_images(config, position, after, size - len(listed), listed)
         tags = self.state.tags.get_many([i.image for i in listed])
         return Page([_image_row(i, tags.get(i.image)) for i in listed], next_cursor, not cursor)
+
+    def _configured_images(self, config: TagpinConfig, keys: list[str]) -> list[_Listed]:
+        """The configuration's ``keys`` with their targets: the configured ones, and those found by
+        label too, read by the prefix of their index keys, only for the images their shard's item
+        says have some (most configured images have none)."""
+        shards = self.state.index.images(sorted({shard(image) for image in keys})) if keys else {}
+        followed, by_image = self._followed(), config.followed
+        listed = []
+        for image in keys:
+            configured = by_image[image]
+            found = followed.get(image) if shards.get(shard(image), {}).get(image) else configured
+            found = found or configured
+            listed.append(_Listed(image, found.policy, len(found.targets), CONFIGURATION))
+        return listed
 
     def _discovered_images(
         self, config: TagpinConfig, number: int, after: str | None, size: int, listed: list[_Listed]
