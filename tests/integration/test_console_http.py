@@ -137,28 +137,3 @@ def test_a_form_field_too_long_for_a_dynamodb_key_is_a_400_over_http(st: LocalSt
             assert response.status_code == 400 and "1,026 bytes; at most" in response.text, name
         at_limit = client.get(st.console_url + "/target", params={"id": "é" * 512})  # 1,024 bytes
         assert at_limit.status_code == 404
-
-
-@pytest.fixture(scope="module")
-def token_st() -> Iterator[LocalStack]:
-    """The local stack's console as `tagpin local` serves it: a token exchanged for a session cookie."""
-    require_binary("docker-registry", "/usr/bin/docker-registry")
-    with LocalStack(StackOptions(notifications=False, consume=False)) as stack:
-        yield stack
-
-
-def test_a_copied_cookie_is_refused_after_signing_out(token_st: LocalStack) -> None:
-    url = token_st.console_url
-    signed_in = httpx.post(url + "/signin", data={"token": token_st.console_token}, timeout=10)
-    assert signed_in.status_code == 303
-    cookie = {"cookie": "tagpin_session=" + signed_in.cookies["tagpin_session"]}  # a copy of it
-    page = httpx.get(url + "/targets", headers=cookie, timeout=10)
-    assert page.status_code == 200
-    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
-    assert csrf is not None
-    out = httpx.post(url + "/signout", data={"csrf": csrf.group(1)}, headers=cookie, timeout=10)
-    assert out.status_code == 303 and out.headers["location"] == "/console/signin"
-    assert httpx.get(url + "/targets", headers=cookie, timeout=10).status_code == 401
-    form = {"target": TARGET, "csrf": csrf.group(1)}  # its CSRF token too: refused with the session
-    assert httpx.post(url + "/actions/hold", data=form, headers=cookie, timeout=10).status_code == 401
-    assert state_of(token_st).targets.get(TARGET) is None
