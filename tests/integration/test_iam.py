@@ -432,6 +432,8 @@ def console(w: World) -> None:
              ("/console/dead-letters", {})]  # fmt: skip
     for path, query in pages:
         assert invoke(request("GET", path, query, cookie=cookie))["statusCode"] == 200, path
+    unknown = {"id": "local/default/Deployment/nowhere/app"}  # looked up by its id: the index ByTarget
+    assert invoke(request("GET", "/console/target", unknown, cookie=cookie))["statusCode"] == 404
     csrf = csrf_of(invoke(request("GET", "/console/targets", cookie=cookie))["body"])
     form = {"target": target, "image": w.images["secret"], "csrf": csrf}
     for name in ("hold", "release"):
@@ -452,6 +454,10 @@ def console(w: World) -> None:
     assert "notice=rejected" in done["headers"]["Location"], done
     slack = request("POST", "/slack/actions", form={"payload": "{}"})
     assert invoke(slack)["statusCode"] == 401
+    # signing out ends the session on the server (its record in the state table)
+    done = invoke(request("POST", "/console/signout", form={"csrf": csrf}, cookie=cookie))
+    assert done["statusCode"] == 303
+    assert invoke(request("GET", "/console", cookie=cookie))["statusCode"] == 401
 
 
 @pytest.fixture(scope="module")

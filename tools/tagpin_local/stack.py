@@ -49,6 +49,7 @@ from tagpin_local.kubesim import KubeSim
 from tagpin_local.lambda_runtime import REGION, REPO, LocalFunction, failure_event, scheduled_event, sqs_event
 from tagpin_local.recursion import LoopDetector, RecursiveLoop, delivering, recursive_loop_settings
 from tagpin_local.registry_server import RegistryServer
+from tagpin_local.tables import create_state_table
 
 log = logging.getLogger("tagpin.local")
 
@@ -345,18 +346,7 @@ class LocalStack:
 
     def _create_aws_resources(self) -> None:
         ddb = self.client("dynamodb")
-        ddb.create_table(
-            TableName="tagpin-state",
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_state_table(ddb, "tagpin-state")
         ddb.create_table(
             TableName="tagpin-idempotency",
             AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],

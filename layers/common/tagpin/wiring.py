@@ -227,8 +227,13 @@ def console_app() -> ConsoleApp:
     auth: JwtAuth | TokenAuth = JwtAuth()
     if current.console_auth is ConsoleAuth.TOKEN:
         assert current.console_token is not None and current.console_session_key is not None  # checked
+        from tagpin.adapters.dynamodb.sessions import DynamoSignOuts
+        from tagpin.adapters.dynamodb.table import Table
+
         auth = TokenAuth(
-            current.console_token.get_secret_value(), current.console_session_key.get_secret_value().encode()
+            current.console_token.get_secret_value(),
+            current.console_session_key.get_secret_value().encode(),
+            DynamoSignOuts(Table(aws("dynamodb"), setting("state_table"))),
         )
     console = Console(
         config=config,
@@ -416,7 +421,6 @@ def approvals() -> Approvals:
 
     return Approvals(
         state=state(),
-        followed=followed,
         settings=rollout_settings,
         changes=SqsChangeQueue(aws("sqs"), setting("queue_url")),
         verifications=verification_queue(),

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Protocol
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.shards import WHOLE, PollPart
+from tagpin.ports.index import Index, IndexEntry, ShardImages
+
+__all__ = ["Index", "IndexEntry", "ShardImages"]  # the index's port, kept in tagpin.ports.index
 
 if TYPE_CHECKING:
     from tagpin.domain.versions import VersionPolicy
@@ -177,20 +180,6 @@ class BadVersion:
     digest: str
     reason: str
     at: int
-
-
-@dataclass(frozen=True)
-class IndexEntry:
-    """A label-discovered target of a followed tag."""
-
-    image: str
-    target_id: str
-    cluster: str
-    namespace: str
-    kind: str
-    name: str
-    container: str
-    seen_at: int = 0
 
 
 @dataclass(frozen=True)
@@ -371,28 +360,6 @@ class History(Protocol):
     def of_target(self, target_id: str, limit: int = 50) -> list[HistoryEntry]:
         """Newest first."""
         ...
-
-
-class Index(Protocol):
-    """``FOLLOW``: the label-discovered targets of each followed tag (written by the reconciler)."""
-
-    def entries(self, image: str | None = None, shards: list[str] | None = None) -> list[IndexEntry]:
-        """Every entry (of ``shards``, default all), or those of one tag."""
-        ...
-
-    def page(
-        self, shard_name: str, limit: int, after: str | None = None
-    ) -> tuple[list[IndexEntry], str | None]:
-        """Up to ``limit`` entries of one shard in key order (``<image>#<target id>``), after the key
-        ``after``; and the key to go on from, None when the shard has no more (the console's pages)."""
-        ...
-
-    def channel_entries(self, repository: str) -> list[IndexEntry]:
-        """The entries of every version channel of ``repository`` (``registry/repository``): one
-        Query, they share its shard (tagpin.domain.shards)."""
-        ...
-
-    def update(self, put: list[IndexEntry], delete: list[IndexEntry]) -> None: ...
 
 
 class Promotions(Protocol):
