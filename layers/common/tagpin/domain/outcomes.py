@@ -87,6 +87,7 @@ class RestoreOutcome(StrEnum):
     NO_PREVIOUS = "no-previous"  # tagpin did not replace anything there: nothing to restore
     # Argo Rollouts with canary steps, analysis or blue-green: Argo aborts and goes back itself
     LEFT_TO_ARGO = "left-to-argo-rollouts"
+    HELD = "held"  # a person put the target on hold: it stays where it is
 
 
 class VerificationOutcome(StrEnum):

@@ -280,7 +280,8 @@ class Targets(Protocol):
         now: int,
         detail: str | None = None,
     ) -> bool:
-        """Mark the target as moving to ``digest``; False when a newer observation holds it."""
+        """Mark the target as moving to ``digest``; False when a newer observation holds it, or a
+        live hold against ``digest`` (a person's: against any)."""
         ...
 
     def finish(

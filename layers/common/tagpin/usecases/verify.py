@@ -241,7 +241,15 @@ class Verifier:
         status, detail = TargetStatus.FAILED, f"digest failed: {why}"
         if settings.rollback:
             outcome = restore(
-                self._workloads(target.cluster), target, st.previous_image, verification.digest, now
+                self._workloads(target.cluster),
+                target,
+                st.previous_image,
+                verification.digest,
+                now,
+                held=lambda: (
+                    (now_st := self._state.targets.get(target.id)) is not None
+                    and now_st.status is TargetStatus.HELD
+                ),
             )
             if outcome is RestoreOutcome.RESTORED:
                 status, detail = TargetStatus.ROLLED_BACK, f"restored {st.previous_image}; {why}"
