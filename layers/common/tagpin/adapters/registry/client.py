@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
-import json
 import logging
 import random
 import threading
@@ -51,17 +49,16 @@ from tagpin.adapters.registry.http import (
     Transport,
     TransportError,
 )
+from tagpin.adapters.registry.manifests import body_info, check_status, reject_schema1, verified_digest
 from tagpin.adapters.registry.resilience import CircuitBreaker, RetryPolicy, parse_retry_after
 from tagpin.adapters.registry.tags import ACCEPT_TAG_LIST, TagLimits, check_page, paginate
 from tagpin.domain.refs import ImageRef, is_digest
 from tagpin.ports.registry import (
     MANIFEST_TYPES,
     RETRY_STATUSES,
-    AuthError,
     ContentTooLarge,
     Descriptor,
     GetsDisabled,
-    ManifestNotFound,
     RegistryAccess,
     RegistryError,
     RegistryUnavailable,
@@ -72,16 +69,9 @@ from tagpin.ports.registry import (
 log = logging.getLogger(__name__)
 
 ACCEPT = ", ".join(MANIFEST_TYPES)
-SCHEMA1_TYPES = frozenset(
-    {
-        "application/vnd.docker.distribution.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.v1+prettyjws",
-    }
-)
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 RATE_LIMIT_HEADERS = ("ratelimit-limit", "ratelimit-remaining", "docker-ratelimit-source")
-_HASHES = {"sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
 
 
 def api_host(registry: str) -> str:
@@ -332,10 +322,10 @@ class RegistryClient:
         scope = f"repository:{ref.repository}:pull"
 
         head = await self._request("HEAD", url, host, scope, access)
-        self._check_status(head, host, ref)
         rate_limit = self._rate_limit(head, host)
+        check_status(head, host, ref)
         media_type = head.media_type
-        self._reject_schema1(media_type, host, ref)
+        reject_schema1(media_type, host, ref)
         digest = head.headers.get("docker-content-digest")
         if is_digest(digest):
             log.debug("resolved %s via HEAD to %s", ref, digest)
@@ -349,18 +339,18 @@ class RegistryClient:
             )
         log.debug("no usable Docker-Content-Digest from HEAD %s; falling back to GET", url)
         get = await self._request("GET", url, host, scope, access)
-        self._check_status(get, host, ref)
-        body = get.body
-        body_type, schema_version = self._body_info(body)
+        rate_limit = self._rate_limit(get, host)
+        check_status(get, host, ref)
+        body_type, schema_version = body_info(get.body)
         media_type = get.media_type
-        self._reject_schema1(media_type, host, ref)
+        reject_schema1(media_type, host, ref)
         if body_type and media_type not in MANIFEST_TYPES:  # e.g. served as application/json
             media_type = body_type
         if schema_version == 1:
-            self._reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
-        digest = self._verified_digest(get, host, ref)
+            reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
+        digest = verified_digest(get, host, ref)
         log.debug("resolved %s via GET to %s", ref, digest)
-        return Resolution(ref, digest, media_type, "GET", self._rate_limit(get, host))
+        return Resolution(ref, digest, media_type, "GET", rate_limit)
 
     async def _fetch(
         self, ref: ImageRef, access: RegistryAccess, max_bytes: int | None = None
@@ -380,77 +370,18 @@ class RegistryClient:
                 raise ContentTooLarge(
                     f"{host}: the manifest {ref} is over {max_bytes} bytes", host=host, status=exc.status
                 ) from None
-        self._check_status(get, host, ref)
+        self._rate_limit(get, host)
+        check_status(get, host, ref)
         if ref.digest:
-            self._verified_digest(get, host, ref, expected=ref.digest)
-        body_type, _version = self._body_info(get.body)
+            verified_digest(get, host, ref, expected=ref.digest)
+        body_type, _version = body_info(get.body)
         return (get.media_type if get.media_type in MANIFEST_TYPES else body_type), get.body
-
-    @staticmethod
-    def _verified_digest(
-        response: HttpResponse, host: str, ref: ImageRef, expected: str | None = None
-    ) -> str:
-        body = response.body
-        digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        for claimed in (response.headers.get("docker-content-digest"), expected):
-            if not claimed:
-                continue
-            algorithm, _, hexpart = claimed.partition(":")
-            hasher = _HASHES.get(algorithm)
-            if not is_digest(claimed) or hasher is None or hasher(body).hexdigest() != hexpart:
-                raise RegistryError(
-                    f"{host}: Docker-Content-Digest {claimed!r} does not match the manifest of {ref}",
-                    host=host,
-                    status=response.status,
-                )
-            digest = claimed
-        return digest
-
-    @staticmethod
-    def _body_info(body: bytes) -> tuple[str, int | None]:
-        """(mediaType, schemaVersion) of a manifest body, as far as they can be read."""
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return "", None
-        if not isinstance(doc, dict):
-            return "", None
-        media_type, version = doc.get("mediaType"), doc.get("schemaVersion")
-        return (media_type if isinstance(media_type, str) else ""), (
-            version if isinstance(version, int) else None
-        )
-
-    @staticmethod
-    def _reject_schema1(media_type: str, host: str, ref: ImageRef, *, always: bool = False) -> None:
-        if always or media_type in SCHEMA1_TYPES:
-            raise RegistryError(
-                f"{host} served a Docker schema1 manifest ({media_type}) for {ref}; schema1 is not supported",
-                host=host,
-            )
 
     def _rate_limit(self, response: HttpResponse, host: str) -> dict[str, str]:
         found = {k: response.headers.get(k) for k in RATE_LIMIT_HEADERS if k in response.headers}
         if found:
             self.rate_limits[host] = found
         return found
-
-    def _check_status(self, response: HttpResponse, host: str, ref: ImageRef) -> None:
-        status = response.status
-        if 200 <= status < 300:
-            return
-        if status == 404:
-            raise ManifestNotFound(f"{host}: manifest for {ref} not found", host=host, status=status)
-        if status in (401, 403):
-            raise AuthError(f"{host}: access to {ref} denied (HTTP {status})", host=host, status=status)
-        if status == 429:
-            self._rate_limit(response, host)
-            raise RegistryError(
-                f"{host}: rate limited (HTTP 429) resolving {ref}",
-                host=host,
-                status=status,
-                retry_after=parse_retry_after(response.headers.get("retry-after")),
-            )
-        raise RegistryError(f"{host}: HTTP {status} resolving {ref}", host=host, status=status)
 
     # --- HTTP, retries and auth (``RegistryAuth``) -------------------------------------------------
 
