@@ -39,6 +39,7 @@ from typing import Self
 from tagpin.adapters.registry.artifacts import ArtifactLimits, ArtifactReads
 from tagpin.adapters.registry.auth import RegistryAuth
 from tagpin.adapters.registry.batch import resolve_batch
+from tagpin.adapters.registry.bounds import Bounds
 from tagpin.adapters.registry.http import (
     AiohttpTransport,
     BodyTooLarge,
@@ -104,8 +105,6 @@ class RegistryClient:
         self._access = access or (lambda _registry: RegistryAccess())
         self._transport: Transport = transport or AiohttpTransport(limit=max_concurrency)
         self._timeout = timeout
-        self._max_concurrency = max_concurrency
-        self._per_registry = per_registry
         self._retry = retry or RetryPolicy()
         self._breaker_threshold = breaker_threshold
         self._breaker_cooldown = breaker_cooldown
@@ -119,12 +118,11 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
         # Everything below is touched only from the loop thread.
-        self._global: asyncio.Semaphore | None = None
-        self._hosts: dict[str, asyncio.Semaphore] = {}
+        self._bounds = Bounds(max_concurrency, per_registry)
         self._breakers: dict[str, CircuitBreaker] = {}
         self._auth = RegistryAuth(self._send, clock)  # challenges and the token cache
         self._artifacts = ArtifactReads(
-            self._auth, self.breaker, self._bounds, self._fetch, artifact_limits or ArtifactLimits()
+            self._auth, self.breaker, self._bounds.hold, self._fetch, artifact_limits or ArtifactLimits()
         )
         self.rate_limits: dict[str, dict[str, str]] = {}  # api host -> last rate-limit headers seen
 
@@ -241,14 +239,6 @@ class RegistryClient:
         self.breaker(host).failure(message, open_for=self._breaker_cooldown)
         return message
 
-    def _bounds(self, host: str, access: RegistryAccess) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
-        if self._global is None:
-            self._global = asyncio.Semaphore(self._max_concurrency)
-        sem = self._hosts.get(host)
-        if sem is None:
-            sem = self._hosts[host] = asyncio.Semaphore(access.max_concurrency or self._per_registry)
-        return sem, self._global
-
     def breaker(self, host: str) -> CircuitBreaker:
         found = self._breakers.get(host)
         if found is None:
@@ -261,8 +251,7 @@ class RegistryClient:
         host = api_host(ref.registry)
         breaker = self.breaker(host)
         breaker.check(host)
-        per_host, overall = self._bounds(host, access)
-        async with per_host, overall:
+        async with self._bounds.hold(host, access):
             breaker.check(host)  # it may have opened while this one waited
             try:
                 resolution = await self._resolve(ref, access, host)
@@ -283,8 +272,7 @@ class RegistryClient:
 
         async def fetch(url: str) -> HttpResponse:
             breaker.check(host)
-            per_host, overall = self._bounds(host, access)
-            async with per_host, overall:  # per page: a long listing does not hold a slot throughout
+            async with self._bounds.hold(host, access):  # per page: a listing does not hold a slot throughout
                 breaker.check(host)
                 response = await self._auth.request(
                     "GET",
@@ -359,9 +347,8 @@ class RegistryClient:
         if access.head_only:
             raise GetsDisabled(f"{host}: manifest GETs are disabled for this registry", host=host)
         reference = ref.digest or ref.tag or "latest"
-        per_host, overall = self._bounds(host, access)
         url = self._url(ref, access, reference)
-        async with per_host, overall:
+        async with self._bounds.hold(host, access):
             try:
                 get = await self._request(
                     "GET", url, host, f"repository:{ref.repository}:pull", access, max_body=max_bytes
