@@ -11,13 +11,12 @@ At scale (the poller resolves thousands of tags per run):
   ``resolve_many``, ``start_many``) submits coroutines to it, so any thread may call it and every
   call shares one connection pool (kept alive across warm Lambda invocations). The loop thread and
   the transport, and why aiohttp, are in ``http``;
-- a global bound and a per-registry bound on requests in flight (per-registry acquired first,
-  so a slow registry cannot hold global slots while it waits for its own);
+- a global bound and a per-registry bound on requests in flight (``bounds``);
 - retries (``_send``) and a circuit breaker per registry (``aresolve``); the policy, the breaker
   and what they do are in ``resilience``;
-- a deadline per registry within a batch (``batch``): a registry that answers nothing for
-  ``registry_deadline`` seconds holds a poll no longer, its tags get that error and its breaker
-  opens at once.
+- each registry's progress in a batch (``batch``): a registry that has answered nothing
+  ``registry_deadline`` seconds after it was asked gives its global slots back, and its first
+  timeout then cuts it from the batch (no retry, its breaker opens); one that answers is not cut.
 
 ``list_tags`` lists a repository's tags page by page (``tags``: pagination, bounds, validation), each
 page through the same auth, retries, breaker and bounds as a resolution; ``fetch_blob`` and
@@ -35,10 +34,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Self
+from urllib.parse import urlsplit
 
 from tagpin.adapters.registry.artifacts import ArtifactLimits, ArtifactReads
 from tagpin.adapters.registry.auth import RegistryAuth
-from tagpin.adapters.registry.batch import resolve_batch
+from tagpin.adapters.registry.batch import Progress, accesses_for, resolve_batch
 from tagpin.adapters.registry.bounds import Bounds
 from tagpin.adapters.registry.http import (
     AiohttpTransport,
@@ -103,13 +103,13 @@ class RegistryClient:
         artifact_limits: ArtifactLimits | None = None,
     ) -> None:
         self._access = access or (lambda _registry: RegistryAccess())
-        self._transport: Transport = transport or AiohttpTransport(limit=max_concurrency)
+        # Requests stepped aside (``bounds``) keep their connections: twice the global bound.
+        self._transport: Transport = transport or AiohttpTransport(limit=2 * max_concurrency)
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
         self._breaker_threshold = breaker_threshold
         self._breaker_cooldown = breaker_cooldown
-        # Seconds a registry may leave every request of a batch unanswered: shorter than a request's
-        # timeout, whose retries would hold a poll three times as long (``batch``).
+        # Seconds after which a registry that has answered nothing in a batch is silent (``batch``).
         self._registry_deadline = registry_deadline
         self._clock = clock
         self._sleep = sleep
@@ -159,15 +159,16 @@ class RegistryClient:
         that finished to its resolution or error; refs still unresolved at ``deadline`` (a
         ``clock`` value) are cancelled and left out."""
         refs = list(dict.fromkeys(refs))
-        accesses: dict[str, RegistryAccess | RegistryError] = {}
-        for registry in {r.registry for r in refs}:
-            try:  # in the caller's thread: reading a secret or an ECR token may block
-                accesses[registry] = self._access(registry)
-            except Exception as exc:  # one registry's bad credentials fail only its own tags
-                accesses[registry] = RegistryError(
-                    f"{registry}: credentials unavailable ({type(exc).__name__}: {exc})", host=registry
-                )
-        return self._run_loop().submit(self._resolve_many(refs, accesses, deadline))
+        batch = resolve_batch(
+            refs,
+            accesses_for(refs, self._access),
+            self.aresolve,
+            lambda ref: api_host(ref.registry),
+            deadline=deadline,
+            registry_deadline=self._registry_deadline,
+            clock=self._clock,
+        )
+        return self._run_loop().submit(batch)
 
     def resolve_many(
         self, refs: Iterable[ImageRef], *, deadline: float | None = None
@@ -201,44 +202,6 @@ class RegistryClient:
 
     # --- async core (the loop thread) --------------------------------------------------------------
 
-    async def _resolve_many(
-        self,
-        refs: list[ImageRef],
-        accesses: Mapping[str, RegistryAccess | RegistryError],
-        deadline: float | None,
-    ) -> dict[ImageRef, Resolution | RegistryError]:
-        out: dict[ImageRef, Resolution | RegistryError] = {}
-        reachable: dict[ImageRef, RegistryAccess] = {}
-        for ref in refs:
-            access = accesses[ref.registry]
-            if isinstance(access, RegistryError):
-                out[ref] = access
-            else:
-                reachable[ref] = access
-        out.update(
-            await resolve_batch(
-                list(reachable),
-                lambda ref: self.aresolve(ref, reachable[ref]),
-                lambda ref: api_host(ref.registry),
-                self._held_up,
-                deadline=deadline,
-                registry_deadline=self._registry_deadline,
-                clock=self._clock,
-            )
-        )
-        return out
-
-    def _held_up(self, host: str, unanswered: int) -> str:
-        """A registry that answered nothing for its deadline in a batch: its breaker opens for the
-        cooldown (the next batches skip it, then try it again); the error its tags get."""
-        message = (
-            f"{host}: no answer for {self._registry_deadline:g}s (the registry's deadline in one poll); "
-            f"skipped for {self._breaker_cooldown:g}s, then tried again"
-        )
-        log.warning("registry held up a poll", extra={"registry": host, "unanswered": unanswered})
-        self.breaker(host).failure(message, open_for=self._breaker_cooldown)
-        return message
-
     def breaker(self, host: str) -> CircuitBreaker:
         found = self._breakers.get(host)
         if found is None:
@@ -251,10 +214,11 @@ class RegistryClient:
         host = api_host(ref.registry)
         breaker = self.breaker(host)
         breaker.check(host)
-        async with self._bounds.hold(host, access):
+        async with self._bounds.hold(host, access) as slot:
             breaker.check(host)  # it may have opened while this one waited
             try:
-                resolution = await self._resolve(ref, access, host)
+                with Progress.asking(host, slot):
+                    resolution = await self._resolve(ref, access, host)
             except RegistryError as exc:
                 if exc.transient and not isinstance(exc, RegistryUnavailable):
                     breaker.failure(str(exc), open_for=exc.retry_after)
@@ -392,6 +356,8 @@ class RegistryClient:
             try:
                 response = await self._transport.send(request, self._timeout)
             except TransportError as exc:
+                if exc.timeout:  # final for a registry silent in a batch (``batch``)
+                    Progress.timed_out(host, self.breaker(host), self._timeout)
                 what = "timed out" if exc.timeout else "connection failed"
                 error = RegistryError(f"{host}: {what} ({exc}) on {method} {url}", host=host)
                 wait = self._retry.backoff(attempt, self._rng)
@@ -399,6 +365,8 @@ class RegistryClient:
                     raise error from None
             else:
                 log.debug("%s %s -> %s", method, url, response.status)
+                if urlsplit(url).netloc == host:  # the registry's own answer, not its token server's
+                    Progress.answered(host)
                 if response.status not in RETRY_STATUSES or attempt + 1 >= self._retry.attempts:
                     return response
                 wait = self._retry.backoff(attempt, self._rng)
