@@ -158,3 +158,14 @@ def test_the_batch_deadline_leaves_the_rest_out_without_blaming_a_registry() -> 
         again = c.resolve_many(fast)
     assert set(out) == set(fast) and resolved(out, fast) and resolved(again, fast)
     assert c.breaker("frozen.example.com").open_until == 0.0
+
+
+def test_only_the_registrys_own_answers_count() -> None:
+    from tagpin.adapters.registry.batch import _addressed_to
+
+    assert _addressed_to("https://r.example.com/v2/a/manifests/b", "r.example.com")
+    assert _addressed_to("http://127.0.0.1:5000/v2/", "127.0.0.1:5000")
+    assert _addressed_to("http://127.0.0.1:5000", "127.0.0.1:5000")
+    assert not _addressed_to("http://127.0.0.1:50001/v2/", "127.0.0.1:5000")  # another port
+    assert not _addressed_to("https://auth.example.com/token?scope=x", "r.example.com")  # its token server
+    assert not _addressed_to("https://r.example.com.evil.net/v2/", "r.example.com")

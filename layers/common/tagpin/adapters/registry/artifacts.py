@@ -26,7 +26,6 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urljoin
@@ -264,7 +263,7 @@ class ArtifactReads:
         self,
         auth: RegistryAuth,
         breaker: Callable[[str], CircuitBreaker],
-        bounds: Callable[[str, RegistryAccess], AbstractAsyncContextManager[Slot]],
+        bounds: Callable[[str, RegistryAccess], Slot],
         fetch: Callable[[ImageRef, RegistryAccess, int | None], Awaitable[tuple[str, bytes]]],
         limits: ArtifactLimits,
     ) -> None:

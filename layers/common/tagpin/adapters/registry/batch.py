@@ -27,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,32 @@ class _Registry:
     in_flight: set[Slot] = field(default_factory=set)
 
 
+def _addressed_to(url: str, host: str) -> bool:
+    """Whether ``url``'s host (and port) is ``host`` (``urlsplit`` would cost more than the rest of
+    the bookkeeping of a request)."""
+    start = url.find("://") + 3
+    end = start + len(host)
+    return url.startswith(host, start) and (len(url) == end or url[end] in "/?#")
+
+
+class _Asked:
+    """A request in flight, in its registry's set while it runs."""
+
+    __slots__ = ("_in_flight", "_slot")
+
+    def __init__(self, in_flight: set[Slot], slot: Slot) -> None:
+        self._in_flight, self._slot = in_flight, slot
+
+    def __enter__(self) -> None:
+        self._in_flight.add(self._slot)
+
+    def __exit__(self, *_exc: object) -> None:
+        self._in_flight.discard(self._slot)
+
+
+_NOTHING = nullcontext()
+
+
 class Progress:
     """One batch's progress with each registry (by API host). The client reports to the batch it
     runs in through the class methods, which do nothing outside a batch."""
@@ -95,29 +121,24 @@ class Progress:
         return found
 
     @classmethod
-    @contextmanager
-    def asking(cls, host: str, slot: Slot) -> Iterator[None]:
+    def asking(cls, host: str, slot: Slot) -> AbstractContextManager[object]:
         """Around a request of ``host``'s past the bounds: asked, until it ends."""
         progress = cls._current.get()
         if progress is None:
-            yield
-            return
+            return _NOTHING
         registry = progress._registry(host)
         if registry.timer is None and not registry.answered:  # first asked: the deadline starts
             registry.timer = progress._loop.call_later(progress._deadline, progress._deadline_passed, host)
         if registry.silent:
             slot.step_aside()
-        registry.in_flight.add(slot)
-        try:
-            yield
-        finally:
-            registry.in_flight.discard(slot)
+        return _Asked(registry.in_flight, slot)
 
     @classmethod
-    def answered(cls, host: str) -> None:
-        """An HTTP response came from ``host``."""
+    def answered(cls, host: str, url: str) -> None:
+        """An HTTP response to ``url`` came, for ``host``: an answer if ``url`` is on ``host`` (a
+        token server's is not the registry's)."""
         progress = cls._current.get()
-        if progress is not None:
+        if progress is not None and _addressed_to(url, host):
             registry = progress._registry(host)
             registry.answered, registry.silent = True, False
             if registry.timer is not None:

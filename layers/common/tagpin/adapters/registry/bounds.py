@@ -14,8 +14,7 @@ transport's connection pool is sized for that).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 
 from tagpin.ports.registry import RegistryAccess
 
@@ -29,30 +28,42 @@ class Bounds:
         self._hosts: dict[str, asyncio.Semaphore] = {}
         self.aside = 0  # requests in flight that gave their global slot back
 
-    @asynccontextmanager
-    async def hold(self, host: str, access: RegistryAccess) -> AsyncIterator[Slot]:
-        """A slot of ``host``'s and a global one, for the ``async with`` block."""
+    def hold(self, host: str, access: RegistryAccess) -> Slot:
+        """A slot of ``host``'s and a global one, for an ``async with`` block."""
         if self._global is None:
             self._global = asyncio.Semaphore(self.max_concurrency)
         per_host = self._hosts.get(host)
         if per_host is None:
             per_host = self._hosts[host] = asyncio.Semaphore(access.max_concurrency or self._per_registry)
-        async with per_host:
-            await self._global.acquire()
-            slot = Slot(self, self._global)
-            try:
-                yield slot
-            finally:
-                slot.release()
+        return Slot(self, per_host, self._global)
 
 
 class Slot:
-    """One request's claim on the global bound: held, stepped aside, or released."""
+    """One request's claim: its registry's slot and a global one (held, stepped aside, released)."""
 
-    def __init__(self, bounds: Bounds, overall: asyncio.Semaphore) -> None:
+    __slots__ = ("_bounds", "_global", "_per_host", "state")
+
+    def __init__(self, bounds: Bounds, per_host: asyncio.Semaphore, overall: asyncio.Semaphore) -> None:
         self._bounds = bounds
+        self._per_host = per_host
         self._global = overall
+        self.state = "waiting"
+
+    async def __aenter__(self) -> Slot:
+        await self._per_host.acquire()
+        try:
+            await self._global.acquire()
+        except BaseException:  # cancelled while waiting for a global slot
+            self._per_host.release()
+            raise
         self.state = "held"
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+        self._per_host.release()
 
     def step_aside(self) -> None:
         """Give the global slot back and go on outside it, if the allowance for that has room."""

@@ -34,7 +34,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Self
-from urllib.parse import urlsplit
 
 from tagpin.adapters.registry.artifacts import ArtifactLimits, ArtifactReads
 from tagpin.adapters.registry.auth import RegistryAuth
@@ -365,8 +364,7 @@ class RegistryClient:
                     raise error from None
             else:
                 log.debug("%s %s -> %s", method, url, response.status)
-                if urlsplit(url).netloc == host:  # the registry's own answer, not its token server's
-                    Progress.answered(host)
+                Progress.answered(host, url)
                 if response.status not in RETRY_STATUSES or attempt + 1 >= self._retry.attempts:
                     return response
                 wait = self._retry.backoff(attempt, self._rng)
