@@ -11,8 +11,9 @@
   - its requests step aside (``bounds``): they give their global slots back, so that frozen
     registries cannot keep the others' requests waiting until their own time out;
   - its next request timeout is final (``Progress.timed_out``): not retried, the registry is cut
-    from the batch. Its tags, asked or not, get that error (``RegistrySilent``), its requests are
-    cancelled, and its breaker opens for the cooldown, so the next batches skip it.
+    from the batch. Its breaker opens for the cooldown (the next batches skip it), its requests are
+    cancelled, and its tags get that error (``RegistrySilent``); one that was still waiting for a
+    slot may find the breaker open first and be skipped, with that error as the last.
 
   A registry that has answered anything in the batch is never cut nor stepped aside, however slowly
   it answers: its requests are bounded by their own timeout and retries, its breaker counts its
