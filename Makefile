@@ -11,7 +11,7 @@
 #   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make bench-tags        list 10,000 tags (one page; Link pages of 1,000 and of 100; last=): requests, time, memory
 #   make bench-console     every console page at 10,000 targets in three shapes, in process and over HTTP: time, calls
-#   make bench-hanging     a frozen registry beside the real one: each poll run's time, run after run
+#   make bench-hanging     frozen and slow registries beside the real one: each poll run's time and errors
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -127,8 +127,8 @@ bench-fanout: venv tools
 bench-tags: venv tools
 	$(PY) bench/tags.py
 
-# A frozen registry (a TCP server that never answers) beside the real one: each poll run's time, run
-# after run, with the client's defaults; about 30 s (3 minutes before the registries' deadline).
+# Frozen registries (TCP servers that never answer) and a slow one beside the real one: each poll
+# run's time and errors, run after run, with the client's defaults; about 1.5 minutes.
 bench-hanging: venv tools
 	$(PY) bench/hanging_registry.py
 
