@@ -687,7 +687,7 @@ def platform_calls(
         calls.append(Call(function, "lambda:event source mapping", requests, environment=env))
     # Only an asynchronous invocation can fail into its destination: a schedule, an EventBridge
     # rule, an Invoke by a role (a split poll's parts). The others' destinations stay unused.
-    if invoked_asynchronously(fn):
+    if ts.invoked_asynchronously(template, fn):
         for kind, destination in _destinations(props, params, attrs):
             calls.append(
                 Call(
@@ -706,25 +706,6 @@ def platform_calls(
         requests = (Request("logs:CreateLogStream", stream), Request("logs:PutLogEvents", stream))
         calls.append(Call(function, "lambda:logs", requests, environment=env))
     return calls
-
-
-ASYNCHRONOUS_SOURCES = ("Schedule", "ScheduleV2", "EventBridgeRule", "CloudWatchEvent", "SNS", "S3")
-
-
-def invoked_asynchronously(logical: str) -> bool:
-    """An event source that invokes the function asynchronously, or lambda:InvokeFunction on it in a
-    policy of the template (the poller's parts)."""
-    ts = _template()
-    template = _loaded()
-    kinds = {e["Type"] for e in (ts.function_props(template, logical).get("Events") or {}).values()}
-    invoked = any(
-        "lambda:InvokeFunction" in str(s.get("Action"))
-        and s.get("Resource") == {"Fn::GetAtt": [logical, "Arn"]}
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::IAM::Policy"
-        for s in ts.as_list(r["Properties"]["PolicyDocument"]["Statement"])
-    )
-    return bool(kinds & set(ASYNCHRONOUS_SOURCES)) or invoked
 
 
 # What SAM's managed policies grant that no call of a tagpin stack can use, and why it stays: SAM
