@@ -18,7 +18,8 @@ from tagpin_cli import doctor, doctor_registries, doctor_secrets
 from tagpin_cli.doctor import Seat, Status
 from tagpin_cli.environment import Target
 
-from tests.support.iam import ACCOUNT, Request, role
+from tests.support.iam import ACCOUNT, Request
+from tests.support.iamroles import role
 from tests.unit.test_doctor_aws import Fake, target
 
 REGISTRY = "210987654321.dkr.ecr.eu-west-1.amazonaws.com"

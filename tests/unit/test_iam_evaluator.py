@@ -13,20 +13,9 @@ from moto.iam.access_control import PermissionResult
 from tagpin_local.lambda_runtime import INVOKED
 
 from tests.support.constants import REGION
-from tests.support.iam import (
-    Call,
-    Request,
-    Statement,
-    Underivable,
-    denied,
-    logical_id,
-    parameter_arn,
-    platform_calls,
-    requests_of,
-    role,
-    secret_arn,
-    unused,
-)
+from tests.support.iam import Call, Request, Statement, Underivable, parameter_arn, requests_of, secret_arn
+from tests.support.iamplatform import platform_calls
+from tests.support.iamroles import denied, logical_id, role, unused
 from tests.support.iamsession import RECORDER
 from tests.unit.template_support import invoked_asynchronously, load_template
 

@@ -20,8 +20,9 @@ from tagpin_local.lambda_runtime import LocalContext, http_api_event, load_handl
 
 from tests.support.aws import create_table
 from tests.support.constants import DISTRIBUTION_V1, REGION, WEBHOOK_TOKEN
-from tests.support.iam import Request, role, secret_arn
+from tests.support.iam import Request, secret_arn
 from tests.support.iamenforce import enforcing
+from tests.support.iamroles import role
 
 SECRETS_MANAGER = {"SecretStore": "secretsmanager"}
 NAME = "tagpin/webhook"
@@ -108,3 +109,27 @@ def test_once_the_secret_exists_the_same_role_reads_it(handler: Any) -> None:
     with enforcing(SECRETS_MANAGER) as denials:
         status, _ = post(handler)
     assert denials == [] and status == 202
+
+
+def test_a_denied_write_is_refused_before_it_is_made(handler: Any) -> None:
+    """IAM authorises before the service acts: the model refuses a write the role does not allow
+    before moto sees it, so nothing is written (the webhook may write its state table only)."""
+    from botocore.exceptions import ClientError
+    from tagpin_local.lambda_runtime import INVOKED
+
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    create_table(dynamodb, "tagpin-other", ("pk", "sk"))
+    item = {"pk": {"S": "x"}, "sk": {"S": "y"}}
+    token = INVOKED.set("webhook")
+    try:
+        with enforcing(SECRETS_MANAGER) as denials, pytest.raises(ClientError) as info:
+            dynamodb.put_item(TableName="tagpin-other", Item=item)
+        dynamodb.put_item(TableName="tagpin-state", Item=item)  # its own table: allowed, written
+    finally:
+        INVOKED.reset(token)
+    assert info.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert denials == [
+        f"webhook: dynamodb:PutItem on arn:aws:dynamodb:{REGION}:123456789012:table/tagpin-other"
+    ]
+    assert dynamodb.scan(TableName="tagpin-other")["Items"] == []
+    assert len(dynamodb.scan(TableName="tagpin-state")["Items"]) == 1
