@@ -37,7 +37,7 @@ PAUSE_STEPS = [{"setWeight": 20}, {"pause": {}}, {"setWeight": 60}]
 TARGET = "local/shop/Rollout/cart/app"
 
 
-def _stack(recursive_loop: dict[str, str] | None) -> LocalStack:
+def _stack(recursive_loop: dict[str, RecursiveLoop] | None) -> LocalStack:
     return LocalStack(
         StackOptions(
             notifications=False,
