@@ -216,3 +216,25 @@ def test_a_paused_canary_waits_past_the_timeout_and_completes_when_promoted(st):
     assert history(st, target, digest) == ["applied", "verified"]
     assert pod_digests(st, "cart") == {digest}
     assert kube(st).get("Rollout", "shop", "cart")["status"]["phase"] == "Healthy"
+
+
+def test_a_pause_longer_than_the_maximum_is_stalled_and_no_longer_followed(st):
+    """rollout.max_pause_seconds: the target is recorded stalled, nothing is rolled back or marked
+    bad, and the consumer stops looking (the chain of verifications ends)."""
+    assert st.registry is not None
+    image, (target,) = follow(st, "demo/argo-pause", "pause", verify_timeout_seconds=1, max_pause_seconds=4)
+    kube(st).create(rollout("pause", "shop", "placeholder", steps=PAUSE_STEPS))
+    digest = push_image(st.registry.url, "demo/argo-pause", "stable")
+    st.run_poller()
+    wait_for("stalled", lambda: status(st, target, digest) is TargetStatus.STALLED)
+    detail = state_of(st).targets.get(target).detail  # type: ignore[union-attr]
+    assert detail is not None and "longer than rollout.max_pause_seconds (4 s)" in detail
+    assert history(st, target, digest) == ["applied", "stalled"]
+    reads = kube(st).count("GET", "/rollouts/pause$")
+    time.sleep(3)  # three verify intervals: a chain still running would have looked again
+    assert kube(st).count("GET", "/rollouts/pause$") == reads
+    assert spec_image(st, "pause").endswith("@" + digest)  # not patched back
+    assert kube(st).get("Rollout", "shop", "pause")["status"]["phase"] == "Paused"
+    tag = state_of(st).tags.get(image)
+    assert tag is not None and not tag.blocked
+    assert promotion_status(st, image) is PromotionStatus.ROLLING

@@ -103,8 +103,8 @@ class StackOptions:
     console_auth: str = "token"
     jwt_claims: Callable[[str], dict[str, Any] | None] | None = None
     # Lambda's recursive loop detection (tagpin_local.recursion): each function's RecursiveLoop, as
-    # template.yaml sets it (None), or as given here ({"consumer": "Terminate"}: the guard on).
-    recursive_loop: dict[str, str] | None = None
+    # template.yaml sets it (None), or as given here ({"consumer": RecursiveLoop.TERMINATE}: the guard on).
+    recursive_loop: dict[str, RecursiveLoop] | None = None
 
 
 class LocalStack:
@@ -141,7 +141,7 @@ class LocalStack:
         self.consumer_errors: list[str] = []
         self._saved_env: dict[str, str | None] = {}
         settings = recursive_loop_settings(REPO / "template.yaml")
-        settings.update({k: RecursiveLoop(v) for k, v in (self.options.recursive_loop or {}).items()})
+        settings.update(self.options.recursive_loop or {})
         self.loops = LoopDetector(settings)
 
     # -- lifecycle --------------------------------------------------------------------------

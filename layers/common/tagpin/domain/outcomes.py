@@ -96,6 +96,7 @@ class VerificationOutcome(StrEnum):
     VERIFIED = "verified"
     PROGRESSING = "progressing"  # looked again later
     PAUSED = "paused"  # held at a pause step (Argo Rollouts): looked again later, not timed
+    STALLED = "stalled"  # paused longer than rollout.max_pause_seconds: no longer followed
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
     SUPERSEDED = "superseded"  # the target moved to another digest

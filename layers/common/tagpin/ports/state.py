@@ -40,10 +40,15 @@ class TargetStatus(StrEnum):
     # `kubectl rollout undo`, a hand-set image), or someone ran `tagpin hold`, or it is annotated
     # tagpin.dev/hold. Not patched back: until the tag moves (an automatic hold), or `tagpin release`.
     HELD = "held"
+    # Patched, and its rollout held at a pause (Argo Rollouts) longer than rollout.max_pause_seconds:
+    # no longer followed (not failed, not rolled back, the digest not marked bad). Its wave does
+    # not count as verified; the tag's next digest rolls as usual.
+    STALLED = "stalled"
 
 
-# A target in one of these states at the tag's digest needs nothing more from the level checks.
-SETTLED = frozenset({TargetStatus.APPLIED, TargetStatus.VERIFIED})
+# A target in one of these states at the tag's digest needs nothing more from the level checks
+# (a stalled one is not patched again: that would only start following the same pause again).
+SETTLED = frozenset({TargetStatus.APPLIED, TargetStatus.VERIFIED, TargetStatus.STALLED})
 
 
 class TargetNote(StrEnum):
@@ -75,6 +80,7 @@ class ImageEvent(StrEnum):
     COMPLETE = "complete"
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
+    STALLED = "stalled"  # a target's rollout stayed paused longer than rollout.max_pause_seconds
     DOWNGRADED = "downgraded"  # a person moved a version channel's head down (tagpin downgrade)
     HELD = "held"  # a target was changed outside tagpin: held, not patched back
     BLOCKED = "blocked"  # a trust gate refused the digest for a target (docs/trust.md)
