@@ -209,6 +209,7 @@ class HeadMoves(RuleBasedStateMachine):
         self.queue = ListQueue()
         self.channels = Channels(self.registry, self.state)
         self.floor: str | None = None  # the highest version recorded while not bad, since a reset
+        self.failed: set[str] = set()  # the versions whose rollout failed (blocked as the head)
         self.observed_at = 0
 
     def teardown(self) -> None:
@@ -262,13 +263,17 @@ class HeadMoves(RuleBasedStateMachine):
 
     @rule()
     def rolled_back(self) -> None:
-        """The head's rollout failed and its targets were rolled back (as the verifier does)."""
+        """The head's rollout failed and its targets were rolled back (as the verifier does: the
+        head blocked, its version marked bad, the channel back to its rollback version)."""
         stored = self.state.tags.get(self.followed.image)
         if stored is None:
             return
         now = self.clock()
+        if self.state.tags.mark_bad(self.followed.image, stored.digest, "failed", now):
+            assert stored.version is not None
+            self.failed.add(stored.version)
         mark_failed(self.state, self.followed.image, stored.digest, "failed", now)
-        if (back := return_to_previous(self.state, self.followed.image, stored.digest, now)) is not None:
+        if (back := return_to_previous(self.state, self.followed, stored.digest, now)) is not None:
             self.floor = back
 
     @invariant()
@@ -280,6 +285,9 @@ class HeadMoves(RuleBasedStateMachine):
         if self.floor is not None:
             assert rank(stored.version) >= rank(self.floor), (stored.version, self.floor)
         assert stored.observed_at >= self.observed_at  # observations never go back
+        assert stored.rollback_digest == (
+            None if stored.rollback_version is None else digest_of(stored.rollback_version)
+        )
         self.observed_at = stored.observed_at
 
 

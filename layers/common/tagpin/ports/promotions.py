@@ -77,7 +77,7 @@ class Promotions(Protocol):
         """Complete or halt a rolling promotion (exactly one caller wins)."""
         ...
 
-    def reopen(self, image: str, digest: str) -> bool:
+    def clear(self, image: str, digest: str) -> bool:
         """A person cleared the version of ``digest`` (``tagpin clear``): its halted promotion is
         forgotten, so that a change to the digest starts a new one; False (nothing written) when
         the promotion is not a halted one of ``digest``."""

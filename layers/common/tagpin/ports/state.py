@@ -16,7 +16,7 @@ from typing import Protocol
 
 from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.clusters import Clusters, ClusterState, Slots
-from tagpin.ports.heads import BadVersion, Versions
+from tagpin.ports.heads import BadVersion, Heads, Versions
 from tagpin.ports.history import History, HistoryEntry, ImageEvent
 from tagpin.ports.index import Index, IndexEntry, ShardImages
 from tagpin.ports.promotions import Promotion, Promotions, PromotionStatus
@@ -30,6 +30,7 @@ __all__ = [
     "ClusterState",
     "Clusters",
     "Digests",
+    "Heads",
     "History",
     "HistoryEntry",
     "ImageEvent",
@@ -77,3 +78,4 @@ class State:
     cursor: PollCursor
     digests: Digests
     versions: Versions
+    heads: Heads

@@ -7,13 +7,10 @@ what recording an observation decided, and the compact cache of settled digests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
-
-if TYPE_CHECKING:
-    from tagpin.domain.versions import VersionPolicy
 
 
 @dataclass(frozen=True)
@@ -28,10 +25,10 @@ class TagState:
     bad_digest: str | None = None  # a rollout of this digest failed; cleared when the tag moves
     bad_reason: str | None = None
     version: str | None = None  # a version channel's head: the tag ``digest`` was resolved from
-    # A version channel's head before the move to ``digest`` (another digest): where a rollback of
-    # the head's version returns the channel to (``Tags.roll_back_head``).
-    previous_version: str | None = None
-    previous_digest: str | None = None
+    # Where a rollback of the head's version returns the channel (``Heads.roll_back``): the last
+    # head before it that had not failed, the version its targets ran before.
+    rollback_version: str | None = None
+    rollback_digest: str | None = None
 
     @property
     def blocked(self) -> bool:
@@ -43,45 +40,16 @@ class TagState:
 class TagRecord:
     result: TagOutcome  # CHANGED, UNCHANGED or STALE
     current: TagState  # the state after the write (the stored newer one when STALE)
-    previous_digest: str | None
+    previous_digest: str | None  # the tag's digest before this write
 
 
 class Tags(Protocol):
-    """``TAG#<image>``: the digest each followed tag points to."""
+    """``TAG#<image>``: the digest each followed tag points to (a version channel's head moves
+    through ``Heads``; it is read here like any tag)."""
 
     def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
         """Store an observation of the followed tag ``image`` -> ``digest``; the newest observation
         wins. Say whether it changed anything."""
-        ...
-
-    def move_head(
-        self,
-        image: str,
-        digest: str,
-        observed_at: int,
-        trigger: Trigger,
-        version: str,
-        policy: VersionPolicy,
-        *,
-        down: bool = False,
-    ) -> TagRecord:
-        """A version channel's head at ``version`` -> ``digest``, in ``policy``'s order whatever the
-        observations' order: a newer version moves the head (unless the version is marked bad for
-        the repository), the same version is an observation of the head (the newest wins), an
-        older version is STALE. Only ``down`` (a person's downgrade) moves the head down. Each
-        write is conditional on the head it compared with (a concurrent move: read and compare
-        again)."""
-        ...
-
-    def roll_back_head(self, image: str, digest: str, now: int) -> TagState | None:
-        """The rollout of the head's version (at ``digest``) failed and was rolled back: the channel
-        returns to its previous head. None (nothing written) when the head is no longer at
-        ``digest`` or has no previous head."""
-        ...
-
-    def unblock(self, image: str, version: str) -> bool:
-        """A person cleared ``version``: a channel whose head is that version, blocked because its
-        rollout failed, may roll it again (False: not at that version, or not blocked)."""
         ...
 
     def record_error(self, image: str, error: str, at: int) -> None:
