@@ -151,6 +151,41 @@ def fail(store: State, digest: str, at: int) -> None:
     mark_failed(store, KEY, digest, "failed", at)
 
 
+def test_a_failed_head_is_never_where_the_next_rollback_returns(store: State) -> None:
+    """1.1.0 fails; a poll moves the head to 1.2.0 before the verifier returns the channel to
+    1.0.0 (so it does not: the head moved on); 1.2.0 fails too. Its targets were rolled back to
+    1.0.0 (1.1.0's targets had been rolled back to it): the channel returns there, not to 1.1.0."""
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    fail(store, d(2), 250)
+    assert move(store, "1.2.0", d(3), 260) is TagOutcome.CHANGED
+    assert head(store) == ("1.2.0", d(3), "1.0.0")  # not 1.1.0: it failed
+    assert return_to_previous(store, FOLLOWED, d(2), 270) is None  # the head is no longer at 1.1.0
+    fail(store, d(3), 280)
+    assert return_to_previous(store, FOLLOWED, d(3), 290) == "1.0.0"
+    assert head(store) == ("1.0.0", d(1), None)
+    assert set(store.versions.bad([REPO])[REPO]) == {"1.1.0", "1.2.0"}
+
+
+def test_a_head_marked_bad_by_another_channel_is_not_returned_to_either(store: State) -> None:
+    """1.1.0 failed in another channel of the repository (marked bad, this head not blocked): a
+    move from it keeps 1.0.0 as where a rollback returns."""
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    store.versions.mark_bad(REPO, BadVersion("v1.1.0", d(2), "failed in beta", 250))  # another spelling
+    assert move(store, "1.2.0", d(3), 260) is TagOutcome.CHANGED
+    assert head(store) == ("1.2.0", d(3), "1.0.0")
+
+
+def test_a_move_from_a_good_head_after_a_failed_one_returns_to_the_good_one(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    fail(store, d(2), 250)
+    move(store, "1.2.0", d(3), 260)  # 1.2.0 rolls and is verified: a rollback of 1.3.0 returns to it
+    assert move(store, "1.3.0", d(4), 300) is TagOutcome.CHANGED
+    assert head(store) == ("1.3.0", d(4), "1.2.0")
+
+
 def test_versions_marked_bad_match_whatever_their_spelling(store: State) -> None:
     """Every check of "marked bad" (``VersionSet``): a push, a rollback's return and a downgrade's
     held-back versions read ``v1.0.0`` as ``1.0.0`` and back (a head's move: above)."""

@@ -60,6 +60,10 @@ def _as_read(current: TagState) -> tuple[str, Item]:
     """The condition that the stored head is still ``current`` as a move from it decides where a
     rollback returns to: the same version and digest, as blocked as it was, the same rollback."""
     condition, values = _unchanged_head(current)
+    if current.blocked:
+        condition += " AND bad_digest = digest"
+    else:
+        condition += " AND (attribute_not_exists(bad_digest) OR bad_digest <> digest)"
     if current.rollback_digest is None or current.rollback_version is None:
         return f"{condition} AND attribute_not_exists(rollback_digest)", values
     condition += " AND rollback_digest = :ord AND rollback_version = :orv"
@@ -70,7 +74,7 @@ def rollback_after(current: TagState, marked: VersionSet) -> tuple[str, str] | N
     """Where a rollback returns to once the head moves on from ``current``: ``current`` itself,
     unless it failed (blocked, or its version marked bad): then where a rollback of it would have
     returned (its targets were rolled back past it). None: nowhere."""
-    if current.version is None:
+    if current.blocked or current.version is None or current.version in marked:
         if current.rollback_version is None or current.rollback_digest is None:
             return None
         return current.rollback_version, current.rollback_digest
