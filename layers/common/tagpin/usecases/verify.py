@@ -275,7 +275,7 @@ class Verifier:
         )
         rolled_back = settings.rollback and bool(restored)
         # A version channel whose targets were rolled back returns to the version before.
-        back = return_to_previous(self._state, image, digest, self._clock()) if rolled_back else None
+        back = return_to_previous(self._state, followed, digest, self._clock()) if rolled_back else None
         self._audit.record(
             image,
             digest,
