@@ -31,11 +31,11 @@ SAM_ENV := SAM_CLI_TELEMETRY=0 PYTHON="$(PY313)" PATH="$(CURDIR)/$(SAM_VENV)/bin
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
 
-$(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/kubernetes/requirements.txt functions/webhook/requirements.txt functions/console/requirements.txt pyproject.toml
+$(VENV)/.installed: requirements-dev.txt layers/common/requirements.txt layers/kubernetes/requirements.txt layers/git/requirements.txt functions/webhook/requirements.txt functions/console/requirements.txt pyproject.toml
 	@[ -n "$(PY313)" ] || { $(NO_PY313); }
 	@[ -x $(PY) ] || $(PY313) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-dev.txt
+	PURE=1 $(PY) -m pip install -q -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e .
 	@touch $@
 

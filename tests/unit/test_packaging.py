@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.support.constants import ROOT
 
 LAYERS = [ROOT / "layers/common/requirements.txt", ROOT / "layers/kubernetes/requirements.txt"]
+LAYERS += [ROOT / "layers/git/requirements.txt"]  # dulwich: the Git-writing function only
 WEBHOOK_ONLY = ROOT / "functions/webhook/requirements.txt"
 CONSOLE_ONLY = ROOT / "functions/console/requirements.txt"  # Jinja2: the console renders HTML
 PROVIDED_BY_LAMBDA = {"boto3", "botocore"}  # the Lambda Python runtime provides them

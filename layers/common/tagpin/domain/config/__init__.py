@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tagpin.domain.config.base import (
     CLUSTER_SECRETS,
+    GIT_SECRETS,
     NOTIFICATION_SECRETS,
     REGISTRY_SECRETS,
     SIGNING_SECRETS,
@@ -20,6 +21,15 @@ from tagpin.domain.config.base import (
 )
 from tagpin.domain.config.clusters import Cluster, EksAccess, KubeconfigAccess, ServiceAccountAccess
 from tagpin.domain.config.document import TagpinConfig, parse_config
+from tagpin.domain.config.gitops import (
+    FileKind,
+    GitHost,
+    GitHostKind,
+    GitOpsSettings,
+    WriteBack,
+    WriteBackFile,
+    WriteMode,
+)
 from tagpin.domain.config.registries import EcrSettings, Registry, RegistryKind, ecr_host_parts, registry_kind
 from tagpin.domain.config.rollout import (
     MaintenanceWindow,
@@ -33,6 +43,7 @@ from tagpin.domain.config.targets import FollowedImage, Kind, Target
 
 __all__ = [
     "CLUSTER_SECRETS",
+    "GIT_SECRETS",
     "NOTIFICATION_SECRETS",
     "REGISTRY_SECRETS",
     "SIGNING_SECRETS",
@@ -40,7 +51,11 @@ __all__ = [
     "ConfigError",
     "EcrSettings",
     "EksAccess",
+    "FileKind",
     "FollowedImage",
+    "GitHost",
+    "GitHostKind",
+    "GitOpsSettings",
     "Kind",
     "KubeconfigAccess",
     "MaintenanceWindow",
@@ -57,6 +72,9 @@ __all__ = [
     "TrustedRootSource",
     "Wave",
     "Weekday",
+    "WriteBack",
+    "WriteBackFile",
+    "WriteMode",
     "ecr_host_parts",
     "parse_config",
     "registry_kind",

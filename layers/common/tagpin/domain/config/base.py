@@ -39,6 +39,7 @@ REGISTRY_SECRETS = SECRET_PREFIX + "registries/"  # the poller, the webhook, the
 CLUSTER_SECRETS = SECRET_PREFIX + "clusters/"  # the consumer, the verifier, the reconciler
 NOTIFICATION_SECRETS = SECRET_PREFIX + "notifications/"  # the consumer, the reconciler (holds)
 SIGNING_SECRETS = SECRET_PREFIX + "signing/"  # the consumer: public keys, Sigstore trusted roots
+GIT_SECRETS = SECRET_PREFIX + "git/"  # the function that writes to Git: a token per Git host
 # A name valid in both stores, so a configuration works with either: SSM parameter names allow
 # letters, digits and _.-/ (Secrets Manager also allows +=@, SSM does not). Written without the
 # leading "/" of the SSM parameter (tagpin/clusters/prod is the parameter /tagpin/clusters/prod).
@@ -75,6 +76,7 @@ ClusterSecretName = Annotated[
 NotificationSecretName = Annotated[
     str, _under(NOTIFICATION_SECRETS, "notification webhooks", "the functions that notify")
 ]
+GitSecretName = Annotated[str, _under(GIT_SECRETS, "Git tokens", "the function that writes to Git")]
 SigningSecretName = Annotated[
     str, _under(SIGNING_SECRETS, "signature keys and trusted roots", "the function that rolls out")
 ]

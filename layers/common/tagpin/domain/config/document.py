@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from tagpin.domain.config.base import ConfigError
 from tagpin.domain.config.clusters import Cluster
+from tagpin.domain.config.gitops import GitOpsSettings
 from tagpin.domain.config.registries import Registry, RegistryKind, ecr_host_parts
 from tagpin.domain.config.rollout import RolloutSettings
 from tagpin.domain.config.targets import FollowedImage
@@ -25,6 +26,10 @@ class TagpinConfig(Strict):
     images: list[FollowedImage] = Field(
         default_factory=list,
         description="Followed tags with explicit targets (labelled workloads need none).",
+    )
+    gitops: GitOpsSettings = Field(
+        default_factory=GitOpsSettings,
+        description="Workloads moved through Git: write-back per image, Git hosts (docs/gitops.md).",
     )
     rollout: RolloutSettings = Field(
         default_factory=RolloutSettings,

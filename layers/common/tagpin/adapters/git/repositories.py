@@ -1,0 +1,221 @@
+"""``GitRepositories`` over Git's smart HTTP with dulwich, in memory: no ``git`` binary, no disk.
+
+``read`` fetches the branch's head at depth 1 (one commit and its tree, never the history) into an
+in-memory object store kept per repository URL, so that the push that follows sends only the new
+commit, its changed trees and blobs. ``write`` builds the commit and pushes it with the head it
+was built on as the precondition: the update command sent to receive-pack names that old head, so
+the server refuses it (and ``HeadMoved`` is raised) if the branch moved in between, whoever moved
+it; a push to tagpin's own review branch (``to``) replaces whatever that branch held.
+
+Credentials: ``token(host)`` (the caller's: a reader of ``tagpin/git/`` secrets) gives the user name and token
+sent as HTTP Basic, as GitHub and GitLab accept tokens, only to that repository's origin (dulwich
+drops them on a redirect elsewhere). Failures map to the port's errors: 401/403 ``GitDenied``,
+404 ``GitNotFound``, a refused connection, a timeout or a 5xx ``GitUnavailable``. Messages name
+the repository, never the token.
+"""
+
+from __future__ import annotations
+
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from dulwich.client import HTTPUnauthorized, Urllib3HttpGitClient
+from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
+from dulwich.object_store import commit_tree_changes, tree_lookup_path
+from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.refs import Ref
+from dulwich.repo import MemoryRepo
+
+from tagpin.ports.git import (
+    Author,
+    Branch,
+    GitDenied,
+    GitError,
+    GitNotFound,
+    GitUnavailable,
+    HeadMoved,
+    Snapshot,
+)
+
+type TokenFor = Callable[[str], tuple[str, str] | None]  # host -> (user name, token), or anonymous
+MAX_FILE = 1024 * 1024  # a file larger than this is not a manifest tagpin edits
+ZERO = b"0" * 40
+
+
+def _ref(name: str) -> Ref:
+    return Ref(b"refs/heads/" + name.encode())
+
+
+class DulwichRepositories:
+    """One instance per container: the clients (a connection pool per origin) and the object
+    stores (per repository URL) are reused across invocations."""
+
+    def __init__(self, token: TokenFor, *, timeout: float = 10.0) -> None:
+        self._token = token
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._repos: dict[str, MemoryRepo] = {}
+        self.requests = 0  # fetches and pushes started (the benchmark reports them)
+
+    # -- GitRepositories -------------------------------------------------------------------
+
+    def read(self, branch: Branch, paths: list[str]) -> Snapshot:
+        client, path = self._client(branch.url)
+        repo = self._repo(branch.url)
+        ref = _ref(branch.name)
+        heads: dict[Ref, ObjectID] = {}
+
+        def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+            heads.update(refs)
+            head = refs.get(ref)
+            return [head] if head and head not in repo.object_store else []
+
+        self._call(branch.url, "fetch", lambda: client.fetch(path, repo, determine_wants=wants, depth=1))
+        head = heads.get(ref)
+        if head is None:
+            raise GitNotFound(f"{branch.url}: no branch {branch.name!r}")
+        return Snapshot(branch, head.decode(), {p: self._file(repo, head, p) for p in paths})
+
+    def write(
+        self,
+        snapshot: Snapshot,
+        changes: Mapping[str, bytes],
+        message: str,
+        author: Author,
+        *,
+        to: str | None = None,
+    ) -> str:
+        url = snapshot.branch.url
+        client, path = self._client(url)
+        repo = self._repo(url)
+        parent = ObjectID(snapshot.commit.encode())
+        base = repo[parent]
+        assert isinstance(base, Commit)
+        blobs = []
+        for name, content in sorted(changes.items()):
+            blob = Blob.from_string(content)
+            repo.object_store.add_object(blob)
+            blobs.append((name.encode(), stat.S_IFREG | 0o644, blob.id))
+        commit = Commit()
+        commit.tree = commit_tree_changes(repo.object_store, base.tree, blobs)
+        commit.parents = [parent]
+        commit.author = commit.committer = f"{author.name} <{author.email}>".encode()
+        commit.author_time = commit.commit_time = int(time.time())
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.encoding = b"UTF-8"
+        commit.message = message.encode()
+        repo.object_store.add_object(commit)
+        target = _ref(to or snapshot.branch.name)
+
+        def update(refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
+            if to is None and refs.get(target) != parent:
+                raise HeadMoved(f"{url}: {snapshot.branch.name} moved from {snapshot.commit[:12]}")
+            return {target: commit.id}
+
+        def pack(have: Iterable[ObjectID], want: Iterable[ObjectID], **kw: Any) -> Any:
+            known = [h for h in have if h in repo.object_store] + [parent]
+            return repo.object_store.generate_pack_data(
+                known, want, shallow=repo.get_shallow(), ofs_delta=kw.get("ofs_delta", True)
+            )
+
+        result = self._call(url, "push", lambda: client.send_pack(path, update, pack))
+        problem = (result.ref_status or {}).get(target)
+        if problem:
+            text = problem if isinstance(problem, str) else problem.decode(errors="replace")
+            if to is None:
+                raise HeadMoved(f"{url}: {snapshot.branch.name} was not updated: {text}")
+            raise GitError(f"{url}: pushing {to} was refused: {text}")
+        return commit.id.decode()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _repo(self, url: str) -> MemoryRepo:
+        with self._lock:
+            repo = self._repos.get(url)
+            if repo is None:
+                repo = self._repos[url] = MemoryRepo()
+            return repo
+
+    def _client(self, url: str) -> tuple[Urllib3HttpGitClient, str]:
+        parts = urlsplit(url)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise GitError(f"{url}: a repository URL is https://host/path (got {parts.scheme or 'none'})")
+        if parts.username or parts.password:
+            raise GitError(f"{parts.hostname}: a repository URL carries no credentials (use a secret)")
+        credentials = self._token(parts.netloc)
+        user, token = credentials if credentials else (None, None)
+        import urllib3
+
+        pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=self._timeout))
+        base = f"{parts.scheme}://{parts.netloc}/"
+        client = Urllib3HttpGitClient(base, pool_manager=pool, username=user, password=token)
+        return client, parts.path
+
+    def _call(self, url: str, what: str, run: Callable[[], Any]) -> Any:
+        import urllib3.exceptions
+
+        with self._lock:
+            self.requests += 1
+        try:
+            return run()
+        except GitError:
+            raise
+        except HTTPUnauthorized:
+            raise GitDenied(
+                f"{url}: the server refused the credentials (401) on {what}; check the token in the "
+                "repository host's secret (docs/gitops.md, credentials)"
+            ) from None
+        except NotGitRepository:
+            raise GitNotFound(f"{url}: no such repository (404)") from None
+        except (urllib3.exceptions.HTTPError, OSError, HangupException) as exc:
+            raise GitUnavailable(f"{url}: {what} failed: {type(exc).__name__}") from None
+        except GitProtocolError as exc:
+            text = str(exc)
+            if _unreachable(exc):
+                raise GitUnavailable(f"{url}: {what} failed: the server cannot be reached") from None
+            if "403" in text:
+                raise GitDenied(
+                    f"{url}: the token may not {what} (403): it needs write access to the repository"
+                ) from None
+            if any(f" {code} " in f" {text} " or f"resp {code}" in text for code in range(500, 600)):
+                raise GitUnavailable(f"{url}: {what} failed: the server answered {_status(text)}") from None
+            raise GitError(f"{url}: {what} failed: {text[:300]}") from None
+
+    @staticmethod
+    def _file(repo: MemoryRepo, commit: bytes, path: str) -> bytes | None:
+        top = repo[commit]
+        assert isinstance(top, Commit)
+        try:
+            _mode, sha = tree_lookup_path(repo.object_store.__getitem__, top.tree, path.encode())
+        except KeyError:
+            return None
+        obj = repo.object_store[sha]
+        if isinstance(obj, Tree) or not isinstance(obj, Blob):
+            raise GitError(f"{path}: is a directory, not a file")
+        data = obj.as_raw_string()
+        if len(data) > MAX_FILE:
+            raise GitError(f"{path}: {len(data)} bytes, more than the {MAX_FILE} tagpin edits")
+        return data
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """dulwich wraps urllib3's connection errors (refused, reset, timed out) in GitProtocolError."""
+    import urllib3.exceptions
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, urllib3.exceptions.HTTPError | OSError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "Failed to establish a new connection" in str(exc) or "timed out" in str(exc)
+
+
+def _status(text: str) -> str:
+    for word in text.replace(",", " ").split():
+        if word.isdigit() and 500 <= int(word) < 600:
+            return word
+    return "5xx"
