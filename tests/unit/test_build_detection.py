@@ -119,7 +119,13 @@ def test_no_313_anywhere_prints_nothing_and_make_says_so(tmp_path: Path) -> None
     shutil.copy(ROOT / "Makefile", venv / "Makefile")
     for name in ("requirements-dev.txt", "requirements-sam.txt", "pyproject.toml"):
         shutil.copy(ROOT / name, venv / name)
-    for name in ("layers/common", "layers/kubernetes", "functions/webhook", "functions/console"):
+    for name in (
+        "layers/common",
+        "layers/kubernetes",
+        "layers/git",
+        "functions/webhook",
+        "functions/console",
+    ):
         (venv / name).mkdir(parents=True)
         shutil.copy(ROOT / name / "requirements.txt", venv / name / "requirements.txt")
     made = _run(["make", "--no-print-directory", "venv"], bin_dir, cwd=venv)
