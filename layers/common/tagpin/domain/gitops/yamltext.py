@@ -18,7 +18,7 @@ as it was.
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +30,8 @@ MAX_TEXT = 1024 * 1024
 MAX_EVENTS = 200_000
 MAX_ALIASES = 100
 MAX_DEPTH = 64  # nested mappings and sequences; Kubernetes manifests use about 12
+
+PROPERTIES = re.compile(r"(?:[&!][^\s]*\s+)*")
 
 type Path = tuple[int | str, ...]  # (document index, key or index, ...)
 
@@ -142,11 +144,30 @@ def render(node: ScalarNode, value: str) -> str:
     quoted the same way. Block scalars are not edited."""
     if node.style in ("|", ">"):
         raise EditError(f"line {node.start_mark.line + 1}: a block scalar ({node.style}) is not edited")
-    if node.style == "'":
+    if node.style == "'" and value.isprintable():  # else double quotes, which have escapes
         return "'" + value.replace("'", "''") + "'"
     if node.style == '"' or not plain(value):
-        return json.dumps(value)
+        return quoted(value)
     return value
+
+
+def quoted(value: str) -> str:
+    """``value`` double-quoted, every character YAML may not carry raw escaped (JSON's escapes
+    would write a character outside the BMP as two surrogates, which PyYAML reads as two)."""
+    out = []
+    for char in value:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char.isprintable() and char not in "\u2028\u2029\ufeff":
+            out.append(char)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
 
 
 def plain(value: str) -> bool:
@@ -180,7 +201,12 @@ def replace(scalar: Scalar, value: str, shown: str) -> Splice | None:
     node = scalar.node
     text = render(node, value)
     change = Change(shown, scalar.line, scalar.value, value)
-    return Splice(node.start_mark.index, node.end_mark.index, text, scalar.path, value, change)
+    # A node's text starts with its properties (``&anchor``, ``!!str``): they stay.
+    buffer = node.start_mark.buffer  # the composed text (and a NUL)
+    assert isinstance(buffer, str)
+    properties = PROPERTIES.match(buffer, node.start_mark.index, node.end_mark.index)
+    start = properties.end() if properties else node.start_mark.index
+    return Splice(start, node.end_mark.index, text, scalar.path, value, change)
 
 
 def insert(text: str, after: Scalar, key_column: int, key: str, value: str, path: Path, shown: str) -> Splice:
@@ -188,8 +214,11 @@ def insert(text: str, after: Scalar, key_column: int, key: str, value: str, path
     at the mapping's key column."""
     end = text.find("\n", after.node.end_mark.index)
     at = len(text) if end < 0 else end
-    rendered = value if plain(value) else json.dumps(value)
-    line = "\n" + " " * key_column + f"{key}: {rendered}"
+    newline = "\n"
+    if end > 0 and text[end - 1] == "\r":  # a file with CRLF line ends keeps them
+        at, newline = end - 1, "\r\n"
+    rendered = value if plain(value) else quoted(value)
+    line = newline + " " * key_column + f"{key}: {rendered}"
     change = Change(shown, after.line + 1, None, value)
     return Splice(at, at, line, path, value, change)
 
