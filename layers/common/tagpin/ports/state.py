@@ -11,7 +11,7 @@ and an older observation never replaces a newer one: the methods say what they d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
@@ -224,9 +224,12 @@ class HistoryEntry:
 class Tags(Protocol):
     """``TAG#<image>``: the digest each followed tag points to."""
 
-    def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
+    def record(
+        self, image: str, digest: str, observed_at: int, trigger: Trigger, *, moved: bool = False
+    ) -> TagRecord:
         """Store an observation of the followed tag ``image`` -> ``digest``; the newest observation
-        wins. Say whether it changed anything."""
+        wins. Say whether it changed anything. ``moved``: the caller read the tag at another digest
+        (a hint of which write to try first; the answer is the same)."""
         ...
 
     def move_head(
@@ -497,6 +500,11 @@ class Digests(Protocol):
     def settle(self, image: str, digest: str, changed_at: int) -> bool:
         """Add ``image``'s entry: ``digest``, which its tag moved to at ``changed_at``; False when
         the tag has moved since (nothing written)."""
+        ...
+
+    def settle_many(self, entries: Iterable[tuple[str, str, int]]) -> int:
+        """``settle`` for each ``(image, digest, changed_at)``, in as few writes as the store
+        allows; a tag that moved since is left out. Returns how many entries were written."""
         ...
 
     def drop(self, image: str) -> None: ...
