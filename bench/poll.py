@@ -230,7 +230,7 @@ def main() -> None:
     from tagpin_local.faultproxy import FaultProxy
     from tagpin_local.registry_server import RegistryServer, free_port
 
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = sorted(int(s) for s in args.sizes.split(","))
     scenarios = [s for s in args.scenarios.split(",") if s]
     port = free_port()
     moto = subprocess.Popen(
@@ -259,7 +259,6 @@ def main() -> None:
             print(f"pushed {pushed} tags in {time.perf_counter() - started:.1f}s", flush=True)
             os.environ.update(ENV)
             started = time.perf_counter()
-            populate_state(aws, "steady", registry.host, pushed, digest, settled=True)
             for n in sizes:
                 if "settling" in scenarios:
                     populate_state(aws, f"settling-{n}", registry.host, n, digest, settled=False)
@@ -268,7 +267,10 @@ def main() -> None:
             print(f"state written in {time.perf_counter() - started:.1f}s", flush=True)
             with FaultProxy(registry.url, latency=LATENCY) as proxy:
                 populate_state(aws, "latency", proxy.host, 1000, digest, settled=True)
+                steady = 0  # tags in the steady table so far: it grows with N
                 for n in sizes:
+                    populate_state(aws, "steady", registry.host, n, digest, settled=True, start=steady)
+                    steady = n
                     for scenario in scenarios:
                         table = "steady" if scenario == "steady" else f"{scenario}-{n}"
                         result = run_worker(

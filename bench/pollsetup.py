@@ -78,16 +78,21 @@ def create_table(db: Any, table: str) -> None:
     )
 
 
-def populate_state(endpoint: str, table: str, host: str, n: int, digest: str, *, settled: bool) -> None:
+def populate_state(
+    endpoint: str, table: str, host: str, n: int, digest: str, *, settled: bool, start: int = 0
+) -> None:
     """A state table as a poll and the consumer leave it: every tag at ``digest`` since ``SINCE``,
     its one target applied at it; with ``settled``, the tags in the settled digests too (as every
     poll after the first leaves them). Without: the tags' and targets' items only (a store written
-    before the settled digests existed, or whose poll has not finished yet)."""
+    before the settled digests existed, or whose poll has not finished yet). ``start``: the table
+    exists with the first ``start`` tags; add the others (the steady table grows with N, so that a
+    poll of N tags reads the settled digests of N tags, as an install of N tags has)."""
     from tagpin.adapters.dynamodb import dynamodb_state
 
     db = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
-    create_table(db, table)
-    names = images(host, n)
+    if start == 0:
+        create_table(db, table)
+    names = images(host, n)[start:]
     items: list[dict[str, Any]] = []
     t = {"N": str(SINCE)}
     for image in names:
@@ -130,7 +135,7 @@ def populate_state(endpoint: str, table: str, host: str, n: int, digest: str, *,
             groups.setdefault(shard(image), []).append((image, digest, SINCE))
         with ThreadPoolExecutor(8) as pool:
             written = sum(pool.map(digests.settle_many, groups.values()))
-        assert written == n, (written, n)
+        assert written == len(names), (written, len(names))
 
 
 def ceiling(url: str, n: int, seconds: int = 5) -> float:
