@@ -127,12 +127,19 @@ def coldstart(doc: Doc) -> str:
         return f"{f[name]['with_pyc']['import_median_s'] * 1000:.0f} ms"
 
     consumer = f["ConsumerFunction"]
+    first = consumer.get("first_change", {})
+    k8s = (
+        f" ({first['import_median_s'] * 1000:.0f} ms with the Kubernetes client its first change imports)"
+        if "import_median_s" in first
+        else ""
+    )
     loads = [k.removesuffix("Function").lower() for k in ("WebhookFunction", "PollerFunction") if k in f]
     clean = all(
         not f[k]["with_pyc"]["kubernetes_in_sys_modules"] for k in ("WebhookFunction", "PollerFunction")
     )
     return (
-        f"webhook {ms('WebhookFunction')}, poller {ms('PollerFunction')}, consumer {ms('ConsumerFunction')} "
+        f"webhook {ms('WebhookFunction')}, poller {ms('PollerFunction')}, "
+        f"consumer {ms('ConsumerFunction')}{k8s} "
         f"(its package {consumer['unzipped_mb']:.0f} MB unzipped, {consumer['zipped_mb']:.0f} MB zipped)"
         + (
             f"; {' and '.join(loads)} never load `kubernetes`"

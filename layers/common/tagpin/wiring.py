@@ -9,6 +9,7 @@ AWS and against a local moto server.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from tagpin.usecases.webhook import WebhookService
 
 SECRET_MAX_AGE = 300
+logger = logging.getLogger(__name__)
 
 
 @cache
@@ -486,6 +488,26 @@ def reconciler() -> Reconciler:
         channels=channels(),
         notifier=notifier(),
     )
+
+
+def warm(function: Function) -> None:
+    """Build what ``function``'s first invocation would: its services, their AWS clients, and for
+    the functions that patch workloads the Kubernetes client (its import is most of a consumer's
+    first invocation). For a container started ahead of its first event (the local runtime, as
+    Lambda's provisioned concurrency does); a handler's own import stays lean. Best effort: what
+    fails here (a stack not configured yet) is built again, and reported, by the invocation."""
+    builders: dict[str, tuple[Callable[[], object], ...]] = {
+        "webhook": (webhook_service,),
+        "poller": (poller,),
+        "consumer": (applier, verifier, cluster_connector),
+        "reconciler": (reconciler, cluster_connector),
+        "console": (console_app,),
+    }
+    for build in builders.get(function, ()):
+        try:
+            build()
+        except Exception as exc:  # best effort: the invocation builds it again and reports it
+            logger.debug("warming %s: %s failed: %r", function, getattr(build, "__name__", build), exc)
 
 
 def reset() -> None:

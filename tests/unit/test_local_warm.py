@@ -1,0 +1,46 @@
+"""The local runtime starts a container the way provisioned concurrency does: the handler loaded and
+what its first invocation would build built (wiring.warm), so that the first push after a start costs
+what a warm one does; TAGPIN_LOCAL_WARM=0 leaves it to the first invocation (bench/latency.py
+measures both)."""
+
+from __future__ import annotations
+
+import pytest
+from tagpin import wiring
+from tagpin_local.lambda_runtime import LocalFunction
+
+ENV = {
+    "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
+    "TAGPIN_STATE_TABLE": "tagpin-state",
+    "TAGPIN_IDEMPOTENCY_TABLE": "tagpin-idempotency",
+    "TAGPIN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-changes.fifo",
+    "TAGPIN_DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-dlq.fifo",
+    "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+}
+
+
+@pytest.fixture
+def consumer_env(aws: None, monkeypatch: pytest.MonkeyPatch) -> object:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    wiring.reset()
+    yield
+    wiring.reset()
+
+
+def test_a_started_consumer_container_has_its_clients_and_kubernetes_client_built(
+    consumer_env: object,
+) -> None:
+    function = LocalFunction("consumer")
+    assert wiring.cluster_connector.cache_info().currsize == 1  # the Kubernetes client imported
+    assert wiring.applier.cache_info().currsize == 1 and wiring.verifier.cache_info().currsize == 1
+    assert function.container_start_s[0] > 0 and function.cold_starts == 1
+
+
+def test_a_container_left_cold_builds_nothing_before_its_first_invocation(
+    consumer_env: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAGPIN_LOCAL_WARM", "0")
+    LocalFunction("consumer")
+    assert wiring.cluster_connector.cache_info().currsize == 0
+    assert wiring.applier.cache_info().currsize == 0
