@@ -64,6 +64,7 @@ def measure(tags: int, containers: int) -> dict[str, Any]:
             "patched": len(patched),
             "p50_s": round(statistics.median(latencies), 2) if latencies else None,
             "p90_s": round(latencies[int(0.9 * (len(latencies) - 1))], 2) if latencies else None,
+            "p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 2) if latencies else None,
             "max_s": round(latencies[-1], 2) if latencies else None,
             "consumer_invocations": consumer.invocations - before,
             "consumer_cold_starts": consumer.cold_starts,
@@ -83,7 +84,8 @@ def main() -> None:
         rows.append(row)
         print(
             f"{row['tags']} tags pushed at once, {c} container(s) per function: push -> patch "
-            f"p50 {row['p50_s']} s, p90 {row['p90_s']} s, max {row['max_s']} s; {row['patched']} patched; "
+            f"p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s; "
+            f"{row['patched']} patched; "
             f"consumer: {row['consumer_invocations']} invocations, {row['consumer_cold_starts']} "
             f"container(s), peak {row['consumer_peak_concurrency']} at once; "
             f"patches per workload {row['patches_per_workload']}"
