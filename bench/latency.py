@@ -2,7 +2,8 @@
 started and the warm ones after it, and where each one's time goes.
 
 The stack runs as ``make demo`` and ``tagpin local`` run it (registry notifications to the webhook,
-the SQS loop feeding the consumer); one tag, one Deployment following it. Each push is timed from
+the SQS loop feeding the consumer, its own configuration following demo/web:stable); one
+Deployment runs the tag, and the first push after the start is the first change. Each push is timed from
 the moment the registry serves the new manifest to the moment the Deployment's spec carries the new
 digest (read through the Kubernetes API every 10 ms). Its time is cut, from the functions'
 invocation records (``LocalFunction.history``), into these intervals, each clipped to the push's
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results" / "latency.json"
+REPOSITORY = "demo/web"  # followed by the local stack's own configuration
 POLL_S = 0.01
 
 
@@ -44,11 +46,11 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
     webhook, consumer = st.functions["webhook"], st.functions["consumer"]
     w0, c0 = len(webhook.history), len(consumer.history)
     pushing = time.monotonic()
-    digest = push_image(st.registry.url, "latency/app", "stable")
+    digest = push_image(st.registry.url, REPOSITORY, "stable")
     pushed = time.monotonic()
     deadline = pushed + 60
     while time.monotonic() < deadline:
-        spec = st.kube.get("Deployment", "default", "app")["spec"]["template"]["spec"]
+        spec = st.kube.get("Deployment", "default", "web")["spec"]["template"]["spec"]
         if spec["containers"][0]["image"].endswith("@" + digest):
             break
         time.sleep(POLL_S)
@@ -84,34 +86,18 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
     }
 
 
-def quiet(st: Any, for_s: float = 1.0, limit_s: float = 30.0) -> None:
-    """Wait until no function was invoked for ``for_s`` seconds."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        last = max((i.finished for f in st.functions.values() for i in f.history), default=0.0)
-        busy = any(f.concurrent for f in st.functions.values())
-        if not busy and time.monotonic() - last >= for_s:
-            return
-        time.sleep(0.1)
-
-
 def measure(pushes: int, containers: int) -> dict[str, Any]:
     from tagpin_local.kubesim import deployment
-    from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions
 
     started = time.monotonic()
     with LocalStack(StackOptions(notifications=True, consume=True, containers=containers)) as st:
         assert st.registry is not None
         start_s = time.monotonic() - started
-        document = st.config_document()
-        image = f"{st.registry.host}/latency/app:stable"
-        push_image(st.registry.url, "latency/app", "stable")
-        st.kube.create(deployment("app", "default", image, container="app"))
-        quiet(st)  # the setup push's notification handled (the tag not followed yet)
-        target = {"cluster": "local", "namespace": "default", "name": "app", "container": "app"}
-        document["images"] = [{"image": image, "targets": [target]}]
-        st.write_config(document)  # as a person does: start, configure, push
+        # As `make demo` and `tagpin local` run: the stack's own configuration follows demo/web:stable
+        # (written before the functions start); a Deployment runs the tag; the first push follows.
+        image = f"{st.registry.host}/{REPOSITORY}:stable"
+        st.kube.create(deployment("web", "default", image, container="web"))
         rows = [one_push(st, n) for n in range(pushes)]
         containers_s = {
             name: [round(s * 1000) for s in f.container_start_s] for name, f in st.functions.items()
@@ -151,6 +137,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.cold_containers:
         os.environ["TAGPIN_LOCAL_WARM"] = "0"
+    from bench.runinfo import Run
+
+    run = Run.begin("latency")  # the cold variant's file is not stamped by make: stamped here
     result = measure(args.pushes, args.containers)
     for r in result["pushes"]:
         where = ", ".join(f"{k} {v:.0f}" for k, v in r["where_ms"].items())
@@ -164,10 +153,13 @@ def main() -> None:
         "warm, median per part (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in warm["where_median_ms"].items())
     )
     print(f"containers started with the stack (ms): {result['container_start_ms']}")
-    out = RESULTS.with_name("latency-cold-containers.json") if args.cold_containers else RESULTS
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({**result, "warmed_containers": not args.cold_containers}, indent=2) + "\n")
-    print(f"written to {out}")
+    document = {**result, "warmed_containers": not args.cold_containers}
+    if args.cold_containers:
+        run.write(RESULTS.with_name("latency-cold-containers.json"), document)
+    else:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"written to {RESULTS}")
 
 
 if __name__ == "__main__":

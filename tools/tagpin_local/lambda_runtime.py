@@ -210,9 +210,11 @@ class LocalFunction:
             return handler
         outer = getattr(_running, "active", False)
         _running.active = True  # what it prints is the function's output
+        token = INVOKED.set(self.name)  # its calls are the function's (its role's, on AWS)
         try:
             wiring.warm(cast(Any, self.name))
         finally:
+            INVOKED.reset(token)
             _running.active = outer
         return handler
 

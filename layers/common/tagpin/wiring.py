@@ -490,18 +490,29 @@ def reconciler() -> Reconciler:
     )
 
 
+def _connect_clusters() -> None:
+    connect = cluster_connector()  # the Kubernetes client imported, whatever the configuration
+    for name in config().clusters:
+        connect(name)
+
+
+def _webhook_secret() -> None:
+    secret_json(setting("webhook_secret"))
+
+
 def warm(function: Function) -> None:
-    """Build what ``function``'s first invocation would: its services, their AWS clients, and for
-    the functions that patch workloads the Kubernetes client (its import is most of a consumer's
-    first invocation). For a container started ahead of its first event (the local runtime, as
-    Lambda's provisioned concurrency does); a handler's own import stays lean. Best effort: what
-    fails here (a stack not configured yet) is built again, and reported, by the invocation."""
+    """Build what ``function``'s first invocation would: its services and their AWS clients, the
+    configuration, the webhook's secret, and for the functions that patch workloads the Kubernetes
+    client (its import is most of a consumer's first invocation) connected to each cluster. For a
+    container started ahead of its first event (the local runtime, as Lambda's provisioned
+    concurrency does); a handler's own import stays lean. Best effort: what fails here (a stack not
+    configured yet) is built again, and reported, by the invocation."""
     builders: dict[str, tuple[Callable[[], object], ...]] = {
-        "webhook": (webhook_service,),
-        "poller": (poller,),
-        "consumer": (applier, verifier, cluster_connector),
-        "reconciler": (reconciler, cluster_connector),
-        "console": (console_app,),
+        "webhook": (webhook_service, config, _webhook_secret),
+        "poller": (poller, config),
+        "consumer": (applier, verifier, _connect_clusters),
+        "reconciler": (reconciler, _connect_clusters),
+        "console": (console_app, config),
     }
     for build in builders.get(function, ()):
         try:
