@@ -252,7 +252,7 @@ def main() -> int:
     if not version.startswith("3.13."):
         sys.exit(f"{args.python} is Python {version}; the runtime is python3.13 (give --python)")
 
-    layout = built_layout(args.build_dir)
+    layout = built_layout(args.build_dir.resolve())  # the probes run in WORK: absolute paths
     WORK.mkdir(parents=True, exist_ok=True)
     runtime = runtime_boto3(args.python)
 
