@@ -57,6 +57,24 @@ def measure(tags: int, containers: int) -> dict[str, Any]:
             time.sleep(0.05)
         latencies = sorted(patched[n] - pushed[n][1] for n in patched)
         consumer = st.functions["consumer"]
+        first = min(t for _, t in pushed.values())
+        last = max(patched.values(), default=first)
+        busy = {  # where the time went: each function's invocations during the storm
+            name: {
+                "invocations": len(calls),
+                "busy_s": round(sum(i.finished - i.started for i in calls), 2),
+                "waited_for_a_container_s": round(sum(i.started - i.requested for i in calls), 2),
+                "utilisation": round(
+                    sum(i.finished - i.started for i in calls) / (containers * (last - first)), 2
+                )
+                if last > first
+                else None,
+            }
+            for name in ("webhook", "consumer")
+            for calls in [
+                [i for i in st.functions[name].history if i.started >= first - 1 and i.started <= last]
+            ]
+        }
         patches = [st.kube.count("PATCH", rf"/deployments/app{n}$") for n in range(tags)]
         return {
             "tags": tags,
@@ -70,6 +88,7 @@ def measure(tags: int, containers: int) -> dict[str, Any]:
             "consumer_cold_starts": consumer.cold_starts,
             "consumer_peak_concurrency": consumer.peak_concurrency,
             "patches_per_workload": sorted(set(patches)),
+            "functions": busy,
         }
 
 
@@ -90,6 +109,12 @@ def main() -> None:
             f"container(s), peak {row['consumer_peak_concurrency']} at once; "
             f"patches per workload {row['patches_per_workload']}"
         )
+        for name, b in row["functions"].items():
+            print(
+                f"  {name}: {b['invocations']} invocations, busy {b['busy_s']} s (utilisation "
+                f"{b['utilisation']} of {c} container(s)), waited for a container "
+                f"{b['waited_for_a_container_s']} s"
+            )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
     print(f"written to {RESULTS}")
