@@ -49,7 +49,7 @@ def concurrency(doc: Doc) -> str:
 
 def latency(doc: Doc) -> str:
     first, warm = doc["first"], doc["warm"]
-    where = ", ".join(f"{k} {v:.0f} ms" for k, v in first["where_ms"].items())
+    where = ", ".join(f"{k} {v:.0f} ms" for k, v in first["where_ms"].items() if round(v))
     return (
         f"first push after a start {first['push_to_patch_ms']:.0f} ms ({where}); warm: median "
         f"{warm['median_ms']:.0f} ms, p90 {warm['p90_ms']:.0f} ms of {warm['pushes']} pushes"
@@ -123,26 +123,26 @@ def console(doc: Doc) -> str:
 def coldstart(doc: Doc) -> str:
     f = doc["functions"]
 
-    def ms(name: str) -> str:
-        return f"{f[name]['with_pyc']['import_median_s'] * 1000:.0f} ms"
+    def ms(m: Doc) -> str:
+        cpu = f" ({m['import_cpu_median_s'] * 1000:,.0f} ms CPU)" if "import_cpu_median_s" in m else ""
+        return f"{m['import_median_s'] * 1000:,.0f} ms{cpu}"
 
     consumer = f["ConsumerFunction"]
     first = consumer.get("first_change", {})
     k8s = (
-        f" ({first['import_median_s'] * 1000:.0f} ms with the Kubernetes client its first change imports)"
+        f", {ms(first)} with the Kubernetes client its first change imports"
         if "import_median_s" in first
         else ""
     )
-    loads = [k.removesuffix("Function").lower() for k in ("WebhookFunction", "PollerFunction") if k in f]
     clean = all(
         not f[k]["with_pyc"]["kubernetes_in_sys_modules"] for k in ("WebhookFunction", "PollerFunction")
     )
     return (
-        f"webhook {ms('WebhookFunction')}, poller {ms('PollerFunction')}, "
-        f"consumer {ms('ConsumerFunction')}{k8s} "
-        f"(its package {consumer['unzipped_mb']:.0f} MB unzipped, {consumer['zipped_mb']:.0f} MB zipped)"
+        f"webhook {ms(f['WebhookFunction']['with_pyc'])}, poller {ms(f['PollerFunction']['with_pyc'])}, "
+        f"consumer {ms(consumer['with_pyc'])}{k8s}; the consumer's package {consumer['unzipped_mb']:.0f} MB "
+        f"unzipped, {consumer['zipped_mb']:.0f} MB zipped"
         + (
-            f"; {' and '.join(loads)} never load `kubernetes`"
+            "; webhook and poller never load `kubernetes`"
             if clean
             else "; `kubernetes` loaded by webhook/poller!"
         )
