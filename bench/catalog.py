@@ -16,7 +16,7 @@ class Bench:
     name: str  # the results file: bench/results/<name>.json
     target: str  # make target
     covers: tuple[str, ...]  # paths (files or folders) whose change makes its results stale
-    minutes: float  # how long `make <target>` runs on a quiet 2-core machine, about
+    minutes: float  # how long `make <target>` ran here (2 cores shared, load 8-15, 2026-11-26)
     what: str
 
 
@@ -44,14 +44,14 @@ BENCHES: tuple[Bench, ...] = (
             "tools/tagpin_local/registry_server.py",
             "tools/tagpin_local/faultproxy.py",
         ),
-        9,
+        16,
         "poll throughput vs the registry's ceiling (wrk) and skopeo; steady, settling and every tag moved",
     ),
     Bench(
         "coldstart",
         "bench-coldstart",
         ("functions", "layers", "template.yaml", "bench/coldstart.py"),
-        4,
+        12,
         "import time of each built handler, package sizes",
     ),
     Bench(
@@ -64,10 +64,12 @@ BENCHES: tuple[Bench, ...] = (
             f"{LIB}/adapters/dynamodb",
             "bench/webhook.py",
         ),
-        1,
+        0.5,
         "one delivery of up to 1,000 unfollowed events at the webhook handler",
     ),
-    Bench("concurrency", "bench-concurrency", (*STACK, "bench/concurrency.py"), 3, "50 tags pushed at once"),
+    Bench(
+        "concurrency", "bench-concurrency", (*STACK, "bench/concurrency.py"), 1.6, "50 tags pushed at once"
+    ),
     Bench(
         "latency",
         "bench-latency",
@@ -86,7 +88,7 @@ BENCHES: tuple[Bench, ...] = (
             f"{LIB}/adapters/dynamodb",
             "bench/reconcile.py",
         ),
-        3,
+        2.5,
         "reconcile of 1,000 workloads over 3 simulated clusters",
     ),
     Bench("cost", "bench-cost", (*STACK, "bench/cost"), 21, "API calls per operation, priced per month"),
@@ -101,7 +103,7 @@ BENCHES: tuple[Bench, ...] = (
         "tags",
         "bench-tags",
         (f"{LIB}/adapters/registry", "tools/tagpin_local/tagpager.py", "bench/tags.py"),
-        1,
+        2,
         "listing a repository of 10,000 tags",
     ),
     Bench(
@@ -114,14 +116,14 @@ BENCHES: tuple[Bench, ...] = (
             f"{LIB}/adapters/dynamodb",
             "bench/console.py",
         ),
-        1,
+        0.5,
         "the console's first page of 10,000 targets",
     ),
     Bench(
         "hanging_registry",
         "bench-hanging",
         (f"{LIB}/adapters/registry", f"{LIB}/usecases/poll.py", "bench/hanging_registry.py"),
-        1,
+        0.5,
         "a frozen registry beside the real one, poll after poll",
     ),
 )

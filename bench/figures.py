@@ -111,17 +111,14 @@ def _git(*args: str, root: Path = ROOT) -> tuple[int, str]:
 
 def freshness(name: str, doc: dict[str, Any] | None, root: Path = ROOT) -> Freshness:
     bench = BY_NAME[name]
+    run_it = f"run make {bench.target} (about {bench.minutes:g} min)"
     if doc is None:
-        return Freshness(name, True, f"no result: run make {bench.target}")
+        return Freshness(name, True, f"no result: {run_it}")
     run = doc.get("run")
     if not run or not run.get("commit"):
-        return Freshness(
-            name, True, f"records no commit (measured before results did): run make {bench.target}"
-        )
+        return Freshness(name, True, f"records no commit (measured before results did): {run_it}")
     if run.get("dirty"):
-        return Freshness(
-            name, True, f"measured with uncommitted changes to what it covers: run make {bench.target}"
-        )
+        return Freshness(name, True, f"measured with uncommitted changes to what it covers: {run_it}")
     code, _ = _git("cat-file", "-e", run["commit"] + "^{commit}", root=root)
     if code != 0:
         return Freshness(name, True, f"its commit {run['commit'][:10]} is not in this history")
@@ -134,8 +131,7 @@ def freshness(name: str, doc: dict[str, Any] | None, root: Path = ROOT) -> Fresh
         return Freshness(
             name,
             True,
-            f"{len(changes)} later commit(s) change what it measures, newest: {newest}; run make "
-            f"{bench.target}",
+            f"{len(changes)} later commit(s) change what it measures, newest: {newest}; {run_it}",
         )
     return Freshness(
         name, False, f"measures {run['commit'][:10]} ({run['date'][:10]}, load {run['load_start']})"
