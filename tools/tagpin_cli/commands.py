@@ -316,10 +316,15 @@ def hold(target: str, until: str | None = None) -> dict[str, Any]:
 
     until_ms = None
     if until is not None:
-        moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+        try:
+            moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"--until {until!r}: not an ISO 8601 time, e.g. 2026-12-01T09:00:00Z") from None
         if moment.tzinfo is None:
             raise ValueError(f"--until {until!r}: give a time zone, e.g. 2026-12-01T09:00:00Z")
         until_ms = int(moment.timestamp() * 1000)
+        if until_ms <= time.time() * 1000:
+            raise ValueError(f"--until {until!r} is in the past")
     held = wiring.holds().hold(target, _who(), until_ms)
     return {"target": target, "held": held, "until": until}
 

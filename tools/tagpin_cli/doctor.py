@@ -36,7 +36,7 @@ from typing import Any
 from tagpin.adapters.secrets import SecretNotFound, parameter_name
 from tagpin.settings import SecretStore
 
-from tagpin_cli.environment import Target
+from tagpin_cli.environment import Stack
 
 FUNCTIONS = ("poller", "webhook", "consumer", "reconciler", "console")
 # Deployed with a parameter only: the console with ConsoleJwtIssuer (its output is there then).
@@ -68,7 +68,7 @@ class Result:
 class Seat:
     """Where the doctor sits, and what the checks so far learned."""
 
-    target: Target
+    stack: Stack
     config: Any = None  # TagpinConfig once the configuration check passed
     followed: list[Any] = field(default_factory=list)  # FollowedImage: configuration + index
     roles: dict[str, str] = field(default_factory=dict)  # function -> IAM role ARN (AWS)
@@ -76,7 +76,7 @@ class Seat:
 
     @property
     def local(self) -> bool:
-        return self.target.local
+        return self.stack.local
 
 
 @dataclass
@@ -112,7 +112,7 @@ Check = Callable[[Seat], list[Result]]
 def check_stack(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    t = seat.target
+    t = seat.stack
     found: list[str] = []
     if seat.local:
         where = f"local stack (AWS endpoint {t.aws_endpoint})"
@@ -176,7 +176,7 @@ def check_functions(seat: Seat) -> list[Result]:
         ]
     results = []
     for function in FUNCTIONS:
-        name = seat.target.outputs.get(f"{function.capitalize()}FunctionName", "")
+        name = seat.stack.outputs.get(f"{function.capitalize()}FunctionName", "")
         if not name and function in OPTIONAL_FUNCTIONS:
             results.append(
                 Result("functions", function, Status.SKIP, "not deployed (ConsoleJwtIssuer is empty)")
@@ -211,7 +211,7 @@ def check_configuration(seat: Seat) -> list[Result]:
     from tagpin import wiring
     from tagpin.domain.config import ConfigError, NotConfigured
 
-    parameter = seat.target.config_parameter
+    parameter = seat.stack.config_parameter
     push = f"tagpin config validate FILE && tagpin config push FILE (parameter {parameter})"
     try:
         config = wiring.config()
@@ -267,9 +267,9 @@ def secrets_of(seat: Seat) -> list[_Secret]:
     from tagpin.adapters.registry.credentials import secret_credentials
 
     found: dict[str, _Secret] = {}
-    if seat.target.webhook_secret:
-        found[seat.target.webhook_secret] = _Secret(
-            seat.target.webhook_secret, "webhook credentials", ("webhook",), _webhook_shape
+    if seat.stack.webhook_secret:
+        found[seat.stack.webhook_secret] = _Secret(
+            seat.stack.webhook_secret, "webhook credentials", ("webhook",), _webhook_shape
         )
     config = seat.config
     for host, registry in sorted(config.registries.items()):
@@ -394,7 +394,7 @@ def create_command(store: SecretStore, name: str) -> str:
 def check_secrets(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    store = SecretStore(seat.target.secret_store)
+    store = SecretStore(seat.stack.secret_store)
     results = []
     for secret in secrets_of(seat):
         subject = secret.name
@@ -558,7 +558,7 @@ def check_console(seat: Seat) -> list[Result]:
     """The console's routes are behind the JWT authorizer: a request without a token answers 401."""
     import httpx
 
-    url = seat.target.outputs.get("ConsoleUrl") or seat.target.endpoints.get("console_url") or ""
+    url = seat.stack.console_url or ""
     if not url:
         return [Result("console", "-", Status.SKIP, "no console (ConsoleJwtIssuer is empty)")]
     try:
@@ -582,7 +582,7 @@ def check_console(seat: Seat) -> list[Result]:
 def check_webhook(seat: Seat) -> list[Result]:
     import httpx
 
-    base = seat.target.webhook_url
+    base = seat.stack.webhook_url
     if not base:
         return [Result("webhook", "-", Status.SKIP, "the stack has no webhook URL output")]
     url = base.rstrip("/") + "/distribution"
@@ -628,7 +628,7 @@ def check_webhook(seat: Seat) -> list[Result]:
 def check_alarms(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    topic = seat.target.alarm_topic_arn
+    topic = seat.stack.alarm_topic_arn
     if not topic:
         return [Result("alarms", "-", Status.SKIP, "the stack has no alarm topic output (AlarmTopicArn)")]
     subscriptions = wiring.aws("sns").list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
@@ -674,9 +674,9 @@ DEAD_LETTERS = {
 def check_dead_letters(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    outputs = seat.target.outputs
+    outputs = seat.stack.outputs
     queues = [(outputs[k], *v) for k, v in DEAD_LETTERS.items() if outputs.get(k)] or [
-        (seat.target.dead_letter_queue_url, *DEAD_LETTERS["ChangesDeadLetterQueueUrl"])
+        (seat.stack.dead_letter_queue_url, *DEAD_LETTERS["ChangesDeadLetterQueueUrl"])
     ]
     results = []
     for url, subject, what, fix in queues:
@@ -723,8 +723,8 @@ def checks() -> list[tuple[str, Check, bool]]:
     ]
 
 
-def run(target: Target, only: Iterable[str] | None = None) -> Report:
-    seat = Seat(target)
+def run(stack: Stack, only: Iterable[str] | None = None) -> Report:
+    seat = Seat(stack)
     results: list[Result] = []
     wanted = set(only) if only else None
     stack_failed = False
@@ -743,7 +743,7 @@ def run(target: Target, only: Iterable[str] | None = None) -> Report:
             found = [Result(name, "-", Status.FAIL, f"could not check: {_short(exc)}", "run again with -v")]
         results.extend(found)
         stack_failed = stack_failed or (name == "stack" and any(r.status is Status.FAIL for r in found))
-    return Report(target.name, target.local, results)
+    return Report(stack.name, stack.local, results)
 
 
 def not_found(message: str, local: bool) -> Report:
