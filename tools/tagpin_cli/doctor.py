@@ -349,7 +349,13 @@ def _webhook_shape(text: str) -> str:
 def _kubeconfig_shape(text: str, context: str | None) -> str:
     import yaml
 
-    doc = yaml.safe_load(text)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        # Never the parser's message: it quotes the line it stopped at (a token, a key).
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"not valid YAML{at}") from None
     if not isinstance(doc, dict):
         raise ValueError("not a kubeconfig (a YAML mapping)")
     contexts = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
