@@ -131,10 +131,10 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
         "status",
         handlers.status,
         "followed tags (configured and labelled), their digests and errors; each target current, "
-        "behind, failed or gone",
+        "behind, blocked (why), held, failed or gone",
     )
     status.add_argument(
-        "--exit-code", action="store_true", help="exit 4 when a target is behind, failed or gone"
+        "--exit-code", action="store_true", help="exit 4 when a target is behind, blocked, failed or gone"
     )
     history = add(
         "history",
