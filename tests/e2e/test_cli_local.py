@@ -127,10 +127,16 @@ def test_tagpin_local_follows_a_workload_labelled_with_kubectl(tmp_path: Path) -
 
         # The CLI in its own process: the global options after the command, one JSON document on
         # stdout, nothing on stderr (no unclosed session of the registry client).
-        status = tagpin(tmp_path, "status", "--local", "--json")
-        runs.append(status)
-        assert status.code == 0 and status.err == ""
-        (row,) = [r for r in status.json() if r["image"] == f"{host}/demo/api:stable"]
+        # The patch shows in the cluster a moment before the consumer records it: until then the
+        # target is pending.
+        deadline = time.monotonic() + 30
+        while True:
+            status = tagpin(tmp_path, "status", "--local", "--json")
+            runs.append(status)
+            assert status.code == 0 and status.err == ""
+            (row,) = [r for r in status.json() if r["image"] == f"{host}/demo/api:stable"]
+            if row["targets"][0]["condition"] != "pending" or time.monotonic() > deadline:
+                break
         assert row["targets"][0]["source"] == "label" and row["targets"][0]["condition"] == "current"
         for args in (
             ["--local", "--json", "plan"],
