@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tagpin_cli.doctor import CLUSTER_READERS, Result, Seat, Status, _short
+from tagpin_cli.doctor_report import CLUSTER_READERS, Result, Seat, Status, _short
 
 KINDS = {
     "Deployment": ("apps", "deployments"),
