@@ -433,11 +433,13 @@ def test_doctor_and_plan_print_one_document_whatever_the_cluster_and_registry_an
     try:
         stack.run_reconciler()
         stack.kube.set_down(True)
-        plan, table = cli.many(["--json", "plan"], ["doctor"])
+        plan, doctor = cli.many(["--json", "plan"], ["--json", "doctor"])
         by_image = {r["image"]: r for r in document(plan)}
         assert by_image[ghost]["action"] == "unknown" and "not found" in by_image[ghost]["detail"]
         assert by_image[web(stack)]["action"] == "skip" and "unreachable" in by_image[web(stack)]["detail"]
-        assert "see what to fix" in printed(table, 1) and "unreachable" in table.out
+        report = document(doctor, 1)
+        failed = {(c["check"], c["subject"]) for c in report["checks"] if c["status"] == "fail"}
+        assert report["ok"] is False and ("cluster", "local") in failed, report
     finally:
         stack.kube.set_down(False)
         stack.kube.delete("Deployment", "default", "ghost")
