@@ -27,8 +27,7 @@ POLL_PATH = (
     f"{LIB}/usecases/attestations.py",
     f"{LIB}/adapters/registry",
     f"{LIB}/adapters/dynamodb",
-    f"{LIB}/ports/state.py",
-    f"{LIB}/ports/registry.py",
+    f"{LIB}/ports",
     f"{LIB}/domain/shards.py",
 )
 # The whole local stack: every handler, the library, the local runtime and the simulators.
@@ -114,17 +113,18 @@ BENCHES: tuple[Bench, ...] = (
             f"{LIB}/console",
             f"{LIB}/usecases",
             f"{LIB}/adapters/dynamodb",
+            "tools/tagpin_local",
             "bench/console.py",
         ),
-        0.5,
-        "the console's first page of 10,000 targets",
+        4,
+        "every console page at 10,000 targets in three shapes, in process and over HTTP",
     ),
     Bench(
         "hanging_registry",
         "bench-hanging",
         (f"{LIB}/adapters/registry", f"{LIB}/usecases/poll.py", "bench/hanging_registry.py"),
-        0.5,
-        "a frozen registry beside the real one, poll after poll",
+        1.5,
+        "frozen and slow registries beside the real one, poll after poll",
     ),
 )
 
