@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument(
         "--cold-containers",
         action="store_true",
-        help="containers only load their handler (no wiring.warm): the first push pays the rest",
+        help="containers only load their handler (no tagpin.warming): the first push pays the rest",
     )
     args = parser.parse_args()
     if args.cold_containers:

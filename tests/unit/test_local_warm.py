@@ -1,5 +1,5 @@
 """The local runtime starts a container the way provisioned concurrency does: the handler loaded and
-what its first invocation would build built (wiring.warm), so that the first push after a start costs
+what its first invocation would build built (tagpin.warming), so that the first push after a start costs
 what a warm one does; TAGPIN_LOCAL_WARM=0 leaves it to the first invocation (bench/latency.py
 measures both)."""
 

@@ -160,9 +160,8 @@ def load_handler(function: str) -> Handler:
 
 @dataclass(frozen=True)
 class Invocation:
-    """One invocation, timed (``time.monotonic``): when it asked for a container, when its handler
-    started and ended; ``container_start_s``: the cold start it waited for (0 when a container was
-    idle); ``first``: its container's first invocation."""
+    """One invocation, timed (``time.monotonic``): asked for a container, handler started, ended;
+    the cold start it waited for (0: a container was idle); whether it was its container's first."""
 
     requested: float
     started: float
@@ -175,11 +174,8 @@ class LocalFunction:
     """A Lambda function as it scales: up to ``containers`` warm containers, each running one
     invocation at a time. An invocation takes an idle container, or starts a new one (a cold start:
     the handler module loaded again) while fewer than ``containers`` exist, or waits for one.
-    ``history`` keeps the last invocations' timings (``Invocation``).
-
-    Unlike Lambda, the containers share one process: the layer's module-level caches (clients,
-    the configuration) are shared between them, and they share the GIL.
-    """
+    ``history`` keeps the last invocations' timings (``Invocation``). Unlike Lambda, the containers
+    share one process: the layer's module-level caches (clients, the configuration), and the GIL."""
 
     def __init__(self, name: str, timeout_s: float = 60.0, containers: int = 1) -> None:
         self.name = name
@@ -199,11 +195,10 @@ class LocalFunction:
         self.history: collections.deque[Invocation] = collections.deque(maxlen=10_000)
 
     def _start_container(self) -> Handler:
-        """Load the handler (Lambda's init), then build what its first invocation would (clients,
-        services, the Kubernetes client: ``wiring.warm``), so that the first event after a start
-        costs what a warm one does, as with provisioned concurrency. Containers share this process,
-        so a second container finds most of it built."""
-        from tagpin import wiring
+        """Load the handler (Lambda's init), then build what its first invocation would
+        (``tagpin.warming``): the first event after a start costs what a warm one does, as with
+        provisioned concurrency. Containers share this process: a second finds most of it built."""
+        from tagpin.warming import warm
 
         handler = load_handler(self.name)
         if os.environ.get("TAGPIN_LOCAL_WARM") == "0":  # measuring what warming saves (bench/latency.py)
@@ -212,7 +207,7 @@ class LocalFunction:
         _running.active = True  # what it prints is the function's output
         token = INVOKED.set(self.name)  # its calls are the function's (its role's, on AWS)
         try:
-            wiring.warm(cast(Any, self.name))
+            warm(cast(Any, self.name))
         finally:
             INVOKED.reset(token)
             _running.active = outer

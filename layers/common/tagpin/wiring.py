@@ -9,7 +9,6 @@ AWS and against a local moto server.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     from tagpin.usecases.webhook import WebhookService
 
 SECRET_MAX_AGE = 300
-logger = logging.getLogger(__name__)
 
 
 @cache
@@ -500,37 +498,6 @@ def reconciler() -> Reconciler:
         channels=channels(),
         notifier=notifier(),
     )
-
-
-def _connect_clusters() -> None:
-    connect = cluster_connector()  # the Kubernetes client imported, whatever the configuration
-    for name in config().clusters:
-        connect(name)
-
-
-def _webhook_secret() -> None:
-    secret_json(setting("webhook_secret"))
-
-
-def warm(function: Function) -> None:
-    """Build what ``function``'s first invocation would: its services and their AWS clients, the
-    configuration, the webhook's secret, and for the functions that patch workloads the Kubernetes
-    client (its import is most of a consumer's first invocation) connected to each cluster. For a
-    container started ahead of its first event (the local runtime, as Lambda's provisioned
-    concurrency does); a handler's own import stays lean. Best effort: what fails here (a stack not
-    configured yet) is built again, and reported, by the invocation."""
-    builders: dict[str, tuple[Callable[[], object], ...]] = {
-        "webhook": (webhook_service, config, _webhook_secret),
-        "poller": (poller, config),
-        "consumer": (applier, verifier, _connect_clusters),
-        "reconciler": (reconciler, _connect_clusters),
-        "console": (console_app, config),
-    }
-    for build in builders.get(function, ()):
-        try:
-            build()
-        except Exception as exc:  # best effort: the invocation builds it again and reports it
-            logger.debug("warming %s: %s failed: %r", function, getattr(build, "__name__", build), exc)
 
 
 def reset() -> None:
