@@ -176,7 +176,7 @@ README_ROWS: tuple[Row, ...] = (
     Row("listing a repository of 10,000 tags", "tags", tags),
     Row("reconcile, 1,000 workloads on 3 clusters", "reconcile", reconcile),
     Row(
-        "every console page, 10,000 targets in the state table (10,000 tags × 1, 2,000 × 5, 100 × 100)",
+        "every console page, 10,000 targets in the state table (10,000 tags x 1, 2,000 x 5, 100 x 100)",
         "console",
         console,
     ),
