@@ -44,3 +44,11 @@ def test_a_container_left_cold_builds_nothing_before_its_first_invocation(
     LocalFunction("consumer")
     assert wiring.cluster_connector.cache_info().currsize == 0
     assert wiring.applier.cache_info().currsize == 0
+
+
+def test_a_started_webhook_container_has_what_resolves_a_pushed_digest_built(consumer_env: object) -> None:
+    LocalFunction("webhook")  # its secret missing: warmed as far as it goes, the invocation reports it
+    assert wiring.webhook_service.cache_info().currsize == 1
+    assert wiring.detector.cache_info().currsize == 1  # the registry client, the change queue's SQS
+    assert wiring.channels.cache_info().currsize == 1
+    assert wiring.cluster_connector.cache_info().currsize == 0  # a webhook never loads kubernetes

@@ -25,7 +25,9 @@ def _webhook_secret() -> None:
 
 
 BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
-    "webhook": (wiring.webhook_service, wiring.config, _webhook_secret),
+    # The webhook's service takes its detector and channels lazily: built here too (the registry
+    # client that re-resolves each pushed digest, the change queue's SQS client).
+    "webhook": (wiring.webhook_service, wiring.detector, wiring.channels, wiring.config, _webhook_secret),
     "poller": (wiring.poller, wiring.config),
     "consumer": (wiring.applier, wiring.verifier, _connect_clusters),
     "reconciler": (wiring.reconciler, _connect_clusters),
