@@ -49,21 +49,32 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
     digest = push_image(st.registry.url, REPOSITORY, "stable")
     pushed = time.monotonic()
     deadline = pushed + 60
+    missed = pushing  # the patch came after the last read that did not show it
     while time.monotonic() < deadline:
+        reading = time.monotonic()
         spec = st.kube.get("Deployment", "default", "web")["spec"]["template"]["spec"]
         if spec["containers"][0]["image"].endswith("@" + digest):
             break
+        missed = reading
         time.sleep(POLL_S)
     else:
         raise SystemExit(f"push {n}: not patched within 60 s")
     seen = time.monotonic()
-    while time.monotonic() < deadline and len(consumer.history) == c0:  # the patching call's record
+
+    def patching() -> list[Any]:  # the consumer calls running when the patch was made
+        calls = list(consumer.history)[c0:]
+        return [i for i in calls if i.started <= seen and i.finished >= missed]
+
+    while time.monotonic() < deadline and not patching():  # recorded when it returns
         time.sleep(POLL_S)
-    hooks = [i for i in list(webhook.history)[w0:] if i.started >= pushing]
-    runs = [i for i in list(consumer.history)[c0:] if i.started <= seen]
-    if not hooks or not runs:
-        raise SystemExit(f"push {n}: no webhook or consumer invocation recorded")
-    hook, run = hooks[0], runs[-1]  # the notification's webhook call, the consumer call that patched
+    runs = patching()
+    if not runs:
+        raise SystemExit(f"push {n}: no consumer invocation recorded around the patch")
+    run = max(runs, key=lambda i: i.started)  # not a verification of an earlier push, finished before
+    hooks = [i for i in list(webhook.history)[w0:] if pushing <= i.started <= run.requested]
+    if not hooks:
+        raise SystemExit(f"push {n}: no webhook invocation recorded before the consumer's")
+    hook = hooks[-1]  # the call that sent the change (an earlier one: a blob's notification)
     handed = min(hook.finished, run.requested)  # the consumer may start before the webhook returns
     marks = [  # each part an interval, clipped to [pushed, seen]: the parts add up to the total
         ("notification", pushed, hook.requested),
@@ -82,7 +93,7 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
         "webhook_first_call": hook.first,
         "consumer_first_call": run.first,
         "webhook_calls": len(hooks),
-        "consumer_calls": len(runs),
+        "consumer_calls": len(list(consumer.history)[c0:]),
     }
 
 
