@@ -5,10 +5,16 @@ measures both)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from tagpin import wiring
 from tagpin_local.lambda_runtime import LocalFunction
 
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {
     "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
     "TAGPIN_STATE_TABLE": "tagpin-state",
@@ -52,3 +58,33 @@ def test_a_started_webhook_container_has_what_resolves_a_pushed_digest_built(con
     assert wiring.detector.cache_info().currsize == 1  # the registry client, the change queue's SQS
     assert wiring.channels.cache_info().currsize == 1
     assert wiring.cluster_connector.cache_info().currsize == 0  # a webhook never loads kubernetes
+
+
+PROBE = """
+import os, sys
+from moto import mock_aws
+os.environ.update({env})
+with mock_aws():
+    from tagpin_local.lambda_runtime import LocalFunction
+    LocalFunction("webhook")
+    print("aiohttp" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("warm", "loaded"), [("1", "True"), ("0", "False")])
+def test_a_started_webhook_container_has_the_registry_http_stack_imported(warm: str, loaded: str) -> None:
+    """In a process of its own (another test may have imported aiohttp here): warmed, the webhook's
+    container imported it (its first resolve did, ~0.2 s of the first push); left cold, loading the
+    handler did not."""
+    env = {**ENV, "AWS_DEFAULT_REGION": "us-east-1", "TAGPIN_LOCAL_WARM": warm}
+    paths = [str(ROOT), str(ROOT / "tools"), str(ROOT / "layers" / "common")]
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(env=repr(env))],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == loaded

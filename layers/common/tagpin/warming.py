@@ -20,6 +20,11 @@ def _connect_clusters() -> None:
         connect(name)
 
 
+def _registry_http() -> None:
+    """The registry transport's HTTP stack, which it imports at its first request (~0.2 s)."""
+    import aiohttp  # noqa: F401
+
+
 def _webhook_secret() -> None:
     wiring.secret_json(wiring.setting("webhook_secret"))
 
@@ -27,8 +32,15 @@ def _webhook_secret() -> None:
 BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
     # The webhook's service takes its detector and channels lazily: built here too (the registry
     # client that re-resolves each pushed digest, the change queue's SQS client).
-    "webhook": (wiring.webhook_service, wiring.detector, wiring.channels, wiring.config, _webhook_secret),
-    "poller": (wiring.poller, wiring.config),
+    "webhook": (
+        wiring.webhook_service,
+        wiring.detector,
+        wiring.channels,
+        _registry_http,
+        wiring.config,
+        _webhook_secret,
+    ),
+    "poller": (wiring.poller, _registry_http, wiring.config),
     "consumer": (wiring.applier, wiring.verifier, _connect_clusters),
     "reconciler": (wiring.reconciler, _connect_clusters),
     "console": (wiring.console_app, wiring.config),
