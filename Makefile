@@ -2,7 +2,10 @@
 #   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, Kubernetes simulator)
 #   make test      unit + integration + e2e tests
 #   make lint      ruff + mypy + the import contract (layers);  make validate: sam validate --lint + cfn-lint;  make build: sam build
-#   make bench     benchmarks: poll throughput (bench-poll), cold start/size (bench-coldstart), cost (bench-cost)
+#   make bench     every benchmark below, then the README's table and docs/cost.md regenerated (make figures)
+#   make bench-check       the generated figures match bench/results/*.json (CI); lists stale results
+#   make bench-poll        poll throughput vs the registry's ceiling and skopeo: steady, settling, every tag moved
+#   make bench-latency     one push -> patch on the local stack: the first after a start, warm ones, where the time goes
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
 #   make bench-concurrency 50 tags pushed at once through the local stack, 1 vs 3 containers per function
@@ -91,50 +94,67 @@ build: $(SAM_VENV)/.installed
 docs: venv
 	$(PY) -m tagpin_local.docgen
 
-bench: bench-poll bench-reconcile bench-webhook bench-coldstart bench-cost bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging
+# Each bench runs through bench/runinfo.py, which stamps its results file with the commit, the date,
+# the machine and the load average at start and end (bench/catalog.py: what each covers, how long).
+STAMP := $(PY) -m bench.runinfo
+
+bench: bench-poll bench-latency bench-concurrency bench-coldstart bench-webhook bench-reconcile bench-tags bench-versions bench-console bench-hanging bench-fanout bench-cost
+	$(PY) bench/figures.py --write
+
+# The README's performance table and docs/cost.md from bench/results/*.json (bench/figures.py).
+figures: venv
+	$(PY) bench/figures.py --write
+
+# Cheap (CI): fails when a generated block differs from the results; lists each stale result.
+bench-check: venv
+	$(PY) bench/figures.py --check
 
 # Poll throughput vs the registry's ceiling (wrk) and a skopeo loop; no SAM build needed.
 bench-poll: venv tools
-	$(PY) bench/poll.py
+	$(STAMP) poll -- $(PY) bench/poll.py
 
 # The functions are arm64: measured on a build of the host's wheels (bench/coldstart.py), in a
 # build directory of its own so that .aws-sam/build (what `sam deploy` uploads) stays arm64.
 bench-coldstart: venv $(SAM_VENV)/.installed
 	LAYER_PLATFORM=manylinux2014_x86_64 $(SAM_ENV) sam build --build-dir .aws-sam/build-host
-	$(PY) bench/coldstart.py --build-dir .aws-sam/build-host --python "$(PY313)"
+	$(STAMP) coldstart -- $(PY) bench/coldstart.py --build-dir .aws-sam/build-host --python "$(PY313)"
 
 bench-reconcile: venv
-	$(PY) bench/reconcile.py
+	$(STAMP) reconcile -- $(PY) bench/reconcile.py
 
 # One delivery of 1, 100, 1,000 unfollowed events (and over the limit) at the real webhook handler.
 bench-webhook: venv
-	$(PY) bench/webhook.py
+	$(STAMP) webhook -- $(PY) bench/webhook.py
 
 # The real handlers on the local stack; about 21 minutes on 2 cores (setting up 10,000 tags in moto dominates).
 bench-cost: venv tools
-	$(PY) -m bench.cost
+	$(STAMP) cost -- $(PY) -m bench.cost
 
 bench-versions: venv
 	$(PY) bench/versions.py
 
+# One push at a time through the local stack: the first after a start and warm ones, where the time goes.
+bench-latency: venv tools
+	$(STAMP) latency -- $(PY) -m bench.latency
+
 bench-concurrency: venv tools
-	$(PY) -m bench.concurrency
+	$(STAMP) concurrency -- $(PY) -m bench.concurrency
 
 bench-fanout: venv tools
-	$(PY) -m bench.fanout
+	$(STAMP) fanout -- $(PY) -m bench.fanout
 
 # Tag listing (RegistryClient.list_tags) against the real registry and TagPager in front of it; about 40 s.
 bench-tags: venv tools
-	$(PY) bench/tags.py
+	$(STAMP) tags -- $(PY) bench/tags.py
 
 # Frozen registries (TCP servers that never answer) and a slow one beside the real one: each poll
 # run's time and errors, run after run, with the client's defaults; about 1.5 minutes.
 bench-hanging: venv tools
-	$(PY) bench/hanging_registry.py
+	$(STAMP) hanging_registry -- $(PY) bench/hanging_registry.py
 
 # Every page of the console on the local stack (moto server, the local HTTP API), in process and over
 # HTTP, with 10,000 targets as 10,000 tags x 1, 2,000 x 5 and 100 x 100; a few minutes.
 bench-console: venv tools
-	$(PY) bench/console.py
+	$(STAMP) console -- $(PY) bench/console.py
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging
+.PHONY: help venv tools demo local test lint validate build bench bench-check figures bench-latency bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging

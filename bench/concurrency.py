@@ -57,6 +57,24 @@ def measure(tags: int, containers: int) -> dict[str, Any]:
             time.sleep(0.05)
         latencies = sorted(patched[n] - pushed[n][1] for n in patched)
         consumer = st.functions["consumer"]
+        first = min(t for _, t in pushed.values())
+        last = max(patched.values(), default=first)
+        busy = {  # where the time went: each function's invocations during the storm
+            name: {
+                "invocations": len(calls),
+                "busy_s": round(sum(i.finished - i.started for i in calls), 2),
+                "waited_for_a_container_s": round(sum(i.started - i.requested for i in calls), 2),
+                "utilisation": round(
+                    sum(i.finished - i.started for i in calls) / (containers * (last - first)), 2
+                )
+                if last > first
+                else None,
+            }
+            for name in ("webhook", "consumer")
+            for calls in [
+                [i for i in st.functions[name].history if i.started >= first - 1 and i.started <= last]
+            ]
+        }
         patches = [st.kube.count("PATCH", rf"/deployments/app{n}$") for n in range(tags)]
         return {
             "tags": tags,
@@ -64,11 +82,13 @@ def measure(tags: int, containers: int) -> dict[str, Any]:
             "patched": len(patched),
             "p50_s": round(statistics.median(latencies), 2) if latencies else None,
             "p90_s": round(latencies[int(0.9 * (len(latencies) - 1))], 2) if latencies else None,
+            "p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 2) if latencies else None,
             "max_s": round(latencies[-1], 2) if latencies else None,
             "consumer_invocations": consumer.invocations - before,
             "consumer_cold_starts": consumer.cold_starts,
             "consumer_peak_concurrency": consumer.peak_concurrency,
             "patches_per_workload": sorted(set(patches)),
+            "functions": busy,
         }
 
 
@@ -83,11 +103,18 @@ def main() -> None:
         rows.append(row)
         print(
             f"{row['tags']} tags pushed at once, {c} container(s) per function: push -> patch "
-            f"p50 {row['p50_s']} s, p90 {row['p90_s']} s, max {row['max_s']} s; {row['patched']} patched; "
+            f"p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s; "
+            f"{row['patched']} patched; "
             f"consumer: {row['consumer_invocations']} invocations, {row['consumer_cold_starts']} "
             f"container(s), peak {row['consumer_peak_concurrency']} at once; "
             f"patches per workload {row['patches_per_workload']}"
         )
+        for name, b in row["functions"].items():
+            print(
+                f"  {name}: {b['invocations']} invocations, busy {b['busy_s']} s (utilisation "
+                f"{b['utilisation']} of {c} container(s)), waited for a container "
+                f"{b['waited_for_a_container_s']} s"
+            )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
     print(f"written to {RESULTS}")

@@ -1,5 +1,7 @@
 """`tagpin local` and the CLI as a user runs them: real processes, a workload labelled with kubectl,
-an image pushed with `tagpin local push`, and every command's stdout and stderr as printed."""
+an image pushed with `tagpin local push`, and every command's stdout and stderr as printed. What
+`tagpin local` prints (its JSON line, its log on stderr) and what the commands print hold none of the
+secrets its endpoints file keeps (the console's token, the kubeconfig's bearer token)."""
 
 from __future__ import annotations
 
@@ -13,16 +15,20 @@ import time
 from pathlib import Path
 
 import pytest
-from tagpin_cli.main import LOCAL_RECONCILE_INTERVAL, build_parser
+import yaml
+from tagpin_cli.local import RECONCILE_INTERVAL
+from tagpin_cli.parser import build_parser
 from tagpin_local.kubesim import deployment
 
 from tests.conftest import require_binary
+from tests.support.cli import Ran, assert_no_secret, failure
 
 pytestmark = pytest.mark.e2e
 
 
-def tagpin(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+def tagpin(cwd: Path, *args: str, timeout: float = 60) -> Ran:
+    """`python -m tagpin_cli.main` (with ResourceWarnings shown: no unclosed session)."""
+    done = subprocess.run(
         [sys.executable, "-W", "default::ResourceWarning", "-m", "tagpin_cli.main", *args],
         cwd=cwd,
         capture_output=True,
@@ -30,6 +36,7 @@ def tagpin(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedPr
         timeout=timeout,
         check=False,
     )
+    return Ran(tuple(args), done.returncode, done.stdout, done.stderr)
 
 
 def first_line(proc: subprocess.Popen[str], timeout: float) -> str:
@@ -43,7 +50,7 @@ def first_line(proc: subprocess.Popen[str], timeout: float) -> str:
 
 def test_the_local_command_runs_the_reconciler_by_default() -> None:
     args = build_parser().parse_args(["local"])
-    assert args.reconcile_interval == LOCAL_RECONCILE_INTERVAL and 0 < LOCAL_RECONCILE_INTERVAL <= 30
+    assert args.reconcile_interval == RECONCILE_INTERVAL and 0 < RECONCILE_INTERVAL <= 30
     assert build_parser().parse_args(["local", "--reconcile-interval", "0"]).reconcile_interval == 0
 
 
@@ -58,14 +65,24 @@ def test_tagpin_local_follows_a_workload_labelled_with_kubectl(tmp_path: Path) -
         stderr=log,
         text=True,
     )
+    runs: list[Ran] = []
     try:
-        endpoints = json.loads(first_line(proc, 90))
-        assert (
-            json.loads((tmp_path / ".tagpin-local/endpoints.json").read_text())["registry_url"]
-            == (endpoints["registry_url"])
-        )
+        line = first_line(proc, 90)
+        endpoints = json.loads(line)
+        # the file holds the secrets (readable by its owner only); the line printed, none of them
+        path = tmp_path / ".tagpin-local/endpoints.json"
+        saved = json.loads(path.read_text())
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert saved == endpoints | {
+            "console_token": saved["console_token"],
+            "kubeconfig": saved["kubeconfig"],
+        }
+        assert "console_token" not in endpoints and "kubeconfig" not in endpoints
+        kube_token = yaml.safe_load(saved["kubeconfig"])["users"][0]["user"]["token"]
+        secrets = {saved["console_token"], kube_token}
+        runs.append(Ran(("local",), 0, line, ""))
         host = endpoints["registry_url"].split("://", 1)[1]
-        (tmp_path / "kubeconfig").write_text(endpoints["kubeconfig"])
+        (tmp_path / "kubeconfig").write_text(saved["kubeconfig"])
 
         def kube(*args: str) -> str:
             done = subprocess.run(
@@ -91,9 +108,10 @@ def test_tagpin_local_follows_a_workload_labelled_with_kubectl(tmp_path: Path) -
         assert "labeled" in kube("label", "deployment", "api", "tagpin.dev/follow=true")
 
         pushed = tagpin(tmp_path, "local", "push", "demo/api:stable", "--json")
-        assert pushed.returncode == 0 and pushed.stderr == "", pushed.stderr
-        digest = json.loads(pushed.stdout)["digest"]
-        assert json.loads(pushed.stdout)["image"] == f"{host}/demo/api:stable"
+        runs.append(pushed)
+        assert pushed.code == 0 and pushed.err == "", pushed.err
+        digest = pushed.json()["digest"]
+        assert pushed.json()["image"] == f"{host}/demo/api:stable"
 
         # Nothing else to do: the scheduled reconciler indexes the label, the tag is resolved and
         # the workload is patched to the digest.
@@ -109,24 +127,44 @@ def test_tagpin_local_follows_a_workload_labelled_with_kubectl(tmp_path: Path) -
 
         # The CLI in its own process: the global options after the command, one JSON document on
         # stdout, nothing on stderr (no unclosed session of the registry client).
-        status = tagpin(tmp_path, "status", "--local", "--json")
-        assert status.returncode == 0 and status.stderr == ""
-        (row,) = [r for r in json.loads(status.stdout) if r["image"] == f"{host}/demo/api:stable"]
+        # The patch shows in the cluster a moment before the consumer records it: until then the
+        # target is pending.
+        deadline = time.monotonic() + 30
+        while True:
+            status = tagpin(tmp_path, "status", "--local", "--json")
+            runs.append(status)
+            assert status.code == 0 and status.err == ""
+            (row,) = [r for r in status.json() if r["image"] == f"{host}/demo/api:stable"]
+            if row["targets"][0]["condition"] != "pending" or time.monotonic() > deadline:
+                break
         assert row["targets"][0]["source"] == "label" and row["targets"][0]["condition"] == "current"
         for args in (
             ["--local", "--json", "plan"],
             ["resolve", f"{host}/demo/api:stable", "--local", "--json"],
+            ["--local", "--json", "doctor"],
         ):
             done = tagpin(tmp_path, *args)
-            assert done.returncode == 0 and done.stderr == "", (args, done.stderr)
-            json.loads(done.stdout)
+            runs.append(done)
+            assert done.code == 0 and done.err == "", (args, done.err)
+            done.json()
         table = tagpin(tmp_path, "--local", "status")
-        assert table.returncode == 0 and table.stderr == ""
-        assert "followed tags" in table.stdout and "label" in table.stdout and "current" in table.stdout
+        runs.append(table)
+        assert table.code == 0 and table.err == ""
+        assert "followed tags" in table.out and "label" in table.out and "current" in table.out
         failed = tagpin(tmp_path, "--local", "--json", "resolve", f"{host}/demo/api:nosuch")
-        assert failed.returncode == 1 and failed.stdout == ""
-        assert failed.stderr.startswith("error: ManifestNotFound") and failed.stderr.count("\n") == 1
-        assert tagpin(tmp_path, "local", "push", "no-tag").returncode == 2
+        runs.append(failed)
+        assert failed.code == 1 and failed.out == ""
+        assert failed.err.startswith("error: ManifestNotFound") and failed.err.count("\n") == 1
+        pushed = tagpin(tmp_path, "local", "push", "demo/api:stable")  # the table form: one line
+        runs.append(pushed)
+        assert (pushed.code, pushed.err) == (0, "") and pushed.out.startswith(
+            f"pushed {host}/demo/api:stable -> "
+        )
+        runs.append(no_tag := tagpin(tmp_path, "local", "push", "no-tag"))
+        assert "give the image as REPO:TAG" in failure(no_tag, 2)
+        (tmp_path / "elsewhere").mkdir()  # no endpoints file there: no local stack
+        runs.append(elsewhere := tagpin(tmp_path / "elsewhere", "local", "push", "demo/api:stable"))
+        assert "no local stack" in failure(elsewhere, 3)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -138,7 +176,11 @@ def test_tagpin_local_follows_a_workload_labelled_with_kubectl(tmp_path: Path) -
     assert proc.returncode == 0
     assert proc.stdout is not None and proc.stdout.read() == ""  # one line on stdout, ever
     assert not (tmp_path / ".tagpin-local/endpoints.json").exists()
-    assert '"_aws"' in (tmp_path / "functions.log").read_text()  # the functions' metrics: stderr
+    log_text = (tmp_path / "functions.log").read_text()
+    assert '"_aws"' in log_text  # the functions' metrics: stderr
+    assert "sign in with the console_token in .tagpin-local/endpoints.json" in log_text
+    for ran in [*runs, Ran(("local",), 0, "", log_text)]:  # no secret in anything printed
+        assert_no_secret(ran, secrets)
 
 
 def test_readme_push_command_with_skopeo(tmp_path: Path) -> None:

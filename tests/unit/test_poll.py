@@ -281,3 +281,98 @@ def test_a_settled_digest_is_never_older_than_its_tag(store: State) -> None:
     store.digests.drop(image)  # a registry error
     assert store.digests.all() == {}
     store.digests.drop(image)  # nothing to drop: no error
+
+
+def test_settling_many_tags_writes_each_shard_a_few_times_and_leaves_a_moved_tag_out(
+    store: State,
+) -> None:
+    """A poll settles its tags together: one write per 25 entries of a shard, not one per tag; an
+    entry whose tag moved after the poll read it fails its own condition only."""
+    from tagpin.adapters.dynamodb.digests import SETTLE_PER_WRITE, tombstone
+    from tagpin.adapters.dynamodb.table import Table
+    from tagpin.domain.shards import shard
+
+    images = [f"{A}/team/app{n}:stable" for n in range(400)]
+    for image in images:
+        store.tags.record(image, digest(1), 10, Trigger.POLL)
+    table: Table = store.tags._table  # type: ignore[attr-defined]
+    moved = images[7]
+    tombstone(table, moved, 20)  # moved after the poll read it at changed_at 10
+    calls: list[str] = []
+    table.client = _Counting(table.client, calls)
+    written = store.digests.settle_many((image, digest(1), 10) for image in images)
+    assert written == len(images) - 1
+    assert store.digests.all() == {image: digest(1) for image in images if image != moved}
+    shards: dict[str, int] = {}
+    for image in images:
+        shards[shard(image)] = shards.get(shard(image), 0) + 1
+    together = sum(-(-n // SETTLE_PER_WRITE) for n in shards.values())
+    same_shard = [i for i in images if shard(i) == shard(moved)]
+    start = same_shard.index(moved) // SETTLE_PER_WRITE * SETTLE_PER_WRITE
+    alone = len(same_shard[start : start + SETTLE_PER_WRITE])  # the failed write's, one by one
+    assert calls.count("update_item") == together + alone
+    assert together < len(images) / 4
+
+
+def test_a_poll_settles_its_tags_in_a_few_writes(store: State) -> None:
+    images = [f"{A}/team/app{n}:stable" for n in range(200)]
+    tags = {image: digest(1) for image in images}
+    followed = [FollowedImage(image=image, targets=[target(f"t{n}")]) for n, image in enumerate(images)]
+    registry, queue = scripted(tags), ListQueue()
+    poller(registry, store, queue).run(followed)
+    apply_all(store, followed, tags)
+    table = store.tags._table  # type: ignore[attr-defined]
+    calls: list[str] = []
+    table.client = _Counting(table.client, calls)
+    summary = poller(registry, store, queue).run(followed)  # every tag found settled: written together
+    assert summary.unchanged == len(images)
+    assert store.digests.all() == tags
+    from tagpin.domain.shards import shard
+
+    assert calls.count("update_item") == len({shard(i) for i in images})  # one write per shard
+    calls.clear()
+    steady = poller(registry, store, queue).run(followed)  # the steady poll: no write but the cursor
+    assert steady.unchanged == len(images)
+    assert calls.count("update_item") == 0 and calls.count("batch_get_item") == 1
+
+
+class _Counting:
+    """A client that notes the name of every call it passes on."""
+
+    def __init__(self, client: object, calls: list[str]) -> None:
+        self._client = client
+        self._calls = calls
+
+    def __getattr__(self, name: str) -> object:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: object, **kwargs: object) -> object:
+            self._calls.append(name)
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+def test_a_poll_of_moved_tags_reads_nothing_twice_and_writes_each_move_once(store: State) -> None:
+    """Every tag moved: its change is written at once (no failed write of the unchanged case first)
+    and its targets are not read again after the poll read them; each is enqueued once."""
+    images = [f"{A}/team/app{n}:stable" for n in range(30)]
+    followed = [FollowedImage(image=image, targets=[target(f"t{n}")]) for n, image in enumerate(images)]
+    before = {image: digest(1) for image in images}
+    registry, queue = scripted(before), ListQueue()
+    poller(registry, store, queue).run(followed)
+    apply_all(store, followed, before)
+    poller(registry, store, queue).run(followed)  # settled
+    queue.sent.clear()
+    after = {image: digest(2) for image in images}
+    table = store.tags._table  # type: ignore[attr-defined]
+    calls: list[str] = []
+    table.client = _Counting(table.client, calls)
+    summary = poller(scripted(after), store, queue).run(followed)
+    assert (summary.changed, summary.enqueued) == (len(images), len(images))
+    assert sorted(c.image for c in queue.sent) == sorted(images)
+    assert calls.count("update_item") == 2 * len(images)  # the move and its tombstone
+    assert calls.count("batch_get_item") == 1 + 2  # the settled digests; the tags and targets, once
+    assert all((t := store.tags.get(i)) is not None and t.digest == digest(2) for i in images)

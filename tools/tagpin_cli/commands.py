@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tagpin import wiring
 from tagpin.domain.config import FollowedImage, parse_config
 from tagpin.domain.refs import ImageRef
-from tagpin.ports.state import TagState, TargetStatus
+from tagpin.ports.state import TagState, TargetNote, TargetState, TargetStatus
+
+from tagpin_cli.plans import plan
+
+__all__ = ["plan"]  # the commands below, and plan (tagpin_cli.plans)
 
 
 def _ago(epoch_ms: int | None) -> str | None:
@@ -31,7 +34,8 @@ def _configured() -> set[str]:
 
 def status() -> list[dict[str, Any]]:
     """Every followed tag: digest, when last resolved and changed, error; its targets and their state
-    and where each comes from (``configuration`` or ``label``)."""
+    and where each comes from (``configuration`` or ``label``). A target a trust gate refused the
+    tag's digest for is ``blocked``, with the gate's reason as its detail."""
     store = wiring.state()
     configured = _configured()
     rows: list[dict[str, Any]] = []
@@ -42,23 +46,12 @@ def status() -> list[dict[str, Any]]:
         target_rows = []
         for target in image.targets:
             st = targets.get(target.id)
-            if st is None:
-                condition = "awaiting-approval" if target.id in waiting else "unknown"
-            elif st.status in (
-                TargetStatus.FAILED,
-                TargetStatus.GONE,
-                TargetStatus.HELD,
-                TargetStatus.STALLED,
-            ):
-                condition = st.status.value
-            elif tag is not None and st.settled_at(tag.digest):
-                condition = "current"
-            elif target.id in waiting:
-                condition = "awaiting-approval"
-            elif st.status is TargetStatus.PENDING:
-                condition = "pending"
-            else:
-                condition = "behind"
+            condition = _condition(target.id, st, tag, waiting)
+            detail = st.detail if st else None
+            if condition in ("unknown", "behind") and tag is not None:
+                reason = _blocked(target.id, tag.digest)
+                if reason is not None:
+                    condition, detail = "blocked", reason
             target_rows.append(
                 {
                     "target": target.id,
@@ -66,7 +59,7 @@ def status() -> list[dict[str, Any]]:
                     "condition": condition,
                     "digest": st.digest if st else None,
                     "updated": _ago(st.updated_at) if st else None,
-                    "detail": st.detail if st else None,
+                    "detail": detail,
                 }
             )
         channel = (
@@ -86,6 +79,29 @@ def status() -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _condition(target_id: str, st: TargetState | None, tag: TagState | None, waiting: set[str]) -> str:
+    if st is None:
+        return "awaiting-approval" if target_id in waiting else "unknown"
+    if st.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD, TargetStatus.STALLED):
+        return st.status.value
+    if tag is not None and st.settled_at(tag.digest):
+        return "current"
+    if target_id in waiting:
+        return "awaiting-approval"
+    if st.status is TargetStatus.PENDING:
+        return "pending"
+    return "behind"
+
+
+def _blocked(target_id: str, digest: str, depth: int = 20) -> str | None:
+    """Why a trust gate refused ``digest`` for the target (its ``blocked`` note, written once per
+    target and digest), or None: the target's state keeps what it last ran and its detail."""
+    for entry in wiring.state().history.of_target(target_id, limit=depth):
+        if entry.digest == digest and entry.status == TargetNote.BLOCKED:
+            return entry.detail or "blocked by a trust gate"
+    return None
 
 
 def _waiting(image: FollowedImage) -> set[str]:
@@ -180,102 +196,6 @@ def _candidates(policy: Any, tags: tuple[str, ...], limit: int = 10) -> list[str
     return [v.tag for v in allowed[:limit]]
 
 
-def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """What would roll where right now: the registries' answers against what the clusters run;
-    for a version channel, the version its policy chooses and why the newer tags were rejected.
-    Reads only; changes nothing (no state write, no enqueue, no patch)."""
-    from tagpin.adapters.kubernetes.clusters import ClusterConnector
-
-    connector = ClusterConnector(wiring.config, wiring.secret_text)
-    rows: list[dict[str, Any]] = []
-    for image in followed():
-        if progress:
-            progress(image.image)
-        rows.extend(_plan_image(image, connector))
-    return rows
-
-
-def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]:
-    from tagpin.domain.channels import pinned_source
-    from tagpin.ports.workloads import WorkloadError
-    from tagpin.usecases.patch import pinned_image
-
-    base: dict[str, Any] = {"image": followed.image}
-    stored = wiring.state().tags.get(followed.image)
-    tag: str | None = None
-    kept: TagState | None = None  # a channel's head that stays: its state (see _digest_of)
-    try:
-        if followed.policy is not None:
-            head = wiring.channels().heads([followed]).get(followed.image)
-            base["policy"] = followed.policy.text
-            if head is not None and head.selection is not None:
-                base["rejected"] = [f"{r.tag}: {r.reason}" for r in head.selection.rejected[:10]]
-            if head is None or head.error is not None or head.ref is None:
-                why = head.error if head is not None and head.error else "no version the policy allows"
-                return [base | {"target": t.id, "action": "none", "detail": why} for t in followed.targets]
-            tag, ref = head.tag, head.ref
-            base["version"] = tag
-            if head.kept:
-                base["detail"], kept = head.kept, stored
-        else:
-            ref = followed.ref
-        digest = _digest_of(ref, kept)
-    except Exception as exc:  # why a head stays is kept beside the registry's answer
-        return [
-            base
-            | {"target": t.id, "action": "unknown", "detail": _and(base.get("detail"), f"registry: {exc}")}
-            for t in followed.targets
-        ]
-    held = stored is not None and stored.bad_digest == digest
-    people = wiring.state().targets.get_many([t.id for t in followed.targets])
-    rows = []
-    for target in followed.targets:
-        row: dict[str, Any] = base | {"target": target.id, "digest": digest}
-        if (hold := people.get(target.id)) is not None and hold.holds(digest, int(time.time() * 1000)):
-            rows.append(row | {"action": "none", "detail": f"held: {hold.detail}"})
-            continue
-        blocked = wiring.trust_gates().check(followed, digest, target)
-        if blocked is not None and blocked.enforced:
-            rows.append(row | {"action": "none", "detail": f"blocked: {blocked.gate}: {blocked.reason}"})
-            continue
-        if blocked is not None:
-            row["detail"] = f"warn: {blocked.gate}: {blocked.reason}"
-        try:
-            workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
-            current = workload.containers.get(target.container) or workload.init_containers.get(
-                target.container
-            )
-            if current is None:
-                row |= {"action": "error", "detail": f"no container {target.container!r}"}
-            else:
-                desired = pinned_image(current, pinned_source(followed.image, tag), digest)
-                action = "none" if current == desired or held else "roll"
-                row |= {"current": current, "action": action, "to": desired}
-                if held and current != desired:
-                    row["detail"] = f"held: its rollout failed and was rolled back ({stored.bad_reason})"  # type: ignore[union-attr]
-        except WorkloadError as exc:
-            row |= {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
-        rows.append(row)
-    return rows
-
-
-def _and(first: str | None, then: str) -> str:
-    return then if first is None else f"{first}; {then}"
-
-
-def _digest_of(ref: ImageRef, kept: TagState | None) -> str:
-    """The digest ``ref`` points to now. A channel's head that stays (``kept``: its state) although
-    its tag was deleted from the registry stays at the digest recorded for it."""
-    from tagpin.ports.registry import ManifestNotFound
-
-    try:
-        return wiring.registry_client().resolve(ref).digest
-    except ManifestNotFound:
-        if kept is None or kept.version != ref.tag or not kept.digest:
-            raise
-        return kept.digest
-
-
 def _who() -> str:
     """Who runs the CLI, for the audit trail: the AWS identity, else the local user."""
     import getpass
@@ -340,10 +260,15 @@ def hold(target: str, until: str | None = None) -> dict[str, Any]:
 
     until_ms = None
     if until is not None:
-        moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+        try:
+            moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"--until {until!r}: not an ISO 8601 time, e.g. 2026-12-01T09:00:00Z") from None
         if moment.tzinfo is None:
             raise ValueError(f"--until {until!r}: give a time zone, e.g. 2026-12-01T09:00:00Z")
         until_ms = int(moment.timestamp() * 1000)
+        if until_ms <= time.time() * 1000:
+            raise ValueError(f"--until {until!r} is in the past")
     held = wiring.holds().hold(target, _who(), until_ms)
     return {"target": target, "held": held, "until": until}
 

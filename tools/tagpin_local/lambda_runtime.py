@@ -13,8 +13,10 @@ the thread. ``FUNCTION_OUTPUT`` writes to the process's stderr unless told other
 from __future__ import annotations
 
 import base64
+import collections
 import contextvars
 import importlib.util
+import os
 import queue
 import sys
 import threading
@@ -156,37 +158,74 @@ def load_handler(function: str) -> Handler:
     return handler
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """One invocation, timed (``time.monotonic``): asked for a container, handler started, ended;
+    the cold start it waited for (0: a container was idle); whether it was its container's first."""
+
+    requested: float
+    started: float
+    finished: float
+    container_start_s: float
+    first: bool
+
+
 class LocalFunction:
     """A Lambda function as it scales: up to ``containers`` warm containers, each running one
     invocation at a time. An invocation takes an idle container, or starts a new one (a cold start:
     the handler module loaded again) while fewer than ``containers`` exist, or waits for one.
-
-    Unlike Lambda, the containers share one process: the layer's module-level caches (clients,
-    the configuration) are shared between them, and they share the GIL.
-    """
+    ``history`` keeps the last invocations' timings (``Invocation``). Unlike Lambda, the containers
+    share one process: the layer's module-level caches (clients, the configuration), and the GIL."""
 
     def __init__(self, name: str, timeout_s: float = 60.0, containers: int = 1) -> None:
         self.name = name
         self.timeout_s = timeout_s
         self.containers = containers
         recursion.install()  # the trace header on what its invocations send to SQS
-        self._idle: queue.SimpleQueue[Handler] = queue.SimpleQueue()
-        self._idle.put(load_handler(name))
+        self._idle: queue.SimpleQueue[tuple[Handler, bool]] = queue.SimpleQueue()
+        started = time.monotonic()
+        self._idle.put((self._start_container(), True))
+        self.container_start_s = [time.monotonic() - started]  # each container's start
         self._slots = threading.BoundedSemaphore(containers)
         self._count = threading.Lock()
         self.invocations = 0
         self.cold_starts = 1
         self.concurrent = 0
         self.peak_concurrency = 0
+        self.history: collections.deque[Invocation] = collections.deque(maxlen=10_000)
+
+    def _start_container(self) -> Handler:
+        """Load the handler (Lambda's init), then build what its first invocation would
+        (``tagpin.warming``): the first event after a start costs what a warm one does, as with
+        provisioned concurrency. Containers share this process: a second finds most of it built."""
+        from tagpin.warming import warm
+
+        handler = load_handler(self.name)
+        if os.environ.get("TAGPIN_LOCAL_WARM") == "0":  # measuring what warming saves (bench/latency.py)
+            return handler
+        outer = getattr(_running, "active", False)
+        _running.active = True  # what it prints is the function's output
+        token = INVOKED.set(self.name)  # its calls are the function's (its role's, on AWS)
+        try:
+            warm(cast(Any, self.name))
+        finally:
+            INVOKED.reset(token)
+            _running.active = outer
+        return handler
 
     def invoke(self, event: dict[str, Any]) -> Any:
+        requested = time.monotonic()
         with self._slots:
+            cold = 0.0
             try:
-                handler = self._idle.get_nowait()
+                handler, first = self._idle.get_nowait()
             except queue.Empty:  # every started container is busy: start another (a cold start)
-                handler = load_handler(self.name)
+                loading = time.monotonic()
+                handler, first = self._start_container(), True
+                cold = time.monotonic() - loading
                 with self._count:
                     self.cold_starts += 1
+                    self.container_start_s.append(cold)
             with self._count:
                 self.invocations += 1
                 self.concurrent += 1
@@ -194,6 +233,7 @@ class LocalFunction:
             _route_stdout()  # again each time: a test framework may have swapped sys.stdout since
             outer = getattr(_running, "active", False)
             _running.active = True
+            started = time.monotonic()
             try:
                 with recursion.invocation(self.name):  # its chain of requests (Lambda's loop guard)
                     return handler(event, LocalContext(f"tagpin-{self.name}", timeout_s=self.timeout_s))
@@ -201,7 +241,8 @@ class LocalFunction:
                 _running.active = outer
                 with self._count:
                     self.concurrent -= 1
-                self._idle.put(handler)
+                    self.history.append(Invocation(requested, started, time.monotonic(), cold, first))
+                self._idle.put((handler, False))
 
 
 def _now() -> datetime:

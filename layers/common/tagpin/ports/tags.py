@@ -6,6 +6,7 @@ what recording an observation decided, and the compact cache of settled digests.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,9 +48,12 @@ class Tags(Protocol):
     """``TAG#<image>``: the digest each followed tag points to (a version channel's head moves
     through ``Heads``; it is read here like any tag)."""
 
-    def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
+    def record(
+        self, image: str, digest: str, observed_at: int, trigger: Trigger, *, moved: bool = False
+    ) -> TagRecord:
         """Store an observation of the followed tag ``image`` -> ``digest``; the newest observation
-        wins. Say whether it changed anything."""
+        wins. Say whether it changed anything. ``moved``: the caller read the tag at another digest
+        (a hint of which write to try first; the answer is the same)."""
         ...
 
     def record_error(self, image: str, error: str, at: int) -> None:
@@ -79,6 +83,11 @@ class Digests(Protocol):
     def settle(self, image: str, digest: str, changed_at: int) -> bool:
         """Add ``image``'s entry: ``digest``, which its tag moved to at ``changed_at``; False when
         the tag has moved since (nothing written)."""
+        ...
+
+    def settle_many(self, entries: Iterable[tuple[str, str, int]]) -> int:
+        """``settle`` for each ``(image, digest, changed_at)``, in as few writes as the store
+        allows; a tag that moved since is left out. Returns how many entries were written."""
         ...
 
     def drop(self, image: str) -> None: ...

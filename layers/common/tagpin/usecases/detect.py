@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from tagpin.domain.config import FollowedImage, Target
 from tagpin.domain.messages import Change, Trigger
@@ -20,7 +20,7 @@ from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolution, Resolver
-from tagpin.ports.state import State
+from tagpin.ports.state import State, TagState, TargetState
 from tagpin.usecases.attestations import AttestationFilter
 
 logger = logging.getLogger(__name__)
@@ -128,8 +128,15 @@ class Detector:
         trigger: Trigger,
         correlation_id: str | None = None,
         hint_digest: str | None = None,
+        known: TagState | None = None,
+        targets: Mapping[str, TargetState] | None = None,
     ) -> Observation:
-        """Record what the registry answered and enqueue a change if any target is behind it."""
+        """Record what the registry answered and enqueue a change if any target is behind it.
+
+        ``known`` and ``targets``: the tag's and its targets' items as the caller (the poll) read
+        them just before, so that they are not read again. A target read before it was applied
+        at the new digest costs one more message (the consumer finds nothing to do); one whose
+        state regressed since the read is found behind by the next poll (the level)."""
         image = followed.image
         observed_at = self._clock()
         confirmed = None if hint_digest is None else hint_digest == resolution.digest
@@ -147,7 +154,8 @@ class Detector:
                 image, resolution.digest, observed_at, trigger, resolution.ref.tag, followed.policy
             )
         else:
-            record = self._state.tags.record(image, resolution.digest, observed_at, trigger)
+            moved = known is not None and known.digest != resolution.digest
+            record = self._state.tags.record(image, resolution.digest, observed_at, trigger, moved=moved)
         current = record.current
         if record.result is TagOutcome.CHANGED:
             logger.info(
@@ -155,7 +163,8 @@ class Detector:
                 extra={"image": image, "digest": current.digest, "previous": record.previous_digest},
             )
         ids = [t.id for t in followed.targets]
-        targets = self._state.targets.get_many(ids)
+        if targets is None or any(i not in targets for i in ids):  # not read (or not found): read now
+            targets = self._state.targets.get_many(ids)
         behind = [
             i for i in ids if not ((st := targets.get(i)) is not None and st.settled_at(current.digest))
         ]

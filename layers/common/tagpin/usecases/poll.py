@@ -16,7 +16,8 @@
   per run: a tag the registry answers with its settled digest costs no read of its own items at
   all. Only the other tags (moved, first seen, erring, targets not settled yet) have their tag
   and target items read as above; a tag found unchanged with every target settled is added to
-  the settled digests, a tag the registry failed to answer for is dropped from them.
+  the settled digests (all of a run's together at its end, a few writes per shard:
+  ``Digests.settle_many``), a tag the registry failed to answer for is dropped from them.
 - A poll can be split in parts (``PollPart``: fixed sets of shards), each run by its own
   invocation with its own cursor and time budget; the scheduled invocation then only starts the
   parts (``functions/poller``). One part reads only its shards' index partitions and items.
@@ -41,7 +42,7 @@ from tagpin.domain.config import FollowedImage, Registry
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import ImageRef
-from tagpin.domain.shards import WHOLE, PollPart
+from tagpin.domain.shards import WHOLE, PollPart, shard
 from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
 from tagpin.ports.state import State, TagState, TargetState
 from tagpin.usecases.attestations import AttestationFilter
@@ -162,6 +163,7 @@ class Poller:
             resolving = self._resolver.start_many([refs[i] for i in chunk], deadline=deadline)
             return resolving, self._read_state(pool, [items[i] for i in chunk if i not in settled])
 
+        settles: list[tuple[str, str, int]] = []  # found settled this run: written together at the end
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
             pending = start(pool, chunks[0]) if chunks else None
             for n, chunk in enumerate(chunks):
@@ -172,12 +174,15 @@ class Poller:
                 pending = start(pool, chunks[n + 1]) if n + 1 < len(chunks) and not out_of_time else None
                 unfinished = [i for i in chunk if refs[i] not in resolved]
                 todo = [items[i] for i in chunk]
-                self._record(pool, todo, refs, resolved, reads, settled, summary, trigger, correlation_id)
+                self._record(
+                    pool, todo, refs, resolved, reads, settled, settles, summary, trigger, correlation_id
+                )
                 if unfinished or pending is None:
                     rest = unfinished + [i for c in chunks[n + 1 :] for i in c]
                     summary.not_reached = len(rest)
                     summary.cursor = rest[0] if rest else None
                     break
+            self._settle(pool, settles)
         if order:
             self._state.cursor.put(summary.cursor, self._clock(), part)
         if summary.cursor:
@@ -215,11 +220,25 @@ class Poller:
         return refs, moved
 
     # The settled digests are a cache: failing to update one costs a read next run, nothing else.
-    def _settle(self, image: str, digest: str, changed_at: int) -> None:
+    def _settle(self, pool: ThreadPoolExecutor, settles: list[tuple[str, str, int]]) -> None:
+        """Every tag found settled this run, one group per shard side by side (each group a few
+        writes of its shard's item)."""
+        groups: dict[str, list[tuple[str, str, int]]] = {}
+        for entry in settles:
+            groups.setdefault(shard(entry[0]), []).append(entry)
+        for group, error in zip(groups.values(), pool.map(self._settle_group, groups.values()), strict=True):
+            if error is not None:
+                logger.warning(
+                    "settling digests failed",
+                    extra={"images": len(group), "first": group[0][0], "error": error},
+                )
+
+    def _settle_group(self, group: list[tuple[str, str, int]]) -> str | None:
         try:
-            self._state.digests.settle(image, digest, changed_at)
+            self._state.digests.settle_many(group)
         except Exception as exc:
-            logger.warning("settling a digest failed", extra={"image": image, "error": repr(exc)})
+            return repr(exc)
+        return None
 
     def _drop(self, image: str) -> None:
         try:
@@ -249,6 +268,7 @@ class Poller:
         resolved: dict[ImageRef, Resolution | RegistryError],
         reads: _StateReads,
         settled: dict[str, str],
+        settles: list[tuple[str, str, int]],
         summary: PollSummary,
         trigger: Trigger,
         correlation_id: str | None,
@@ -286,7 +306,7 @@ class Poller:
                 )
             ):
                 summary.unchanged += 1
-                work.append(partial(self._settle, f.image, answer.digest, known.changed_at))
+                settles.append((f.image, answer.digest, known.changed_at))
                 continue
             if known is not None and self._attestations.only_attestations(
                 refs[f.image], known.digest, answer
@@ -303,7 +323,15 @@ class Poller:
                 )
                 continue
             work.append(
-                partial(self._detector.observe, f, answer, trigger=trigger, correlation_id=correlation_id)
+                partial(
+                    self._detector.observe,
+                    f,
+                    answer,
+                    trigger=trigger,
+                    correlation_id=correlation_id,
+                    known=known,
+                    targets={t.id: st for t in f.targets if (st := targets.get(t.id)) is not None},
+                )
             )
         for result in pool.map(_guarded, work):
             if result is None:  # bookkeeping of the settled digests

@@ -43,21 +43,25 @@ class DynamoTags:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
+    def record(
+        self, image: str, digest: str, observed_at: int, trigger: Trigger, *, moved: bool = False
+    ) -> TagRecord:
         item_key = key(TAG + image)
         d, t = S(digest), N(observed_at)
-        for _attempt in range(RECORD_ATTEMPTS):
+        for attempt in range(RECORD_ATTEMPTS):
             # The common case first (a tag that did not move): only move the "last resolved" mark
-            # forward, one write. A moved tag costs a failed conditional write, then the change.
-            new = self._table.update(
-                item_key,
-                "SET observed_at = :t, resolved_at = :t REMOVE last_error, error_at",
-                condition="digest = :d AND observed_at < :t",
-                values={":d": d, ":t": t},
-                returns="ALL_NEW",
-            )
-            if new is not None:
-                return TagRecord(TagOutcome.UNCHANGED, tag_state(image, new), digest)
+            # forward, one write. A moved tag costs a failed conditional write, then the change;
+            # unless the caller read it moved (``moved``): then the change is tried first.
+            if not (moved and attempt == 0):
+                new = self._table.update(
+                    item_key,
+                    "SET observed_at = :t, resolved_at = :t REMOVE last_error, error_at",
+                    condition="digest = :d AND observed_at < :t",
+                    values={":d": d, ":t": t},
+                    returns="ALL_NEW",
+                )
+                if new is not None:
+                    return TagRecord(TagOutcome.UNCHANGED, tag_state(image, new), digest)
             old = self._table.update(
                 item_key,
                 "SET digest = :d, observed_at = :t, changed_at = :t, resolved_at = :t, #trigger = :tr "
@@ -74,6 +78,8 @@ class DynamoTags:
                 tombstone(self._table, image, observed_at)
                 state = TagState(image, digest, observed_at, observed_at, observed_at)
                 return TagRecord(TagOutcome.CHANGED, state, text(old, "digest"))
+            if moved and attempt == 0:
+                continue  # not moved after all (another writer was first): the common case's write
             current = self.get(image)
             if current is None:  # deleted between the writes: vanishingly rare; treat as stale
                 return TagRecord(

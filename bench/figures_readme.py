@@ -1,0 +1,184 @@
+"""The rows of the README's performance table (``bench/figures.py``): what each measures, the
+bench whose results give it and how its figure is written from them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Doc = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str
+    bench: str
+    render: Callable[[Doc], str]
+
+
+def n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def webhook(doc: Doc) -> str:
+    rows = {r["events"]: r for r in doc["rows"]}
+    ok, over = rows[1000], min((r for r in doc["rows"] if 413 in r["status"]), key=lambda r: r["events"])
+    return (
+        f"{ok['median_ms']:.0f} ms median ({ok['body_kb']:.0f} KB), "
+        f"{ok['dynamodb_calls_per_delivery']:.0f} DynamoDB "
+        f"calls; {over['events']:,} events: 413 in {over['median_ms']:.0f} ms"
+    )
+
+
+def concurrency(doc: Doc) -> str:
+    parts = []
+    for r in sorted(doc["rows"], key=lambda r: -r["containers"]):
+        p99 = f", p99 {r['p99_s']} s" if "p99_s" in r else ""
+        parts.append(
+            f"{r['containers']} container(s) per function: p50 {r['p50_s']} s, p90 {r['p90_s']} s{p99}, "
+            f"max {r['max_s']} s"
+        )
+    once = sorted({p for r in doc["rows"] for p in r["patches_per_workload"]})
+    return (
+        f"push → patch of {doc['rows'][0]['tags']} tags; "
+        + "; ".join(parts)
+        + f"; patches per workload {once}"
+    )
+
+
+def latency(doc: Doc) -> str:
+    first, warm = doc["first"], doc["warm"]
+    where = ", ".join(f"{k} {v:.0f} ms" for k, v in first["where_ms"].items() if round(v))
+    return (
+        f"first push after a start {first['push_to_patch_ms']:.0f} ms ({where}); warm: median "
+        f"{warm['median_ms']:.0f} ms, p90 {warm['p90_ms']:.0f} ms of {warm['pushes']} pushes"
+    )
+
+
+def _poll(doc: Doc, scenario: str, size: int) -> Doc:
+    return next(r for r in doc["results"] if r["scenario"] == scenario and r["n"] == size)
+
+
+def poll_steady(size: int) -> Callable[[Doc], str]:
+    def render(doc: Doc) -> str:
+        r = _poll(doc, "steady", size)
+        return (
+            f"{n(r['tags_per_s'])} tags/s, {r['seconds']:.2f} s, {r['peak_rss_mb']:.0f} MB peak; "
+            f"{r['ceiling_ratio']:.2f}x the registry's ceiling ({n(r['ceiling_per_s'])}/s, wrk), "
+            f"{r['skopeo_ratio']:.0f}x a skopeo loop ({r['skopeo_per_s']:.0f}/s)"
+        )
+
+    return render
+
+
+def poll_other(scenario: str) -> Callable[[Doc], str]:
+    def render(doc: Doc) -> str:
+        rows = sorted((r for r in doc["results"] if r["scenario"] == scenario), key=lambda r: r["n"])
+        return "; ".join(
+            f"{n(r['n'])} tags: {r['seconds']:.1f} s ({n(r['tags_per_s'])} tags/s), "
+            f"{sum(r['dynamodb_calls'].values()):,} DynamoDB calls, {r['peak_rss_mb']:.0f} MB"
+            for r in rows
+        )
+
+    return render
+
+
+def poll_latency(doc: Doc) -> str:
+    r = doc["latency_50ms"]
+    return (
+        f"{n(r['tags_per_s'])} tags/s (bound {n(r['bound_per_s'])}/s at "
+        f"{r['per_registry_concurrency']} per registry)"
+    )
+
+
+def tags(doc: Doc) -> str:
+    rows = {r["scenario"]: r for r in doc["rows"]}
+    reg, link, cap = rows["registry"], rows["link-1000"], rows["link-cap-100"]
+    return (
+        f"one page: {reg['requests']} request, {reg['warm_median_ms']:.0f} ms warm, "
+        f"{reg['peak_python_mb']:.2f} MB "
+        f"peak Python memory; Link pages of 1,000: {link['requests']} requests, "
+        f"{link['warm_median_ms']:.0f} ms; "
+        f"pages capped at 100: {cap['requests']} requests, {cap['warm_median_ms']:.0f} ms"
+    )
+
+
+def reconcile(doc: Doc) -> str:
+    steady = [r for r in doc["runs"] if r["run"].startswith("steady")]
+    median = sorted(steady, key=lambda r: r["seconds"])[len(steady) // 2]
+    return (
+        f"{median['seconds']:.1f} s a steady run (median of {len(steady)}), "
+        f"{median['kubernetes_requests']} Kubernetes LISTs"
+    )
+
+
+def console(doc: Doc) -> str:
+    pages = [(shape, name, row) for shape, r in doc["shapes"].items() for name, row in r["pages"].items()]
+    slowest = max(max(row["in_process_ms"], row["http_ms"]) for _, _, row in pages)
+    calls = max(row["dynamodb_calls"] for _, _, row in pages)
+    moto = "" if doc["moto"].startswith("as is") else " (moto's whole-table sort per Query set aside)"
+    return (
+        f"slowest page {slowest:.0f} ms median of {len(pages)} (page x shape), in process and over HTTP "
+        f"on the local stack{moto}; at most {calls:.0f} DynamoDB calls a page"
+    )
+
+
+def coldstart(doc: Doc) -> str:
+    f = doc["functions"]
+
+    def ms(m: Doc) -> str:
+        cpu = f" ({m['import_cpu_median_s'] * 1000:,.0f} ms CPU)" if "import_cpu_median_s" in m else ""
+        return f"{m['import_median_s'] * 1000:,.0f} ms{cpu}"
+
+    consumer = f["ConsumerFunction"]
+    first = consumer.get("first_change", {})
+    k8s = (
+        f", {ms(first)} with the Kubernetes client its first change imports"
+        if "import_median_s" in first
+        else ""
+    )
+    clean = all(
+        not f[k]["with_pyc"]["kubernetes_in_sys_modules"] for k in ("WebhookFunction", "PollerFunction")
+    )
+    return (
+        f"webhook {ms(f['WebhookFunction']['with_pyc'])}, poller {ms(f['PollerFunction']['with_pyc'])}, "
+        f"consumer {ms(consumer['with_pyc'])}{k8s}; the consumer's package {consumer['unzipped_mb']:.0f} MB "
+        f"unzipped, {consumer['zipped_mb']:.0f} MB zipped"
+        + (
+            "; webhook and poller never load `kubernetes`"
+            if clean
+            else "; `kubernetes` loaded by webhook/poller!"
+        )
+    )
+
+
+def cost(doc: Doc) -> str:
+    est = {e["n"]: e for e in doc["estimate"]}
+    sizes = sorted(est)
+    totals = " / ".join(f"${est[s]['total_usd_month']:.2f}" for s in sizes)
+    return (
+        f"{totals} at {' / '.join(n(s) for s in sizes)} tags, list prices; fixed part "
+        f"${est[sizes[0]]['by_part']['fixed']:.2f}; see [docs/cost.md](docs/cost.md)"
+    )
+
+
+README_ROWS: tuple[Row, ...] = (
+    Row("steady poll, 10,000 tags", "poll", poll_steady(10_000)),
+    Row("steady poll, 1,000 tags", "poll", poll_steady(1_000)),
+    Row("the first poll after every tag moved", "poll", poll_other("moved")),
+    Row("a poll settling tags not yet in the settled digests", "poll", poll_other("settling")),
+    Row("poll with 50 ms registry latency, 1,000 tags", "poll", poll_latency),
+    Row("one push → patch, local stack", "latency", latency),
+    Row("50 tags pushed at once, local stack", "concurrency", concurrency),
+    Row("one webhook delivery of 1,000 unfollowed events", "webhook", webhook),
+    Row("cold start (import of the handler, with bytecode)", "coldstart", coldstart),
+    Row("listing a repository of 10,000 tags", "tags", tags),
+    Row("reconcile, 1,000 workloads on 3 clusters", "reconcile", reconcile),
+    Row(
+        "every console page, 10,000 targets in the state table (10,000 tags x 1, 2,000 x 5, 100 x 100)",
+        "console",
+        console,
+    ),
+    Row("monthly cost", "cost", cost),
+)

@@ -1,0 +1,60 @@
+"""Warming a container ahead of its first event: what the first invocation of a function would
+build, built at its start (the local runtime does it for each container it starts, as Lambda's
+provisioned concurrency does). A handler's own import stays lean; this sits on top of the
+composition root (``tagpin.wiring``) and builds through it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from tagpin import wiring
+from tagpin.settings import Function
+
+logger = logging.getLogger(__name__)
+
+
+def _connect_clusters() -> None:
+    connect = wiring.cluster_connector()  # the Kubernetes client imported, whatever the configuration
+    for name in wiring.config().clusters:
+        connect(name)
+
+
+def _registry_http() -> None:
+    """The registry transport's HTTP stack, which it imports at its first request (~0.2 s)."""
+    import aiohttp  # noqa: F401
+
+
+def _webhook_secret() -> None:
+    wiring.secret_json(wiring.setting("webhook_secret"))
+
+
+BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
+    # The webhook's service takes its detector and channels lazily: built here too (the registry
+    # client that re-resolves each pushed digest, the change queue's SQS client).
+    "webhook": (
+        wiring.webhook_service,
+        wiring.detector,
+        wiring.channels,
+        _registry_http,
+        wiring.config,
+        _webhook_secret,
+    ),
+    "poller": (wiring.poller, _registry_http, wiring.config),
+    "consumer": (wiring.applier, wiring.verifier, _connect_clusters),
+    "reconciler": (wiring.reconciler, _connect_clusters),
+    "console": (wiring.console_app, wiring.config),
+}
+
+
+def warm(function: Function) -> None:
+    """Build what ``function``'s first invocation would: its services and their AWS clients, the
+    configuration, the webhook's secret, and for the functions that patch workloads the Kubernetes
+    client (its import is most of a consumer's first invocation) connected to each cluster. Best
+    effort: what fails here (a stack not configured yet) is built again, and reported, by the
+    invocation."""
+    for build in BUILDERS.get(function, ()):
+        try:
+            build()
+        except Exception as exc:  # best effort: the invocation builds it again and reports it
+            logger.debug("warming %s: %s failed: %r", function, getattr(build, "__name__", build), exc)
