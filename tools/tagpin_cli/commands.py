@@ -10,6 +10,7 @@ from tagpin import wiring
 from tagpin.domain.config import FollowedImage, parse_config
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import TagState, TargetNote, TargetState, TargetStatus
+from tagpin.usecases.console_views import SHOWN
 
 from tagpin_cli.plans import plan
 
@@ -84,7 +85,7 @@ def status() -> list[dict[str, Any]]:
 def _condition(target_id: str, st: TargetState | None, tag: TagState | None, waiting: set[str]) -> str:
     if st is None:
         return "awaiting-approval" if target_id in waiting else "unknown"
-    if st.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD, TargetStatus.STALLED):
+    if st.status in SHOWN:
         return st.status.value
     if tag is not None and st.settled_at(tag.digest):
         return "current"

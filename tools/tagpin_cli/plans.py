@@ -8,6 +8,7 @@ from typing import Any
 
 from tagpin import wiring
 from tagpin.domain.config import FollowedImage
+from tagpin.domain.gitops.owners import Owner
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import TagState
 
@@ -34,6 +35,7 @@ def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
 def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]:
     from tagpin.domain.channels import pinned_source
     from tagpin.ports.workloads import WorkloadError
+    from tagpin.usecases.guards import live_owner
     from tagpin.usecases.patch import pinned_image
 
     base: dict[str, Any] = {"image": followed.image}
@@ -85,14 +87,29 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
                 row |= {"action": "error", "detail": f"no container {target.container!r}"}
             else:
                 desired = pinned_image(current, pinned_source(followed.image, tag), digest)
-                action = "none" if current == desired or held else "roll"
-                row |= {"current": current, "action": action, "to": desired}
-                if held and current != desired:
-                    row["detail"] = f"held: its rollout failed and was rolled back ({stored.bad_reason})"  # type: ignore[union-attr]
+                row |= _against(
+                    current, desired, held, stored, live_owner(wiring.config().gitops, workload, target.id)
+                )
         except WorkloadError as exc:
             row |= {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
         rows.append(row)
     return rows
+
+
+def _against(
+    current: str, desired: str, held: bool, stored: TagState | None, owner: Owner | None
+) -> dict[str, Any]:
+    """What would be done to a container running ``current``: rolled to ``desired``, or not and why
+    (its digest was rolled back; Argo CD or Flux owns the workload)."""
+    from tagpin.usecases.guards import not_live
+
+    action = "none" if current == desired or held or owner else "roll"
+    row: dict[str, Any] = {"current": current, "action": action, "to": desired}
+    if held and current != desired and stored is not None:
+        row["detail"] = f"held: its rollout failed and was rolled back ({stored.bad_reason})"
+    elif owner is not None and current != desired:
+        row["detail"] = not_live(owner)
+    return row
 
 
 def _and(first: str | None, then: str) -> str:

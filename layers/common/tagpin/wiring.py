@@ -418,6 +418,7 @@ def applier() -> Applier:
         notifier=notifier(),
         trust=trust_gates(),
         approvals=approvals(),
+        gitops=lambda: config().gitops,
     )
 
 

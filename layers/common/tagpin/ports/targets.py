@@ -30,6 +30,9 @@ class TargetStatus(StrEnum):
     # no longer followed (not failed, not rolled back, the digest not marked bad). Its wave does
     # not count as verified; the tag's next digest rolls as usual.
     STALLED = "stalled"
+    # Argo CD or Flux owns the workload (docs/gitops.md): not patched live, since the tool would
+    # revert it, unless gitops.patch_live names it. Its wave does not wait for it (as for paused).
+    OWNED = "owned"
 
 
 # A target in one of these states at the tag's digest needs nothing more from the level checks

@@ -56,6 +56,13 @@ class Held(WorkloadError):
     transient = False
 
 
+class Owned(WorkloadError):
+    """Argo CD or Flux owns the workload and would revert a live patch (``gitops.patch_live`` does
+    not name it); recorded, not retried."""
+
+    transient = False
+
+
 @dataclass
 class Workload:
     """A workload as tagpin reads it: its containers' images, annotations and pod selector."""

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from tagpin.domain.annotations import ANNOTATION_HOLD, ANNOTATION_PAUSED
 from tagpin.domain.budget import UNLIMITED, Budget
 from tagpin.domain.channels import pinned_source
-from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
+from tagpin.domain.config import FollowedImage, GitOpsSettings, Kind, RolloutSettings, Target
 from tagpin.domain.messages import Change, TargetChange, Verification, VerificationKind
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
@@ -42,6 +42,7 @@ from tagpin.ports.workloads import (
     Held,
     MissingContainer,
     NotFound,
+    Owned,
     Paused,
     Workload,
     WorkloadError,
@@ -49,7 +50,7 @@ from tagpin.ports.workloads import (
 )
 from tagpin.usecases.approvals import Approvals, needs_approval
 from tagpin.usecases.audit import Audit
-from tagpin.usecases.guards import StartGate, change_gate
+from tagpin.usecases.guards import StartGate, change_gate, live_owner, not_live
 from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
 from tagpin.usecases.trust import Blocked, TrustGates
 from tagpin.usecases.waves import PlannedWave, plan, window_gate
@@ -64,6 +65,7 @@ FAILED_STATUS: dict[type[WorkloadError], TargetStatus] = {
     NotFound: TargetStatus.GONE,
     Paused: TargetStatus.PAUSED,
     Held: TargetStatus.HELD,
+    Owned: TargetStatus.OWNED,
 }
 
 
@@ -107,6 +109,7 @@ class Applier:
         notifier: Notifier | None = None,
         trust: TrustGates | None = None,
         approvals: Approvals | None = None,
+        gitops: Callable[[], GitOpsSettings] = GitOpsSettings,
     ) -> None:
         """Without ``verifications`` nothing is verified (``applied`` is final); without
         ``promoter`` waves do not advance by themselves; without ``trust`` no gate is checked."""
@@ -122,6 +125,7 @@ class Applier:
         self._apply_target = guard(self.apply_target) if guard else self.apply_target
         self._trust = trust
         self._approvals = approvals
+        self._gitops = gitops
 
     def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:
         """Apply ``change`` to every target it may touch now; a target is started only while
@@ -401,6 +405,8 @@ class Applier:
         action = "none" if running == desired else "patch"
         if workload.paused:
             action = f"none: annotated {ANNOTATION_PAUSED}"
+        elif (owner := live_owner(self._gitops(), workload, target.id)) is not None:
+            action = f"none: {not_live(owner)}"
         return PlannedTarget(target.id, wave.name, action, running, desired, window)
 
     def apply_target(self, target_change: TargetChange) -> ApplyResult:
@@ -457,6 +463,8 @@ class Applier:
                 raise Paused(f"{where} is annotated {ANNOTATION_PAUSED}")
             if workload.held:
                 raise Held(f"{where} is annotated {ANNOTATION_HOLD}: held where it is")
+            if (owner := live_owner(self._gitops(), workload, tc.target_id)) is not None:
+                raise Owned(f"{where} is {not_live(owner)}")
             # The claim, read again after the workload: a newer digest claimed the target (or a
             # person held it) since this one did, and a patch now would roll it backwards (or
             # against the person). A claim made after this read patches after it: the

@@ -11,6 +11,11 @@ from tagpin.domain.channels import pinned_source
 from tagpin.domain.config import FollowedImage, Target
 from tagpin.ports.state import HistoryEntry, TagState, TargetState, TargetStatus
 
+# A target in one of these states shows it, with its detail (the reason), whatever its tag says.
+SHOWN = frozenset(
+    {TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD, TargetStatus.STALLED, TargetStatus.OWNED}
+)
+
 
 class Condition:
     """A target against its tag: what the console and ``tagpin status`` show."""
@@ -22,13 +27,14 @@ class Condition:
     GONE = "gone"
     HELD = "held"  # a person's hold, or tagpin's after a person's change: with its reason
     STALLED = "stalled"  # its rollout stayed paused too long: no longer followed
+    OWNED = "owned"  # Argo CD or Flux owns it: not patched live (docs/gitops.md)
     UNKNOWN = "unknown"  # nothing recorded yet
 
 
 def condition(state: TargetState | None, tag: TagState | None) -> str:
     if state is None:
         return Condition.UNKNOWN
-    if state.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD, TargetStatus.STALLED):
+    if state.status in SHOWN:
         return state.status.value
     if tag is not None and state.settled_at(tag.digest):
         return Condition.CURRENT

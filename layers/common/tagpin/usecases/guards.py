@@ -4,17 +4,21 @@
   (a rollout of it failed): nothing of it is applied, whichever path brings it;
 - a target is outside its maintenance window, or its cluster already has
   ``rollout.max_concurrent_per_cluster`` rollouts in progress: the target is deferred (recorded
-  once, tried again by a delayed ``retry`` verification), never interrupted mid-verification.
+  once, tried again by a delayed ``retry`` verification), never interrupted mid-verification;
+- a workload is owned by Argo CD or Flux (``live_owner``), which would revert a live patch: not
+  patched unless ``gitops.patch_live`` names it (docs/gitops.md).
 """
 
 from __future__ import annotations
 
 import logging
 
-from tagpin.domain.config import RolloutSettings, Target
+from tagpin.domain.config import GitOpsSettings, RolloutSettings, Target
+from tagpin.domain.gitops.owners import Owner
 from tagpin.domain.messages import Change
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.state import ImageEvent, State, TagState, TargetNote, TargetState, TargetStatus
+from tagpin.ports.workloads import Workload
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.waves import PlannedWave, window_gate
 
@@ -40,6 +44,20 @@ def change_gate(change: Change, current: TagState | None) -> ApplyResult | None:
         )
         return ApplyResult(outcome=ApplyOutcome.BLOCKED, image=change.image, detail=current.bad_reason)
     return None
+
+
+def live_owner(settings: GitOpsSettings, workload: Workload, target_id: str) -> Owner | None:
+    """The GitOps tool that owns ``workload`` when tagpin may not patch it live, else None."""
+    owner = settings.owner_of(workload.labels, workload.annotations)
+    return None if owner is None or settings.live_allowed(target_id) else owner
+
+
+def not_live(owner: Owner) -> str:
+    """Why an owned workload is not patched, and what to configure (status, plan, history)."""
+    return (
+        f"managed by {owner} ({owner.evidence}): not patched live, {owner.tool.value} would revert "
+        "it; write it back through Git, or name the target in gitops.patch_live (docs/gitops.md)"
+    )
 
 
 class StartGate:

@@ -34,7 +34,7 @@ from tagpin.usecases.waves import PlannedWave, plan
 
 logger = logging.getLogger(__name__)
 
-SKIPPED = frozenset({TargetStatus.PAUSED, TargetStatus.GONE})
+SKIPPED = frozenset({TargetStatus.PAUSED, TargetStatus.GONE, TargetStatus.OWNED})
 
 
 def done(st: TargetState | None, digest: str, verify: bool) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -22,6 +23,7 @@ from tagpin.domain.channels import is_channel
 from tagpin.domain.config.base import GitSecretName
 from tagpin.domain.gitops.helm import parse_path
 from tagpin.domain.gitops.manifest import MARKER_NAME
+from tagpin.domain.gitops.owners import ARGOCD_INSTANCE_LABEL, Owner, owner_of
 from tagpin.domain.model import Strict
 from tagpin.domain.refs import ImageRef, InvalidReference
 
@@ -244,6 +246,13 @@ class GitOpsSettings(Strict):
         "owns and tagpin may still patch live (its change is then reverted by the tool unless "
         "it ignores the field).",
     )
+    argocd_instance_label: str | None = Field(
+        default=ARGOCD_INSTANCE_LABEL,
+        pattern=r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$",
+        description="The label Argo CD tracks its applications by (argocd-cm's "
+        "`application.instanceLabelKey`); `null` when Argo CD tracks by annotation only. A workload "
+        "Helm installed itself (annotated `meta.helm.sh/release-name`) is not taken for Argo CD's.",
+    )
     author: GitAuthor = Field(default_factory=GitAuthor, description="Author of tagpin's commits.")
 
     @field_validator("patch_live")
@@ -279,4 +288,9 @@ class GitOpsSettings(Strict):
         return [w for w in self.write_back if w.image == image and w.applies_to(target)]
 
     def live_allowed(self, target: str) -> bool:
+        """True when ``patch_live`` names the target (``cluster/namespace/kind/name[/container]``)."""
         return any(_selects(s, target) for s in self.patch_live)
+
+    def owner_of(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> Owner | None:
+        """The GitOps tool that owns a workload (``tagpin.domain.gitops.owners``)."""
+        return owner_of(labels, annotations, instance_label=self.argocd_instance_label)

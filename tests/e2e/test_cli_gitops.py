@@ -1,0 +1,125 @@
+"""A workload Argo CD or Flux owns is never patched behind Git's back, as a person sees it: the
+real handlers on the local stack (registry, SQS loop, Kubernetes simulator), a push of a followed
+tag, and ``tagpin status`` / ``tagpin plan`` run as processes (exit code, stdout, stderr). The
+Deployment labelled by an Argo CD application keeps its image, its target is ``owned`` with the
+owner and what to configure; its unlabelled neighbour on the same tag rolls and is verified. Named
+in ``gitops.patch_live``, the owned one is patched on the next push."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tagpin.ports.state import TargetStatus
+from tagpin_local.kubesim import deployment
+from tagpin_local.oci import push_image
+from tagpin_local.stack import LocalStack, StackOptions
+
+from tests.conftest import require_binary
+from tests.support.cli import Cli, document, endpoints_file, printed
+from tests.support.stack import target_status, wait_for
+
+pytestmark = pytest.mark.e2e
+
+OWNED = "prod/shop/Deployment/owned/app"  # labelled by Argo CD (label tracking)
+FLUX = "prod/shop/Deployment/flux/app"  # labelled by Flux's kustomize-controller
+FREE = "prod/shop/Deployment/free/app"  # no GitOps tool: rolls as always
+ROLLOUT = {"verify_interval_seconds": 1, "soak_seconds": 0, "waves": [{"name": "all", "clusters": ["prod"]}]}
+
+
+@pytest.fixture(scope="module")
+def st() -> Iterator[LocalStack]:
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    options = StackOptions(
+        notifications=False, poll_interval=None, consume=True, clusters=["prod"], rollout_delay=0.2
+    )
+    with LocalStack(options) as stack:
+        assert stack.registry is not None
+        image = f"{stack.registry.host}/demo/shop:stable"
+        kube = stack.kubes["prod"]
+        kube.create(deployment("owned", "shop", image, labels={"app.kubernetes.io/instance": "shop"}))
+        flux = {
+            "kustomize.toolkit.fluxcd.io/name": "apps",
+            "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+        }
+        kube.create(deployment("flux", "shop", image, labels=flux))
+        kube.create(deployment("free", "shop", image))
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def cli(st: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Cli:
+    return Cli(st, endpoints_file(st, tmp_path_factory.mktemp("cli") / "endpoints.json"))
+
+
+def image(st: LocalStack) -> str:
+    assert st.registry is not None
+    return f"{st.registry.host}/demo/shop:stable"
+
+
+def configure(st: LocalStack, gitops: dict[str, Any] | None = None) -> None:
+    targets = [
+        {"cluster": c, "namespace": n, "kind": k, "name": name, "container": ctr}
+        for c, n, k, name, ctr in (t.split("/") for t in (OWNED, FLUX, FREE))
+    ]
+    st.options.images, st.options.rollout = [{"image": image(st), "targets": targets}], ROLLOUT
+    config = st.config_document()
+    if gitops is not None:
+        config["gitops"] = gitops
+    st.write_config(config)
+
+
+def running(st: LocalStack, target_id: str) -> str:
+    _, namespace, kind, name, _ = target_id.split("/")
+    return str(
+        st.kubes["prod"].get(kind, namespace, name)["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
+
+
+def test_an_owned_workload_is_not_patched_and_status_says_why(st: LocalStack, cli: Cli) -> None:
+    configure(st)
+    before = {t: running(st, t) for t in (OWNED, FLUX)}
+    digest = push_image(st.registry.url, "demo/shop", "stable")  # type: ignore[union-attr]
+    st.run_poller()
+    wait_for("the free workload verified", lambda: target_status(st, FREE, digest) is TargetStatus.VERIFIED)
+    wait_for(
+        "the owned ones recorded",
+        lambda: all(target_status(st, t, digest) is TargetStatus.OWNED for t in (OWNED, FLUX)),
+    )
+    assert running(st, FREE) == f"{image(st)}@{digest}"
+    assert {t: running(st, t) for t in (OWNED, FLUX)} == before  # never patched behind Git's back
+
+    status, table, plan = cli.many(["--json", "status"], ["status"], ["--json", "plan"])
+    (row,) = [r for r in document(status) if r["image"] == image(st)]
+    shown = {t["target"]: t for t in row["targets"]}
+    assert shown[FREE]["condition"] == "current"
+    assert shown[OWNED]["condition"] == "owned"
+    assert "managed by Argo CD Application shop (label app.kubernetes.io/instance)" in shown[OWNED]["detail"]
+    assert "gitops.patch_live" in shown[OWNED]["detail"]
+    assert shown[FLUX]["condition"] == "owned"
+    assert "managed by Flux Kustomization flux-system/apps" in shown[FLUX]["detail"]
+    text = printed(table)
+    assert (
+        "owned" in text
+        and "Argo CD Application shop" in text
+        and "Flux Kustomization flux-system/apps" in text
+    )
+    planned = {r["target"]: r for r in document(plan) if r["image"] == image(st)}
+    assert planned[OWNED]["action"] == "none"
+    assert planned[OWNED]["detail"].startswith("managed by Argo CD Application shop")
+    assert planned[FREE]["action"] == "none" and "detail" not in planned[FREE]  # already current
+
+
+def test_patch_live_lets_tagpin_patch_an_owned_workload(st: LocalStack, cli: Cli) -> None:
+    configure(st, {"patch_live": ["prod/shop/Deployment/owned"]})
+    digest = push_image(st.registry.url, "demo/shop", "stable", content=b"second")  # type: ignore[union-attr]
+    # pushed, not yet polled: plan exits 4 (something would roll): the owned one, not the Flux one
+    planned = {r["target"]: r for r in cli.json("plan", code=4) if r["image"] == image(st)}
+    assert planned[OWNED]["action"] == "roll" and "detail" not in planned[OWNED]
+    assert planned[FLUX]["action"] == "none" and planned[FLUX]["detail"].startswith("managed by Flux")
+    st.run_poller()
+    wait_for("the owned one verified", lambda: target_status(st, OWNED, digest) is TargetStatus.VERIFIED)
+    wait_for("the flux one still owned", lambda: target_status(st, FLUX, digest) is TargetStatus.OWNED)
+    assert running(st, OWNED) == f"{image(st)}@{digest}"
+    assert not running(st, FLUX).endswith(digest)
