@@ -1,0 +1,85 @@
+"""One commit of edits to a branch of a Git repository, conflict-safe and idempotent (the step the
+write-back of issue 28 builds on; docs/gitops.md).
+
+Read the files at the branch's head, edit them (``edit``: a pure function of a file's path and
+text, such as ``tagpin.domain.gitops.kustomize.edit``), and push one commit with that head as the
+precondition. When the branch moved in between (someone pushed: ``HeadMoved``), or the server was
+briefly unavailable, read again and edit again on the new head, so a person's commit made in
+between is kept and the edit lands on top of it, after a backoff; after ``attempts`` tries the
+error is raised. Files that already say what the edit writes make no commit (no empty commits).
+An edit that cannot be made (``EditError``), denied credentials or a missing repository are
+raised at once: trying again would not help.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tagpin.domain.gitops.yamltext import EditError
+from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories
+
+type FileEdit = Callable[[str, str], str]  # (path, text) -> the new text
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What was written: the new commit (None: every file already said it), the head it was built
+    on, the files it changed and the tries it took."""
+
+    commit: str | None
+    parent: str
+    changed: tuple[str, ...]
+    attempts: int
+
+
+def commit_edits(
+    repos: GitRepositories,
+    branch: Branch,
+    paths: list[str],
+    edit: FileEdit,
+    message: str,
+    author: Author,
+    *,
+    attempts: int = 5,
+    backoff_s: float = 0.5,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Committed:
+    for attempt in range(1, attempts + 1):
+        try:
+            return _once(repos, branch, paths, edit, message, author, attempt)
+        except GitError as exc:
+            if not exc.transient or attempt == attempts:
+                raise
+            sleep(backoff_s * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))  # noqa: S311 (jitter)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _once(
+    repos: GitRepositories,
+    branch: Branch,
+    paths: list[str],
+    edit: FileEdit,
+    message: str,
+    author: Author,
+    attempt: int,
+) -> Committed:
+    snapshot = repos.read(branch, paths)
+    changes: dict[str, bytes] = {}
+    for path in paths:
+        data = snapshot.files.get(path)
+        if data is None:
+            raise GitNotFound(f"{branch}: no file {path} at {snapshot.commit[:12]}")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise EditError(f"{path}: not UTF-8 text") from None
+        new = edit(path, text)
+        if new != text:
+            changes[path] = new.encode("utf-8")
+    if not changes:
+        return Committed(None, snapshot.commit, (), attempt)
+    commit = repos.write(snapshot, changes, message, author)
+    return Committed(commit, snapshot.commit, tuple(sorted(changes)), attempt)
