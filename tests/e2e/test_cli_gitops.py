@@ -3,7 +3,8 @@ real handlers on the local stack (registry, SQS loop, Kubernetes simulator), a p
 tag, and ``tagpin status`` / ``tagpin plan`` run as processes (exit code, stdout, stderr). The
 Deployment labelled by an Argo CD application keeps its image, its target is ``owned`` with the
 owner and what to configure; its unlabelled neighbour on the same tag rolls and is verified. Named
-in ``gitops.patch_live``, the owned one is patched on the next push."""
+in ``gitops.patch_live``, the owned one is patched by the next reconcile; polls do not send an
+owned target again while its tag stays."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.cli import Cli, document, endpoints_file, printed
-from tests.support.stack import target_status, wait_for
+from tests.support.stack import state_of, target_status, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -111,15 +112,27 @@ def test_an_owned_workload_is_not_patched_and_status_says_why(st: LocalStack, cl
     assert planned[FREE]["action"] == "none" and "detail" not in planned[FREE]  # already current
 
 
-def test_patch_live_lets_tagpin_patch_an_owned_workload(st: LocalStack, cli: Cli) -> None:
-    configure(st, {"patch_live": ["prod/shop/Deployment/owned"]})
+def test_polls_do_not_resend_an_owned_target_and_patch_live_takes_effect_at_the_next_reconcile(
+    st: LocalStack, cli: Cli
+) -> None:
+    configure(st)
     digest = push_image(st.registry.url, "demo/shop", "stable", content=b"second")  # type: ignore[union-attr]
-    # pushed, not yet polled: plan exits 4 (something would roll): the owned one, not the Flux one
+    st.run_poller()
+    for owned in (OWNED, FLUX):
+        wait_for(f"{owned} refused", lambda t=owned: target_status(st, t, digest) is TargetStatus.OWNED)
+    wait_for("the free one verified", lambda: target_status(st, FREE, digest) is TargetStatus.VERIFIED)
+    refused = len(state_of(st).history.of_target(OWNED))
+    polled = st.run_poller()  # the tag did not move: the owned targets are not sent again
+    assert polled["enqueued"] == 0 and polled["unchanged"] >= 1, polled
+    assert len(state_of(st).history.of_target(OWNED)) == refused
+    assert target_status(st, OWNED, digest) is TargetStatus.OWNED
+
+    configure(st, {"patch_live": ["prod/shop/Deployment/owned"]})
+    # plan exits 4 (something would roll): the owned one now would, the Flux one still not
     planned = {r["target"]: r for r in cli.json("plan", code=4) if r["image"] == image(st)}
     assert planned[OWNED]["action"] == "roll" and "detail" not in planned[OWNED]
     assert planned[FLUX]["action"] == "none" and planned[FLUX]["detail"].startswith("managed by Flux")
-    st.run_poller()
+    st.run_reconciler()  # the same digest, no push: the reconciler's heal sends it again
     wait_for("the owned one verified", lambda: target_status(st, OWNED, digest) is TargetStatus.VERIFIED)
-    wait_for("the flux one still owned", lambda: target_status(st, FLUX, digest) is TargetStatus.OWNED)
     assert running(st, OWNED) == f"{image(st)}@{digest}"
-    assert not running(st, FLUX).endswith(digest)
+    assert target_status(st, FLUX, digest) is TargetStatus.OWNED and not running(st, FLUX).endswith(digest)

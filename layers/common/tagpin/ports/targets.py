@@ -68,6 +68,8 @@ class TargetState:
         skip it, so a hold costs no message per poll)."""
         if self.status is TargetStatus.HELD:
             return self.holds(digest)
+        if self.status is TargetStatus.OWNED:  # refused at this digest: not re-sent by every poll;
+            return self.digest == digest  # the reconciler's heal tries it again (patch_live added)
         return self.digest == digest and self.status in SETTLED
 
     def holds(self, digest: str, now: int | None = None) -> bool:

@@ -42,7 +42,7 @@ from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import ImageRef, InvalidReference
 from tagpin.ports.notify import RolloutEventKind
-from tagpin.ports.state import ImageEvent, State, TagState, TargetState, TargetStatus
+from tagpin.ports.state import SETTLED, ImageEvent, State, TagState, TargetState, TargetStatus
 from tagpin.ports.workloads import Inventory, NotFound, WorkloadError
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.running import Observed
@@ -102,7 +102,7 @@ class PeopleFirst:
                     self._state.targets.release(
                         seen.target.id, now, reason="the hold ended", trigger=Trigger.RECONCILE
                     )
-            elif known is not None and known.settled_at(tag.digest):
+            elif known is not None and known.status in SETTLED and known.settled_at(tag.digest):
                 verdict = self.recheck(seen, tag)
                 if verdict.drift is Drift.PERSON and self._hold(seen, known, verdict, followed, tag, run_id):
                     held.append(seen.target.id)
