@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tagpin.ports.state import TargetStatus
+from tagpin.ports.state import PromotionStatus, TargetStatus
 from tagpin_local.kubesim import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
@@ -89,6 +89,8 @@ def test_an_owned_workload_is_not_patched_and_status_says_why(st: LocalStack, cl
         lambda: all(target_status(st, t, digest) is TargetStatus.OWNED for t in (OWNED, FLUX)),
     )
     assert running(st, FREE) == f"{image(st)}@{digest}"
+    # the wave did not wait for the owned targets: the promotion completed
+    wait_for("the promotion complete", lambda: _promotion(st) is PromotionStatus.COMPLETE)
     assert {t: running(st, t) for t in (OWNED, FLUX)} == before  # never patched behind Git's back
 
     status, table, plan = cli.many(["--json", "status"], ["status"], ["--json", "plan"])
@@ -136,3 +138,8 @@ def test_polls_do_not_resend_an_owned_target_and_patch_live_takes_effect_at_the_
     wait_for("the owned one verified", lambda: target_status(st, OWNED, digest) is TargetStatus.VERIFIED)
     assert running(st, OWNED) == f"{image(st)}@{digest}"
     assert target_status(st, FLUX, digest) is TargetStatus.OWNED and not running(st, FLUX).endswith(digest)
+
+
+def _promotion(st: LocalStack) -> PromotionStatus | None:
+    promotion = state_of(st).promotions.get(image(st))
+    return promotion.status if promotion is not None else None
