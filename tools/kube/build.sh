@@ -2,7 +2,7 @@
 # Builds the pinned control plane (versions.env) from the wrapper modules beside this script into a
 # cache outside the repository, once per machine:
 #   ${TAGPIN_KUBE_CACHE:-~/.cache/tagpin/kube}/<kubernetes version>/bin/
-#     kube-apiserver kube-controller-manager kube-scheduler etcd kwok
+#     kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwok.x-k8s.io_stages.yaml
 # Each binary carries a stamp (a hash of its wrapper module's go.mod and go.sum, versions.env and
 # the build flags); a binary whose stamp matches is not rebuilt. Prints progress and the time each build took. Without a Go
 # toolchain it warns and exits 0, except under CI=true where it fails (the tests need the binaries).
@@ -73,5 +73,9 @@ for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
 done
 build etcd etcd go.etcd.io/etcd/server/v3 "" "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok "" "-s -w"
+# kwok's Stage CRD, from the same module (tools/tagpin_local/kube/kubelet.py installs it)
+kwok_dir=$(cd "$here/kwok" && go mod download -json sigs.k8s.io/kwok | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+crd=$kwok_dir/kustomize/crd/bases/kwok.x-k8s.io_stages.yaml
+cp "$crd" "$bin/kwok.x-k8s.io_stages.yaml.tmp" && mv "$bin/kwok.x-k8s.io_stages.yaml.tmp" "$bin/kwok.x-k8s.io_stages.yaml"
 if [ -d "$GOCACHE" ]; then go clean -cache && rm -rf "$GOCACHE"; fi
 echo "Kubernetes control plane ready in $(($(date +%s) - overall)) s: $bin"
