@@ -315,7 +315,7 @@ class KubeCluster:
             ["kubectl", *args], input=input, capture_output=True, text=True, env=env, timeout=300, check=False
         )
         if check and done.returncode != 0:
-            raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
+            raise KubectlFailed(done.returncode, done.args, done.stdout, done.stderr)
         return done
 
     # -- start-up helpers
@@ -358,6 +358,13 @@ class KubeCluster:
     def _default_service_account(self) -> bool:
         client.CoreV1Api(self.api_client()).read_namespaced_service_account("default", "default")
         return True
+
+
+class KubectlFailed(subprocess.CalledProcessError):
+    """kubectl exited non-zero; the message carries what it printed on stderr."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\n{self.stderr}"
 
 
 _started: set[KubeCluster] = set()

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple, Self
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 
 from .pki import KeyPair
 
@@ -85,8 +86,11 @@ class KubeFront:
         self._server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca.cert))
         self._server_ssl.load_cert_chain(serving.cert, serving.key)
         self._server_ssl.verify_mode = ssl.CERT_OPTIONAL  # a token client shows no certificate
-        self._client_ssl = ssl.create_default_context(cafile=str(ca.cert))
-        self._client_ssl.load_cert_chain(proxy.cert, proxy.key)
+        # The front-proxy certificate goes only with X-Remote-User: the API server treats a request
+        # with a certificate but no user as unauthenticated (401), not as anonymous.
+        self._plain_ssl = ssl.create_default_context(cafile=str(ca.cert))
+        self._proxy_ssl = ssl.create_default_context(cafile=str(ca.cert))
+        self._proxy_ssl.load_cert_chain(proxy.cert, proxy.key)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="kubefront", daemon=True)
         self._runner: web.AppRunner | None = None
@@ -180,26 +184,25 @@ class KubeFront:
             request.transport.abort()
         raise ConnectionResetError("dropped by kubefront")
 
-    def _identity_headers(self, request: web.Request) -> dict[str, str]:
-        """The user and groups of a verified client certificate, for the API server to believe."""
+    @staticmethod
+    def _identity_headers(request: web.Request) -> list[tuple[str, str]]:
+        """The user and groups of a verified client certificate, for the API server to believe (one
+        X-Remote-Group header per group: the API server does not split a list)."""
         peer = request.transport.get_extra_info("peercert") if request.transport else None
         if not peer:
-            return {}
+            return []
         subject = [attr for rdn in peer.get("subject", ()) for attr in rdn]
-        users = [value for key, value in subject if key == "commonName"]
-        groups = [value for key, value in subject if key == "organizationName"]
-        headers = {"X-Remote-User": users[0]} if users else {}
-        if groups:
-            headers["X-Remote-Group"] = ",".join(groups)
-        return headers
+        users = [("X-Remote-User", value) for key, value in subject if key == "commonName"]
+        groups = [("X-Remote-Group", value) for key, value in subject if key == "organizationName"]
+        return users[:1] + groups if users else []
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None
-        headers = {
-            k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS and not REMOTE.match(k)
-        }
+        headers = CIMultiDict(
+            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_HEADERS and not REMOTE.match(k)
+        )
         identity = self._identity_headers(request)
-        headers.update(identity)
+        headers.extend(identity)
         body = await request.read()
         async with self._session.request(
             request.method,
@@ -207,7 +210,10 @@ class KubeFront:
             headers=headers,
             data=body or None,
             allow_redirects=False,
-            ssl=self._client_ssl,
+            ssl=self._proxy_ssl if identity else self._plain_ssl,
+            # a body without a Content-Type goes on without one: aiohttp would add octet-stream, which
+            # the API server refuses (415); the official Python client sends its PUTs so
+            skip_auto_headers=("Content-Type",),
         ) as upstream:
             response = web.StreamResponse(status=upstream.status)
             for key, value in upstream.headers.items():
