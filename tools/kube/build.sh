@@ -8,6 +8,7 @@
 # toolchain it warns and exits 0, except under CI=true where it fails (the tests need the binaries).
 # A lock serializes concurrent runs (several worktrees share the cache on one machine).
 set -euo pipefail
+trap 'echo "error: building the Kubernetes control plane failed (see above; tools/kube/build.sh)" >&2' ERR
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
