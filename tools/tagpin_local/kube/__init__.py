@@ -1,13 +1,16 @@
 """A real Kubernetes control plane for tests and the local stack, built from Go modules.
 
 By concern: ``binaries`` (where ``make kube-tools`` put them), ``pki`` (certificates and keys),
-``procs`` (the processes, stopped for sure), ``kubelet`` (kwok's Stages: the kubelets' stand-in and
-the tests' knobs on it) and ``cluster`` (:class:`KubeCluster`: start, identities, kubeconfig, kubectl).
+``flags`` (the command lines), ``procs`` (the processes, stopped for sure), ``kubelet`` (kwok's
+Stages: the kubelets' stand-in and the tests' knobs on it), ``objects`` (objects by kind, KubeSim's
+calls), ``front`` (the fault-injecting front, KubeSim's fault controls) and ``cluster``
+(:class:`KubeCluster`: start, identities, kubeconfig, kubectl).
 """
 
 from .binaries import BinariesMissing, missing
-from .cluster import Identity, KubeCluster
+from .cluster import Identity, KubeCluster, KubectlFailed
 from .flags import CONTROLLERS
+from .front import KubeFront
 from .kubelet import KubeletStages
 from .procs import ProcessFailed
 
@@ -16,6 +19,8 @@ __all__ = [
     "BinariesMissing",
     "Identity",
     "KubeCluster",
+    "KubeFront",
+    "KubectlFailed",
     "KubeletStages",
     "ProcessFailed",
     "missing",

@@ -25,7 +25,15 @@ Usage::
         kube.kubectl("create", "deployment", "web", "--image=nginx:1.27")
         tagpin = kube.service_account("tagpin-system", "tagpin")
         kube.kubectl("auth", "can-i", "patch", "deployments", identity=tagpin)
-        kube.kubelet.break_image("sha256:bad")
+        kube.kubelet.break_image("sha256:bad")            # pods of it never get Ready
+        kube.kubelet.set_image_id("nginx:1.27", "sha256:...")  # the digest pods of a tag report
+        kube.objects.patch("Deployment", "default", "web", {...})  # KubeSim's calls (.objects)
+        front = kube.front()                              # faults before the API server (.front)
+        front.inject("PATCH", r"/deployments/web$", status=500, times=2)
+        kube.write_kubeconfig(path, tagpin, server=front.url)
+
+:attr:`KubeCluster.timings` (seconds per start-up phase) and :meth:`KubeCluster.rss` are the
+figures tests/support/kube.py prints for each test module's cluster.
 """
 
 from __future__ import annotations
