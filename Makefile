@@ -48,8 +48,9 @@ $(SAM_VENV)/.installed: requirements-sam.txt
 	@touch $@
 
 # The real registry (Debian's docker-registry) and skopeo, the peer the tests compare against;
-# chromium and chromium-driver: the console's tests drive a real browser (tests/e2e/test_console_browser.py).
-tools:
+# chromium and chromium-driver: the console's tests drive a real browser (tests/e2e/test_console_browser.py);
+# the Kubernetes control plane (kube-tools).
+tools: kube-tools
 	@missing=""; \
 	[ -x /usr/bin/docker-registry ] || missing="$$missing docker-registry"; \
 	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
@@ -64,6 +65,11 @@ tools:
 	fi
 	@[ -x /usr/bin/docker-registry ] || { echo "error: docker-registry could not be installed (apt-get install docker-registry)" >&2; exit 1; }
 	@[ -x /usr/bin/chromedriver ] || { echo "error: chromium-driver could not be installed (apt-get install chromium chromium-driver)" >&2; exit 1; }
+
+# kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok built from Go modules
+# (tools/kube) once per machine into ~/.cache/tagpin/kube/<version>/bin; later runs only check stamps.
+kube-tools:
+	@bash tools/kube/build.sh
 
 demo: venv tools
 	$(PY) -m tagpin_local.demo
@@ -136,4 +142,4 @@ bench-hanging: venv tools
 bench-console: venv
 	$(PY) bench/console.py
 
-.PHONY: help venv tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging
+.PHONY: help venv tools kube-tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging
