@@ -2,7 +2,8 @@
 # Builds the pinned control plane (versions.env) from the wrapper modules beside this script into a
 # cache outside the repository, once per machine:
 #   ${TAGPIN_KUBE_CACHE:-~/.cache/tagpin/kube}/<kubernetes version>/bin/
-#     kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwok.x-k8s.io_stages.yaml
+#     kube-apiserver kube-controller-manager kube-scheduler etcd kwok
+#     kwok.x-k8s.io_stages.yaml argoproj.io_rollouts.yaml (the CRDs of kwok's Stages and Argo Rollouts)
 # Each binary carries a stamp (a hash of its wrapper module's go.mod and go.sum, versions.env and
 # the build flags); a binary whose stamp matches is not rebuilt. Prints progress and the time each build took. Without a Go
 # toolchain it warns and exits 0, except under CI=true where it fails (the tests need the binaries).
@@ -78,5 +79,10 @@ build kwok kwok sigs.k8s.io/kwok/cmd/kwok "" "-s -w"
 kwok_dir=$(cd "$here/kwok" && go mod download -json sigs.k8s.io/kwok | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 crd=$kwok_dir/kustomize/crd/bases/kwok.x-k8s.io_stages.yaml
 cp "$crd" "$bin/kwok.x-k8s.io_stages.yaml.tmp" && mv "$bin/kwok.x-k8s.io_stages.yaml.tmp" "$bin/kwok.x-k8s.io_stages.yaml"
+# Argo Rollouts' published Rollout CRD (tools/tagpin_local/kube/argo.py installs it; nothing compiled)
+# (its version is pinned in argo-rollouts/go.mod only: a line in versions.env would change every
+# binary's stamp)
+argo_dir=$(cd "$here/argo-rollouts" && go mod download -json github.com/argoproj/argo-rollouts | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+cp "$argo_dir/manifests/crds/rollout-crd.yaml" "$bin/argoproj.io_rollouts.yaml.tmp" && mv "$bin/argoproj.io_rollouts.yaml.tmp" "$bin/argoproj.io_rollouts.yaml"
 if [ -d "$GOCACHE" ]; then go clean -cache && rm -rf "$GOCACHE"; fi
 echo "Kubernetes control plane ready in $(($(date +%s) - overall)) s: $bin"

@@ -12,6 +12,8 @@ from pathlib import Path
 VERSIONS_FILE = Path(__file__).resolve().parents[2] / "kube" / "versions.env"
 NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 STAGE_CRD = "kwok.x-k8s.io_stages.yaml"  # kwok's Stage CRD, copied from its module beside the binaries
+ROLLOUT_CRD = "argoproj.io_rollouts.yaml"  # Argo Rollouts' Rollout CRD, copied from its module
+CRDS = (STAGE_CRD, ROLLOUT_CRD)
 
 
 class BinariesMissing(RuntimeError):
@@ -40,7 +42,7 @@ def missing() -> list[str]:
     """The binaries not built yet (empty when everything is there)."""
     where = bin_dir()
     absent = [name for name in NAMES if not os.access(where / name, os.X_OK)]
-    return absent + ([] if (where / STAGE_CRD).is_file() else [STAGE_CRD])
+    return absent + [crd for crd in CRDS if not (where / crd).is_file()]
 
 
 def binary(name: str) -> Path:

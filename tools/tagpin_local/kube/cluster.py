@@ -27,7 +27,7 @@ Usage::
         kube.kubectl("auth", "can-i", "patch", "deployments", identity=tagpin)
         kube.kubelet.break_image("sha256:bad")            # pods of it never get Ready
         kube.kubelet.set_image_id("nginx:1.27", "sha256:...")  # the digest pods of a tag report
-        kube.objects.patch("Deployment", "default", "web", {...})  # KubeSim's calls (.objects)
+        kube.objects.patch("Deployment", "default", "web", {...})  # objects by kind (.objects)
         front = kube.front()                              # faults before the API server (.front)
         front.inject("PATCH", r"/deployments/web$", status=500, times=2)
         kube.write_kubeconfig(path, tagpin, server=front.url)
@@ -39,7 +39,6 @@ figures tests/support/kube.py prints for each test module's cluster.
 from __future__ import annotations
 
 import atexit
-import base64
 import json
 import shutil
 import ssl
@@ -48,30 +47,22 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from kubernetes import client
 
-from . import binaries, flags, pki
+from . import access, binaries, flags, pki
+from .access import Identity
+from .argo import ArgoRollouts, install_crd
+from .eks import EksAuthenticator
 from .front import KubeFront
 from .kubelet import NODE_ANNOTATION, KubeletStages, node
 from .objects import Objects
 from .procs import Process, ProcessFailed, env_for, free_port
 
 NODE_NAME = "kwok-node-0"
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Whom a client authenticates as: a client certificate or a bearer token."""
-
-    name: str  # the kubeconfig's user and context name
-    user: str  # the user name the API server sees
-    cert: pki.KeyPair | None = None
-    token: str | None = None
 
 
 class KubeCluster:
@@ -91,6 +82,8 @@ class KubeCluster:
         self._front_proxy: pki.KeyPair | None = None
         self._fronts: list[KubeFront] = []
         self._objects: Objects | None = None
+        self._eks: EksAuthenticator | None = None
+        self._argo: ArgoRollouts | None = None
 
     # -- lifecycle
     def start(self, timeout: float = 180.0) -> Self:
@@ -121,6 +114,7 @@ class KubeCluster:
         front_ca = pki.CertificateAuthority(self.dir / "pki" / "front-proxy", "tagpin-front-proxy-ca")
         self._front_proxy = front_ca.client(flags.FRONT_PROXY_USER)
         self._admin = self.add_user("tagpin-admin", ("system:masters",), name="admin")
+        self._eks = EksAuthenticator(ca, self.dir / "pki").start()
         t = self._phase("certificates", t)
 
         etcd_url, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
@@ -131,7 +125,9 @@ class KubeCluster:
         self.port = free_port()
         self._run(
             "kube-apiserver",
-            flags.apiserver(self.port, etcd_url, serving, ca.pair.cert, sa, front_ca.pair.cert),
+            flags.apiserver(
+                self.port, etcd_url, serving, ca.pair.cert, sa, front_ca.pair.cert, self._eks.config
+            ),
         )
         self._wait("kube-apiserver", lambda: self._https_ok(self.port, "/readyz"), timeout)
         t = self._phase("kube-apiserver", t)
@@ -145,6 +141,7 @@ class KubeCluster:
         self._run("kube-scheduler", flags.scheduler(sched, serving, sched_config))
         self._kubelet = KubeletStages(self.api_client())
         self._kubelet.install(timeout)
+        install_crd(self.api_client(), timeout)
         kwok_config = self._component_kubeconfig("kwok", ("system:masters",))
         self._run("kwok", flags.kwok(kwok, kwok_config, NODE_ANNOTATION), env=env_for(self.dir / "home"))
         client.CoreV1Api(self.api_client()).create_node(node(NODE_NAME))
@@ -153,6 +150,8 @@ class KubeCluster:
         self._wait("kwok", lambda: _get(f"http://127.0.0.1:{kwok}/healthz") is not None, timeout)
         self._wait("the node Ready", self._node_ready, timeout)
         self._wait("the default ServiceAccount", self._default_service_account, timeout)
+        # its own clients: a watch holds a connection of the pool for as long as it runs
+        self._argo = ArgoRollouts(self._new_client(self.admin), self._new_client(self.admin)).start()
         self._phase("controllers, scheduler, kwok", t)
 
     def stop(self) -> None:
@@ -160,9 +159,15 @@ class KubeCluster:
         for front in self._fronts:
             front.stop()
         self._fronts.clear()
+        if self._argo is not None:
+            self._argo.stop()
+            self._argo = None
         for name in reversed(list(self.processes)):
             self.processes[name].stop()
         self.processes.clear()
+        if self._eks is not None:
+            self._eks.stop()
+            self._eks = None
         for api in self._clients.values():
             api.close()  # type: ignore[no-untyped-call]
         self._clients.clear()
@@ -206,13 +211,33 @@ class KubeCluster:
         assert self._kubelet is not None, "not started"
         return self._kubelet
 
+    @property
+    def argo(self) -> ArgoRollouts:
+        """The Argo Rollouts stand-in (:mod:`.argo`): ``promote``, ``abort``."""
+        assert self._argo is not None, "not started"
+        return self._argo
+
+    @property
+    def eks(self) -> EksAuthenticator:
+        """The token webhook that makes this API server an EKS cluster (:mod:`.eks`)."""
+        assert self._eks is not None, "not started"
+        return self._eks
+
     def front(self) -> KubeFront:
-        """A fault-injecting front started before this API server (:mod:`.front`); stopped with it."""
+        """A fault-injecting front started before this API server (:mod:`.front`); stopped with it
+        or by :meth:`drop_front`."""
         assert self._ca is not None and self._front_proxy is not None, "not started"
         serving = self._ca.serving(f"kube-front-{len(self._fronts)}")
         front = KubeFront(self.url, self._ca.pair, serving, self._front_proxy).start()
         self._fronts.append(front)
         return front
+
+    def drop_front(self, front: KubeFront | None = None) -> None:
+        """Stop ``front`` (every front when None)."""
+        for dropped in [front] if front is not None else list(self._fronts):
+            dropped.stop()
+            if dropped in self._fronts:
+                self._fronts.remove(dropped)
 
     def add_node(self, name: str, platform: str = "linux/amd64") -> None:
         """Another kwok node (``os/architecture`` in its labels and nodeInfo); waits until it is Ready."""
@@ -252,31 +277,16 @@ class KubeCluster:
         return Identity(f"{namespace}-{name}", f"system:serviceaccount:{namespace}:{name}", token=token)
 
     def kubeconfig(
-        self, identity: Identity | None = None, namespace: str = "default", server: str | None = None
+        self,
+        identity: Identity | None = None,
+        namespace: str = "default",
+        server: str | None = None,
+        context: str | None = None,
     ) -> dict[str, Any]:
-        """A kubeconfig for ``identity`` (admin by default); ``server``: e.g. a front's URL."""
+        """A kubeconfig for ``identity`` (admin by default); ``server``: e.g. a front's URL;
+        ``context``: the name of its cluster, user and context (the identity's by default)."""
         who = identity or self.admin
-        user: dict[str, str] = {"token": who.token} if who.token else {}
-        if who.cert is not None:
-            user["client-certificate-data"] = base64.b64encode(who.cert.cert_pem).decode()
-            user["client-key-data"] = base64.b64encode(who.cert.key_pem).decode()
-        cluster = {
-            "server": server or self.url,
-            "certificate-authority-data": base64.b64encode(self.ca_pem).decode(),
-        }
-        return {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": self.name, "cluster": cluster}],
-            "users": [{"name": who.name, "user": user}],
-            "contexts": [
-                {
-                    "name": who.name,
-                    "context": {"cluster": self.name, "user": who.name, "namespace": namespace},
-                }
-            ],
-            "current-context": who.name,
-        }
+        return access.kubeconfig(who, server or self.url, self.ca_pem, namespace, context)
 
     def write_kubeconfig(
         self, path: str | Path, identity: Identity | None = None, server: str | None = None
@@ -292,15 +302,12 @@ class KubeCluster:
         who = identity or self.admin
         key = f"{who.name} {server or self.url}"
         if key not in self._clients:
-            assert self._ca is not None, "not started"
-            config = client.Configuration(host=server or self.url)
-            config.ssl_ca_cert = str(self._ca.pair.cert)
-            if who.cert is not None:
-                config.cert_file, config.key_file = str(who.cert.cert), str(who.cert.key)
-            if who.token:
-                config.api_key = {"authorization": f"Bearer {who.token}"}
-            self._clients[key] = client.ApiClient(config)
+            self._clients[key] = self._new_client(who, server)
         return self._clients[key]
+
+    def _new_client(self, who: Identity, server: str | None = None) -> client.ApiClient:
+        assert self._ca is not None, "not started"
+        return access.api_client(who, server or self.url, self._ca.pair.cert)
 
     def kubectl(
         self,
@@ -319,12 +326,7 @@ class KubeCluster:
             "KUBECONFIG": str(config),
             "KUBECACHEDIR": str(self.dir / "kcache"),
         }
-        done = subprocess.run(
-            ["kubectl", *args], input=input, capture_output=True, text=True, env=env, timeout=300, check=False
-        )
-        if check and done.returncode != 0:
-            raise KubectlFailed(done.returncode, done.args, done.stdout, done.stderr)
-        return done
+        return access.kubectl(args, env, input, check)
 
     # -- start-up helpers
     def _run(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
@@ -358,6 +360,10 @@ class KubeCluster:
         context.load_cert_chain(self.admin.cert.cert, self.admin.cert.key)
         return _get(f"https://127.0.0.1:{port}{path}", context) == b"ok"
 
+    def node_ready(self, name: str = NODE_NAME) -> bool:
+        """Whether the node reports Ready."""
+        return self._node_ready(name)
+
     def _node_ready(self, name: str = NODE_NAME) -> bool:
         status = client.CoreV1Api(self.api_client()).read_node(name).status
         conditions = (status.conditions if status else None) or []
@@ -366,13 +372,6 @@ class KubeCluster:
     def _default_service_account(self) -> bool:
         client.CoreV1Api(self.api_client()).read_namespaced_service_account("default", "default")
         return True
-
-
-class KubectlFailed(subprocess.CalledProcessError):
-    """kubectl exited non-zero; the message carries what it printed on stderr."""
-
-    def __str__(self) -> str:
-        return f"{super().__str__()}\n{self.stderr}"
 
 
 _started: set[KubeCluster] = set()

@@ -41,7 +41,13 @@ FRONT_PROXY_USER = "tagpin-kube-front"  # the CN of the front's client certifica
 
 
 def apiserver(
-    port: int, etcd_url: str, serving: KeyPair, client_ca: Path, sa: KeyPair, front_proxy_ca: Path
+    port: int,
+    etcd_url: str,
+    serving: KeyPair,
+    client_ca: Path,
+    sa: KeyPair,
+    front_proxy_ca: Path,
+    token_webhook: Path,
 ) -> list[str]:
     return [
         "--bind-address=127.0.0.1",
@@ -67,6 +73,10 @@ def apiserver(
         "--requestheader-username-headers=X-Remote-User",
         "--requestheader-group-headers=X-Remote-Group",
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        # EKS's bearer tokens, reviewed as aws-iam-authenticator reviews them (.eks)
+        f"--authentication-token-webhook-config-file={token_webhook}",
+        "--authentication-token-webhook-version=v1",
+        "--authentication-token-webhook-cache-ttl=10s",
     ]
 
 

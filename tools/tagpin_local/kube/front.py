@@ -1,4 +1,4 @@
-"""A fault-injecting front for a real API server: the controls tests use on KubeSim today.
+"""A fault-injecting front for a real API server: the controls the stack's fault tests use.
 
 :class:`KubeFront` listens on 127.0.0.1 with TLS (a certificate of the cluster's CA, so the
 cluster's kubeconfig works with only ``server`` changed) and forwards every request to the API
@@ -100,7 +100,7 @@ class KubeFront:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    # -- the controls (the same as KubeSim's)
+    # -- the controls
     def inject(
         self,
         method: str,

@@ -5,9 +5,12 @@ the cluster, and picks up changes to them at once. So a test's knob is a rewrite
 
 - :meth:`KubeletStages.break_image`: pods with an image containing the text never become Ready
   (stages/pod-broken.yaml: ImagePullBackOff); the real deployment controller then reports
-  ``ProgressDeadlineExceeded``. It applies to pods that start after the call.
+  ``ProgressDeadlineExceeded``. It applies to pods that start after the call
+  (:meth:`KubeletStages.repair_image` undoes it).
 - :meth:`KubeletStages.set_image_id`: the ``imageID`` pods running a tag report (what a kubelet
   resolved the tag to). Pinned images (``repo:tag@sha256:...``) always report their own digest.
+- :meth:`KubeletStages.set_ready_delay`: pods become Ready that long after they are bound (the
+  pod-ready Stage's ``delay``), so a rollout takes about that long per pod.
 
 Nothing else of a kubelet is simulated: no containers run, no probes, no logs or exec.
 """
@@ -74,6 +77,7 @@ class KubeletStages:
         self._lock = threading.Lock()
         self.broken: list[str] = []
         self.image_ids: dict[str, str] = {}
+        self.ready_delay = 0.0  # seconds before a pod becomes Ready (set_ready_delay)
 
     def install(self, timeout: float = 30.0) -> None:
         """Create the Stage CRD (kwok's own, from the build) and the Stage objects."""
@@ -110,10 +114,25 @@ class KubeletStages:
                 self.image_ids[image] = f"{image_repo(image)}@{digest_or_image_id}"
             self._apply_all()
 
+    def repair_image(self, text: str) -> None:
+        """Pods with ``text`` in an image become Ready again (those that start after the call)."""
+        with self._lock:
+            if text in self.broken:
+                self.broken.remove(text)
+            self._apply_all()
+
+    def set_ready_delay(self, seconds: float) -> None:
+        """Pods become Ready ``seconds`` after they are bound (kwok's Stage ``delay``), as if their
+        images took that long to pull and start: each rollout takes about that long per pod."""
+        with self._lock:
+            self.ready_delay = max(0.0, seconds)
+            self._apply_all()
+
     def reset(self) -> None:
         with self._lock:
             self.broken.clear()
             self.image_ids.clear()
+            self.ready_delay = 0.0
             self._apply_all()
 
     def rendered(self) -> list[dict[str, Any]]:
@@ -122,7 +141,14 @@ class KubeletStages:
             "TAGPIN_BROKEN": json.dumps(self.broken),
             "TAGPIN_IMAGE_IDS": " ".join(json.dumps(s) for kv in sorted(self.image_ids.items()) for s in kv),
         }
-        return [_fill(yaml.safe_load((STAGES_DIR / name).read_text()), replacements) for name in STAGE_FILES]
+        stages = [
+            _fill(yaml.safe_load((STAGES_DIR / name).read_text()), replacements) for name in STAGE_FILES
+        ]
+        if self.ready_delay > 0:
+            for stage in stages:
+                if stage["metadata"]["name"] == "pod-ready":
+                    stage["spec"]["delay"] = {"durationMilliseconds": round(self.ready_delay * 1000)}
+        return stages
 
     def _apply_all(self) -> None:
         objects = client.CustomObjectsApi(self._api)

@@ -1,7 +1,7 @@
 """Objects by kind, as the simulator's tests handle them (``create``, ``get``, ``list``, ``patch``,
 ``delete``), over the official client's dynamic client (discovery finds the group and plural).
 
-Plain dicts in and out, as KubeSim's. Unlike KubeSim, every call goes through the API server:
+Plain dicts in and out. Every call goes through the API server:
 admission, defaults, validation and the real patch semantics apply.
 """
 
@@ -50,7 +50,7 @@ class Objects:
         api_version: str | None = None,
     ) -> Obj:
         """A strategic merge patch by default (a JSON merge patch for a custom resource, which the API
-        server refuses strategic merge for), as KubeSim's ``patch``."""
+        server refuses strategic merge for)."""
         resource = self._resource(kind, api_version)
         if content_type is None:
             custom = resource.group not in ("", "apps", "batch") and not resource.group.endswith(".k8s.io")

@@ -3,8 +3,10 @@
 Each process is started in a session of its own (a Ctrl-C in the terminal reaches only Python, which
 then stops it in order) and, where util-linux's ``setpriv`` is there, with a parent-death signal: if
 the Python process dies without stopping it (SIGKILL, a crash), the kernel kills it. That signal
-follows the *thread* that started it, so start clusters from a thread that outlives them (the main
-thread, a pytest fixture). An ``atexit`` guard stops whatever is still running at interpreter exit.
+follows the *thread* that forked the process, not the process: so every process is forked by one
+thread that lives as long as the interpreter (:func:`_spawn`), whichever thread asks for it (a
+cluster may be started from a short-lived thread, several side by side). An ``atexit`` guard stops
+whatever is still running at interpreter exit.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 _live: set[Process] = set()
 _live_lock = threading.Lock()
@@ -53,13 +58,15 @@ class Process:
     def start(self) -> Process:
         prefix = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
         with self.log.open("ab") as out:
-            self._popen = subprocess.Popen(
-                prefix + self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                start_new_session=True,
+            self._popen = _spawn(
+                lambda: subprocess.Popen(
+                    prefix + self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    start_new_session=True,
+                )
             )
         with _live_lock:
             _live.add(self)
@@ -107,6 +114,37 @@ class Process:
                 popen.wait()
         with _live_lock:
             _live.discard(self)
+
+
+class _Spawner:
+    """One thread, started on first use and living as long as the interpreter, that forks every
+    process: the parent-death signal of what it starts fires when the process dies, not when the
+    thread that asked ends."""
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _serve(self) -> None:
+        while True:
+            fork, done = self._requests.get()
+            try:
+                done.set_result(fork())
+            except BaseException as exc:  # handed to the caller
+                done.set_exception(exc)
+
+    def __call__(self, fork: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="kube-spawner", daemon=True)
+                self._thread.start()
+        done: Future[subprocess.Popen[bytes]] = Future()
+        self._requests.put((fork, done))
+        return done.result()
+
+
+_spawn = _Spawner()
 
 
 def running() -> list[Process]:
