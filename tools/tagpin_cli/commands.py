@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tagpin import wiring
 from tagpin.domain.config import FollowedImage, parse_config
 from tagpin.domain.refs import ImageRef
-from tagpin.ports.state import TagState, TargetStatus
+from tagpin.ports.state import TargetStatus
+
+from tagpin_cli.plans import plan
+
+__all__ = ["plan"]  # the commands below, and plan (tagpin_cli.plans)
 
 
 def _ago(epoch_ms: int | None) -> str | None:
@@ -173,101 +176,6 @@ def _candidates(policy: Any, tags: tuple[str, ...], limit: int = 10) -> list[str
     allowed = [v for tag in tags if (v := policy.version(tag)) is not None and policy.screen(v) is None]
     allowed.sort(key=lambda v: v.rank, reverse=True)
     return [v.tag for v in allowed[:limit]]
-
-
-def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """What would roll where right now: the registries' answers against what the clusters run;
-    for a version channel, the version its policy chooses and why the newer tags were rejected.
-    Reads only; changes nothing (no state write, no enqueue, no patch)."""
-    from tagpin.adapters.kubernetes.clusters import ClusterConnector
-
-    connector = ClusterConnector(wiring.config, wiring.secret_text)
-    rows: list[dict[str, Any]] = []
-    for image in followed():
-        if progress:
-            progress(image.image)
-        rows.extend(_plan_image(image, connector))
-    return rows
-
-
-def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]:
-    from tagpin.domain.channels import pinned_source
-    from tagpin.ports.workloads import WorkloadError
-    from tagpin.usecases.patch import pinned_image
-
-    base: dict[str, Any] = {"image": followed.image}
-    stored = wiring.state().tags.get(followed.image)
-    tag: str | None = None
-    try:
-        if followed.policy is not None:
-            head = wiring.channels().heads([followed]).get(followed.image)
-            base["policy"] = followed.policy.text
-            if head is not None and head.selection is not None:
-                base["rejected"] = [f"{r.tag}: {r.reason}" for r in head.selection.rejected[:10]]
-            if head is None or head.error is not None or head.ref is None:
-                why = head.error if head is not None and head.error else "no version the policy allows"
-                return [base | {"target": t.id, "action": "none", "detail": why} for t in followed.targets]
-            tag, ref = head.tag, head.ref
-            base["version"] = tag
-            if head.kept:
-                base["detail"] = head.kept
-        else:
-            ref = followed.ref
-        digest = _digest_of(ref, stored if "detail" in base else None)
-    except Exception as exc:  # why a head stays is kept beside the registry's answer
-        return [
-            base
-            | {"target": t.id, "action": "unknown", "detail": _and(base.get("detail"), f"registry: {exc}")}
-            for t in followed.targets
-        ]
-    held = stored is not None and stored.bad_digest == digest
-    people = wiring.state().targets.get_many([t.id for t in followed.targets])
-    rows = []
-    for target in followed.targets:
-        row: dict[str, Any] = base | {"target": target.id, "digest": digest}
-        if (hold := people.get(target.id)) is not None and hold.holds(digest, int(time.time() * 1000)):
-            rows.append(row | {"action": "none", "detail": f"held: {hold.detail}"})
-            continue
-        blocked = wiring.trust_gates().check(followed, digest, target)
-        if blocked is not None and blocked.enforced:
-            rows.append(row | {"action": "none", "detail": f"blocked: {blocked.gate}: {blocked.reason}"})
-            continue
-        if blocked is not None:
-            row["detail"] = f"warn: {blocked.gate}: {blocked.reason}"
-        try:
-            workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
-            current = workload.containers.get(target.container) or workload.init_containers.get(
-                target.container
-            )
-            if current is None:
-                row |= {"action": "error", "detail": f"no container {target.container!r}"}
-            else:
-                desired = pinned_image(current, pinned_source(followed.image, tag), digest)
-                action = "none" if current == desired or held else "roll"
-                row |= {"current": current, "action": action, "to": desired}
-                if held and current != desired:
-                    row["detail"] = f"held: its rollout failed and was rolled back ({stored.bad_reason})"  # type: ignore[union-attr]
-        except WorkloadError as exc:
-            row |= {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
-        rows.append(row)
-    return rows
-
-
-def _and(first: str | None, then: str) -> str:
-    return then if first is None else f"{first}; {then}"
-
-
-def _digest_of(ref: ImageRef, kept: TagState | None) -> str:
-    """The digest ``ref`` points to now. A channel's head that stays (``kept``: its state) although
-    its tag was deleted from the registry stays at the digest recorded for it."""
-    from tagpin.ports.registry import ManifestNotFound
-
-    try:
-        return wiring.registry_client().resolve(ref).digest
-    except ManifestNotFound:
-        if kept is None or kept.version != ref.tag or not kept.digest:
-            raise
-        return kept.digest
 
 
 def _who() -> str:
