@@ -17,7 +17,7 @@ from tagpin import wiring
 from tagpin_cli import environment
 from tagpin_cli.main import main
 from tagpin_local import lambda_runtime
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 
 from tests.support.constants import STATE_TABLE

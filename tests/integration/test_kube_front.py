@@ -1,5 +1,5 @@
 """The fault-injecting front (tools/tagpin_local/kube/front.py) before the real API server: every
-control tests use on the simulator (inject, set_down, count), and identities that survive the hop."""
+controls the stack's tests use (inject, set_down, count), and identities that survive the hop."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ IMAGE = "127.0.0.1:5000/demo/web:stable"
 
 
 @pytest.fixture(scope="module")
-def kube(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
+def kube() -> Iterator[KubeCluster]:
     require_binary("kubectl")
-    yield from cluster(request.config, "front")
+    yield from cluster()
 
 
 @pytest.fixture

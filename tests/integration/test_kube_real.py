@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 from tagpin_local.kube import KubeCluster
-from tagpin_local.kubesim import cronjob, daemonset, deployment, statefulset
+from tagpin_local.kube.manifests import cronjob, daemonset, deployment, statefulset
 
 from tests.conftest import require_binary
 from tests.support.kube import alive, cluster, require_built, wait_for
@@ -30,9 +30,9 @@ BAD = "sha256:" + "d" * 64
 
 
 @pytest.fixture(scope="module")
-def kube(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
+def kube() -> Iterator[KubeCluster]:
     require_binary("kubectl")
-    yield from cluster(request.config, "test")
+    yield from cluster()
 
 
 @pytest.fixture
@@ -156,8 +156,8 @@ def test_broken_image_exceeds_the_progress_deadline_and_rollout_undo_restores(ku
     assert apps.read_namespaced_deployment("web", ns).spec.template.spec.containers[0].image == good
 
 
-def test_the_simulators_manifests_are_served_and_their_controllers_run(kube, ns):
-    """Objects by kind (KubeCluster.objects, KubeSim's calls) with the simulator's manifests: the
+def test_the_local_manifests_are_served_and_their_controllers_run(kube, ns):
+    """Objects by kind (KubeCluster.objects) with tagpin_local.kube.manifests: the
     real controllers roll out Deployments, StatefulSets and DaemonSets (one pod per node)."""
     image = f"{REGISTRY}/demo/side:stable@{NEW}"
     for manifest in (

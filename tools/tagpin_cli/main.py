@@ -291,14 +291,16 @@ def _local(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with LocalStack(local_options(args)) as stack:
         if not args.empty:
-            from tagpin_local.kubesim import deployment
+            from tagpin_local.kube.manifests import deployment
 
             assert stack.registry is not None
             stack.kube.create(
                 deployment("web", "default", f"{stack.registry.host}/demo/web:stable", container="web")
             )
         endpoints = stack.endpoints()
-        endpoints["kubeconfig"] = json.dumps(stack.kube.kubeconfig("local"))
+        # a person's kubeconfig: the cluster's admin, straight to the API server (tagpin's own, bound
+        # to docs/rbac.yaml and through the front, is in the cluster secret)
+        endpoints["kubeconfig"] = json.dumps(stack.kube.kubeconfig("local", identity=stack.kube.admin))
         environment.write_local(endpoints, path)
         print(json.dumps(endpoints), flush=True)
         print(
