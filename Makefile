@@ -10,8 +10,8 @@
 #   make bench-cost        API calls per poll/change/reconcile at 100/1,000/10,000 tags, priced per month (docs/cost.md)
 #   make bench-fanout      one poll round of 5,000 tags in 1/4/16 parts (PollParts); 100,000 modelled
 #   make bench-tags        list 10,000 tags (one page; Link pages of 1,000 and of 100; last=): requests, time, memory
-#   make bench-console     the console's first page of targets with 10,000 targets in the state table: time, size
-#   make bench-hanging     a frozen registry beside the real one: each poll run's time, run after run
+#   make bench-console     every console page at 10,000 targets in three shapes, in process and over HTTP: time, calls
+#   make bench-hanging     frozen and slow registries beside the real one: each poll run's time and errors
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -133,13 +133,14 @@ bench-fanout: venv tools
 bench-tags: venv tools
 	$(PY) bench/tags.py
 
-# A frozen registry (a TCP server that never answers) beside the real one: each poll run's time, run
-# after run, with the client's defaults; about 30 s (3 minutes before the registries' deadline).
+# Frozen registries (TCP servers that never answer) and a slow one beside the real one: each poll
+# run's time and errors, run after run, with the client's defaults; about 1.5 minutes.
 bench-hanging: venv tools
 	$(PY) bench/hanging_registry.py
 
-# The console function in process on moto (in process): the first page of 10,000 targets; about 20 s.
-bench-console: venv
+# Every page of the console on the local stack (moto server, the local HTTP API), in process and over
+# HTTP, with 10,000 targets as 10,000 tags x 1, 2,000 x 5 and 100 x 100; a few minutes.
+bench-console: venv tools
 	$(PY) bench/console.py
 
 .PHONY: help venv tools kube-tools demo local test lint validate build bench bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging

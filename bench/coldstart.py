@@ -38,7 +38,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tagpin_local.cfn import load_template
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / ".aws-sam" / "build"
@@ -106,29 +106,12 @@ REFERENCES = {
 }
 
 
-class _AnyTagLoader(yaml.SafeLoader):
-    """Reads the built template; CloudFormation short tags become {tag: value}."""
-
-
-def _any_tag(loader: _AnyTagLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    return {suffix: value}
-
-
-_AnyTagLoader.add_multi_constructor("!", _any_tag)  # type: ignore[no-untyped-call]
-
-
 def built_layout(build: Path = BUILD) -> dict[str, dict[str, Any]]:
     """Function name -> {"code": dir, "layers": [(name, python dir), ...]} from the built template."""
     template_path = build / "template.yaml"
     if not template_path.exists():
         sys.exit(f"{template_path} not found: run `sam build` first (see docs/build.md)")
-    template = yaml.load(template_path.read_text(encoding="utf-8"), Loader=_AnyTagLoader)
+    template = load_template(template_path)
     resources: dict[str, Any] = template["Resources"]
     layout: dict[str, dict[str, Any]] = {}
     for fn in FUNCTIONS:

@@ -1,15 +1,16 @@
-"""The console's first page of targets with 10,000 targets in the state table: the real handler
-(functions/console/app.py) in process, DynamoDB, SQS and SSM on moto in process.
+"""Every page of the console with 10,000 targets in the state table, in three shapes (10,000 tags of
+one target, 2,000 of 5, 100 of 100): the real handler (functions/console/app.py) on the local stack
+(moto server, the local HTTP API), timed in process (the handler invoked with the HTTP API's event)
+and over HTTP (the local HTTP API in front of it).
 
-The state table holds 2,000 label-discovered tags of 5 targets each (10,000 index entries over the
-64 shards), a state per target and per tag, and the configuration one more tag. A page is a keyset
-page: the configuration's targets, then the index shard by shard; it reads one Query's worth of the
-index and two batched reads (the targets' states, their tags'), whatever the number followed.
-Target: the first page of targets (100 rows) under 300 ms at the handler, warm.
+For each shape the state table holds the index of label-discovered targets (one entry per target
+over the 64 shards), a state per target and per tag, five held targets, three promotions waiting for
+approval and some history; the configuration adds one tag. Each page is requested once (warm-up),
+then ``--repeats`` times in process and as many over HTTP: the median and best of each, the page's
+size, its status and the DynamoDB calls it made. Target: every page under 300 ms, either way.
 
-Usage:  .venv/bin/python bench/console.py [--repeats 15]
-Writes bench/results/console.json and prints the time (first request after signing in, median and
-best of the repeats), the page's size in bytes and rows, and the DynamoDB calls per page.
+Usage:  .venv/bin/python bench/console.py [--repeats 5] [--shapes 10000x1,2000x5,100x100]
+Writes bench/results/console.json.
 """
 
 from __future__ import annotations
@@ -18,57 +19,65 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from html import unescape
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "tools"), str(ROOT)]
 RESULTS = ROOT / "bench" / "results" / "console.json"
 TARGET_MS = 300.0
-TAGS, PER_TAG = 2000, 5
+TARGETS = 10_000
+SHAPES = {"10000x1": (10_000, 1), "2000x5": (2_000, 5), "100x100": (100, 100)}
 HELD = 5  # targets on hold among them
+AWAITING = 3  # promotions waiting for a person's approval
+HISTORY = 30  # history items of the image and the target whose pages are timed
 DIGEST = "sha256:" + "a" * 64
-CONFIG = """
-clusters:
-  c0: {kubeconfig: {secret: tagpin/clusters/c0}}
-  c1: {kubeconfig: {secret: tagpin/clusters/c1}}
-  c2: {kubeconfig: {secret: tagpin/clusters/c2}}
-images:
-  - image: registry.example.com/team/web:stable
-    targets: [{cluster: c0, namespace: web, kind: Deployment, name: web, container: web}]
-"""
+CLUSTER = "local"
 
 
 @contextmanager
 def partition_queries() -> Iterator[None]:
     """moto 5.2.5 sorts every item of the table on each Query (``Table.all_items``), DynamoDB reads
-    one partition: with 22,000 items a Query costs moto about 100 ms whatever it returns. Here a
-    Query of the table (no index) reads its partition only, as DynamoDB does, so that the figure is
-    the function's cost; ``--moto-as-is`` measures without this."""
+    one partition: with 20,000 items a Query costs moto about 100 ms whatever it returns. Here a
+    Query of the table reads its partition only, and a Query of a global secondary index the items
+    whose index key is the one asked for (DynamoDB reads that partition of the index), so that the
+    figures are the function's cost; ``--moto-as-is`` measures without this."""
     from moto.dynamodb.models.table import Table as MotoTable
 
     query, all_items = MotoTable.query, MotoTable.all_items
-    partition: dict[int, Any] = {}
+    scope: dict[int, Callable[[Any], list[Any]]] = {}
 
     def partition_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         index = kwargs.get("index_name") or (args[6] if len(args) > 6 else None)
-        if hash_key is not None and not index:
-            partition[id(self)] = hash_key
+        if index:  # moto 5.2.5 passes the index's key as hash_key_conditions: [(attribute, value)]
+            wanted = dict(kwargs.get("hash_key_conditions") or [])
+            scope[id(self)] = lambda table: [
+                item
+                for items in table.items.values()
+                for item in items.values()
+                if wanted
+                and all(name in item.attrs and item.attrs[name] == value for name, value in wanted.items())
+            ]
+        elif hash_key is not None:
+            scope[id(self)] = lambda table: sorted(
+                table.items.get(hash_key, {}).values(), key=lambda item: item.range_key
+            )
         try:
             return query(self, hash_key, *args, **kwargs)
         finally:
-            partition.pop(id(self), None)
+            scope.pop(id(self), None)
 
     def partition_items(self: Any) -> Any:
-        key = partition.get(id(self))
-        if key is None:
-            return all_items(self)
-        return sorted(self.items.get(key, {}).values(), key=lambda item: item.range_key)
+        read = scope.get(id(self))
+        return all_items(self) if read is None else read(self)
 
     MotoTable.query, MotoTable.all_items = partition_query, partition_items  # type: ignore[method-assign]
     try:
@@ -77,148 +86,189 @@ def partition_queries() -> Iterator[None]:
         MotoTable.query, MotoTable.all_items = query, all_items  # type: ignore[method-assign]
 
 
-def seed(client: Any) -> int:
+def image_of(t: int) -> str:
+    return f"registry.example.com/team/app{t:05d}:stable"
+
+
+def target_of(t: int, n: int) -> str:
+    return f"{CLUSTER}/ns{t % 7}/Deployment/app{t:05d}/c{n:03d}"
+
+
+def seed(client: Any, tags: int, per_tag: int) -> None:
     """The index, the targets' and the tags' states, written in batches (as the reconciler and the
-    consumer would have, item for item). Returns the number of targets."""
+    consumer would have, item for item); holds, approvals waiting, history."""
     from tagpin.adapters.dynamodb.history import DynamoHistory
     from tagpin.adapters.dynamodb.index import DynamoIndex
+    from tagpin.adapters.dynamodb.promotions import DynamoPromotions
     from tagpin.adapters.dynamodb.table import TAG, TARGET, N, S, Table, key
     from tagpin.adapters.dynamodb.targets import DynamoTargets
     from tagpin.domain.messages import Trigger
-    from tagpin.ports.state import IndexEntry
+    from tagpin.ports.state import ImageEvent, IndexEntry, TargetStatus
 
     table = Table(client, "tagpin-state")
     entries: list[IndexEntry] = []
     items: list[dict[str, Any]] = []
     now = int(time.time() * 1000)
-    for t in range(TAGS):
-        image = f"registry.example.com/team/app{t:04d}:stable"
+    for t in range(tags):
+        image = image_of(t)
         items.append({"PutRequest": {"Item": {**key(TAG + image), "digest": S(DIGEST), "observed_at": N(now),
                                               "changed_at": N(now), "resolved_at": N(now)}}})  # fmt: skip
-        for n in range(PER_TAG):
-            target = f"c{n % 3}/ns{t % 7}/Deployment/app{t:04d}-{n}/app"
-            name = f"app{t:04d}-{n}"
-            entries.append(
-                IndexEntry(image, target, f"c{n % 3}", f"ns{t % 7}", "Deployment", name, "app", now)
-            )
+        for n in range(per_tag):
+            target = target_of(t, n)
+            _, namespace, _, name, container = target.split("/")
+            entries.append(IndexEntry(image, target, CLUSTER, namespace, "Deployment", name, container, now))
             state = {"image": S(image), "digest": S(DIGEST), "observed_at": N(now), "status": S("verified"),
                      "updated_at": N(now), "trigger": S("poll")}  # fmt: skip
             items.append({"PutRequest": {"Item": {**key(TARGET + target), **state}}})
     DynamoIndex(table).update(entries, [])
     table.batch_write(items)
-    # a few targets on hold, as a person's `tagpin hold` puts them (the holds page lists them)
-    targets = DynamoTargets(table, DynamoHistory(table))
-    for t in range(0, TAGS, TAGS // HELD):
-        target = f"c0/ns{t % 7}/Deployment/app{t:04d}-0/app"
-        targets.hold(target, "", now, reason="held by bench", trigger=Trigger.MANUAL)
-    return len(entries) + 1
+    history = DynamoHistory(table)
+    targets = DynamoTargets(table, history)
+    for t in range(0, tags, max(1, tags // HELD))[:HELD]:  # held as a person's `tagpin hold` holds
+        targets.hold(target_of(t, 0), "", now, reason="held by bench", trigger=Trigger.MANUAL)
+    promotions = DynamoPromotions(table)
+    for t in range(1, 1 + AWAITING):
+        image = image_of(t * (tags // (AWAITING + 1)))
+        promotions.start(image, DIGEST, now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False)
+        promotions.request_approval(image, DIGEST, 0, now, now + 3_600_000)
+    timed_image, timed_target = image_of(tags // 2), target_of(tags // 2, per_tag - 1)
+    fields = {"digest": DIGEST, "status": TargetStatus.VERIFIED.value, "trigger": Trigger.POLL.value}
+    for i in range(HISTORY):
+        at = now - (HISTORY - i) * 60_000
+        step = f"step {i}"
+        history.image_event(timed_image, DIGEST, ImageEvent.APPLIED, at, detail=step, trigger=Trigger.POLL)
+        history.target_item(timed_target, at, ("aaaaaaaaaaaa", "verified"), fields, 1000)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--moto-as-is", action="store_true", help="keep moto's whole-table sort per Query")
-    args = parser.parse_args(argv)
+def pages(tags: int, per_tag: int) -> dict[str, tuple[str, dict[str, str]]]:
+    """The pages timed: name -> (path, query). ``*-2``: the page after the first (its cursor)."""
+    image, target = image_of(tags // 2), target_of(tags // 2, per_tag - 1)
+    return {
+        "overview": ("/console", {}),
+        "images": ("/console/images", {}),
+        "images-2": ("/console/images", {"after": "<next>"}),
+        "targets": ("/console/targets", {}),
+        "targets-2": ("/console/targets", {"after": "<next>"}),
+        "holds": ("/console/holds", {}),
+        "image": ("/console/image", {"ref": image}),
+        "target": ("/console/target", {"id": target, "image": image}),
+        "target-by-id": ("/console/target", {"id": target}),  # a link without its image (the CLI's)
+        "unknown-target": ("/console/target", {"id": f"{CLUSTER}/ns/Deployment/nowhere/c"}),
+        "dead-letters": ("/console/dead-letters", {}),
+    }
 
-    os.environ.update(
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="bench",
-        AWS_SECRET_ACCESS_KEY="bench",
-        POWERTOOLS_LOG_LEVEL="WARNING",
-    )
-    os.environ.pop("AWS_ENDPOINT_URL", None)
-    import boto3
-    from moto import mock_aws
 
-    from tests.support.console import console_env, invoke, request, session_cookie
+NEXT = re.compile(r'id="next" href="[^"?]*\?after=([^"]*)"')
 
-    with mock_aws(), nullcontext() if args.moto_as_is else partition_queries():
-        db = boto3.client("dynamodb")
-        db.create_table(
-            TableName="tagpin-state",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        sqs = boto3.client("sqs")
-        queue = sqs.create_queue(QueueName="changes.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        dlq = sqs.create_queue(QueueName="changes-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        boto3.client("ssm").put_parameter(Name="/tagpin/config", Value=CONFIG, Type="String")
-        started = time.perf_counter()
-        targets = seed(db)
-        seeded_s = time.perf_counter() - started
-        os.environ.update(console_env("tagpin-state", queue, dlq, "/tagpin/config"))
-        from tagpin import wiring
-        from tagpin_local.lambda_runtime import load_handler
 
-        wiring.reset()
-        handler = load_handler("console")
+def next_cursor(body: str) -> str | None:
+    match = NEXT.search(body)
+    return unquote(unescape(match.group(1))) if match else None
+
+
+def measure(shape: str, repeats: int, moto_as_is: bool) -> dict[str, Any]:
+    import httpx
+    from tagpin import wiring
+    from tagpin_local.stack import LocalStack, StackOptions
+
+    from tests.support.console import request, session_cookie
+
+    tags, per_tag = SHAPES[shape]
+    options = StackOptions(notifications=False, consume=False, containers=1)
+    with LocalStack(options) as stack, nullcontext() if moto_as_is else partition_queries():
+        began = time.perf_counter()
+        seed(stack.client("dynamodb"), tags, per_tag)
+        seeded_s = time.perf_counter() - began
+        console = stack.functions["console"]
         calls: list[str] = []
         wiring.aws("dynamodb").meta.events.register(
             "before-call.dynamodb.*", lambda model, **_: calls.append(model.name)
         )
-        cookie = session_cookie(invoke(handler, request("POST", "/console/signin", form={"token": os.environ[
-            "TAGPIN_CONSOLE_TOKEN"]})))  # fmt: skip
+        http = httpx.Client(base_url=stack.console_url.removesuffix("/console"), timeout=120)
+        signin = http.post("/console/signin", data={"token": stack.console_token})
+        cookie = session_cookie({"cookies": signin.headers.get_list("set-cookie")})
+        assert signin.status_code == 303 and cookie, signin
 
-        def page(path: str = "/console/targets") -> tuple[dict[str, Any], float]:
+        def in_process(path: str, query: dict[str, str]) -> tuple[dict[str, Any], float]:
+            event = request("GET", path, query=query, cookie=cookie)
             began = time.perf_counter()
-            response = invoke(handler, request("GET", path, cookie=cookie))
+            response = console.invoke(event)
             return response, (time.perf_counter() - began) * 1000
 
-        first, first_ms = (
-            page()
-        )  # the configuration loaded and cached, clients made: a warm container after it
-        assert first["statusCode"] == 200, first
-        timings = []
-        calls.clear()
-        for _ in range(args.repeats):
-            response, ms = page()
-            timings.append(ms)
-        body = response["body"]
-        per_page = len(calls) / args.repeats
-        overview_ms = statistics.median(page("/console")[1] for _ in range(3))
-        images_ms = statistics.median(page("/console/images")[1] for _ in range(3))
-        holds, _ = page("/console/holds")
-        assert holds["statusCode"] == 200 and holds["body"].count("<tr data-target=") == HELD, holds
-        calls.clear()
-        holds_ms = statistics.median(page("/console/holds")[1] for _ in range(3))
-        holds_calls = len(calls) / 3
-    row = {
-        "targets_in_table": targets,
-        "first_request_ms": round(first_ms, 1),
-        "median_ms": round(statistics.median(timings), 1),
-        "best_ms": round(min(timings), 1),
-        "page_bytes": len(body.encode()),
-        "rows": body.count("<tr data-target="),
-        "dynamodb_calls_per_page": round(per_page, 1),
-        "dynamodb_operations": sorted(set(calls)),
-        "overview_ms": round(overview_ms, 1),  # the first 25 images (one index shard, usually)
-        "images_page_ms": round(images_ms, 1),  # 100 images: four shards read whole
-        "holds_page_ms": round(holds_ms, 1),  # the held targets among all of them
-        "holds_dynamodb_calls": round(holds_calls, 1),
-        "seeding_s": round(seeded_s, 1),
+        def over_http(path: str, query: dict[str, str]) -> tuple[httpx.Response, float]:
+            url = path + ("?" + urlencode(query) if query else "")
+            began = time.perf_counter()
+            response = http.get(url, headers={"cookie": f"tagpin_session={cookie}"})
+            return response, (time.perf_counter() - began) * 1000
+
+        rows: dict[str, Any] = {}
+        firsts: dict[str, str] = {}
+        for name, (path, asked) in pages(tags, per_tag).items():
+            query = asked
+            if asked.get("after") == "<next>":
+                cursor = next_cursor(firsts[path])
+                if cursor is None:  # one page holds them all
+                    print(f"{shape:>8} {name:>15}: no second page", flush=True)
+                    continue
+                query = {"after": cursor}
+            first, _ = in_process(path, query)  # warm: the configuration loaded and cached
+            firsts.setdefault(path, first["body"])
+            calls.clear()
+            timings = [in_process(path, query)[1] for _ in range(repeats)]
+            per_page = len(calls) / repeats
+            operations = sorted(set(calls))
+            response, _ = over_http(path, query)
+            http_timings = [over_http(path, query)[1] for _ in range(repeats)]
+            rows[name] = {
+                "status": first["statusCode"],
+                "in_process_ms": round(statistics.median(timings), 1),
+                "in_process_best_ms": round(min(timings), 1),
+                "http_ms": round(statistics.median(http_timings), 1),
+                "http_best_ms": round(min(http_timings), 1),
+                "bytes": len(response.content),
+                "rows": first["body"].count("<tr data-"),  # an image's, a target's
+                "dynamodb_calls": round(per_page, 1),
+                "dynamodb_operations": operations,
+            }
+            expected = 404 if name == "unknown-target" else 200
+            assert first["statusCode"] == response.status_code == expected, (name, response.status_code)
+            print(
+                f"{shape:>8} {name:>15}: {rows[name]['in_process_ms']:7.1f} ms in process, "
+                f"{rows[name]['http_ms']:7.1f} ms over HTTP, {per_page:4.1f} DynamoDB calls, "
+                f"{rows[name]['bytes']:,} bytes, {first['statusCode']}",
+                flush=True,
+            )
+        http.close()
+    return {"tags": tags, "targets_per_tag": per_tag, "seeding_s": round(seeded_s, 1), "pages": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="of " + ", ".join(SHAPES))
+    parser.add_argument("--moto-as-is", action="store_true", help="keep moto's whole-table sort per Query")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    results = {shape: measure(shape, args.repeats, args.moto_as_is) for shape in shapes}
+    worst = max(
+        max(row["in_process_ms"], row["http_ms"])
+        for shape in results.values()
+        for row in shape["pages"].values()
+    )
+    verdict = "OK" if worst < TARGET_MS else "OVER"
+    print(f"slowest page: {worst} ms median ({verdict}; target < {TARGET_MS:.0f} ms at {TARGETS:,} targets)")
+    document = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "repeats": args.repeats,
         "moto": "as is (whole-table sort per Query)" if args.moto_as_is else "Query reads its partition",
+        "target_ms": TARGET_MS,
+        "slowest_ms": worst,
+        "shapes": results,
     }
-    for name, value in row.items():
-        print(f"{name:>26}: {value}")
-    verdict = "OK" if row["median_ms"] < TARGET_MS else "OVER"
-    print(
-        f"first page of {targets:,} targets: {row['median_ms']} ms median "
-        f"({verdict}; target < {TARGET_MS:.0f} ms)"
-    )
-    RESULTS.write_text(
-        json.dumps(
-            {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()}, **row}, indent=2
-        )
-        + "\n"
-    )
-    print(f"written to {RESULTS.relative_to(ROOT)}")
+    args.output.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"written to {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")
     return 0 if verdict == "OK" else 1
 
 

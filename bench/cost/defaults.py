@@ -8,30 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
+from tagpin_local.cfn import load_template
 
 from . import ROOT
-
-
-class _CfnLoader(yaml.SafeLoader):
-    pass
-
-
-def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    """A CloudFormation short tag in its long form (``!Ref X`` -> ``{"Ref": "X"}``)."""
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    if suffix in ("Ref", "Condition"):
-        return {suffix: value}
-    return {f"Fn::{suffix}": value}
-
-
-_CfnLoader.add_multi_constructor("!", _any_tag)  # type: ignore[no-untyped-call]
 
 
 def rate_minutes(expression: str) -> float:
@@ -72,7 +51,7 @@ def _value(value: Any, params: dict[str, Any], conditions: dict[str, Any] | None
 
 
 def template_defaults() -> dict[str, Any]:
-    doc = yaml.load((ROOT / "template.yaml").read_text(), Loader=_CfnLoader)
+    doc = load_template(ROOT / "template.yaml")
     params = doc["Parameters"]
     resources = doc["Resources"]
     values = {name: p.get("Default", "") for name, p in params.items()}

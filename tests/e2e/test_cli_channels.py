@@ -5,7 +5,8 @@ and stderr asserted.
 
 - right after a version fails and is rolled back, the channel is at its previous version and the
   failed one is listed as bad (docs/policies.md); `tagpin clear CHANNEL VERSION` lets that same
-  channel return to it;
+  channel return to it, whichever spelling of the version the person types (the tags are
+  `v1.0.0`, `v1.1.0`; the person clears `1.1.0`);
 - when the head's tag is deleted from the registry, `plan` says the head stays and why (the
   newest allowed version is older than the head), and nothing moves down.
 """
@@ -105,59 +106,60 @@ def test_after_a_rollback_the_channel_is_at_its_previous_version_and_clear_bring
     st: LocalStack, endpoints: Path
 ) -> None:
     repository = "demo/cleared"
-    good = push(st, repository, "1.0.0")
+    good = push(st, repository, "v1.0.0")
     key, target = follow(st, repository, "cleared", "^1", "stable")
     st.run_poller()
-    wait_for("1.0.0 verified", lambda: target_status(st, target, good) is TargetStatus.VERIFIED)
+    wait_for("v1.0.0 verified", lambda: target_status(st, target, good) is TargetStatus.VERIFIED)
 
-    st.kube.break_image(f"/{repository}:1.1.0@")
-    bad = push(st, repository, "1.1.0")
+    st.kube.break_image(f"/{repository}:v1.1.0@")
+    bad = push(st, repository, "v1.1.0")
     st.run_poller()
-    wait_for("1.1.0 rolled back", lambda: target_status(st, target, bad) is TargetStatus.ROLLED_BACK)
-    assert running(st, "cleared") == f"{host(st)}/{repository}:1.0.0@{good}"
+    wait_for("v1.1.0 rolled back", lambda: target_status(st, target, bad) is TargetStatus.ROLLED_BACK)
+    assert running(st, "cleared") == f"{host(st)}/{repository}:v1.0.0@{good}"
 
     # Right after the rollback: the channel's version is the one its targets were rolled back to,
-    # and 1.1.0 is listed as bad (docs/policies.md).
+    # and v1.1.0 is listed as bad (docs/policies.md).
     code, rows, err = tagpin(endpoints, "status")
     assert err == "" and code == 0, err
     row = row_of(rows, key)
-    assert (row["version"], row["digest"]) == ("1.0.0", good)
+    assert (row["version"], row["digest"]) == ("v1.0.0", good)
     code, rows, err = tagpin(endpoints, "plan")
     assert err == "" and code == 0, err
     row = row_of(rows, key)
-    assert row["version"] == "1.0.0" and row["digest"] == good and row["action"] == "none"
-    assert row["rejected"] == ["1.1.0: bad"]
+    assert row["version"] == "v1.0.0" and row["digest"] == good and row["action"] == "none"
+    assert row["rejected"] == ["v1.1.0: bad"]
 
-    # The cause is fixed (the image now starts); a person clears 1.1.0: the same channel returns to it.
-    st.kube.repair_image(f"/{repository}:1.1.0@")
+    # The cause is fixed (the image now starts); a person clears 1.1.0 (another spelling of v1.1.0):
+    # the same channel returns to it.
+    st.kube.repair_image(f"/{repository}:v1.1.0@")
     code, cleared, err = tagpin(endpoints, "clear", key, "1.1.0")
     assert err == "" and code == 0, err
     assert cleared == {"channel": key, "version": "1.1.0", "cleared": True}
     code, rows, err = tagpin(endpoints, "plan")
     assert err == "" and code == 4, err  # a roll is planned
     row = row_of(rows, key)
-    assert row["version"] == "1.1.0" and row["action"] == "roll" and row["rejected"] == []
+    assert row["version"] == "v1.1.0" and row["action"] == "roll" and row["rejected"] == []
     st.run_poller()
     wait_for(
-        "1.1.0 verified after the clear", lambda: target_status(st, target, bad) is TargetStatus.VERIFIED
+        "v1.1.0 verified after the clear", lambda: target_status(st, target, bad) is TargetStatus.VERIFIED
     )
-    assert running(st, "cleared") == f"{host(st)}/{repository}:1.1.0@{bad}"
+    assert running(st, "cleared") == f"{host(st)}/{repository}:v1.1.0@{bad}"
     code, rows, err = tagpin(endpoints, "status")
     assert err == "" and code == 0, err
     row = row_of(rows, key)
-    assert (row["version"], row["digest"]) == ("1.1.0", bad)
+    assert (row["version"], row["digest"]) == ("v1.1.0", bad)
     assert row["targets"][0]["condition"] == "current"
     # A second clear says it did nothing (exit 1), in JSON and as text.
-    code, again, err = tagpin(endpoints, "clear", key, "1.1.0")
+    code, again, err = tagpin(endpoints, "clear", key, "v1.1.0")
     assert err == "" and code == 1 and again["cleared"] is False
     text = subprocess.run(
-        [sys.executable, "-m", "tagpin_cli.main", "--local", str(endpoints), "clear", key, "1.1.0"],
+        [sys.executable, "-m", "tagpin_cli.main", "--local", str(endpoints), "clear", key, "v1.1.0"],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert (text.returncode, text.stdout, text.stderr) == (1, "1.1.0: was not marked bad\n", "")
+    assert (text.returncode, text.stdout, text.stderr) == (1, "v1.1.0: was not marked bad\n", "")
 
 
 def delete_manifest(st: LocalStack, repository: str, digest: str) -> None:

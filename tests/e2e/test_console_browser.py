@@ -364,3 +364,23 @@ def test_security_headers_on_every_answer(st: LocalStack, signed_in: Any) -> Non
         assert response.headers["referrer-policy"] == "no-referrer"
     logs = browser.get_log("browser") if hasattr(browser, "get_log") else []
     assert not [entry for entry in logs if "Content Security Policy" in entry.get("message", "")], logs
+
+
+def test_signing_out_ends_the_session_for_a_copy_of_its_cookie(st: LocalStack, browser: Any) -> None:
+    """A person clicks Sign out: the browser forgets the cookie, and the server refuses a copy of it
+    (taken before, as someone reading the browser's storage would) and its forms."""
+    sign_in(browser, st)
+    browser.get(st.console_url + "/targets")
+    copied = browser.get_cookie("tagpin_session")["value"]
+    csrf = browser.find_element("css selector", 'input[name="csrf"]').get_attribute("value")
+    browser.find_element("css selector", 'form[action="/console/signout"] button').click()
+    wait_for("the sign-in page", lambda: browser.title.startswith("Sign in"))
+    assert browser.get_cookie("tagpin_session") is None
+    cookie = {"cookie": f"tagpin_session={copied}"}
+    assert httpx.get(st.console_url + "/targets", headers=cookie, timeout=10).status_code == 401
+    form = {"target": TARGET, "csrf": csrf}
+    assert (
+        httpx.post(st.console_url + "/actions/hold", data=form, headers=cookie, timeout=10).status_code == 401
+    )
+    browser.get(st.console_url)
+    assert "Sign in first" in text(browser)

@@ -1,6 +1,7 @@
 """`tagpin doctor` against the local stack: a healthy stack passes; a cluster down, a wrong registry
 password, a removed RBAC permission, a missing webhook secret and an unsubscribed alarm topic are
-each named, with what to fix, and fail the exit code. Every test runs alone."""
+each named, with what to fix, and fail the exit code; Slack's approval buttons, once set up, are
+checked against the console's real route. Every test runs alone."""
 
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ def test_a_healthy_stack_passes(stack, endpoints, healthy, capsys):
         ("permissions", "local: reconciler"): "ok",
         ("webhook", stack.webhook_url + "/distribution"): "ok",
         ("console", stack.console_url): "ok",
+        ("slack", "-"): "skip",  # no Slack signing secret: no approval buttons
         ("alarms", stack.alarm_topic_arn): "ok",
         ("dead letters", "dead-letter queue"): "ok",
     }
@@ -236,3 +238,21 @@ def test_no_local_stack_is_exit_3(tmp_path, capsys):
     assert code == 3 and captured.err == "" and report["ok"] is False
     (stack,) = checks(report, "stack").values()
     assert stack["status"] == "fail" and "tagpin local" in stack["fix"]
+
+
+def test_slack_approval_buttons_reach_the_console(stack, endpoints, healthy, capsys):
+    """With a Slack signing secret the doctor POSTs to the console's /slack/actions unsigned: the
+    console refuses it (401) before reading anything, which shows that Slack's clicks arrive."""
+    name = "tagpin/notifications/doctor"
+    document = stack.config_document()
+    document.setdefault("rollout", {})["notifications"] = {"webhooks_secret": name}
+    stack.put_secret(name, json.dumps({"slack_signing_secret": "s1gning"}))
+    try:
+        stack.write_config(document)
+        code, report = doctor(capsys, endpoints)
+        slack = checks(report, "slack")[stack.console_url.removesuffix("/console") + "/slack/actions"]
+        assert code == 0 and slack["status"] == "ok" and "answered 401" in slack["detail"]
+        assert "s1gning" not in json.dumps(report)
+    finally:
+        stack.write_config()
+        stack.delete_secret(name)

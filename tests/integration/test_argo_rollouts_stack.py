@@ -107,10 +107,12 @@ def test_a_configured_and_a_labelled_rollout_are_pinned_and_verified_healthy(st,
     assert report["added"] >= 1 and report["clusters_skipped"] == 0, report
     for target in (configured, discovered):
         wait_for(f"{target} verified", lambda t=target: status(st, t, digest) is TargetStatus.VERIFIED)
-        # (the reconcile's heal and its level check may both reach the consumer: "already-current")
-        steps = history(st, target, digest)
-        assert steps[0] == "applied" and steps[-1] == "verified" and set(steps) == {"applied", "verified"}
-        detail = state_of(st).targets.get(target).detail  # type: ignore[union-attr]
+        # (the reconcile's heal and its level check may both reach the consumer: "already-current",
+        # which claims the target again and may be applied and verified after the wait above)
+        entries = [h for h in reversed(state_of(st).history.of_target(target)) if h.digest == digest]
+        steps = [h.status for h in entries]
+        assert steps[0] == "applied" and set(steps) == {"applied", "verified"}, steps
+        detail = next(h.detail for h in entries if h.status == "verified")
         assert detail is not None and detail.startswith("Healthy: ReplicaSet")
     for name in ("web", "api"):
         assert spec_image(st, name) == f"{image}@{digest}"
@@ -220,3 +222,25 @@ def test_a_paused_canary_waits_past_the_timeout_and_completes_when_promoted(st):
     assert history(st, target, digest) == ["applied", "verified"]
     assert pod_digests(st, "cart") == {digest}
     assert kube(st).get("Rollout", "shop", "cart")["status"]["phase"] == "Healthy"
+
+
+def test_a_pause_longer_than_the_maximum_is_stalled_and_no_longer_followed(st):
+    """rollout.max_pause_seconds: the target is recorded stalled, nothing is rolled back or marked
+    bad, and the consumer stops looking (the chain of verifications ends)."""
+    assert st.registry is not None
+    image, (target,) = follow(st, "demo/argo-pause", "pause", verify_timeout_seconds=1, max_pause_seconds=4)
+    kube(st).create(rollout("pause", "shop", "placeholder", steps=PAUSE_STEPS))
+    digest = push_image(st.registry.url, "demo/argo-pause", "stable")
+    st.run_poller()
+    wait_for("stalled", lambda: status(st, target, digest) is TargetStatus.STALLED)
+    detail = state_of(st).targets.get(target).detail  # type: ignore[union-attr]
+    assert detail is not None and "longer than rollout.max_pause_seconds (4 s)" in detail
+    assert history(st, target, digest) == ["applied", "stalled"]
+    reads = kube(st).count("GET", "/rollouts/pause$")
+    time.sleep(3)  # three verify intervals: a chain still running would have looked again
+    assert kube(st).count("GET", "/rollouts/pause$") == reads
+    assert spec_image(st, "pause").endswith("@" + digest)  # not patched back
+    assert kube(st).get("Rollout", "shop", "pause")["status"]["phase"] == "Paused"
+    tag = state_of(st).tags.get(image)
+    assert tag is not None and not tag.blocked
+    assert promotion_status(st, image) is PromotionStatus.ROLLING

@@ -172,13 +172,14 @@ def test_time_budget_cursor_continues_next_run(
     assert seen_first | {r.image for r in second.results} == {f.image for f in items}
 
 
-def test_a_frozen_registry_holds_a_poll_no_longer_than_its_deadline(
+def test_a_frozen_registry_holds_a_poll_no_longer_than_one_request_timeout(
     registry: RegistryServer, state: State
 ) -> None:
     """A registry that accepts connections and never answers (a real TCP server that stays silent),
-    beside the real registry, with the client's defaults (10 s timeout, 3 tries, breaker of 5):
-    within a budget shorter than one frozen request's tries (20 s < 3 x 10 s), the run polls the
-    other registry's tags and ends with the frozen tags recorded as errors, none left unreached.
+    beside the real registry, with the client's defaults (10 s timeout, 3 tries, breaker of 5, 5 s
+    deadline): within a budget shorter than one frozen request's tries (20 s < 3 x 10 s), the run
+    polls the other registry's tags and ends with the frozen tags recorded as errors (cut at the
+    first timeout, not retried), none left unreached.
     The next run skips the frozen registry (no new connection) and still polls the other; once the
     cooldown has passed the frozen registry is tried again."""
     names = [f"beside{i}" for i in range(6)]
@@ -209,7 +210,7 @@ def test_a_frozen_registry_holds_a_poll_no_longer_than_its_deadline(
         assert (first.changed, first.errors) == (6, 2)
         for f in stuck:
             error = state.tags.get(f.image).last_error or ""  # type: ignore[union-attr]
-            assert f"{frozen.host}: no answer for 5s (the registry's deadline in one poll)" in error, error
+            assert f"{frozen.host}: no answer to any request in this poll" in error, error
         assert {ch.image for ch in queue.sent} == {f.image for f in healthy}
         reached = frozen.accepted
         assert reached >= 1
@@ -222,7 +223,9 @@ def test_a_frozen_registry_holds_a_poll_no_longer_than_its_deadline(
         }
         assert frozen.accepted == reached  # skipped: the breaker is open
         errors = {r.image: r.error or "" for r in second.results if r.outcome == "error"}
-        assert all("skipped" in errors[f.image] and "no answer for 5s" in errors[f.image] for f in stuck)
+        assert all(
+            "skipped" in errors[f.image] and "no answer to any request" in errors[f.image] for f in stuck
+        )
 
         skew[0] += 61  # past the cooldown (60 s)
         third = poller.run(healthy + stuck, remaining_ms=lambda: 20_000)
@@ -230,17 +233,53 @@ def test_a_frozen_registry_holds_a_poll_no_longer_than_its_deadline(
         assert frozen.accepted > reached  # tried again
 
 
-def test_a_registry_answering_slowly_is_never_cut(
+def test_a_registry_answering_every_request_after_the_deadline_is_never_cut(
     registry: RegistryServer, proxy: FaultProxy, state: State
 ) -> None:
-    """The registries' deadline counts from the last answer, not from the start: one request at a
-    time, each answered after 0.3 s, for much longer than a deadline of 1 s in all."""
-    names = [f"slow{i}" for i in range(6)]
+    """The registries' deadline is not a time to answer in: four requests at a time, each answered
+    0.2 s after a deadline of 0.3 s, run after run. Every tag resolves, none is ever skipped."""
+    names = [f"slow{i}" for i in range(8)]
     for n in names:
         push_image(registry.url, f"faults/{n}", "stable", content=b"slow")
-    proxy.add(Fault("delay", seconds=0.3))
-    with client(timeout=5.0, per_registry=1, registry_deadline=1.0) as c:
+    proxy.add(Fault("delay", seconds=0.5))
+    with client(timeout=5.0, per_registry=4, registry_deadline=0.3) as c:
         poller = Poller(Detector(c, state, ListQueue()), c, state, lambda _h: Registry(insecure=True))
-        summary = poller.run(followed(proxy.host, names))
-    assert (summary.resolved, summary.changed, summary.errors) == (6, 6, 0)
-    assert len(proxy.seen()) >= 6  # each tag asked once at least, one after the other
+        first = poller.run(followed(proxy.host, names))
+        second = poller.run(followed(proxy.host, names))
+    assert (first.resolved, first.changed, first.errors) == (8, 8, 0)
+    assert (second.resolved, second.unchanged, second.errors) == (8, 8, 0)
+    assert len(proxy.seen()) == 16  # each tag asked once a run: no retry, no skip
+
+
+def test_frozen_registries_holding_every_slot_do_not_starve_the_real_one(
+    registry: RegistryServer, state: State
+) -> None:
+    """Two silent TCP servers whose tags sort first take every global slot (2 x 2 of 4) before the
+    real registry (as localhost) is asked. Within a budget shorter than one frozen request's tries
+    (5 s < 3 x 2 s), the run resolves every tag of the real registry, records the frozen ones as
+    errors and leaves nothing for the next run; the next run polls the real registry again."""
+    names = [f"starved{i}" for i in range(4)]
+    for n in names:
+        push_image(registry.url, f"faults/{n}", "stable")
+    healthy = followed(f"localhost:{registry.port}", names)
+    with (
+        HangingServer() as frozen_a,
+        HangingServer() as frozen_b,
+        client(timeout=2.0, max_concurrency=4, per_registry=2, registry_deadline=0.3) as c,
+    ):
+        stuck = followed(frozen_a.host, ["a0", "a1", "a2"]) + followed(frozen_b.host, ["b0", "b1", "b2"])
+        assert sorted(f.image for f in stuck + healthy)[-1] == healthy[-1].image  # asked last
+        queue = ListQueue()
+        poller = Poller(
+            Detector(c, state, queue), c, state, lambda _h: Registry(insecure=True), reserve_seconds=0
+        )
+        first = poller.run(stuck + healthy, remaining_ms=lambda: 5_000)
+        assert (first.resolved, first.not_reached, first.cursor) == (10, 0, None)
+        assert (first.changed, first.errors) == (4, 6)
+        assert {ch.image for ch in queue.sent} == {f.image for f in healthy}
+        for f in stuck:
+            error = state.tags.get(f.image).last_error or ""  # type: ignore[union-attr]
+            assert "no answer to any request in this poll" in error, error
+        assert frozen_a.accepted == frozen_b.accepted == 2  # each held its 2 slots
+        second = poller.run(stuck + healthy, remaining_ms=lambda: 5_000)
+    assert (second.resolved, second.unchanged, second.errors) == (10, 4, 6)

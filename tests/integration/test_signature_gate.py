@@ -25,7 +25,8 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
-from tests.support.iam import Call, denied
+from tests.support.iam import Call
+from tests.support.iamroles import denied
 from tests.support.iamsession import RECORDER
 from tests.support.stack import state_of
 

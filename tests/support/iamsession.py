@@ -13,7 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.iam import Call, Recorder, denied, report
+from tests.support.iam import Call
+from tests.support.iamrecord import Recorder
+from tests.support.iamroles import denied, report
 
 _problems: list[str] = []
 _lock = threading.Lock()

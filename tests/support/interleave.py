@@ -64,6 +64,11 @@ class Baton:
             del self._parked[name]
             self.log.append((name, call))
 
+    def parked_at(self, name: str) -> str | None:
+        """The call ``name`` is parked before (None: running, or ended)."""
+        with self._cv:
+            return self._parked.get(name)
+
     def live(self) -> list[str]:
         """The actors parked before a call, by name."""
         with self._cv:

@@ -13,8 +13,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 import pytest
-import yaml
 from tagpin.settings import NEEDS
+from tagpin_local import cfn
 
 from tests.support.constants import ROOT
 
@@ -32,44 +32,9 @@ UNSCOPABLE_ACTIONS = frozenset(
 
 
 # --------------------------------------------------------------------------- loading
-class CfnLoader(yaml.SafeLoader):
-    """SafeLoader that turns CloudFormation short tags into their long (JSON) form."""
-
-
-def _scalar_or_seq(node: yaml.Node, loader: CfnLoader) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        return loader.construct_scalar(node)
-    if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node, deep=True)
-    return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-
-
-def _make_constructor(name: str) -> Any:
-    def construct(loader: CfnLoader, node: yaml.Node) -> dict[str, Any]:
-        value = _scalar_or_seq(node, loader)
-        if name == "Ref":
-            return {"Ref": value}
-        if name == "Condition":
-            return {"Condition": value}
-        if name == "GetAtt" and isinstance(value, str):
-            value = value.split(".", 1)
-        return {f"Fn::{name}": value}
-
-    return construct
-
-
-for _tag in (
-    "Ref", "Condition", "GetAtt", "Sub", "If", "Not", "Equals", "And", "Or", "Join", "Select",
-    "Split", "FindInMap", "ImportValue", "Base64", "Cidr", "GetAZs", "Transform", "Length", "ToJsonString",
-):  # fmt: skip
-    CfnLoader.add_constructor(f"!{_tag}", _make_constructor(_tag))
-
-
 def load_template() -> dict[str, Any]:
-    with TEMPLATE.open(encoding="utf-8") as fh:
-        loaded = yaml.load(fh, Loader=CfnLoader)
-    assert isinstance(loaded, dict)
-    return loaded
+    """template.yaml, its short tags in their long form (tagpin_local.cfn: the one loader)."""
+    return cfn.load_template(TEMPLATE)
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +164,27 @@ def references(value: Any) -> set[str]:
 # --------------------------------------------------------------------------- events
 def events_of_type(props: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [e["Properties"] for e in props.get("Events", {}).values() if e["Type"] == kind]
+
+
+# Event sources that invoke a function asynchronously: Lambda retries it, then hands the failure to
+# its EventInvokeConfig destination. The others (HttpApi, SQS) invoke it synchronously.
+ASYNCHRONOUS_SOURCES = frozenset(
+    {"Schedule", "ScheduleV2", "EventBridgeRule", "CloudWatchEvent", "SNS", "S3"}
+)
+
+
+def invoked_asynchronously(template: dict[str, Any], logical: str) -> bool:
+    """An event source that invokes the function asynchronously, or ``lambda:InvokeFunction`` on it
+    in one of the template's own policies (the poller's parts: asynchronous invocations of itself)."""
+    kinds = {e["Type"] for e in (function_props(template, logical).get("Events") or {}).values()}
+    invoked = any(
+        "lambda:InvokeFunction" in str(s.get("Action"))
+        and s.get("Resource") == {"Fn::GetAtt": [logical, "Arn"]}
+        for r in resources(template).values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for s in as_list(r["Properties"]["PolicyDocument"]["Statement"])
+    )
+    return bool(kinds & ASYNCHRONOUS_SOURCES) or invoked
 
 
 def rule_enabled(event: dict[str, Any]) -> bool:

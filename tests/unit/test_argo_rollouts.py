@@ -24,6 +24,7 @@ from tagpin_local.kube.manifests import rollout
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters
 from tests.support.constants import D0, D1
+from tests.support.notify import RecordingNotifier
 from tests.support.queues import ListQueue, ListVerificationQueue
 
 NOTES = {"tagpin.dev/digests": '{"app":"' + D1 + '"}', "tagpin.dev/trigger": "poll"}
@@ -234,14 +235,17 @@ class World:
 
     TIMEOUT_S = 60
 
-    def __init__(self, store: State, workload: Workload) -> None:
+    def __init__(self, store: State, workload: Workload, **rollout: Any) -> None:
         self.store = store
+        self.notifier = RecordingNotifier()
         self.cluster = FakeCluster([workload])
         self.clock = FakeClock(1_800_000_000_000)
         self.queue = ListVerificationQueue()
         self.target = Target(cluster="prod", namespace="shop", kind=Kind.ROLLOUT, name="web", container="app")
         followed = {IMAGE: FollowedImage(image=IMAGE, targets=[self.target])}
-        settings = RolloutSettings(verify_interval_seconds=10, verify_timeout_seconds=self.TIMEOUT_S)
+        settings = RolloutSettings(
+            **{"verify_interval_seconds": 10, "verify_timeout_seconds": self.TIMEOUT_S, **rollout}
+        )
         promoter = Promoter(
             state=store,
             followed=lambda: followed,
@@ -258,7 +262,7 @@ class World:
             settings=lambda: settings,
             verifications=self.queue,
             promoter=promoter,
-            notifier=None,
+            notifier=self.notifier,
             clock=self.clock,
         )
         self.applied = self.clock()

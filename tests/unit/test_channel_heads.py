@@ -1,4 +1,4 @@
-"""A version channel's head in the state table (``Tags.move_head``, ``roll_back_head``, ``unblock``)
+"""A version channel's head in the state table (``Heads.move``, ``roll_back``, ``clear``)
 and the use cases that move it: in version order whatever the observations' order, down only by a
 person's downgrade or back to the previous version after a rollback, and a cleared version that
 the channel may return to."""
@@ -35,11 +35,11 @@ def d(n: int) -> str:
 def head(store: State) -> tuple[str | None, str, str | None]:
     stored = store.tags.get(KEY)
     assert stored is not None
-    return stored.version, stored.digest, stored.previous_version
+    return stored.version, stored.digest, stored.rollback_version
 
 
 def move(store: State, version: str, digest: str, at: int, *, down: bool = False) -> TagOutcome:
-    return store.tags.move_head(KEY, digest, at, Trigger.WEBHOOK, version, POLICY, down=down).result
+    return store.heads.move(KEY, digest, at, Trigger.WEBHOOK, version, POLICY, down=down).result
 
 
 def test_a_newer_version_moves_the_head_and_remembers_the_one_before(store: State) -> None:
@@ -48,7 +48,7 @@ def test_a_newer_version_moves_the_head_and_remembers_the_one_before(store: Stat
     assert move(store, "1.1.0", d(2), 200) is TagOutcome.CHANGED
     assert head(store) == ("1.1.0", d(2), "1.0.0")
     stored = store.tags.get(KEY)
-    assert stored is not None and stored.previous_digest == d(1)
+    assert stored is not None and stored.rollback_digest == d(1)
 
 
 def test_an_older_version_is_stale_whatever_its_observation(store: State) -> None:
@@ -59,7 +59,7 @@ def test_an_older_version_is_stale_whatever_its_observation(store: State) -> Non
 
 def test_a_newer_version_observed_by_a_clock_behind_still_moves_and_is_newest(store: State) -> None:
     move(store, "1.0.0", d(1), 5_000)
-    record = store.tags.move_head(KEY, d(2), 4_000, Trigger.WEBHOOK, "1.1.0", POLICY)
+    record = store.heads.move(KEY, d(2), 4_000, Trigger.WEBHOOK, "1.1.0", POLICY)
     assert record.result is TagOutcome.CHANGED and record.current.version == "1.1.0"
     # newer than the head it replaced: its change wins the targets' claims and the promotions
     assert record.current.observed_at > 5_000 and record.current.changed_at == record.current.observed_at
@@ -108,19 +108,19 @@ def test_a_rollback_returns_the_head_to_the_version_before(store: State) -> None
     move(store, "1.0.0", d(1), 100)
     move(store, "1.1.0", d(2), 200)
     assert store.tags.mark_bad(KEY, d(2), "failed", 250)
-    back = store.tags.roll_back_head(KEY, d(2), 260)
+    back = store.heads.roll_back(KEY, d(2), 260, POLICY)
     assert back is not None and (back.version, back.digest) == ("1.0.0", d(1))
     assert back.observed_at == back.changed_at == 260 and not back.blocked and back.bad_digest is None
     assert head(store) == ("1.0.0", d(1), None)
-    assert store.tags.roll_back_head(KEY, d(2), 270) is None  # done once: the head is no longer at it
-    assert store.tags.roll_back_head(KEY, d(1), 280) is None  # nothing before 1.0.0 is known
+    assert store.heads.roll_back(KEY, d(2), 270, POLICY) is None  # done once: the head is no longer at it
+    assert store.heads.roll_back(KEY, d(1), 280, POLICY) is None  # nothing before 1.0.0 is known
 
 
 def test_a_rollback_does_not_undo_a_newer_move(store: State) -> None:
     move(store, "1.0.0", d(1), 100)
     move(store, "1.1.0", d(2), 200)
     move(store, "1.2.0", d(3), 300)  # moved on before the rollback of 1.1.0 was decided
-    assert store.tags.roll_back_head(KEY, d(2), 400) is None
+    assert store.heads.roll_back(KEY, d(2), 400, POLICY) is None
     assert head(store)[:2] == ("1.2.0", d(3))
 
 
@@ -129,7 +129,7 @@ def test_the_failed_version_is_marked_bad_before_the_head_returns(store: State) 
     move(store, "1.1.0", d(2), 200)
     assert mark_failed(store, KEY, d(2), "failed", 300) == "1.1.0"
     assert set(store.versions.bad([REPO])[REPO]) == {"1.1.0"}
-    assert return_to_previous(store, KEY, d(2), 310) == "1.0.0"
+    assert return_to_previous(store, FOLLOWED, d(2), 310) == "1.0.0"
     # a check that chose 1.1.0 before the rollback does not move the head back up to it
     assert move(store, "1.1.0", d(2), 320) is TagOutcome.STALE
     assert head(store)[:2] == ("1.0.0", d(1))
@@ -140,11 +140,98 @@ def test_no_return_to_a_version_a_person_held_back(store: State) -> None:
     move(store, "1.1.0", d(2), 200)
     store.versions.mark_bad(REPO, BadVersion("1.0.0", "", "held back", 150))
     mark_failed(store, KEY, d(2), "failed", 300)
-    assert return_to_previous(store, KEY, d(2), 310) is None
+    assert return_to_previous(store, FOLLOWED, d(2), 310) is None
     assert head(store)[:2] == ("1.1.0", d(2))
 
 
-def test_clear_unblocks_a_head_that_stayed_and_reopens_its_halted_promotion(store: State) -> None:
+def fail(store: State, digest: str, at: int) -> None:
+    """What the verifier does first when the head's rollout fails: the head is blocked, then its
+    version is marked bad for the repository (``Verifier._roll_back``)."""
+    store.tags.mark_bad(KEY, digest, "failed", at)
+    mark_failed(store, KEY, digest, "failed", at)
+
+
+def test_a_failed_head_is_never_where_the_next_rollback_returns(store: State) -> None:
+    """1.1.0 fails; a poll moves the head to 1.2.0 before the verifier returns the channel to
+    1.0.0 (so it does not: the head moved on); 1.2.0 fails too. Its targets were rolled back to
+    1.0.0 (1.1.0's targets had been rolled back to it): the channel returns there, not to 1.1.0."""
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    fail(store, d(2), 250)
+    assert move(store, "1.2.0", d(3), 260) is TagOutcome.CHANGED
+    assert head(store) == ("1.2.0", d(3), "1.0.0")  # not 1.1.0: it failed
+    assert return_to_previous(store, FOLLOWED, d(2), 270) is None  # the head is no longer at 1.1.0
+    fail(store, d(3), 280)
+    assert return_to_previous(store, FOLLOWED, d(3), 290) == "1.0.0"
+    assert head(store) == ("1.0.0", d(1), None)
+    assert set(store.versions.bad([REPO])[REPO]) == {"1.1.0", "1.2.0"}
+
+
+def test_a_head_marked_bad_by_another_channel_is_not_returned_to_either(store: State) -> None:
+    """1.1.0 failed in another channel of the repository (marked bad, this head not blocked): a
+    move from it keeps 1.0.0 as where a rollback returns."""
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    store.versions.mark_bad(REPO, BadVersion("v1.1.0", d(2), "failed in beta", 250))  # another spelling
+    assert move(store, "1.2.0", d(3), 260) is TagOutcome.CHANGED
+    assert head(store) == ("1.2.0", d(3), "1.0.0")
+
+
+def test_a_move_from_a_good_head_after_a_failed_one_returns_to_the_good_one(store: State) -> None:
+    move(store, "1.0.0", d(1), 100)
+    move(store, "1.1.0", d(2), 200)
+    fail(store, d(2), 250)
+    move(store, "1.2.0", d(3), 260)  # 1.2.0 rolls and is verified: a rollback of 1.3.0 returns to it
+    assert move(store, "1.3.0", d(4), 300) is TagOutcome.CHANGED
+    assert head(store) == ("1.3.0", d(4), "1.2.0")
+
+
+def test_versions_marked_bad_match_whatever_their_spelling(store: State) -> None:
+    """Every check of "marked bad" (``VersionSet``): a push, a rollback's return and a downgrade's
+    held-back versions read ``v1.0.0`` as ``1.0.0`` and back (a head's move: above)."""
+    scripted = ScriptedRegistry(
+        {f"{REPO}:{v}": d(n) for n, v in enumerate(["v1.0.0", "v1.1.0", "1.2.0", "v1.3.0"], 1)},
+        media_type=OCI_MANIFEST,
+    )
+    channels = Channels(scripted, store)
+    move(store, "v1.0.0", d(1), 100)
+    move(store, "v1.1.0", d(2), 200)
+    store.versions.mark_bad(REPO, BadVersion("1.0.0", "", "held back", 150))  # a person held it back
+    fail(store, d(2), 300)
+    assert set(store.versions.bad([REPO])[REPO]) == {"1.0.0", "v1.1.0"}
+    assert return_to_previous(store, FOLLOWED, d(2), 310) is None  # v1.0.0 is 1.0.0: held back
+    assert head(store)[:2] == ("v1.1.0", d(2))
+    assert channels.pushed(FOLLOWED, "1.1.0") is None  # marked as v1.1.0
+    pushed = channels.pushed(FOLLOWED, "1.2.0")
+    assert pushed is not None and pushed.tag == "1.2.0"
+    # a downgrade holds back the newer versions not marked yet, in whatever spelling they are marked
+    store.versions.mark_bad(REPO, BadVersion("1.3.0", "", "held back", 330))
+    done = Downgrades(channels, scripted, ListQueue(), FakeClock(400, step=1)).downgrade(
+        FOLLOWED, "v1.0.0", "a person"
+    )
+    assert done.held_back == ("1.2.0",)  # v1.1.0 and v1.3.0 are marked already (as v1.1.0, 1.3.0)
+    assert store.versions.bad([REPO])[REPO]["v1.1.0"].reason == "failed"  # kept its own reason
+
+
+def test_clear_takes_any_spelling_of_the_version(store: State) -> None:
+    """The person types 1.1.0; the channel's head, its mark and its halted promotion say v1.1.0."""
+    move(store, "v1.1.0", d(2), 200)
+    store.promotions.start(
+        KEY, d(2), 200, 210, trigger=Trigger.WEBHOOK, correlation_id=None, dry_run=False, tag="v1.1.0"
+    )
+    assert store.promotions.end(KEY, d(2), PromotionStatus.HALTED, 220, "failed")
+    fail(store, d(2), 220)
+    assert set(store.versions.bad([REPO])[REPO]) == {"v1.1.0"}
+    scripted = ScriptedRegistry({f"{REPO}:v1.1.0": d(2)}, media_type=OCI_MANIFEST)
+    downgrades = Downgrades(Channels(scripted, store), scripted, ListQueue(), FakeClock(300, step=1))
+    assert downgrades.clear(FOLLOWED, "1.1.0", "a person") is True
+    stored = store.tags.get(KEY)
+    assert stored is not None and not stored.blocked and store.promotions.get(KEY) is None
+    assert store.versions.bad([REPO]) == {}
+    assert downgrades.clear(FOLLOWED, "v1.1.0", "a person") is False
+
+
+def test_clear_lets_a_head_that_stayed_blocked_and_its_halted_promotion_roll_again(store: State) -> None:
     """A version rejected at an approval (or failed with nothing before it): the head stayed on it,
     blocked, its promotion halted. After `tagpin clear` the channel rolls it again."""
     move(store, "1.1.0", d(2), 200)

@@ -10,7 +10,10 @@
   recorded, with other writes landing between a writer's read and its write, and writers whose
   clocks are behind), versions marked bad, downgrades and rollbacks: the head never ends lower than
   the highest version a writer recorded while it was not marked bad (since the last downgrade or
-  rollback), and its digest is always that version's.
+  rollback), its digest is always that version's, and where a rollback returns it is never a
+  version whose rollout failed.
+- A head that fails between a writer's read and its write (the verifier blocks it): the writer
+  compares again, and a rollback of the new head returns past the failed one.
 """
 
 from __future__ import annotations
@@ -158,6 +161,36 @@ def test_notifications_raced_many_times_never_move_the_head_down(store: State) -
         race(store, f"team/raced{round_}", pause)
 
 
+def test_a_head_that_fails_under_a_writer_is_not_where_its_rollback_returns(
+    dynamodb: Any, state_table: str
+) -> None:
+    """A poll reads the head (1.1.0, rolling) and the marks (none); the verifier blocks 1.1.0 and
+    marks it bad before the poll writes 1.2.0: the write compares again, and 1.2.0's rollback
+    returns to 1.0.0 (where 1.1.0's targets were rolled back to), not to the failed 1.1.0."""
+    client = Interleaving(dynamodb)
+    store = dynamodb_state(client, state_table)
+    followed = channel("team/failing")
+    assert followed.policy is not None
+    image, policy = followed.image, followed.policy
+    for version, at in (("1.0.0", 100), ("1.1.0", 200)):
+        store.heads.move(image, digest_of(version), at, Trigger.POLL, version, policy)
+
+    def verifier_fails_the_head() -> None:
+        assert store.tags.mark_bad(image, digest_of("1.1.0"), "failed", 250)
+        assert mark_failed(store, image, digest_of("1.1.0"), "failed", 250) == "1.1.0"
+
+    client.before_head_write.append(verifier_fails_the_head)
+    record = store.heads.move(image, digest_of("1.2.0"), 300, Trigger.POLL, "1.2.0", policy)
+    assert not client.before_head_write  # it ran between the poll's read and its write
+    stored = store.tags.get(image)
+    assert stored is not None and record.current == stored
+    assert (stored.version, stored.rollback_version, stored.rollback_digest) == (
+        "1.2.0",
+        "1.0.0",
+        digest_of("1.0.0"),
+    )
+
+
 # -- generated interleavings ----------------------------------------------------------------------
 
 VERSIONS = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.3.1", "1.4.0", "1.5.0"]
@@ -209,6 +242,7 @@ class HeadMoves(RuleBasedStateMachine):
         self.queue = ListQueue()
         self.channels = Channels(self.registry, self.state)
         self.floor: str | None = None  # the highest version recorded while not bad, since a reset
+        self.failed: set[str] = set()  # the versions whose rollout failed (blocked as the head)
         self.observed_at = 0
 
     def teardown(self) -> None:
@@ -262,13 +296,17 @@ class HeadMoves(RuleBasedStateMachine):
 
     @rule()
     def rolled_back(self) -> None:
-        """The head's rollout failed and its targets were rolled back (as the verifier does)."""
+        """The head's rollout failed and its targets were rolled back (as the verifier does: the
+        head blocked, its version marked bad, the channel back to its rollback version)."""
         stored = self.state.tags.get(self.followed.image)
         if stored is None:
             return
         now = self.clock()
+        if self.state.tags.mark_bad(self.followed.image, stored.digest, "failed", now):
+            assert stored.version is not None
+            self.failed.add(stored.version)
         mark_failed(self.state, self.followed.image, stored.digest, "failed", now)
-        if (back := return_to_previous(self.state, self.followed.image, stored.digest, now)) is not None:
+        if (back := return_to_previous(self.state, self.followed, stored.digest, now)) is not None:
             self.floor = back
 
     @invariant()
@@ -280,6 +318,10 @@ class HeadMoves(RuleBasedStateMachine):
         if self.floor is not None:
             assert rank(stored.version) >= rank(self.floor), (stored.version, self.floor)
         assert stored.observed_at >= self.observed_at  # observations never go back
+        assert stored.rollback_version not in self.failed, (stored.rollback_version, self.failed)
+        assert stored.rollback_digest == (
+            None if stored.rollback_version is None else digest_of(stored.rollback_version)
+        )
         self.observed_at = stored.observed_at
 
 

@@ -7,35 +7,37 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import boto3
 import pytest
 import yaml
 from tagpin import wiring
-from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.adapters.web.auth import TokenAuth, same
 from tagpin.domain.messages import Trigger
-from tagpin.ports.state import IndexEntry, State, TargetStatus
+from tagpin.ports.state import IndexEntry, TargetStatus
 from tagpin_local.lambda_runtime import load_handler
 
 from tests.support.console import (
+    HOOKS,
+    IMAGE,
+    PARAMETER,
     SESSION_KEY,
+    SLACK_SECRET,
+    TARGET,
     TOKEN,
-    console_env,
+    MemorySignOuts,
+    World,
     csrf_of,
     invoke,
+    make_world,
     request,
     session_cookie,
+    slack_request,
 )
-from tests.support.constants import D1, D2, REGION, STATE_TABLE
+from tests.support.constants import D1, D2, REGION
 
-PARAMETER = "/tagpin/config"
-
-IMAGE = "registry.example.com/team/web:stable"
-TARGET = "prod/web/Deployment/web/web"
 XSS = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -43,68 +45,17 @@ CSP = (
 )
 
 
-@dataclass
-class World:
-    handler: Any
-    state: State
-    sqs: Any
-    queue_url: str
-    dlq_url: str
-
-    def get(self, path: str, cookie: str | None = None, **kw: Any) -> dict[str, Any]:
-        return invoke(self.handler, request("GET", path, cookie=cookie, **kw))
-
-    def post(self, path: str, form: dict[str, str], cookie: str | None = None, **kw: Any) -> dict[str, Any]:
-        return invoke(self.handler, request("POST", path, form=form, cookie=cookie, **kw))
-
-    def sign_in(self) -> str:
-        response = self.post("/console/signin", {"token": TOKEN})
-        assert response["statusCode"] == 303, response
-        cookie = session_cookie(response)
-        assert cookie
-        return cookie
-
-
-def _config(extra_images: list[dict[str, Any]] | None = None) -> None:
-    document = {
-        "clusters": {"prod": {"kubeconfig": {"secret": "tagpin/clusters/prod"}},
-                     "lab": {"kubeconfig": {"secret": "tagpin/clusters/lab"}}},
-        "images": [
-            {"image": IMAGE, "targets": [{"cluster": "prod", "namespace": "web", "kind": "Deployment",
-                                          "name": "web", "container": "web"}]},
-            *(extra_images or []),
-        ],
-    }  # fmt: skip
-    boto3.client("ssm", region_name=REGION).put_parameter(
-        Name=PARAMETER, Value=yaml.safe_dump(document), Type="String", Overwrite=True
-    )
-
-
-def _world(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dynamodb: Any, sqs: Any, queues: Any, auth: str
-) -> World:
-    _config()
-    for name, value in console_env(STATE_TABLE, queues.url, queues.dlq_url, PARAMETER, auth).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("TAGPIN_CONFIG_FILE", raising=False)
-    wiring.reset()
-    handler = load_handler("console")
-    return World(handler, dynamodb_state(dynamodb, STATE_TABLE), sqs, queues.url, queues.dlq_url)
-
-
 @pytest.fixture
-def world(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dynamodb: Any, state_table: str, sqs: Any, queues: Any
-) -> Iterator[World]:
-    yield _world(tmp_path, monkeypatch, dynamodb, sqs, queues, "token")
+def world(monkeypatch: pytest.MonkeyPatch, dynamodb: Any, state_table: str, queues: Any) -> Iterator[World]:
+    yield make_world(monkeypatch, dynamodb, queues, "token")
     wiring.reset()
 
 
 @pytest.fixture
 def jwt_world(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dynamodb: Any, state_table: str, sqs: Any, queues: Any
+    monkeypatch: pytest.MonkeyPatch, dynamodb: Any, state_table: str, queues: Any
 ) -> Iterator[World]:
-    yield _world(tmp_path, monkeypatch, dynamodb, sqs, queues, "jwt")
+    yield make_world(monkeypatch, dynamodb, queues, "jwt")
     wiring.reset()
 
 
@@ -141,18 +92,40 @@ def test_sign_in_sets_a_strict_http_only_session_cookie(world: World) -> None:
 
 def test_a_session_expires_and_cannot_be_altered() -> None:
     now = [1_000_000.0]
-    auth = TokenAuth(TOKEN, SESSION_KEY.encode(), clock=lambda: now[0], ttl_s=60)
+    auth = TokenAuth(TOKEN, SESSION_KEY.encode(), MemorySignOuts(), clock=lambda: now[0], ttl_s=60)
     value = auth.issue()
     event = {"cookies": [f"tagpin_session={value}"]}
     assert auth.principal(event) is not None
     sid, expiry, signature = value.split(".")
     later = f"{sid}.{int(expiry) + 3600}.{signature}"
     assert auth.principal({"cookies": [f"tagpin_session={later}"]}) is None
-    other = TokenAuth(TOKEN, b"another key of at least thirty-two bytes", clock=lambda: now[0])
+    other = TokenAuth(
+        TOKEN, b"another key of at least thirty-two bytes", MemorySignOuts(), clock=lambda: now[0]
+    )
     assert other.principal(event) is None
     now[0] += 61
     assert auth.principal(event) is None
     assert same("a", "a") and not same("a", "b") and not same("a", "aa")
+
+
+def test_signing_out_ends_the_session_on_the_server(world: World) -> None:
+    mine, other = world.sign_in(), world.sign_in()
+    page = world.get("/console/targets", cookie=mine)["body"]
+    csrf = csrf_of(page)
+    out = world.post("/console/signout", {"csrf": csrf}, cookie=mine)
+    assert out["statusCode"] == 303 and out["headers"]["Location"] == "/console/signin"
+    assert "Max-Age=0" in out["cookies"][0]  # the browser forgets it; a copy is refused by the server:
+    for path in ("/console", "/console/targets", "/console/holds"):
+        assert world.get(path, cookie=mine)["statusCode"] == 401, path
+    form = {"target": TARGET, "image": IMAGE, "csrf": csrf}  # the session's own CSRF token, copied too
+    assert world.post("/console/actions/hold", form, cookie=mine)["statusCode"] == 401
+    assert world.post("/console/signout", {"csrf": csrf}, cookie=mine)["statusCode"] == 401
+    assert world.state.targets.get(TARGET) is None  # nothing was done
+    assert world.get("/console", cookie=other)["statusCode"] == 200  # another session is its own
+    assert world.get("/console", cookie=world.sign_in())["statusCode"] == 200  # signing in again works
+    (record,) = world.state_items("SESSION#")
+    _, expiry, _ = mine.split(".")
+    assert record["expires_at"] == {"N": expiry} and mine.split(".")[0] not in json.dumps(record)
 
 
 def test_every_answer_carries_the_security_headers(world: World) -> None:
@@ -327,8 +300,6 @@ def test_jwt_claims_sign_in_and_name_who_did_it(jwt_world: World) -> None:
 
 
 # -- approvals: the console's buttons and Slack's ---------------------------------------------------
-SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the shape of Slack's example, not a real one
-HOOKS = "tagpin/notifications/hooks"
 
 
 def _awaiting(world: World, digest: str = D2) -> None:
@@ -397,10 +368,6 @@ def test_rejecting_an_older_digest_does_nothing_and_says_so(world: World) -> Non
 def _slack_click(
     action: str, digest: str, response_url: str, secret: str = SLACK_SECRET, at: int | None = None
 ) -> dict[str, Any]:
-    import hashlib
-    import hmac
-    from urllib.parse import urlencode
-
     value = json.dumps({"image": IMAGE, "digest": digest, "wave": "all"})
     payload = {
         "type": "block_actions",
@@ -408,17 +375,7 @@ def _slack_click(
         "actions": [{"action_id": action, "value": value}],
         "response_url": response_url,
     }
-    body = urlencode({"payload": json.dumps(payload)}).encode()
-    stamp = str(at if at is not None else int(time.time()))
-    signature = "v0=" + hmac.new(secret.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
-    event = request("POST", "/slack/actions")
-    event["headers"] |= {
-        "content-type": "application/x-www-form-urlencoded",
-        "x-slack-request-timestamp": stamp,
-        "x-slack-signature": signature,
-    }
-    event["body"], event["isBase64Encoded"] = body.decode(), False
-    return event
+    return slack_request(urlencode({"payload": json.dumps(payload)}).encode(), secret, at)
 
 
 def test_slack_clicks_are_verified_then_decided(world: World, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tagpin.adapters.dynamodb.table import BY_TARGET
+from tagpin_local.tables import STATE_ATTRIBUTES, STATE_INDEXES
+
 from tests.support.sam_transform import transformed
 from tests.unit.template_support import (
     evaluate,
@@ -146,6 +149,7 @@ def test_the_role_is_what_the_console_calls(template):  # noqa: F811
     )
     expected = {
         *((f"dynamodb:{a}", table) for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem")),
+        ("dynamodb:Query", str({"Fn::Sub": "${StateTable.Arn}/index/ByTarget"})),  # a target by its id
         ("sqs:SendMessage", queue),
         ("sns:Publish", str({"Ref": "RolloutTopic"})),  # a person's decision on an approval, announced
         *((f"sqs:{a}", dlq) for a in ("GetQueueAttributes", "ReceiveMessage", "ChangeMessageVisibility",
@@ -157,3 +161,14 @@ def test_the_role_is_what_the_console_calls(template):  # noqa: F811
     }
     assert others == set()  # nothing else: no cluster, no registry, no delete in the table
     # secrets: the notification secret only (tests/unit/test_template.py checks the kinds)
+
+
+def test_the_state_tables_index_by_target_is_the_one_moto_gets(template):  # noqa: F811
+    """The console looks a target up by id in the index ``ByTarget`` (only index entries carry
+    ``target_id``): the template declares it as the local stack and the tests create it."""
+    props = resources(template)["StateTable"]["Properties"]
+    assert props["GlobalSecondaryIndexes"] == STATE_INDEXES
+    assert [i["IndexName"] for i in STATE_INDEXES] == [BY_TARGET]
+    assert props["AttributeDefinitions"] == [
+        {"AttributeName": a, "AttributeType": "S"} for a in STATE_ATTRIBUTES
+    ]

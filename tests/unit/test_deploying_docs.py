@@ -31,3 +31,14 @@ def test_build_md_says_what_samconfig_does_about_caching() -> None:
     assert cached is False
     assert "Builds are not cached (`samconfig.toml`: `cached = false`)" in text
     assert "turns on cached" not in text and "cached + parallel" not in text
+
+
+def test_the_outputs_table_lists_every_output_of_the_template() -> None:
+    """The CLI and the doctor find the stack through its outputs, and people find its addresses
+    there: each one the template declares is in docs/deploying.md's outputs table."""
+    from tests.unit.template_support import load_template
+
+    text = (ROOT / "docs" / "deploying.md").read_text(encoding="utf-8")
+    table = text[text.index("| output | what |") :].split("\n\n", 1)[0]
+    documented = set(re.findall(r"`([A-Za-z]+)`", table))
+    assert set(load_template()["Outputs"]) <= documented

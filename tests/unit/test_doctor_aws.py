@@ -14,7 +14,7 @@ from tagpin import wiring
 from tagpin.adapters.secrets import SecretNotFound, Secrets
 from tagpin.domain.config import parse_config
 from tagpin.settings import SecretStore
-from tagpin_cli import doctor, doctor_clusters
+from tagpin_cli import doctor, doctor_clusters, doctor_secrets
 from tagpin_cli.doctor import Seat, Status
 from tagpin_cli.environment import Target
 
@@ -175,7 +175,7 @@ def test_each_secret_is_checked_for_its_shape_and_each_readers_iam_access(
     t = target()
     seat = Seat(Target(**{**t.__dict__, "secret_store": store}), config=parse_config(CONFIG, source="test"))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
-    results = {r.subject: r for r in doctor.check_secrets(seat)}
+    results = {r.subject: r for r in doctor_secrets.check_secrets(seat)}
     assert (
         results["tagpin/webhook"].status is Status.OK
         and "sources: distribution" in results["tagpin/webhook"].detail
@@ -188,7 +188,7 @@ def test_each_secret_is_checked_for_its_shape_and_each_readers_iam_access(
 
     SECRETS["tagpin/registries/example"] = '{"user": "robot"}'
     try:
-        broken = {r.subject: r for r in doctor.check_secrets(seat)}["tagpin/registries/example"]
+        broken = {r.subject: r for r in doctor_secrets.check_secrets(seat)}["tagpin/registries/example"]
     finally:
         SECRETS["tagpin/registries/example"] = '{"username": "robot", "password": "p"}'
     assert broken.status is Status.FAIL and "unusable" in broken.detail and "robot" not in broken.detail
@@ -202,7 +202,7 @@ def test_a_secret_in_a_plain_string_parameter_warns(clients, monkeypatch):
     )
     seat = Seat(target(), config=parse_config(CONFIG, source="test"))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
-    webhook = {r.subject: r for r in doctor.check_secrets(seat)}["tagpin/webhook"]
+    webhook = {r.subject: r for r in doctor_secrets.check_secrets(seat)}["tagpin/webhook"]
     assert webhook.status is Status.WARN and "a String parameter, not a SecureString" in webhook.detail
     assert "--type SecureString --name /tagpin/webhook" in webhook.fix
 
@@ -221,7 +221,7 @@ def test_a_missing_secret_says_how_to_create_it_in_the_stacks_store(clients, mon
     monkeypatch.setattr(wiring, "secret_text", missing)
     t = target()
     seat = Seat(Target(**{**t.__dict__, "secret_store": store}), config=parse_config(CONFIG, source="test"))
-    webhook = {r.subject: r for r in doctor.check_secrets(seat)}["tagpin/webhook"]
+    webhook = {r.subject: r for r in doctor_secrets.check_secrets(seat)}["tagpin/webhook"]
     assert webhook.status is Status.FAIL and "does not exist" in webhook.detail
     assert webhook.fix.startswith(fix)
 
@@ -374,7 +374,7 @@ def test_signature_keys_and_the_slack_signing_secret_are_checked_for_their_shape
     config += "rollout: {notifications: {webhooks_secret: tagpin/notifications/hooks}}\n"
     seat = Seat(target(), config=parse_config(config, source="test"))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
-    results = {r.subject: r for r in doctor.check_secrets(seat)}
+    results = {r.subject: r for r in doctor_secrets.check_secrets(seat)}
     good, broken = results["tagpin/signing/release"], results["tagpin/signing/broken"]
     assert good.status is Status.OK and "ed25519 public key" in good.detail
     assert broken.status is Status.FAIL and "unusable" in broken.detail

@@ -72,8 +72,10 @@ def answer(
     )
 
 
-def results() -> dict[str, doctor.Result]:
-    return {r.subject: r for r in doctor_lambda.check_lambda(Seat(target()))}
+def results(**parameters: str) -> dict[str, doctor.Result]:
+    """The checks' results for a stack deployed with these parameters."""
+    deployed = Target(**{**target().__dict__, "parameters": parameters})
+    return {r.subject: r for r in doctor_lambda.check_lambda(Seat(deployed))}
 
 
 def test_a_consumer_that_allows_its_own_loops_with_room_to_run_passes(lam: Stubber) -> None:
@@ -127,6 +129,26 @@ def test_a_queue_allowed_more_batches_than_reserved_fails(lam: Stubber) -> None:
     result = results()["consumer concurrency"]
     assert result.status is Status.FAIL and "throttled" in result.detail
     assert "reservation 3" in result.detail and "maximum concurrency 5" in result.detail
+
+
+def test_a_reservation_above_consumer_max_concurrency_warns_that_it_is_the_cap(lam: Stubber) -> None:
+    """With ConsumerReservedConcurrency set, the template makes it the queue's maximum concurrency
+    in place of ConsumerMaxConcurrency (no template Rule can compare two numbers): the doctor says
+    so where the deployed maximum is above ConsumerMaxConcurrency."""
+    answer(lam, reserved=10, maximum=10)
+    result = results(ConsumerMaxConcurrency="5", ConsumerReservedConcurrency="10")["consumer concurrency"]
+    assert result.status is Status.WARN
+    assert "above ConsumerMaxConcurrency (5)" in result.detail and "up to 10 batches" in result.detail
+    assert "ConsumerReservedConcurrency (10) is the queue's maximum in its place" in result.detail
+    assert "ConsumerReservedConcurrency=5" in result.fix and "ConsumerMaxConcurrency=10" in result.fix
+
+    answer(lam, reserved=10, maximum=10)  # the parameters agree: nothing to say
+    assert results(ConsumerMaxConcurrency="10")["consumer concurrency"].status is Status.OK
+    answer(lam, reserved=3, maximum=3)  # a reservation below the cap caps it lower: as asked
+    assert results(ConsumerMaxConcurrency="5")["consumer concurrency"].status is Status.OK
+    answer(lam, maximum=8)  # no reservation, yet above it: changed outside the template
+    changed = results(ConsumerMaxConcurrency="5")["consumer concurrency"]
+    assert changed.status is Status.WARN and "changed outside the template" in changed.detail
 
 
 def test_locally_the_check_is_skipped() -> None:

@@ -13,22 +13,11 @@ from moto.iam.access_control import PermissionResult
 from tagpin_local.lambda_runtime import INVOKED
 
 from tests.support.constants import REGION
-from tests.support.iam import (
-    Call,
-    Request,
-    Statement,
-    Underivable,
-    denied,
-    invoked_asynchronously,
-    logical_id,
-    parameter_arn,
-    platform_calls,
-    requests_of,
-    role,
-    secret_arn,
-    unused,
-)
+from tests.support.iam import Call, Request, Statement, Underivable, parameter_arn, requests_of, secret_arn
+from tests.support.iamplatform import platform_calls
+from tests.support.iamroles import denied, logical_id, role, unused
 from tests.support.iamsession import RECORDER
+from tests.unit.template_support import invoked_asynchronously, load_template
 
 P, D, N = PermissionResult.PERMITTED, PermissionResult.DENIED, PermissionResult.NEUTRAL
 GET = "secretsmanager:GetSecretValue"
@@ -256,7 +245,8 @@ def test_unused_covers_what_sam_adds_and_the_policies_attached_to_a_role() -> No
 
 def test_failed_invocations_reach_a_destination_only_where_they_can_happen() -> None:
     assert {
-        f: invoked_asynchronously(logical_id(f)) for f in ("poller", "webhook", "consumer", "reconciler")
+        f: invoked_asynchronously(load_template(), logical_id(f))
+        for f in ("poller", "webhook", "consumer", "reconciler")
     } == {
         "poller": True,  # its schedule, and its parts
         "webhook": True,  # the ECR rule

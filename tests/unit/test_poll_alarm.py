@@ -13,6 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from tagpin import wiring
+from tagpin.observability import metrics
 from tagpin_local.lambda_runtime import LocalContext, load_handler, scheduled_event
 
 from tests.unit.template_support import resources, template  # noqa: F401 (the module fixture)
@@ -41,6 +42,7 @@ def unconfigured(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for key, value in environment.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")  # as with DetailedMonitoring=true
+    metrics.clear_metrics()  # the metric set is the process's: start with none
     with mock_aws():
         wiring.reset()
         boto3.client("dynamodb").create_table(
@@ -67,3 +69,15 @@ def test_a_poller_waiting_for_its_configuration_completes_its_runs(unconfigured,
     assert (alarm["Namespace"], alarm["MetricName"]) == ("tagpin", "PollRunsCompleted")
     assert alarm["Dimensions"] == [{"Name": "service", "Value": "poller"}]
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+
+
+def test_with_metrics_disabled_nothing_is_published_however_many_runs(unconfigured, capsys, monkeypatch):
+    """DetailedMonitoring=false: no EMF document in the log, ever. powertools itself would print
+    one once a metric had 100 values (a warm container's 100th run), and CloudWatch bills the
+    custom metrics it creates."""
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    handler = load_handler("poller")
+    for _ in range(120):
+        assert handler(scheduled_event(), LocalContext("tagpin-poller", timeout_s=300))["configured"] is False
+    assert _metrics(capsys.readouterr().out) == {}
+    assert metrics.metric_set == {}

@@ -152,3 +152,37 @@ def test_no_secret_value_is_logged(store: str, caplog: pytest.LogCaptureFixture)
     ours = "\n".join(r.getMessage() + repr(r.__dict__) for r in caplog.records if not r.name.startswith(SDK))
     for value in ("s3cr3t-token", "pa55-word"):
         assert value not in ours
+
+
+def test_a_denied_read_is_told_apart_from_a_missing_secret(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Secrets Manager's AccessDenied is ``SecretDenied``: still a ``SecretNotFound`` for callers that
+    only need "not there for me" (the webhook's 503), worded as a denial for the doctor. SSM answers
+    ParameterNotFound for a missing parameter, so its AccessDenied stays the service's error."""
+    import botocore.client
+    from aws_lambda_powertools.utilities.parameters import GetParameterError
+    from botocore.exceptions import ClientError
+    from tagpin.adapters.secrets import SecretDenied
+
+    put(store, "tagpin/clusters/lab", KUBECONFIG)
+    make_api_call = botocore.client.BaseClient._make_api_call
+
+    def denied(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation in ("GetSecretValue", "GetParameter"):
+            error = {"Code": "AccessDeniedException", "Message": "User: x is not authorized"}
+            raise ClientError({"Error": error}, operation)
+        return make_api_call(client, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", denied)
+    if store == "ssm":
+        with pytest.raises(GetParameterError, match="AccessDeniedException"):
+            wiring.secret_text("tagpin/clusters/lab")
+        return
+    with pytest.raises(SecretDenied) as info:
+        wiring.secret_text("tagpin/clusters/lab")
+    assert isinstance(info.value, SecretNotFound)
+    assert str(info.value).startswith(
+        "the Secrets Manager secret tagpin/clusters/lab is not readable: AccessDenied"
+    )
+    assert "KMS key" in str(info.value) and "does not exist" in str(info.value)

@@ -11,6 +11,7 @@ import pytest
 from tests.unit.template_support import (
     FUNCTIONS,
     function_props,
+    invoked_asynchronously,
     resources,
     template,  # noqa: F401 (the module fixture)
 )
@@ -38,26 +39,13 @@ DEFAULT_BUS = {"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::Ac
 # does not list it.
 SYNCHRONOUS_ONLY = ("ConsoleFunction", "ConsumerFunction")
 ASYNCHRONOUS = tuple(f for f in FUNCTIONS if f not in SYNCHRONOUS_ONLY)
-ASYNCHRONOUS_SOURCES = ("Schedule", "ScheduleV2", "EventBridgeRule", "CloudWatchEvent", "SNS", "S3")
-
-
-def _invoked_by_a_role(tpl: Any, name: str) -> bool:
-    """lambda:InvokeFunction on the function in one of the template's own policies (the poller's
-    parts: asynchronous invocations of itself)."""
-    return any(
-        "lambda:InvokeFunction" in str(s.get("Action")) and s.get("Resource") == {"Fn::GetAtt": [name, "Arn"]}
-        for r in resources(tpl).values()
-        if r["Type"] == "AWS::IAM::Policy"
-        for s in r["Properties"]["PolicyDocument"]["Statement"]
-    )
 
 
 def test_the_synchronous_functions_are_invoked_synchronously_only(template):  # noqa: F811
     for name in FUNCTIONS:
         props = function_props(template, name)
         kinds = {e["Type"] for e in (props.get("Events") or {}).values()}
-        asynchronous = bool(kinds & set(ASYNCHRONOUS_SOURCES)) or _invoked_by_a_role(template, name)
-        assert asynchronous == (name in ASYNCHRONOUS), name
+        assert invoked_asynchronously(template, name) == (name in ASYNCHRONOUS), name
         if name in SYNCHRONOUS_ONLY:
             assert kinds <= {"HttpApi", "SQS"}, name
             assert "EventInvokeConfig" not in props, f"{name}: events:PutEvents for invocations it never has"
@@ -75,6 +63,8 @@ def test_failed_async_invocations_go_to_the_dead_letter_queue(template, name):  
     on_failure = config.get("DestinationConfig", {}).get("OnFailure", {})
     assert on_failure.get("Type") == "EventBridge", f"{name}: failed async invocations are not kept"
     assert on_failure["Destination"] == DEFAULT_BUS
+    # one block, the same on each (template.yaml explains it once, on PollerFunction)
+    assert config == function_props(template, "PollerFunction")["EventInvokeConfig"]
     rule = res["FailedInvocationsRule"]["Properties"]
     assert rule["EventBusName"] == "default" and rule["State"] == "ENABLED"
     pattern = rule["EventPattern"]

@@ -1,8 +1,9 @@
 """The webhook's secret missing from Secrets Manager (``SecretStore=secretsmanager``): the webhook's
 role is granted that one secret by its ARN (``secret:NAME-??????``, the 6 characters Secrets
 Manager appends), so AWS answers the read of a secret that does not exist AccessDenied, not
-ResourceNotFound. The webhook must still answer 503 "not configured yet", as documented, with a log
-line that says what to check. moto has no IAM: AWS's answer comes from the IAM model of
+ResourceNotFound. The webhook must still answer 503 "not configured yet", as documented, telling the
+(unauthenticated) caller no more than that, with a log line that says which secret and what to
+check. moto has no IAM: AWS's answer comes from the IAM model of
 tests/support/iam.py (``iamenforce.enforcing``: the call is evaluated against the webhook's role
 in template.yaml and denied as AWS denies it)."""
 
@@ -19,8 +20,9 @@ from tagpin_local.lambda_runtime import LocalContext, http_api_event, load_handl
 
 from tests.support.aws import create_table
 from tests.support.constants import DISTRIBUTION_V1, REGION, WEBHOOK_TOKEN
-from tests.support.iam import Request, role, secret_arn
+from tests.support.iam import Request, secret_arn
 from tests.support.iamenforce import enforcing
+from tests.support.iamroles import role
 
 SECRETS_MANAGER = {"SecretStore": "secretsmanager"}
 NAME = "tagpin/webhook"
@@ -85,15 +87,19 @@ def test_a_denied_missing_secret_is_a_503_with_a_clear_log_line(
     missing = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:{NAME}"  # no suffix: no such secret
     assert denials == [f"webhook: secretsmanager:GetSecretValue on {missing}"]
     assert status == 503
-    assert body["error"].startswith(
-        "tagpin is not configured yet: the webhook secret: the Secrets Manager secret"
-    )
-    assert "does not exist, or this function's role may not read it" in body["error"]
+    assert body == {
+        "error": "tagpin is not configured yet: the webhook secret is missing or not readable "
+        "(docs/deploying.md)"
+    }  # neither its name nor how the role is granted it
     captured = capfd.readouterr()  # the function's log: stdout, or the local runtime's stderr
     output = captured.out + captured.err
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     (logged,) = [line for line in lines if line.get("message") == "webhook before configuration"]
-    assert logged["level"] == "WARNING" and NAME in logged["reason"] and "AccessDenied" in logged["reason"]
+    assert logged["level"] == "WARNING"
+    assert logged["reason"].startswith(
+        f"the webhook secret {NAME}: the Secrets Manager secret {NAME} is not readable: AccessDenied"
+    )
+    assert "does not exist" in logged["reason"] and "let the webhook's role read it" in logged["reason"]
 
 
 def test_once_the_secret_exists_the_same_role_reads_it(handler: Any) -> None:
@@ -103,3 +109,27 @@ def test_once_the_secret_exists_the_same_role_reads_it(handler: Any) -> None:
     with enforcing(SECRETS_MANAGER) as denials:
         status, _ = post(handler)
     assert denials == [] and status == 202
+
+
+def test_a_denied_write_is_refused_before_it_is_made(handler: Any) -> None:
+    """IAM authorises before the service acts: the model refuses a write the role does not allow
+    before moto sees it, so nothing is written (the webhook may write its state table only)."""
+    from botocore.exceptions import ClientError
+    from tagpin_local.lambda_runtime import INVOKED
+
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    create_table(dynamodb, "tagpin-other", ("pk", "sk"))
+    item = {"pk": {"S": "x"}, "sk": {"S": "y"}}
+    token = INVOKED.set("webhook")
+    try:
+        with enforcing(SECRETS_MANAGER) as denials, pytest.raises(ClientError) as info:
+            dynamodb.put_item(TableName="tagpin-other", Item=item)
+        dynamodb.put_item(TableName="tagpin-state", Item=item)  # its own table: allowed, written
+    finally:
+        INVOKED.reset(token)
+    assert info.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert denials == [
+        f"webhook: dynamodb:PutItem on arn:aws:dynamodb:{REGION}:123456789012:table/tagpin-other"
+    ]
+    assert dynamodb.scan(TableName="tagpin-other")["Items"] == []
+    assert len(dynamodb.scan(TableName="tagpin-state")["Items"]) == 1

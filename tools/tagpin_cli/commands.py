@@ -47,7 +47,12 @@ def status() -> list[dict[str, Any]]:
             st = targets.get(target.id)
             if st is None:
                 condition = "awaiting-approval" if target.id in waiting else "unknown"
-            elif st.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD):
+            elif st.status in (
+                TargetStatus.FAILED,
+                TargetStatus.GONE,
+                TargetStatus.HELD,
+                TargetStatus.STALLED,
+            ):
                 condition = st.status.value
             elif tag is not None and st.settled_at(tag.digest):
                 condition = "current"

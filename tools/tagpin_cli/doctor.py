@@ -15,28 +15,23 @@ What is decided where (docs/troubleshooting.md, "tagpin doctor"):
   :mod:`tagpin_cli.doctor_lambda`.
 - configuration: the SSM parameter exists and validates; the followed tags (configuration and
   the reconciler's index of labelled workloads).
-- secrets: each secret the configuration names (and the webhook's) exists in the stack's secret
-  store (``SecretStore``: an SSM SecureString parameter ``/<name>``, or a Secrets Manager secret)
-  and holds what its reader expects; an SSM parameter that is not a SecureString is a warning. On
-  AWS, ``iam:SimulatePrincipalPolicy`` also asks whether each function that reads it may
-  (``ssm:GetParameter`` or ``secretsmanager:GetSecretValue``); locally there is no IAM: not checked.
-- registries: one followed tag per registry, resolved (HEAD) with the registry's credentials.
+- secrets: each secret exists, is readable and has its reader's shape, and each reader's role may
+  read it: see :mod:`tagpin_cli.doctor_secrets`.
+- registries: one followed tag per registry resolved with its credentials, and each cross-account
+  ECR role assumable by the functions: see :mod:`tagpin_cli.doctor_registries`.
 - clusters: see :mod:`tagpin_cli.doctor_clusters`.
-- webhook: an unauthenticated POST to ``<WebhookUrl>/distribution`` must answer 401.
-- alarms: the alarm topic has a confirmed subscription.
-- dead letters: the dead-letter queue is empty, and so is the queue of undelivered events.
+- webhook, console, slack: what a stranger reaches (401 without credentials): see
+  :mod:`tagpin_cli.doctor_http`.
+- alarms, dead letters: the alarm topic has a confirmed subscription; the dead-letter queue is
+  empty, and so is the queue of undelivered events: see :mod:`tagpin_cli.doctor_alarms`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
-
-from tagpin.adapters.secrets import SecretNotFound, parameter_name
-from tagpin.settings import SecretStore
 
 from tagpin_cli.environment import Target
 
@@ -232,7 +227,7 @@ def check_configuration(seat: Seat) -> list[Result]:
                 "configuration",
                 parameter,
                 Status.WARN,
-                f"valid, but the index of labelled workloads could not be read: {_short(exc)}",
+                f"valid, but the index of labelled workloads could not be read: {short(exc)}",
                 "check the state table (the stack check)",
             )
         ]
@@ -256,461 +251,32 @@ def check_configuration(seat: Seat) -> list[Result]:
     return [Result("configuration", parameter, Status.OK, detail)]
 
 
-@dataclass(frozen=True)
-class _Secret:
-    name: str
-    what: str  # what it is for, in words
-    readers: tuple[str, ...]
-    shape: Callable[[str], str]  # the secret's text -> a description; raises ValueError when wrong
-
-
-def secrets_of(seat: Seat) -> list[_Secret]:
-    """Every secret the stack reads, with who reads it and the shape it must have."""
-    from tagpin.adapters.registry.credentials import secret_credentials
-
-    found: dict[str, _Secret] = {}
-    if seat.target.webhook_secret:
-        found[seat.target.webhook_secret] = _Secret(
-            seat.target.webhook_secret, "webhook credentials", ("webhook",), _webhook_shape
-        )
-    config = seat.config
-    for host, registry in sorted(config.registries.items()):
-        if registry.credentials_secret:
-            kind = registry.kind_for(host)
-
-            def shape(text: str, kind: Any = kind, name: str = registry.credentials_secret) -> str:
-                secret_credentials(kind, _json_object(text), name)
-                return f"{kind.value} credentials"
-
-            found[registry.credentials_secret] = _Secret(
-                registry.credentials_secret, f"registry {host}", REGISTRY_READERS, shape
-            )
-    for name, cluster in sorted(config.clusters.items()):
-        if cluster.kubeconfig is not None and cluster.kubeconfig.secret:
-            context: str | None = cluster.kubeconfig.context
-
-            def kubeconfig(text: str, context: str | None = context) -> str:
-                return _kubeconfig_shape(text, context)
-
-            found[cluster.kubeconfig.secret] = _Secret(
-                cluster.kubeconfig.secret, f"cluster {name} (kubeconfig)", CLUSTER_READERS, kubeconfig
-            )
-        elif cluster.service_account is not None:
-            found[cluster.service_account.secret] = _Secret(
-                cluster.service_account.secret,
-                f"cluster {name} (service account)",
-                CLUSTER_READERS,
-                _service_account_shape,
-            )
-    notify = config.rollout.notifications.webhooks_secret
-    if notify:
-        found[notify] = _Secret(notify, "rollout notification webhooks", NOTIFIERS, _notify_shape)
-    for gate in [f.signatures for f in config.images] + [w.signatures for w in config.rollout.waves]:
-        if gate is None:
-            continue
-        for key in gate.keys:
-            if key.secret:
-                found[key.secret] = _Secret(
-                    key.secret, "a signature gate's public key", SIGNATURE_READERS, _key_shape
-                )
-        if gate.trusted_root is not None and gate.trusted_root.secret:
-            name = gate.trusted_root.secret
-            found[name] = _Secret(name, "a signature gate's trusted root", SIGNATURE_READERS, _root_shape)
-    return list(found.values())
-
-
-def _key_shape(text: str) -> str:
-    """A PEM public key the signature checker can use (ECDSA P-256, Ed25519)."""
-    from tagpin.adapters.signatures.keys import load_key
-
-    key = load_key(text)
-    return f"{key.kind} public key {key.key_id[:19]}"
-
-
-def _root_shape(text: str) -> str:
-    from tagpin.adapters.signatures.keyless import trusted_root
-
-    trusted_root(text)
-    return "a Sigstore trusted root"
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    return data
-
-
-def _webhook_shape(text: str) -> str:
-    data = _json_object(text)
-    if not data:
-        raise ValueError("no source in it: every webhook is closed (401)")
-    return "sources: " + ", ".join(sorted(data))
-
-
-def _kubeconfig_shape(text: str, context: str | None) -> str:
-    import yaml
-
-    doc = yaml.safe_load(text)
-    if not isinstance(doc, dict):
-        raise ValueError("not a kubeconfig (a YAML mapping)")
-    contexts = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
-    wanted = context or doc.get("current-context")
-    if wanted not in contexts:
-        raise ValueError(f"no context {wanted!r} (it has: {', '.join(map(str, contexts)) or 'none'})")
-    return f"kubeconfig, context {wanted}"
-
-
-def _service_account_shape(text: str) -> str:
-    data = _json_object(text)
-    missing = [k for k in ("endpoint", "token") if not data.get(k)]
-    if missing:
-        raise ValueError(f"no {', '.join(missing)} (needs endpoint, token and ca.crt)")
-    return "endpoint, token" + (", ca.crt" if data.get("ca.crt") else " (no ca.crt)")
-
-
-def _notify_shape(text: str) -> str:
-    data = _json_object(text)
-    unknown = set(data) - {"slack", "teams", "http", "slack_signing_secret"}
-    if unknown:
-        raise ValueError(f"unknown keys {sorted(unknown)} (slack, teams, http, slack_signing_secret)")
-    hooks = sorted(k for k in data if k != "slack_signing_secret")
-    signing = "; a Slack signing secret (approval buttons)" if "slack_signing_secret" in data else ""
-    return "webhooks: " + (", ".join(hooks) or "none") + signing
-
-
-# What reads a secret in each store (the action the functions' roles must allow).
-READ_ACTION = {
-    SecretStore.SSM: "ssm:GetParameter",
-    SecretStore.SECRETS_MANAGER: "secretsmanager:GetSecretValue",
-}
-
-
-def create_command(store: SecretStore, name: str) -> str:
-    """How the operator creates the secret ``name`` in ``store`` (docs/deploying.md)."""
-    if store is SecretStore.SSM:
-        return f"aws ssm put-parameter --type SecureString --name {parameter_name(name)} --value ..."
-    return f"aws secretsmanager create-secret --name {name} --secret-string ..."
-
-
-def check_secrets(seat: Seat) -> list[Result]:
-    from tagpin import wiring
-
-    store = SecretStore(seat.target.secret_store)
-    results = []
-    for secret in secrets_of(seat):
-        subject = secret.name
-        create = f"{create_command(store, secret.name)} (docs/deploying.md)"
-        try:
-            text = wiring.secret_text(secret.name)
-        except SecretNotFound as exc:
-            results.append(Result("secret", subject, Status.FAIL, f"{secret.what}: {exc}", create))
-            continue
-        except Exception as exc:
-            results.append(
-                Result(
-                    "secret",
-                    subject,
-                    Status.FAIL,
-                    f"{secret.what}: not readable: {_short(exc)}",
-                    f"check your permission to read it ({READ_ACTION[store]})",
-                )
-            )
-            continue
-        try:
-            shape = secret.shape(text)
-        except (ValueError, TypeError, KeyError) as exc:  # never quote the text: it is a secret
-            results.append(
-                Result(
-                    "secret",
-                    subject,
-                    Status.FAIL,
-                    f"{secret.what}: unusable: {_short(exc)}",
-                    "put the expected fields in it (docs/registries.md, docs/webhooks.md, docs/deploying.md)",
-                )
-            )
-            continue
-        arn, kind, located = _located(store, secret.name)
-        access, denied = _function_access(seat, secret, store, arn, located)
-        status = Status.FAIL if denied else Status.OK
-        fix = (
-            "the functions may read only secrets under tagpin/; redeploy the template's policies"
-            if denied
-            else ""
-        )
-        detail = f"{secret.what}: {shape}; {access}"
-        if kind is not None and kind != "SecureString":
-            # a String parameter is stored and shown in plain text, to anyone who may read parameters
-            detail = f"{secret.what}: a {kind} parameter, not a SecureString; {shape}; {access}"
-            if not denied:
-                status = Status.WARN
-                fix = (
-                    f"store it encrypted: aws ssm delete-parameter --name {parameter_name(secret.name)}, "
-                    f"then {create_command(store, secret.name)}"
-                )
-        results.append(Result("secret", subject, status, detail, fix))
-    return results
-
-
-def _located(store: SecretStore, name: str) -> tuple[str | None, str | None, str]:
-    """The secret's ARN and, in SSM, its parameter type (read without decryption); on failure
-    (None, None, why)."""
-    from tagpin import wiring
-
-    try:
-        if store is SecretStore.SSM:
-            parameter = wiring.aws("ssm").get_parameter(Name=parameter_name(name))["Parameter"]
-            return str(parameter["ARN"]), str(parameter.get("Type", "")), ""
-        return str(wiring.aws("secretsmanager").describe_secret(SecretId=name)["ARN"]), None, ""
-    except Exception as exc:
-        return None, None, _short(exc)
-
-
-def _function_access(
-    seat: Seat, secret: _Secret, store: SecretStore, arn: str | None, located: str
-) -> tuple[str, list[str]]:
-    """Whether each reader's role may read the secret: IAM's policy simulator on AWS."""
-    readers = ", ".join(secret.readers)
-    if seat.local:
-        return f"read by {readers} (their access is not checked locally: no IAM)", []
-    if arn is None:
-        return f"read by {readers} (their access not checked: {located})", []
-    from tagpin import wiring
-
-    try:
-        denied = []
-        for function in secret.readers:
-            role = seat.roles.get(function)
-            if role is None:
-                continue
-            evaluation = wiring.aws("iam").simulate_principal_policy(
-                PolicySourceArn=role, ActionNames=[READ_ACTION[store]], ResourceArns=[arn]
-            )["EvaluationResults"]
-            if not evaluation or evaluation[0].get("EvalDecision") != "allowed":
-                denied.append(function)
-    except Exception as exc:
-        return f"read by {readers} (their access not checked: {_short(exc)})", []
-    if denied:
-        return f"{', '.join(denied)} may not read it (IAM policy simulator)", denied
-    return f"readable by {readers} (IAM policy simulator)", []
-
-
-def check_registries(seat: Seat) -> list[Result]:
-    from tagpin import wiring
-    from tagpin.adapters.registry.credentials import CredentialsError
-    from tagpin.ports.registry import AuthError, ManifestNotFound, RegistryError
-
-    by_host: dict[str, Any] = {}
-    for followed in seat.followed:
-        by_host.setdefault(followed.ref.registry, followed)
-    results = []
-    for host, followed in sorted(by_host.items()):
-        settings = seat.config.registry(host)
-        secret = settings.credentials_secret
-        resolve = f"tagpin resolve {followed.image}"
-        try:
-            access = wiring.registry_access(host)
-            resolution = wiring.registry_client().resolve(followed.ref)
-        except AuthError as exc:
-            fix = (
-                f"check the username and password in the secret {secret} (docs/registries.md), then {resolve}"
-                if secret
-                else f"the registry wants credentials: set registries.{host}.credentials_secret "
-                "(docs/registries.md)"
-            )
-            results.append(Result("registry", host, Status.FAIL, f"credentials refused: {_short(exc)}", fix))
-            continue
-        except ManifestNotFound:
-            results.append(
-                Result(
-                    "registry",
-                    host,
-                    Status.WARN,
-                    f"answers, but {followed.image} does not exist (not pushed yet?)",
-                    f"push the tag, or fix the image name; then {resolve}",
-                )
-            )
-            continue
-        except (RegistryError, CredentialsError) as exc:
-            results.append(
-                Result(
-                    "registry",
-                    host,
-                    Status.FAIL,
-                    _short(exc),
-                    f"check the registry's address, network access and TLS (registries.{host}); "
-                    f"then {resolve}",
-                )
-            )
-            continue
-        auth = "with credentials" if access.credentials else "anonymously"
-        results.append(
-            Result(
-                "registry",
-                host,
-                Status.OK,
-                f"{resolution.method} {followed.ref.repository}:{followed.ref.tag} {auth} -> "
-                f"{resolution.digest[:19]}…",
-            )
-        )
-    return results
-
-
-def check_console(seat: Seat) -> list[Result]:
-    """The console's routes are behind the JWT authorizer: a request without a token answers 401."""
-    import httpx
-
-    url = seat.target.outputs.get("ConsoleUrl") or seat.target.endpoints.get("console_url") or ""
-    if not url:
-        return [Result("console", "-", Status.SKIP, "no console (ConsoleJwtIssuer is empty)")]
-    try:
-        response = httpx.get(url + "/targets", timeout=15)
-    except httpx.HTTPError as exc:
-        return [Result("console", url, Status.FAIL, f"no answer: {_short(exc)}", "check the HTTP API")]
-    answer = f"a request without a token answered {response.status_code}"
-    if response.status_code == 401:
-        return [Result("console", url, Status.OK, answer + " (nothing is readable without signing in)")]
-    return [
-        Result(
-            "console",
-            url,
-            Status.FAIL,
-            f"{answer}, not 401",
-            "every console route must be behind the JWT authorizer: redeploy the template (docs/console.md)",
-        )
-    ]
-
-
-def check_webhook(seat: Seat) -> list[Result]:
-    import httpx
-
-    base = seat.target.webhook_url
-    if not base:
-        return [Result("webhook", "-", Status.SKIP, "the stack has no webhook URL output")]
-    url = base.rstrip("/") + "/distribution"
-    try:  # no credentials: the function must refuse it before reading or enqueueing anything
-        response = httpx.post(url, content=b"{}", headers={"content-type": "application/json"}, timeout=15)
-    except httpx.HTTPError as exc:
-        return [
-            Result(
-                "webhook", url, Status.FAIL, f"no answer: {_short(exc)}", "check the HTTP API (WebhookApi)"
-            )
-        ]
-    answer = f"an unauthenticated POST answered {response.status_code}"
-    if response.status_code == 401:
-        return [Result("webhook", url, Status.OK, answer + " (the route and the function work)")]
-    if response.status_code == 503:
-        body = response.text[:200]
-        return [
-            Result(
-                "webhook",
-                url,
-                Status.FAIL,
-                f"{answer}: {body}",
-                "create the webhook secret and the configuration",
-            )
-        ]
-    if response.status_code == 404:
-        return [
-            Result(
-                "webhook", url, Status.FAIL, answer, "the route POST /webhooks/{source} is missing: redeploy"
-            )
-        ]
-    return [
-        Result(
-            "webhook",
-            url,
-            Status.FAIL,
-            f"{answer}, not 401",
-            "read the webhook function's log (docs/troubleshooting.md)",
-        )
-    ]
-
-
-def check_alarms(seat: Seat) -> list[Result]:
-    from tagpin import wiring
-
-    topic = seat.target.alarm_topic_arn
-    if not topic:
-        return [Result("alarms", "-", Status.SKIP, "the stack has no alarm topic output (AlarmTopicArn)")]
-    subscriptions = wiring.aws("sns").list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
-    confirmed = [s for s in subscriptions if s.get("SubscriptionArn", "").startswith("arn:")]
-    pending = len(subscriptions) - len(confirmed)
-    subscribe = (
-        "deploy with AlarmEmail=<address>, or: aws sns subscribe --topic-arn "
-        f"{topic} --protocol email --notification-endpoint <address>"
-    )
-    if confirmed:
-        protocols = ", ".join(sorted({s.get("Protocol", "?") for s in confirmed}))
-        return [
-            Result("alarms", topic, Status.OK, f"{len(confirmed)} confirmed subscription(s) ({protocols})")
-        ]
-    if pending:
-        return [
-            Result(
-                "alarms",
-                topic,
-                Status.WARN,
-                f"{pending} subscription(s) pending",
-                "confirm the email AWS sent",
-            )
-        ]
-    return [Result("alarms", topic, Status.WARN, "no subscription: nobody hears the alarms", subscribe)]
-
-
-# What each dead-letter queue holds, by the stack output that names it (the local stack has one).
-DEAD_LETTERS = {
-    "ChangesDeadLetterQueueUrl": (
-        "dead-letter queue",
-        "change(s) or verification(s) that failed every receive, or failed run(s)",
-        "tagpin redrive (moves changes and verifications back, lists and clears failed runs)",
-    ),
-    "EventsDeadLetterQueueUrl": (
-        "undelivered events",
-        "schedule(s) or ECR event(s) EventBridge could not deliver (a removed permission or function?)",
-        "redeploy the stack (sam deploy), then purge the queue; the next scheduled run repeats the work",
-    ),
-}
-
-
-def check_dead_letters(seat: Seat) -> list[Result]:
-    from tagpin import wiring
-
-    outputs = seat.target.outputs
-    queues = [(outputs[k], *v) for k, v in DEAD_LETTERS.items() if outputs.get(k)] or [
-        (seat.target.dead_letter_queue_url, *DEAD_LETTERS["ChangesDeadLetterQueueUrl"])
-    ]
-    results = []
-    for url, subject, what, fix in queues:
-        attributes = wiring.aws("sqs").get_queue_attributes(
-            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
-        )["Attributes"]
-        count = int(attributes.get("ApproximateNumberOfMessages", 0))
-        if count:
-            results.append(
-                Result(
-                    "dead letters",
-                    subject,
-                    Status.WARN,
-                    f"{count} {what}",
-                    f"find the cause (docs/troubleshooting.md), then: {fix}",
-                )
-            )
-        else:
-            results.append(Result("dead letters", subject, Status.OK, "empty"))
-    return results
-
-
 # -- running and rendering -------------------------------------------------------------------------
-def _short(exc: BaseException) -> str:
+def short(exc: BaseException) -> str:
+    """An error in one line for a detail column: its type and its first 300 characters."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text[:300]}"
 
 
+def allowed_by_iam(role_arn: str, action: str, resource: str) -> bool:
+    """IAM's policy simulator (``iam:SimulatePrincipalPolicy``): may ``role_arn`` do ``action`` on
+    ``resource``? (Its identity policies: a resource's own policy is not part of the answer.)"""
+    from tagpin import wiring
+
+    evaluation = wiring.aws("iam").simulate_principal_policy(
+        PolicySourceArn=role_arn, ActionNames=[action], ResourceArns=[resource]
+    )["EvaluationResults"]
+    return bool(evaluation) and evaluation[0].get("EvalDecision") == "allowed"
+
+
 def checks() -> list[tuple[str, Check, bool]]:
     """(name, check, needs the configuration), in order."""
+    from tagpin_cli.doctor_alarms import check_alarms, check_dead_letters
     from tagpin_cli.doctor_clusters import check_clusters
+    from tagpin_cli.doctor_http import check_console, check_slack, check_webhook
     from tagpin_cli.doctor_lambda import check_lambda
+    from tagpin_cli.doctor_registries import check_registries
+    from tagpin_cli.doctor_secrets import check_secrets
 
     return [
         ("stack", check_stack, False),
@@ -722,6 +288,7 @@ def checks() -> list[tuple[str, Check, bool]]:
         ("cluster", check_clusters, True),
         ("webhook", check_webhook, False),
         ("console", check_console, False),
+        ("slack", check_slack, True),
         ("alarms", check_alarms, False),
         ("dead letters", check_dead_letters, False),
     ]
@@ -744,7 +311,7 @@ def run(target: Target, only: Iterable[str] | None = None) -> Report:
         try:
             found = check(seat)
         except Exception as exc:  # a check that cannot run is a failure, never a traceback
-            found = [Result(name, "-", Status.FAIL, f"could not check: {_short(exc)}", "run again with -v")]
+            found = [Result(name, "-", Status.FAIL, f"could not check: {short(exc)}", "run again with -v")]
         results.extend(found)
         stack_failed = stack_failed or (name == "stack" and any(r.status is Status.FAIL for r in found))
     return Report(target.name, target.local, results)

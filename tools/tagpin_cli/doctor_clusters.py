@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tagpin_cli.doctor import CLUSTER_READERS, Result, Seat, Status, _short
+from tagpin_cli.doctor import CLUSTER_READERS, Result, Seat, Status, short
 
 KINDS = {
     "Deployment": ("apps", "deployments"),
@@ -144,7 +144,7 @@ def _reach(name: str, connector: Any, where: str) -> tuple[Any, Result]:
             "cluster", name, Status.FAIL, f"the API server answered {exc.status} {exc.reason}", fix
         )
     except Exception as exc:  # urllib3 and socket errors: no answer
-        return None, Result("cluster", name, Status.FAIL, f"unreachable: {_short(exc)}", fix)
+        return None, Result("cluster", name, Status.FAIL, f"unreachable: {short(exc)}", fix)
     return api, Result(
         "cluster", name, Status.OK, f"reachable (Kubernetes {version.git_version}) via {where}"
     )
@@ -208,7 +208,7 @@ def _with_secret(name: str, secret: str, connector: Any, targets: list[Any]) -> 
     except Exception as exc:
         return [
             reached,
-            Result("permissions", name, Status.FAIL, f"could not ask: {_short(exc)}", "run again with -v"),
+            Result("permissions", name, Status.FAIL, f"could not ask: {short(exc)}", "run again with -v"),
         ]
 
 
@@ -230,7 +230,7 @@ def _eks(seat: Seat, name: str, cluster: Any, connector: Any, targets: list[Any]
                 "cluster",
                 name,
                 Status.FAIL,
-                f"{where}: DescribeCluster failed: {_short(exc)}",
+                f"{where}: DescribeCluster failed: {short(exc)}",
                 "check the name and region",
             )
         ]
@@ -277,7 +277,7 @@ def _eks(seat: Seat, name: str, cluster: Any, connector: Any, targets: list[Any]
                     "permissions",
                     f"{name}: {function}",
                     Status.SKIP,
-                    f"access entries not readable: {_short(exc)}",
+                    f"access entries not readable: {short(exc)}",
                 )
             )
             continue

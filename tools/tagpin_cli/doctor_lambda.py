@@ -11,7 +11,10 @@
   100): on a new account, whose quota is 10, no ``ConsumerReservedConcurrency`` can be deployed,
   and every function shares those 10. A queue allowed more concurrent batches than the consumer
   has reserved gets its batches throttled (they return to the queue and count towards the
-  dead-letter queue).
+  dead-letter queue). A queue allowed more than the stack's ``ConsumerMaxConcurrency`` warns: with a
+  reservation the template uses the reservation as the queue's maximum in its place (a template
+  Rule cannot compare two numbers, so it cannot refuse a reservation above it), which an operator
+  who set ``ConsumerMaxConcurrency`` to protect a cluster's API may not expect.
 
 Locally the runtime models the loop guard from template.yaml (``tagpin_local.recursion``) and has
 no concurrency quota: skipped.
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tagpin_cli.doctor import Result, Seat, Status, _short
+from tagpin_cli.doctor import Result, Seat, Status, short
 
 CHECK = "lambda"
 UNRESERVED_FLOOR = 100  # Lambda keeps this much of the quota unreserved (all of a smaller quota)
@@ -48,7 +51,7 @@ def check_lambda(seat: Seat) -> list[Result]:
             )
         ]
     name = seat.target.outputs.get("ConsumerFunctionName", "")
-    return [_recursion(name), *_concurrency(name)]
+    return [_recursion(name), *_concurrency(name, seat.target.parameters.get("ConsumerMaxConcurrency"))]
 
 
 def _recursion(name: str) -> Result:
@@ -82,7 +85,7 @@ def _recursion(name: str) -> Result:
     )
 
 
-def _concurrency(name: str) -> list[Result]:
+def _concurrency(name: str, max_concurrency: str | None) -> list[Result]:
     from tagpin import wiring
 
     client: Any = wiring.aws("lambda")
@@ -98,7 +101,7 @@ def _concurrency(name: str) -> list[Result]:
                     CHECK,
                     subject,
                     Status.WARN,
-                    f"not checked: {_short(exc)}",
+                    f"not checked: {short(exc)}",
                     "give the doctor lambda:GetAccountSettings, lambda:GetFunctionConcurrency and "
                     "lambda:ListEventSourceMappings (docs/troubleshooting.md)",
                 )
@@ -123,6 +126,26 @@ def _concurrency(name: str) -> list[Result]:
                 "are throttled, return to the queue and count towards the dead-letter queue",
                 "deploy the current template (the queue's maximum concurrency is kept within "
                 "ConsumerReservedConcurrency)",
+            )
+        ]
+    if max_concurrency is not None and max_concurrency.isdigit() and maximum > int(max_concurrency):
+        cause = (
+            f"ConsumerReservedConcurrency ({reserved}) is the queue's maximum in its place"
+            if reserved is not None
+            else "the event source was changed outside the template"
+        )
+        return [
+            Result(
+                CHECK,
+                subject,
+                Status.WARN,
+                f"{figures}: above ConsumerMaxConcurrency ({max_concurrency}): {cause}, so up to "
+                f"{maximum} batches run at once",
+                f"to run at most {max_concurrency}, deploy with ConsumerReservedConcurrency="
+                f"{max_concurrency} (or 0: none reserved); else set ConsumerMaxConcurrency={maximum} so "
+                "that it says what runs (docs/deploying.md, Upgrading)"
+                if reserved is not None
+                else "redeploy the stack (sam deploy)",
             )
         ]
     unreserved = limits.get("UnreservedConcurrentExecutions")

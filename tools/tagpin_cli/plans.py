@@ -35,6 +35,7 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
     base: dict[str, Any] = {"image": followed.image}
     stored = wiring.state().tags.get(followed.image)
     tag: str | None = None
+    kept: TagState | None = None  # a channel's head that stays: its state (see _digest_of)
     try:
         if followed.policy is not None:
             head = wiring.channels().heads([followed]).get(followed.image)
@@ -47,10 +48,10 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
             tag, ref = head.tag, head.ref
             base["version"] = tag
             if head.kept:
-                base["detail"] = head.kept
+                base["detail"], kept = head.kept, stored
         else:
             ref = followed.ref
-        digest = _digest_of(ref, stored if "detail" in base else None)
+        digest = _digest_of(ref, kept)
     except Exception as exc:  # why a head stays is kept beside the registry's answer
         return [
             base

@@ -48,7 +48,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tagpin_local.cfn import load_template
 
 log = logging.getLogger("tagpin.local")
 
@@ -205,29 +205,10 @@ class LoopDetector:
 
 
 # --------------------------------------------------------------------------- the template's settings
-class _Loader(yaml.SafeLoader):
-    """template.yaml as data: CloudFormation's short tags (``!Ref`` ...) as ``{tag: value}``."""
-
-
-def _tagged(loader: _Loader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    return {suffix: value}
-
-
-_Loader.add_multi_constructor("!", _tagged)  # type: ignore[no-untyped-call]
-
-
 def recursive_loop_settings(template: Path) -> dict[str, RecursiveLoop]:
     """Each function's ``RecursiveLoop`` in a SAM template, by the name of its folder under
     ``functions/`` (its ``CodeUri``), Globals applied; Lambda's default where none is set."""
-    with template.open(encoding="utf-8") as fh:
-        document = yaml.load(fh, Loader=_Loader)  # noqa: S506 (a SafeLoader: tags become data)
+    document = load_template(template)
     default = document.get("Globals", {}).get("Function", {}).get("RecursiveLoop", RecursiveLoop.TERMINATE)
     settings: dict[str, RecursiveLoop] = {}
     for resource in document.get("Resources", {}).values():

@@ -57,6 +57,7 @@ from tagpin_local.kube.pool import ClusterSource, default_source
 from tagpin_local.lambda_runtime import REGION, REPO, LocalFunction, failure_event, scheduled_event, sqs_event
 from tagpin_local.recursion import LoopDetector, RecursiveLoop, delivering, recursive_loop_settings
 from tagpin_local.registry_server import RegistryServer
+from tagpin_local.tables import create_state_table
 
 log = logging.getLogger("tagpin.local")
 
@@ -113,8 +114,8 @@ class StackOptions:
     console_auth: str = "token"
     jwt_claims: Callable[[str], dict[str, Any] | None] | None = None
     # Lambda's recursive loop detection (tagpin_local.recursion): each function's RecursiveLoop, as
-    # template.yaml sets it (None), or as given here ({"consumer": "Terminate"}: the guard on).
-    recursive_loop: dict[str, str] | None = None
+    # template.yaml sets it (None), or as given here ({"consumer": RecursiveLoop.TERMINATE}: the guard on).
+    recursive_loop: dict[str, RecursiveLoop] | None = None
 
 
 class LocalStack:
@@ -149,7 +150,7 @@ class LocalStack:
         self.consumer_errors: list[str] = []
         self._saved_env: dict[str, str | None] = {}
         settings = recursive_loop_settings(REPO / "template.yaml")
-        settings.update({k: RecursiveLoop(v) for k, v in (self.options.recursive_loop or {}).items()})
+        settings.update(self.options.recursive_loop or {})
         self.loops = LoopDetector(settings)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -374,18 +375,7 @@ class LocalStack:
 
     def _create_aws_resources(self) -> None:
         ddb = self.client("dynamodb")
-        ddb.create_table(
-            TableName="tagpin-state",
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_state_table(ddb, "tagpin-state")
         ddb.create_table(
             TableName="tagpin-idempotency",
             AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],

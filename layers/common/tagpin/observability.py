@@ -16,6 +16,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import utils
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from tagpin.domain.outcomes import Observation, TagOutcome
 
@@ -28,8 +29,21 @@ def log_json(record: object) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+class QuietMetrics(Metrics):
+    """powertools' ``Metrics`` that records nothing while metrics are disabled
+    (``POWERTOOLS_METRICS_DISABLED``, DetailedMonitoring=false). powertools 3 keeps adding values
+    then (its flush prints nothing and clears nothing) and, once a metric holds 100 values, prints
+    the EMF document anyway: a warm container would publish custom metrics every 100 invocations,
+    which CloudWatch bills, on a stack that asked for none."""
+
+    def add_metric(self, name: str, unit: MetricUnit | str, value: float, resolution: Any = 60) -> None:
+        if is_metrics_disabled():
+            return
+        super().add_metric(name=name, unit=unit, value=value, resolution=resolution)
+
+
 logger = Logger(json_serializer=log_json)
-metrics = Metrics(namespace="tagpin")
+metrics = QuietMetrics(namespace="tagpin")
 # The library logs through the standard library under "tagpin": give that logger the same JSON
 # format (its children, also those of modules imported later, propagate to it).
 logging.getLogger("tagpin")

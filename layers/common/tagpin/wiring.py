@@ -17,7 +17,7 @@ from tagpin.adapters.config_source import ConfigLoader
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.adapters.registry.client import RegistryClient
 from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
-from tagpin.adapters.secrets import SecretNotFound, Secrets
+from tagpin.adapters.secrets import SecretDenied, SecretNotFound, Secrets
 from tagpin.adapters.sqs import SqsChangeQueue
 from tagpin.domain.config import FollowedImage, NotConfigured, RolloutSettings, TagpinConfig
 from tagpin.domain.shards import WHOLE, PollPart
@@ -227,8 +227,13 @@ def console_app() -> ConsoleApp:
     auth: JwtAuth | TokenAuth = JwtAuth()
     if current.console_auth is ConsoleAuth.TOKEN:
         assert current.console_token is not None and current.console_session_key is not None  # checked
+        from tagpin.adapters.dynamodb.sessions import DynamoSignOuts
+        from tagpin.adapters.dynamodb.table import Table
+
         auth = TokenAuth(
-            current.console_token.get_secret_value(), current.console_session_key.get_secret_value().encode()
+            current.console_token.get_secret_value(),
+            current.console_session_key.get_secret_value().encode(),
+            DynamoSignOuts(Table(aws("dynamodb"), setting("state_table"))),
         )
     console = Console(
         config=config,
@@ -284,8 +289,16 @@ def webhook_service() -> WebhookService:
     def webhook_secrets() -> dict[str, Any]:  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
         try:
             return secret_json(secret_name)
-        except SecretNotFound as exc:
-            raise NotConfigured(f"the webhook secret: {exc}: create it (docs/deploying.md)") from None
+        except SecretNotFound as exc:  # or denied: the caller learns no more than that
+            fix = (
+                "create it, or let the webhook's role read it (and decrypt it with its KMS key)"
+                if isinstance(exc, SecretDenied)
+                else "create it"
+            )
+            raise NotConfigured(
+                "the webhook secret is missing or not readable (docs/deploying.md)",
+                reason=f"the webhook secret {secret_name}: {exc}; {fix} (docs/deploying.md)",
+            ) from None
 
     return WebhookService(
         sources=SOURCES,
@@ -416,7 +429,6 @@ def approvals() -> Approvals:
 
     return Approvals(
         state=state(),
-        followed=followed,
         settings=rollout_settings,
         changes=SqsChangeQueue(aws("sqs"), setting("queue_url")),
         verifications=verification_queue(),

@@ -13,11 +13,13 @@ One name per secret, whatever the store: the configuration names ``tagpin/cluste
   month per secret: for operators who need rotation or values over 8 KB.
 
 Callers get text (``text``) or a JSON object (``json``) and never learn which store answered. A
-secret that does not exist raises ``SecretNotFound`` in either store (in Secrets Manager, an
-AccessDenied too: that is its answer for a missing secret the role is granted by ARN, the
-webhook's); other failures propagate
-as powertools raises them (``GetParameterError``, with the service's message: names, never values).
-Nothing here logs a secret.
+secret that does not exist raises ``SecretNotFound`` in either store. Secrets Manager's
+AccessDenied raises ``SecretDenied``, a ``SecretNotFound``: it is also that store's answer for a
+missing secret the caller is granted by ARN (the webhook's role), so a caller that only needs "not
+there for me" (the webhook's 503) catches ``SecretNotFound``, and one that must tell a person what
+to do (``tagpin doctor``) tells the two apart. Other failures propagate as powertools raises them
+(``GetParameterError``, with the service's message: names, never values). Nothing here logs a
+secret.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ _DENIED = "AccessDeniedException"
 
 class SecretNotFound(LookupError):
     """The secret does not exist in the store (the message names it as that store does)."""
+
+
+class SecretDenied(SecretNotFound):
+    """Secrets Manager refused the read (AccessDenied): the caller may not read the secret (its
+    policy, or the KMS key's), or, for a caller granted the secret by its ARN, it does not exist."""
 
 
 def parameter_name(name: str) -> str:
@@ -85,9 +92,9 @@ class Secrets:
             if any(code in str(exc) for code in _NOT_FOUND):
                 raise SecretNotFound(f"the {self.where(name)} does not exist") from None
             if self.store is SecretStore.SECRETS_MANAGER and _DENIED in str(exc):
-                raise SecretNotFound(
-                    f"the {self.where(name)} does not exist, or this function's role may not read it "
-                    "(Secrets Manager answers AccessDenied, not ResourceNotFound, for a secret that does "
-                    "not exist when the role is granted it by ARN)"
+                raise SecretDenied(
+                    f"the {self.where(name)} is not readable: AccessDenied (no permission to read it or "
+                    "to decrypt it with its KMS key; or, for a caller granted the secret by its ARN, it "
+                    "does not exist)"
                 ) from None
             raise

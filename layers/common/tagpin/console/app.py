@@ -20,21 +20,33 @@ through the interaction's ``response_url``, only when that is Slack's own host.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
+from tagpin.adapters.dynamodb.table import KeyTooLong
 from tagpin.adapters.notify import slack_escape
+from tagpin.adapters.slack.actions import MAX_BODY as SLACK_MAX_BODY
 from tagpin.adapters.slack.actions import SlackRefused, read, verify
 from tagpin.adapters.web.auth import COOKIE, Auth, Principal, TokenAuth, same, secure_cookies
 from tagpin.adapters.web.render import Renderer
+from tagpin.console.requests import (
+    BadRequest,
+    Forbidden,
+    HttpError,
+    NotFound,
+    Unauthorized,
+    body_of,
+    form,
+    key_shaped,
+)
 from tagpin.usecases.console import PAGE_SIZE, Console, overview
 from tagpin.usecases.console_actions import ACTIONS, HOLD_FOR, NOTICES, REDRIVE_LIMIT, ActionError
 
@@ -48,34 +60,8 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
 }
 HTML = "text/html; charset=utf-8"
-MAX_FORM = 16 * 1024  # bytes of a form body
-MAX_FIELDS = 20
+COUNT = re.compile(r"[0-9]{1,9}")  # a notice's count (``str.isdigit`` accepts "²", which int() refuses)
 SLACK_HOST = "hooks.slack.com"  # a response_url elsewhere is not followed (no request forgery)
-
-
-class HttpError(Exception):
-    status = 500
-    title = "Error"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class BadRequest(HttpError):
-    status, title = 400, "Bad Request"
-
-
-class Unauthorized(HttpError):
-    status, title = 401, "Unauthorized"
-
-
-class Forbidden(HttpError):
-    status, title = 403, "Forbidden"
-
-
-class NotFound(HttpError):
-    status, title = 404, "Not Found"
 
 
 class ConsoleApp:
@@ -118,6 +104,7 @@ class ConsoleApp:
         app.post("/slack/actions")(self._slack)
         app.not_found()(self._not_found)
         app.exception_handler(HttpError)(self._http_error)
+        app.exception_handler(KeyTooLong)(self._key_too_long)
         app.exception_handler(Exception)(self._failure)
 
     def handle(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
@@ -147,18 +134,10 @@ class ConsoleApp:
 
     def _query(self, name: str) -> str | None:
         value = (self.event.query_string_parameters or {}).get(name)
-        return None if value is None else str(value)
+        return None if value is None else key_shaped(name, str(value))
 
     def _form(self) -> dict[str, str]:
-        raw = self.event.body or ""
-        data = base64.b64decode(raw) if self.event.is_base64_encoded else raw.encode()
-        if len(data) > MAX_FORM:
-            raise BadRequest("The form is too large.")
-        try:
-            pairs = parse_qsl(data.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FIELDS)
-        except (UnicodeDecodeError, ValueError):
-            raise BadRequest("The form could not be read.") from None
-        return dict(pairs)
+        return form(self.event.body, self.event.is_base64_encoded)
 
     def _html(self, template: str, status: int = 200, **context: Any) -> Response[str]:
         body = self.renderer.page(template, signs_in=self.auth.signs_in, **context)
@@ -166,8 +145,8 @@ class ConsoleApp:
 
     def _notice(self) -> str | None:
         text = NOTICES.get(self._query("notice") or "")
-        count = self._query("n")
-        if text and count and count.isdigit():
+        count = self._query("n") or ""
+        if text and COUNT.fullmatch(count):
             text += f" {int(count)}"
         return text
 
@@ -271,9 +250,11 @@ class ConsoleApp:
         return _see_other("/console", cookies=[cookie])
 
     def _signout(self) -> Response[str]:
-        self._token_auth()
+        auth = self._token_auth()
         principal = self._require()
         self._check_csrf(principal, self._form())
+        auth.sign_out(self.event.raw_event)  # on the server: a copy of the cookie is refused too
+        log.info("console sign-out")
         return _see_other("/console/signin", cookies=[self._cookie("", 0)])
 
     def _cookie(self, value: str, max_age: int) -> Cookie:
@@ -311,14 +292,16 @@ class ConsoleApp:
 
     # -- Slack ------------------------------------------------------------------------------------
     def _slack(self) -> Response[str]:
-        raw = self.event.body or ""
-        body = base64.b64decode(raw) if self.event.is_base64_encoded else raw.encode()
         secret = self.slack_secret()
         try:
+            body = body_of(self.event.body, self.event.is_base64_encoded, SLACK_MAX_BODY)
             if not secret:
                 raise SlackRefused(401, "Slack approvals are not configured (slack_signing_secret)")
             verify(dict(self.event.headers or {}), body, secret, time.time())
             click = read(body)
+            key_shaped("image", click.image)
+        except HttpError as exc:
+            return Response(exc.status, "text/plain; charset=utf-8", exc.message)
         except SlackRefused as exc:
             log.warning("Slack request refused", extra={"status": exc.status, "reason": exc.message})
             return Response(exc.status, "text/plain; charset=utf-8", exc.message)
@@ -365,6 +348,10 @@ class ConsoleApp:
         if isinstance(exc, Unauthorized) and not self.auth.signs_in:
             response.headers["WWW-Authenticate"] = "Bearer"
         return response
+
+    def _key_too_long(self, exc: KeyTooLong) -> Response[str]:
+        """What the edge's checks (``_key_shaped``) missed, refused by the table before AWS is asked."""
+        return self._http_error(BadRequest(f"Too long for a key: {exc}."))
 
     def _failure(self, exc: Exception) -> Response[str]:
         log.exception("console request failed")

@@ -7,8 +7,9 @@ the template's FailedInvocationsRule) told apart from dead-lettered changes and 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+
+from pydantic_core import from_json
 
 # The detail-type of Lambda's record of an asynchronous invocation that failed every attempt.
 FAILURE_DETAIL_TYPE = "Lambda Function Invocation Result - Failure"
@@ -26,16 +27,16 @@ class FailedRun:
 
 
 def failed_invocation(body: str) -> FailedRun | None:
-    """The summary of a failed asynchronous invocation's record, or None for any other message."""
+    """The summary of a failed asynchronous invocation's record, or None for any other message
+    (pydantic's JSON parser: a body nested too deeply is not JSON here, never a ``RecursionError``)."""
     try:
-        event = json.loads(body)
+        event = from_json(body)
     except ValueError:
         return None
     if not isinstance(event, dict) or event.get("detail-type") != FAILURE_DETAIL_TYPE:
         return None
-    detail = event.get("detail") or {}
-    context = detail.get("requestContext") or {}
-    response = detail.get("responsePayload") or {}
+    detail = _object(event.get("detail"))
+    context, response = _object(detail.get("requestContext")), _object(detail.get("responsePayload"))
     function = str(context.get("functionArn", "")).split(":function:", 1)[-1].split(":", 1)[0]
     return FailedRun(
         function=function[:140],
@@ -43,3 +44,7 @@ def failed_invocation(body: str) -> FailedRun | None:
         condition=str(context.get("condition", ""))[:40],
         error=f"{response.get('errorType', '')}: {response.get('errorMessage', '')}".strip(": ")[:300],
     )
+
+
+def _object(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}

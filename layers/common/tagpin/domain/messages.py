@@ -117,6 +117,9 @@ class Verification(BaseModel):
     applied_at: int | None = None  # verify: when the patch was made (epoch ms), for the timeout
     # verify: when the rollout was last seen paused (epoch ms): the timeout counts from then
     paused_at: int | None = None
+    # verify: when the pause it is held at now was first seen (epoch ms): the pause's length, for
+    # rollout.max_pause_seconds and the look-again delay; None while it is not paused
+    paused_since: int | None = None
     attempt: int = Field(default=0, ge=0)
     trigger: Trigger | None = None
     correlation_id: str | None = Field(default=None, max_length=256)
@@ -124,11 +127,25 @@ class Verification(BaseModel):
     due_at: int | None = Field(default=None, ge=0)
 
     def again(self) -> Verification:
-        return self.model_copy(update={"attempt": self.attempt + 1, "due_at": None})
+        """Again, for a rollout in progress (not paused: a later pause is a new one)."""
+        return self.model_copy(update={"attempt": self.attempt + 1, "due_at": None, "paused_since": None})
 
     def paused(self, now_ms: int) -> Verification:
-        """Again, for a rollout held at a pause step now: its timeout starts over from here."""
-        return self.model_copy(update={"attempt": self.attempt + 1, "due_at": None, "paused_at": now_ms})
+        """Again, for a rollout held at a pause step now: its timeout starts over from here, and
+        the pause counts from when it was first seen."""
+        return self.model_copy(
+            update={
+                "attempt": self.attempt + 1,
+                "due_at": None,
+                "paused_at": now_ms,
+                "paused_since": self.pause_started(now_ms),
+            }
+        )
+
+    def pause_started(self, now_ms: int) -> int:
+        """When the pause the rollout is held at was first seen: ``now_ms`` for a new one (and for
+        a verification sent before ``paused_since`` existed: its pause counts from this check)."""
+        return self.paused_since or now_ms
 
     def timed_from(self, fallback_ms: int) -> int:
         """Where the verify timeout counts from: the patch (``fallback_ms`` when unknown), or the

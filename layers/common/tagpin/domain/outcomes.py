@@ -87,6 +87,7 @@ class RestoreOutcome(StrEnum):
     NO_PREVIOUS = "no-previous"  # tagpin did not replace anything there: nothing to restore
     # Argo Rollouts with canary steps, analysis or blue-green: Argo aborts and goes back itself
     LEFT_TO_ARGO = "left-to-argo-rollouts"
+    HELD = "held"  # a person put the target on hold: it stays where it is
 
 
 class VerificationOutcome(StrEnum):
@@ -95,6 +96,7 @@ class VerificationOutcome(StrEnum):
     VERIFIED = "verified"
     PROGRESSING = "progressing"  # looked again later
     PAUSED = "paused"  # held at a pause step (Argo Rollouts): looked again later, not timed
+    STALLED = "stalled"  # paused longer than rollout.max_pause_seconds: no longer followed
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
     SUPERSEDED = "superseded"  # the target moved to another digest

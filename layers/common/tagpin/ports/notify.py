@@ -15,6 +15,7 @@ class RolloutEventKind(StrEnum):
     VERIFIED = "verified"
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
+    STALLED = "stalled"  # a rollout paused too long: no longer followed (not rolled back)
     HELD = "held"  # a person stepped in on a target: tagpin leaves it where it is
     BLOCKED = "blocked"  # a trust gate refused the digest (unsigned, a platform missing)
     AWAITING_APPROVAL = "awaiting_approval"  # a wave waits for a person: approve or reject
@@ -43,6 +44,7 @@ class RolloutEvent:
             "verified": f"verified in wave {self.wave}" + (" (promotion complete)" if self.complete else ""),
             "failed": f"FAILED in wave {self.wave}",
             "rolled_back": f"FAILED in wave {self.wave} and rolled back",
+            "stalled": f"STALLED in wave {self.wave}: paused too long, no longer followed (not rolled back)",
             "held": "held where a person put it (not patched back)",
             "blocked": "BLOCKED by a trust gate (not rolled)",
             "awaiting_approval": f"waits for approval before wave {self.wave}",

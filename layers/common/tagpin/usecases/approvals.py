@@ -18,7 +18,7 @@ wave of an image (``images[].approval``). docs/approvals.md.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -63,7 +63,6 @@ class Approvals:
         self,
         *,
         state: State,
-        followed: Callable[[], Mapping[str, FollowedImage]],
         settings: Callable[[], RolloutSettings],
         changes: ChangeQueue,
         verifications: VerificationQueue,
@@ -71,7 +70,6 @@ class Approvals:
         clock: Callable[[], int],
     ) -> None:
         self._state = state
-        self._followed = followed
         self._settings = settings
         self._changes = changes
         self._verifications = verifications
@@ -134,7 +132,7 @@ class Approvals:
                 detail=f"a newer digest {promotion.digest} supersedes it: nothing done",
             )
         assert promotion.awaiting_wave is not None
-        wave = self._wave(image, promotion.awaiting_wave)
+        wave = self._wave(promotion.awaiting_wave)
         now = self._clock()
         verb = "approved" if approve else "rejected"
         detail = f"{verb} by {who} via {via}"
@@ -193,7 +191,7 @@ class Approvals:
             verification.image, verification.digest, verification.attempt, now
         ):
             return VerificationResult(VerificationOutcome.ALREADY_DECIDED)
-        wave = self._wave(verification.image, verification.attempt)
+        wave = self._wave(verification.attempt)
         self._audit.record(
             verification.image,
             verification.digest,
@@ -205,13 +203,14 @@ class Approvals:
         )
         return VerificationResult(VerificationOutcome.FAILED, "the approval request lapsed")
 
-    def wave_name(self, image: str, index: int) -> str:
-        """The name of ``image``'s wave ``index`` (a promotion's ``awaiting_wave``)."""
-        return self._wave(image, index)
+    def wave_name(self, index: int) -> str:
+        """The name of wave ``index`` (a promotion's ``awaiting_wave``)."""
+        return self._wave(index)
 
-    def _wave(self, image: str, index: int) -> str:
-        followed = self._followed().get(image)
-        waves = plan(self._settings(), list(followed.targets) if followed else [])
+    def _wave(self, index: int) -> str:
+        """A wave's name by its index: the configuration's, whatever the targets (``plan`` keeps
+        indices stable), so nothing of the image is read."""
+        waves = plan(self._settings(), [])
         return waves[index].name if index < len(waves) else str(index)
 
     def _reject(self, image: str, promotion: Promotion, detail: str, now: int) -> None:

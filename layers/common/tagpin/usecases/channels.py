@@ -12,15 +12,16 @@ head is resolved (HEAD of its manifest), never every listed tag:
 The head only moves up (``tagpin.domain.versions.move``): when the newest allowed version is older
 than the head (the newer one was deleted from the registry, marked bad, or the policy was edited),
 the head stays and the reason is kept for ``tagpin plan``. The state store enforces the order on
-every write (``Tags.move_head``: conditional on the head compared with), so two notifications
+every write (``Heads.move``: conditional on the head compared with), so two notifications
 handled at once cannot move a head down. Only a person moves a head down (``tagpin downgrade``);
 the one other way down is a rollback of the head's own version, which returns the channel to the
-version before it (``roll_back_head``): the version its targets were rolled back to.
+version before it (``Heads.roll_back``): the version its targets were rolled back to.
 
 A version marked bad (``State.versions``: its rollout was rolled back, or a person held it back)
 is never chosen again by any channel of the repository until a person clears it (``tagpin
 clear``: the channel may then return to it). The marks are read only for the repositories whose
-head would move, so a steady poll reads none.
+head would move, so a steady poll reads none. A tag is marked bad when ``VersionSet`` says so:
+under any spelling the policy reads as the same version (``v1.4.2`` is ``1.4.2``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tagpin.domain.channels import ChannelKey
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.refs import ImageRef
-from tagpin.domain.versions import Move, Selection, VersionPolicy, move, select_head
+from tagpin.domain.versions import Move, Selection, VersionPolicy, VersionSet, move, select_head
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolver, TagLister, TagListing
 from tagpin.ports.state import BadVersion, ImageEvent, PromotionStatus, State, TagState
@@ -154,7 +155,7 @@ class Channels:
         if current is not None and move(policy, current, tag) is not Move.UPGRADE:
             return None
         bad = self._state.versions.bad([str(key.repository)]).get(str(key.repository), {})
-        if select_head(policy, [tag], bad=list(bad)).head is None:
+        if tag in VersionSet(policy, bad):
             return None
         return Head(channel.image, tag)
 
@@ -204,20 +205,15 @@ def mark_failed(state: State, image: str, digest: str, why: str, now: int) -> st
     return version
 
 
-def return_to_previous(state: State, image: str, digest: str, now: int) -> str | None:
+def return_to_previous(state: State, followed: FollowedImage | None, digest: str, now: int) -> str | None:
     """The targets of a channel whose head's rollout (``digest``) failed were rolled back: the head
     returns to the version before it, the one they were rolled back to (docs/policies.md), unless
     that one is marked bad too (a person held it back): the head then stays, blocked. Called after
     ``mark_failed``: the failed version's mark is written first, so no check moves back up to it.
-    The version returned to, or None."""
-    channel = ChannelKey.parse(image)
-    stored = state.tags.get(image)
-    if channel is None or stored is None or stored.digest != digest or stored.previous_version is None:
+    The version returned to, or None (``followed`` is no channel, or no longer followed)."""
+    if followed is None or followed.policy is None or followed.channel_key is None:
         return None
-    repository = str(channel.repository)
-    if stored.previous_version in state.versions.bad([repository]).get(repository, {}):
-        return None
-    back = state.tags.roll_back_head(image, digest, now)
+    back = state.heads.roll_back(followed.image, digest, now, followed.policy)
     return None if back is None else back.version
 
 
@@ -259,11 +255,7 @@ class Downgrades:
         listing = self._channels.lister.list_tags(key.repository)
         # Every newer version the policy allows (one it does not allow is never chosen by this
         # channel, and may be another channel's: it is left alone), unless marked bad already.
-        marked = {
-            v.identity
-            for t in state.versions.bad([repository]).get(repository, {})
-            if (v := policy.version(t)) is not None
-        }
+        marked = VersionSet(policy, state.versions.bad([repository]).get(repository, {}))
         newer = sorted(
             (
                 v
@@ -271,7 +263,7 @@ class Downgrades:
                 if (v := policy.version(t)) is not None
                 and v.key > version.key
                 and policy.screen(v) is None
-                and v.identity not in marked
+                and v.tag not in marked
             ),
             key=lambda v: v.rank,
         )
@@ -282,7 +274,7 @@ class Downgrades:
         for newer_tag in held_back:
             state.versions.mark_bad(repository, BadVersion(newer_tag, "", why, now))
         # The newer versions are marked first: a check in flight cannot move the head back up.
-        record = state.tags.move_head(
+        record = state.heads.move(
             followed.image, resolution.digest, now, Trigger.MANUAL, tag, policy, down=True
         )
         now = record.current.observed_at  # newer than every observation before (the head's order)
@@ -311,22 +303,33 @@ class Downgrades:
     def clear(
         self, followed: FollowedImage, tag: str, who: str, siblings: Iterable[FollowedImage] = ()
     ) -> bool:
-        """Forget that ``tag`` is bad: the channels of its repository (``followed`` and the other
-        ``siblings`` of the same repository) may choose it again. A channel whose head stayed at
-        ``tag``, blocked (its rollout failed with nothing to return to, or a person rejected it),
-        may roll it again."""
-        key = followed.channel_key
-        if key is None:
+        """Forget that ``tag`` (any spelling of its version) is bad: the channels of its repository
+        (``followed`` and the other ``siblings`` of the same repository) may choose it again. A
+        channel whose head stayed at ``tag``, blocked (its rollout failed with nothing to return
+        to, or a person rejected it), may roll it again: its head and its halted promotion are
+        cleared too."""
+        key, policy = followed.channel_key, followed.policy
+        if key is None or policy is None:
             raise ValueError(f"{followed.image} is not a version channel")
         state = self._channels.state
-        cleared = state.versions.clear(str(key.repository), tag)
+        repository = str(key.repository)
+        spellings = VersionSet(policy, [tag])
+        marked = {tag} | {t for t in state.versions.bad([repository]).get(repository, {}) if t in spellings}
+        cleared = False
+        for spelt in sorted(marked):
+            cleared = state.versions.clear(repository, spelt) or cleared
         for channel in {followed.image: followed, **{s.image: s for s in siblings}}.values():
-            if (other := channel.channel_key) is None or other.repository != key.repository:
+            other, its_policy = channel.channel_key, channel.policy
+            if other is None or its_policy is None or other.repository != key.repository:
                 continue
-            cleared = state.tags.unblock(channel.image, tag) or cleared
+            cleared = state.heads.clear(channel.image, tag, its_policy) or cleared
             promotion = state.promotions.get(channel.image)
-            if promotion is not None and promotion.status is PromotionStatus.HALTED and promotion.tag == tag:
-                cleared = state.promotions.reopen(channel.image, promotion.digest) or cleared
+            if (
+                promotion is not None
+                and promotion.status is PromotionStatus.HALTED
+                and promotion.tag in VersionSet(its_policy, [tag])
+            ):
+                cleared = state.promotions.clear(channel.image, promotion.digest) or cleared
         if cleared:
             self._channels.state.history.image_event(
                 followed.image, "", ImageEvent.CLEARED, self._clock(), detail=f"{tag} cleared by {who}"

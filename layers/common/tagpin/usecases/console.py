@@ -8,9 +8,12 @@ here knows about HTTP or HTML. Every string in these values may come from a regi
 notification: the renderer escapes them all.
 
 Pages are keyset pages, not offsets: the configuration's targets first (in its order), then the
-label-discovered ones shard by shard in key order (image, then target id). A page reads the
-configuration (cached), one Query per shard it touches (usually one), and one batched read of its
-targets' states and of its tags', whatever the number of targets followed.
+label-discovered ones shard by shard in key order (image, then target id). A page of targets reads
+the configuration (cached), one Query per shard it touches (usually one), and one batched read of
+its targets' states and of its tags', whatever the number of targets followed. A page of images
+reads each shard's one item of tags and target counts (a few shards a batched read) and its tags'
+states, never the index's entries. A target is looked up by key (``Followed.of_target``): its
+index entry's key when its image is known, else one Query of the index by target id.
 
 The actions a person takes there are in ``tagpin.usecases.console_actions``.
 """
@@ -22,12 +25,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tagpin.domain.config import FollowedImage, TagpinConfig, Target
-from tagpin.domain.shards import all_shards
+from tagpin.domain.shards import all_shards, shard
+from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.state import (
-    IndexEntry,
     PromotionStatus,
     State,
     TagState,
+    TargetState,
 )
 from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.console_views import (
@@ -44,7 +48,7 @@ from tagpin.usecases.console_views import (
 )
 from tagpin.usecases.deadletters import DeadLetterQueue, Look
 from tagpin.usecases.detect import now_ms
-from tagpin.usecases.followed import Followed, merge
+from tagpin.usecases.followed import Followed, discovered_policy, merge
 from tagpin.usecases.holds import Holds
 from tagpin.usecases.waves import plan
 
@@ -105,7 +109,7 @@ class Console:
             PendingApproval(
                 image=promotion.image,
                 digest=promotion.digest,
-                wave=approvals.wave_name(promotion.image, promotion.awaiting_wave),
+                wave=approvals.wave_name(promotion.awaiting_wave),
                 version=promotion.tag,
                 since=promotion.updated_at,
                 expires_at=promotion.approval_expires_at,
@@ -117,55 +121,69 @@ class Console:
     # -- images --------------------------------------------------------------------------------
     def images(self, cursor: str | None = None, size: int = PAGE_SIZE) -> Page[ImageRow]:
         """Followed images, ``size`` a page: the configuration's, then the discovered ones shard by
-        shard (a shard is read whole: a tag's entries are all in its shard)."""
+        shard in name order, from each shard's one item of tags and target counts (``Index.images``):
+        a page reads a few such items and its tags' states, never the index's entries."""
         config = self._config()
-        kind, position, _ = _parse_cursor(cursor)
+        kind, position, after = _parse_cursor(cursor)
         configured = [f.image for f in config.images]
-        shards = all_shards()
         keys: list[str] = []
         next_cursor: str | None = None
-        number = position if kind == "i" else 0
         if kind == "c":
             keys = configured[position : position + size]
             if position + size < len(configured):
                 next_cursor = f"c{position + size}"
-                number = len(shards)  # this page is the configuration's only
-        if next_cursor is None and number < len(shards):
-            next_cursor = f"i{shards[number]}:"
-        known, clusters = set(configured), set(config.clusters)
-        discovered: dict[str, FollowedImage] = {}
-        while number < len(shards) and len(keys) + len(discovered) < size:
-            by_image: dict[str, list[IndexEntry]] = {}
-            for entry in self.state.index.entries(shards=[shards[number]]):
-                if entry.image not in known:
-                    by_image.setdefault(entry.image, []).append(entry)
-            for image in sorted(by_image):
-                if (merged := merge(image, None, by_image[image], clusters)) is not None:
-                    discovered[image] = merged
-            number += 1
-            next_cursor = f"i{shards[number]}:" if number < len(shards) else None
-        found = self._followed().select(keys) if keys else {}  # configured: with their discovered targets
-        found |= discovered
-        tags = self.state.tags.get_many(list(found))
-        source = {image: CONFIGURATION for image in configured}
-        rows = [self._image_row(f, tags.get(f.image), source.get(f.image, LABEL)) for f in found.values()]
-        return Page(rows, next_cursor, not cursor)
+            position, after = 0, None
+        listed = self._configured_images(config, keys)
+        if next_cursor is None:
+            next_cursor = self._discovered_images(config, position, after, size - len(listed), listed)
+        tags = self.state.tags.get_many([i.image for i in listed])
+        return Page([_image_row(i, tags.get(i.image)) for i in listed], next_cursor, not cursor)
 
-    @staticmethod
-    def _image_row(followed: FollowedImage, tag: TagState | None, source: str) -> ImageRow:
-        return ImageRow(
-            image=followed.image,
-            source=source,
-            targets=len(followed.targets),
-            policy=followed.policy.text if followed.policy is not None else None,
-            version=tag.version if tag is not None and followed.policy is not None else None,
-            digest=tag.digest if tag else None,
-            resolved_at=tag.resolved_at if tag else None,
-            changed_at=tag.changed_at if tag else None,
-            error=tag.last_error if tag else None,
-            error_at=tag.error_at if tag else None,
-            blocked=tag.bad_reason if tag is not None and tag.blocked else None,
-        )
+    def _configured_images(self, config: TagpinConfig, keys: list[str]) -> list[_Listed]:
+        """The configuration's ``keys`` with their targets: the configured ones, and those found by
+        label too, read by the prefix of their index keys, only for the images their shard's item
+        says have some (most configured images have none)."""
+        shards = self.state.index.images(sorted({shard(image) for image in keys})) if keys else {}
+        followed, by_image = self._followed(), config.followed
+        listed = []
+        for image in keys:
+            configured = by_image[image]
+            found = followed.get(image) if shards.get(shard(image), {}).get(image) else configured
+            found = found or configured
+            listed.append(_Listed(image, found.policy, len(found.targets), CONFIGURATION))
+        return listed
+
+    def _discovered_images(
+        self, config: TagpinConfig, number: int, after: str | None, size: int, listed: list[_Listed]
+    ) -> str | None:
+        """Add up to ``size`` discovered images to ``listed``, from shard ``number`` after the image
+        ``after``, reading the shards' items a few at a time (2, then 4, 8...); the cursor to go on
+        from, None when no image is left."""
+        shards = all_shards()
+        configured, clusters = {f.image for f in config.images}, set(config.clusters)
+        batch, taken = 2, 0
+        last = f"i{shards[number]}:{after or ''}" if number < len(shards) else ""  # where this page began
+        while number < len(shards):
+            chunk = shards[number : number + batch]
+            images = self.state.index.images(chunk)
+            for shard_name in chunk:
+                for image, per_cluster in sorted(images.get(shard_name, {}).items()):
+                    if (after is not None and image <= after) or image in configured:
+                        continue
+                    targets = sum(n for cluster, n in per_cluster.items() if cluster in clusters)
+                    if not targets:  # only in clusters no longer configured
+                        continue
+                    try:
+                        policy = discovered_policy(image)
+                    except ValueError:  # left out, as ``merge`` leaves it out
+                        continue
+                    if taken == size:  # one more than the page holds: the next page starts after it
+                        return last
+                    listed.append(_Listed(image, policy, targets, LABEL))
+                    taken, last = taken + 1, f"i{shard_name}:{image}"
+                after = None
+            number, batch = number + len(chunk), batch * 2
+        return None
 
     def image(self, image: str) -> ImageView:
         followed = self._followed().get(image)
@@ -173,7 +191,8 @@ class Console:
             raise LookupError(f"{image!r} is not a followed image")
         configured = {f.image for f in self._config().images}
         tag = self.state.tags.get(image)
-        row = self._image_row(followed, tag, CONFIGURATION if image in configured else LABEL)
+        source = CONFIGURATION if image in configured else LABEL
+        row = _image_row(_Listed(image, followed.policy, len(followed.targets), source), tag)
         targets = self._rows([(followed, t) for t in followed.targets], {image: tag} if tag else {})
         timeline = [event_of(e, e.event) for e in self.state.history.of_image(image, limit=TIMELINE)]
         return ImageView(row, targets, timeline, self._promotion(followed))
@@ -264,10 +283,14 @@ class Console:
         return None
 
     def _rows(
-        self, picked: list[tuple[FollowedImage, Target]], tags: Mapping[str, TagState] | None = None
+        self,
+        picked: list[tuple[FollowedImage, Target]],
+        tags: Mapping[str, TagState] | None = None,
+        states: Mapping[str, TargetState] | None = None,
     ) -> list[TargetRow]:
         configured = {t.id for f in self._config().images for t in f.targets}
-        states = self.state.targets.get_many([t.id for _, t in picked])
+        if states is None:
+            states = self.state.targets.get_many([t.id for _, t in picked])
         if tags is None:
             tags = self.state.tags.get_many(list(dict.fromkeys(f.image for f, _ in picked)))
         return [
@@ -278,50 +301,71 @@ class Console:
         ]
 
     def target(self, target_id: str, image: str | None = None) -> TargetView:
-        """A target and its timeline; ``image``: its followed image if known (one lookup instead of
-        the whole index)."""
-        followed = self._image_of(target_id, image)
+        """A target and its timeline, looked up by key (``Followed.of_target``): with ``image``
+        one read of its index entry, without one Query of the index by target id."""
+        followed = self._followed().of_target(target_id, image)
+        if followed is None:
+            raise LookupError(f"{target_id!r} is not a followed target")
         tag = self.state.tags.get(followed.image)
         target = next(t for t in followed.targets if t.id == target_id)
         (row,) = self._rows([(followed, target)], {followed.image: tag} if tag else {})
         timeline = [event_of(e, e.status) for e in self.state.history.of_target(target_id, limit=TIMELINE)]
         return TargetView(row, timeline)
 
-    def _image_of(self, target_id: str, image: str | None) -> FollowedImage:
-        if image:
-            found = self._followed().get(image)
-            if found is not None and any(t.id == target_id for t in found.targets):
-                return found
-        stored = self.state.targets.get(target_id)
-        if stored is not None and stored.image:
-            found = self._followed().get(stored.image)
-            if found is not None and any(t.id == target_id for t in found.targets):
-                return found
-        for followed in self._followed().values():
-            if any(t.id == target_id for t in followed.targets):
-                return followed
-        raise LookupError(f"{target_id!r} is not a followed target")
-
     # -- holds, dead letters -------------------------------------------------------------------
     def held(self) -> list[TargetRow]:
         """The held targets with their reasons (at most ``HOLDS_SHOWN``): read from the holds'
-        hints and those targets' states, never every target; their images looked up at once. A
-        held target no longer followed (its workload deleted since) is left out."""
+        hints and those targets' states, never every target; each target's index entry read by
+        its key (the image its state records), all at once. A held target no longer followed (its
+        workload deleted since) is left out."""
         states = self.state.targets.held(HOLDS_SHOWN, self.clock())
-        found = self._followed().select({s.image for s in states if s.image})
+        config = self._config()
+        configured = {t.id: f for f in config.images for t in f.targets}
+        keys = [(s.image, s.target_id) for s in states if s.image and s.target_id not in configured]
+        entries = {e.target_id: e for e in self.state.index.get_many(keys)} if keys else {}
+        known = set(config.clusters)
         rows: list[tuple[FollowedImage, Target]] = []
         for state in states:
-            followed = found.get(state.image)
-            if followed is None or not any(t.id == state.target_id for t in followed.targets):
-                try:  # held before tagpin ever applied anything there: no image recorded
-                    followed = self._image_of(state.target_id, None)
-                except LookupError:
-                    continue
-            rows.append((followed, next(t for t in followed.targets if t.id == state.target_id)))
-        return self._rows(rows) if rows else []
+            followed = configured.get(state.target_id)
+            if followed is None and (entry := entries.get(state.target_id)) is not None:
+                followed = merge(entry.image, config.followed.get(entry.image), [entry], known)
+            if followed is None:  # held before tagpin applied anything there: no image recorded
+                followed = self._followed().of_target(state.target_id)
+            target = (
+                next((t for t in followed.targets if t.id == state.target_id), None) if followed else None
+            )
+            if followed is not None and target is not None:
+                rows.append((followed, target))
+        return self._rows(rows, states={s.target_id: s for s in states}) if rows else []
 
     def dead_letter_view(self) -> Look:
         return self.dead_letters().look()
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """An image as a page of images lists it: its policy and how many targets it has."""
+
+    image: str
+    policy: VersionPolicy | None
+    targets: int
+    source: str
+
+
+def _image_row(listed: _Listed, tag: TagState | None) -> ImageRow:
+    return ImageRow(
+        image=listed.image,
+        source=listed.source,
+        targets=listed.targets,
+        policy=listed.policy.text if listed.policy is not None else None,
+        version=tag.version if tag is not None and listed.policy is not None else None,
+        digest=tag.digest if tag else None,
+        resolved_at=tag.resolved_at if tag else None,
+        changed_at=tag.changed_at if tag else None,
+        error=tag.last_error if tag else None,
+        error_at=tag.error_at if tag else None,
+        blocked=tag.bad_reason if tag is not None and tag.blocked else None,
+    )
 
 
 @dataclass(frozen=True)

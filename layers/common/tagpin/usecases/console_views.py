@@ -21,13 +21,14 @@ class Condition:
     FAILED = "failed"
     GONE = "gone"
     HELD = "held"  # a person's hold, or tagpin's after a person's change: with its reason
+    STALLED = "stalled"  # its rollout stayed paused too long: no longer followed
     UNKNOWN = "unknown"  # nothing recorded yet
 
 
 def condition(state: TargetState | None, tag: TagState | None) -> str:
     if state is None:
         return Condition.UNKNOWN
-    if state.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD):
+    if state.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD, TargetStatus.STALLED):
         return state.status.value
     if tag is not None and state.settled_at(tag.digest):
         return Condition.CURRENT

@@ -143,7 +143,7 @@ class Detector:
             # recorded in version order (an older version than the stored head is STALE).
             if resolution.ref.tag is None:
                 raise ValueError(f"{image}: a channel is resolved at a version, not {resolution.ref}")
-            record = self._state.tags.move_head(
+            record = self._state.heads.move(
                 image, resolution.digest, observed_at, trigger, resolution.ref.tag, followed.policy
             )
         else:

@@ -6,6 +6,7 @@ labelled. ``Followed`` is the one view of both that the poller, the webhook and 
 so a newly labelled workload is followed without a redeploy or a configuration change.
 
 It is lazy: ``followed.get(image)`` costs one Query for that tag (the webhook, the consumer);
+``followed.of_target(target_id)`` the image a target runs, by key (the console, ``tagpin hold``);
 iterating loads the whole index once (the poller).
 """
 
@@ -14,9 +15,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 
-from tagpin.domain.channels import SEPARATOR, repository_part
+from tagpin.domain.channels import SEPARATOR, ChannelKey, repository_part
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
+from tagpin.domain.refs import ImageRef
 from tagpin.domain.shards import WHOLE, PollPart, shard
+from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.state import IndexEntry, State
 
 logger = logging.getLogger(__name__)
@@ -63,6 +66,23 @@ def merge(
             "ignoring index entries of an unknown channel", extra={"image": image, "error": str(exc)}
         )
         return None
+
+
+def discovered_policy(image: str) -> VersionPolicy | None:
+    """The version policy of a label-discovered image (its channel key names it), None for a tag;
+    ``ValueError`` for a key ``merge`` leaves out (a configured channel's name, the channel since
+    removed; a policy that chooses nothing; not a reference): what ``FollowedImage`` decides,
+    without building its targets (the console lists images with their target counts only)."""
+    key = ChannelKey.parse(image)
+    if key is None:
+        ImageRef.parse(image)
+        return None
+    if key.named:
+        raise ValueError(f"{image!r}: channel {key.name!r} is not in the configuration")
+    policy = VersionPolicy.parse(key.name)
+    if not policy.chooses:
+        raise ValueError(f"{image!r}: a channel needs a version policy, not {policy.kind}")
+    return policy
 
 
 class Followed(Mapping[str, FollowedImage]):
@@ -124,6 +144,22 @@ class Followed(Mapping[str, FollowedImage]):
             return tags, self._by_repository(found.values(), repos)
         tags = {image: followed for image in wanted if (followed := self.get(image)) is not None}
         return tags, {r: chans for r in repos if (chans := self._channels_of(r))}
+
+    def of_target(self, target_id: str, image: str | None = None) -> FollowedImage | None:
+        """The followed image ``target_id`` runs (with that target among its targets), by key,
+        never by reading the index: the configuration's targets, else the target's own index
+        entry (with ``image``: one read of its key; without, or when it is not there: one Query of
+        the index by target id). A discovered target's image carries that one discovered target."""
+        configured = [f for f in self._config.images if any(t.id == target_id for t in f.targets)]
+        if configured:
+            return next((f for f in configured if f.image == image), configured[0])
+        known = set(self._config.clusters)
+        entries = self._state.index.get_many([(image, target_id)]) if image else []
+        for entry in entries or self._state.index.of_target(target_id):
+            merged = merge(entry.image, self._config.followed.get(entry.image), [entry], known)
+            if merged is not None and any(t.id == target_id for t in merged.targets):
+                return merged
+        return None
 
     @staticmethod
     def _by_repository(

@@ -21,8 +21,9 @@ StatefulSets and DaemonSets have no progress deadline: a rollout that does not f
 ``rollout.verify_timeout_seconds`` fails (the caller's clock).
 
 ``PAUSED`` is neither progress nor failure: the rollout waits for a step's duration or for a person
-to promote (or resume) it, which may take hours. The verifier waits as long, and counts the timeout again from
-the end of the pause, as Argo Rollouts counts its own progress deadline (``tagpin.usecases.verify``).
+to promote (or resume) it, which may take hours. The verifier waits up to ``rollout.max_pause_seconds``
+(then the target is ``stalled``), and counts the timeout again from the end of the pause, as Argo
+Rollouts counts its own progress deadline (``tagpin.usecases.verify``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ be answered from the idempotency records instead of being applied.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -17,6 +17,7 @@ from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import State
+from tagpin.usecases.followed import Followed
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Holds:
     def __init__(
         self,
         state: State,
-        followed: Callable[[], Mapping[str, FollowedImage]],
+        followed: Callable[[], Followed],
         queue: ChangeQueue,
         clock: Callable[[], int],
     ) -> None:
@@ -40,16 +41,14 @@ class Holds:
         self._clock = clock
 
     def _image_of(self, target_id: str, image: str | None = None) -> FollowedImage:
-        """The followed image the target belongs to: one lookup when the caller knows the image
-        (the console's forms carry it), else a search of everything followed."""
-        if image is not None:
-            found = self._followed().get(image)
-            if found is not None and any(t.id == target_id for t in found.targets):
-                return found
-        for followed in self._followed().values():
-            if any(t.id == target_id for t in followed.targets):
-                return followed
-        raise LookupError(f"{target_id!r} is not a followed target (cluster/namespace/kind/name/container)")
+        """The followed image the target belongs to, looked up by key (``Followed.of_target``):
+        the console's forms carry the image, ``tagpin hold`` gives the target only."""
+        followed = self._followed().of_target(target_id, image)
+        if followed is None:
+            raise LookupError(
+                f"{target_id!r} is not a followed target (cluster/namespace/kind/name/container)"
+            )
+        return followed
 
     def hold(self, target_id: str, who: str, until: int | None = None, *, image: str | None = None) -> bool:
         """Hold the target where it is, against every digest (until ``until``, epoch ms, if

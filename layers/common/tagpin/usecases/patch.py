@@ -116,11 +116,20 @@ def patch_with_retries[T](
 
 
 def restore(
-    workloads: Workloads, target: Target, previous: str | None, digest: str, now: int
+    workloads: Workloads,
+    target: Target,
+    previous: str | None,
+    digest: str,
+    now: int,
+    held: Callable[[], bool] = lambda: False,
 ) -> RestoreOutcome:
-    """Put ``previous`` back on the target's container if it still runs ``digest``."""
+    """Put ``previous`` back on the target's container if it still runs ``digest``, unless
+    ``held`` (asked after each read of the workload, as the consumer asks its claim) says a person
+    put the target on hold since its state was read."""
 
     def step(workload: Workload) -> tuple[RestoreOutcome, dict[str, Any] | None]:
+        if held():
+            return RestoreOutcome.HELD, None
         current = workload.image_of(target.container)
         if previous is not None and current == previous:
             return RestoreOutcome.RESTORED, None  # by an earlier attempt

@@ -9,6 +9,12 @@ rollout is complete, progressing or failed:
   slot is released, and the promotion may move on (``tagpin.usecases.promote``);
 - progressing, within ``rollout.verify_timeout_seconds``: the same verification comes back after
   ``verify_interval_seconds`` (a delayed message: nothing sleeps in a Lambda);
+- paused (Argo Rollouts: a canary step, a blue-green promotion, a person's pause): not timed; it
+  comes back after ``verify_interval_seconds`` for as long as a rollout may take
+  (``verify_timeout_seconds``), then less and less often (each wait about doubles, up to 15
+  minutes: ``pause_delay_s``), and a pause longer than ``rollout.max_pause_seconds``
+  ends the chain: the target is recorded ``stalled`` and announced once, and nothing is rolled back
+  or marked bad (a pause is a person's or the Rollout's own decision, not a failure);
 - failed (``ProgressDeadlineExceeded``) or timed out: the target becomes ``failed``, the digest is
   marked bad for the tag (so neither the poller, the webhook nor the reconciler applies it again
   until the tag moves to another digest), the promotion is halted, and every target of the tag
@@ -29,7 +35,7 @@ from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome, VerificationResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
-from tagpin.ports.queues import VerificationQueue
+from tagpin.ports.queues import MAX_DELAY_S, VerificationQueue
 from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetState, TargetStatus
 from tagpin.ports.workloads import NotFound, Workloads
 from tagpin.usecases.approvals import Approvals
@@ -44,7 +50,13 @@ from tagpin.usecases.waves import plan
 logger = logging.getLogger(__name__)
 
 ROLLBACK_FROM = frozenset(
-    {TargetStatus.PENDING, TargetStatus.APPLIED, TargetStatus.VERIFIED, TargetStatus.FAILED}
+    {
+        TargetStatus.PENDING,
+        TargetStatus.APPLIED,
+        TargetStatus.VERIFIED,
+        TargetStatus.FAILED,
+        TargetStatus.STALLED,  # it runs the failed digest too (another target of it failed)
+    }
 )
 V = VerificationOutcome
 
@@ -154,7 +166,10 @@ class Verifier:
         if health.progress is Progress.PAUSED:
             # Held at a pause step (Argo Rollouts: a canary step, a promotion to wait for, a
             # person's pause): not a failure, and not timed; the timeout counts from its end.
-            self._verifications.send(verification.paused(now), settings.verify_interval_seconds)
+            pause_began = verification.pause_started(now)
+            if now - pause_began >= settings.max_pause_seconds * 1000:
+                return self._stall(verification, target, health.reason, pause_began, settings)
+            self._verifications.send(verification.paused(now), pause_delay_s(settings, now - pause_began))
             return VerificationResult(V.PAUSED, health.reason)
         waited_s = (now - verification.timed_from(st.updated_at)) / 1000
         if health.progress is Progress.PROGRESSING and waited_s < settings.verify_timeout_seconds:
@@ -178,6 +193,52 @@ class Verifier:
         ):
             logger.error("rollout failed", extra={"target": target.id, "digest": digest, "reason": reason})
         return self._roll_back(verification, reason, settings, target.id)
+
+    def _stall(
+        self, verification: Verification, target: Target, reason: str, since: int, settings: RolloutSettings
+    ) -> VerificationResult:
+        """A pause longer than ``max_pause_seconds``: recorded and announced once, then no more
+        verifications. Nothing is rolled back nor marked bad, and the promotion is not halted: its
+        wave is not verified, so it waits; the tag's next digest supersedes it as usual."""
+        now = self._clock()
+        image, digest = verification.image, verification.digest
+        hours = (now - since) / 3_600_000
+        why = (
+            f"stalled: paused for {hours:.1f} h ({reason}), longer than rollout.max_pause_seconds "
+            f"({settings.max_pause_seconds} s): no longer followed, not rolled back; promote or "
+            "abort the rollout, the tag's next digest rolls as usual"
+        )
+        followed = self._followed().get(image)
+        waves = plan(settings, list(followed.targets) if followed is not None else [target])
+        # Announced first (once per target and digest), then the state: a retry after a failure
+        # between the two finds the target still applied and finishes it without a second notice.
+        self._audit.record(
+            image,
+            digest,
+            ImageEvent.STALLED,
+            now,
+            once=f"stalled_{target.id}",
+            detail=f"{target.id}: {why}",
+            wave=next((w.name for w in waves if any(t.id == target.id for t in w.targets)), "?"),
+            trigger=verification.trigger,
+            correlation_id=verification.correlation_id,
+            announce=RolloutEventKind.STALLED,
+            targets=[target.id],
+            message=why,
+        )
+        if self._state.targets.finish(
+            target.id,
+            digest,
+            TargetStatus.STALLED,
+            now,
+            trigger=verification.trigger or Trigger.VERIFY,
+            detail=why,
+            correlation_id=verification.correlation_id,
+            expected=frozenset({TargetStatus.APPLIED}),
+        ):
+            logger.warning("rollout stalled", extra={"target": target.id, "digest": digest, "reason": why})
+            self._gate.release(settings, target, digest)
+        return VerificationResult(V.STALLED, why)
 
     def _roll_back(
         self, verification: Verification, reason: str, settings: RolloutSettings, culprit: str
@@ -214,7 +275,7 @@ class Verifier:
         )
         rolled_back = settings.rollback and bool(restored)
         # A version channel whose targets were rolled back returns to the version before.
-        back = return_to_previous(self._state, image, digest, self._clock()) if rolled_back else None
+        back = return_to_previous(self._state, followed, digest, self._clock()) if rolled_back else None
         self._audit.record(
             image,
             digest,
@@ -241,7 +302,15 @@ class Verifier:
         status, detail = TargetStatus.FAILED, f"digest failed: {why}"
         if settings.rollback:
             outcome = restore(
-                self._workloads(target.cluster), target, st.previous_image, verification.digest, now
+                self._workloads(target.cluster),
+                target,
+                st.previous_image,
+                verification.digest,
+                now,
+                held=lambda: (
+                    (now_st := self._state.targets.get(target.id)) is not None
+                    and now_st.status is TargetStatus.HELD
+                ),
             )
             if outcome is RestoreOutcome.RESTORED:
                 status, detail = TargetStatus.ROLLED_BACK, f"restored {st.previous_image}; {why}"
@@ -261,3 +330,16 @@ class Verifier:
             else ROLLBACK_FROM - {TargetStatus.FAILED},
         )
         self._gate.release(settings, target, verification.digest)
+
+
+def pause_delay_s(settings: RolloutSettings, paused_ms: int) -> int:
+    """When to look again at a rollout paused for ``paused_ms``. A pause as long as a rollout may
+    take (``verify_timeout_seconds``: a canary step's own duration) is followed as closely as a
+    rollout, every ``verify_interval_seconds``; past that (a person's pause, a promotion nobody
+    made yet) each wait is as long as the time since (so it about doubles), at least the interval,
+    at most 15 minutes; never past ``max_pause_seconds`` (the stall is recorded on time)."""
+    paused_s = paused_ms // 1000
+    beyond = paused_s - settings.verify_timeout_seconds
+    interval = settings.verify_interval_seconds
+    delay = interval if beyond < 0 else min(MAX_DELAY_S, max(interval, beyond))
+    return max(1, min(delay, settings.max_pause_seconds - paused_s))

@@ -160,7 +160,9 @@ class WebhookService:
             events = parse()
             return self._act(source, events, correlation_id)
         except NotConfigured as exc:  # a stack not configured yet: "try later", never a 5xx error
-            logger.warning("webhook before configuration", extra={"source": source[:64], "reason": str(exc)})
+            logger.warning(
+                "webhook before configuration", extra={"source": source[:64], "reason": exc.reason}
+            )
             return WebhookResult(503, {"error": f"tagpin is not configured yet: {exc}"})
         except WebhookError as exc:
             logger.info(

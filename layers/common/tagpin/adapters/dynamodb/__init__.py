@@ -11,6 +11,7 @@ from typing import Any
 from tagpin.adapters.dynamodb.clusters import DynamoClusters, DynamoSlots
 from tagpin.adapters.dynamodb.cursor import DynamoPollCursor
 from tagpin.adapters.dynamodb.digests import DynamoDigests
+from tagpin.adapters.dynamodb.heads import DynamoHeads
 from tagpin.adapters.dynamodb.history import DynamoHistory
 from tagpin.adapters.dynamodb.index import DynamoIndex
 from tagpin.adapters.dynamodb.promotions import DynamoPromotions
@@ -36,4 +37,5 @@ def dynamodb_state(client: Any, table: str, retention_days: Callable[[], int] = 
         cursor=DynamoPollCursor(shared),
         digests=DynamoDigests(shared),
         versions=DynamoVersions(shared),
+        heads=DynamoHeads(shared),
     )

@@ -1,10 +1,12 @@
 """A version channel's head in its ``TAG#<registry/repo@channel>`` item: moved in version order.
 
-The item is a followed tag's (``tags.py``) with ``version`` (the head) and, after a move to another
-digest, ``previous_version`` / ``previous_digest`` (the head before it: where a rollback of the
-head's version returns the channel). Writers: the webhook and the poller (``move_head``, a newer
-version or an observation of the head), the verifier (``roll_back_head``), a person
-(``move_head(down=True)``: ``tagpin downgrade``; ``unblock``: ``tagpin clear``).
+The item is a followed tag's (``tags.py``: read with ``DynamoTags.get``, like any tag) with
+``version`` (the head) and ``rollback_version`` / ``rollback_digest``: where a rollback of the
+head's version returns the channel, the last head before it that had not failed. A move from a
+head that failed (blocked, or its version marked bad) carries that head's own rollback version
+forward: its targets were rolled back past it, to the version before. Writers: the webhook and the
+poller (``move``: a newer version, or an observation of the head), the verifier (``roll_back``), a
+person (``move(down=True)``: ``tagpin downgrade``; ``clear``: ``tagpin clear``).
 
 Versions are ordered by the channel's policy (semver, numeric, calver, a pattern's order), which
 DynamoDB cannot compare. So every move is a read, a comparison, and a write conditional on the
@@ -14,7 +16,13 @@ backoff). Two notifications handled at once therefore cannot move a head down: w
 second compares with the first's head. A move to a new version also reads the repository's
 versions marked bad, consistently, after the head: the verifier marks a version bad *before* it
 rolls the head back, so a writer that chose the version before it was marked (a poll in flight)
-either sees the mark, or finds the head it compared with gone and compares again.
+either sees the mark, or finds the head it compared with gone and compares again. The verifier
+blocks the failed head (``DynamoTags.mark_bad``) before it marks the version, and a move to
+another digest is conditional on the head being as blocked as it was read: a writer that read the
+head before it failed compares again and carries the rollback version forward.
+
+Whether a version is marked bad is asked one way everywhere: ``VersionSet`` (any spelling the
+policy reads as the same version: ``v1.4.2`` is ``1.4.2``).
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ import random
 import time
 
 from tagpin.adapters.dynamodb.digests import tombstone
-from tagpin.adapters.dynamodb.table import TAG, VERSIONS, Item, N, S, Table, key
+from tagpin.adapters.dynamodb.table import TAG, Item, N, S, Table, key
 from tagpin.adapters.dynamodb.tags import tag_state
+from tagpin.adapters.dynamodb.versions import marked_tags
 from tagpin.domain.channels import ChannelKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
-from tagpin.domain.versions import Move, VersionPolicy, move, select_head
+from tagpin.domain.versions import Move, VersionPolicy, VersionSet, move
 from tagpin.ports.state import TagRecord, TagState
 
 HEAD_ATTEMPTS = 10
@@ -47,7 +56,32 @@ def _unchanged_head(current: TagState) -> tuple[str, Item]:
     return "digest = :cd AND version = :cv", {":cd": S(current.digest), ":cv": S(current.version)}
 
 
-class Heads:
+def _as_read(current: TagState) -> tuple[str, Item]:
+    """The condition that the stored head is still ``current`` as a move from it decides where a
+    rollback returns to: the same version and digest, as blocked as it was, the same rollback."""
+    condition, values = _unchanged_head(current)
+    if current.blocked:
+        condition += " AND bad_digest = digest"
+    else:
+        condition += " AND (attribute_not_exists(bad_digest) OR bad_digest <> digest)"
+    if current.rollback_digest is None or current.rollback_version is None:
+        return f"{condition} AND attribute_not_exists(rollback_digest)", values
+    condition += " AND rollback_digest = :ord AND rollback_version = :orv"
+    return condition, values | {":ord": S(current.rollback_digest), ":orv": S(current.rollback_version)}
+
+
+def rollback_after(current: TagState, marked: VersionSet) -> tuple[str, str] | None:
+    """Where a rollback returns to once the head moves on from ``current``: ``current`` itself,
+    unless it failed (blocked, or its version marked bad): then where a rollback of it would have
+    returned (its targets were rolled back past it). None: nowhere."""
+    if current.blocked or current.version is None or current.version in marked:
+        if current.rollback_version is None or current.rollback_digest is None:
+            return None
+        return current.rollback_version, current.rollback_digest
+    return current.version, current.digest
+
+
+class DynamoHeads:
     def __init__(self, table: Table) -> None:
         self._table = table
 
@@ -55,15 +89,12 @@ class Heads:
         item = self._table.get(key(TAG + image))
         return None if item is None else tag_state(image, item)
 
-    def _marked_bad(self, image: str, version: str, policy: VersionPolicy) -> bool:
-        """``version`` (spelt any way the policy reads as it) is marked bad for the repository:
-        read consistently, after the head."""
+    def _marked(self, image: str, policy: VersionPolicy) -> VersionSet:
+        """The versions of the channel's repository marked bad: read consistently, after the head."""
         channel = ChannelKey.parse(image)
-        if channel is None:
-            return False
-        item = self._table.get(key(VERSIONS + str(channel.repository))) or {}
-        marked = list((item.get("bad", {}).get("M") or {}).keys())
-        return bool(marked) and select_head(policy, [version], bad=marked).head is None
+        return VersionSet(
+            policy, () if channel is None else marked_tags(self._table, str(channel.repository))
+        )
 
     def move(
         self,
@@ -90,11 +121,16 @@ class Heads:
             step = Move.UPGRADE if current.version is None else move(policy, current.version, version)
             if step is Move.SAME:
                 done = self._observed(current, digest, observed_at, trigger)
-            elif not down and (step is Move.DOWNGRADE or self._marked_bad(image, version, policy)):
-                # older than the head, or marked bad (read after the head: see the module's text)
+            elif down:  # a person's downgrade: nothing to return to
+                done = self._moved(current, digest, observed_at, trigger, version, rollback=None)
+            elif step is Move.DOWNGRADE:
                 return TagRecord(TagOutcome.STALE, current, current.digest)
-            else:  # UPGRADE, UNKNOWN (the head is no version of the policy as it reads now), or down
-                done = self._moved(current, digest, observed_at, trigger, version, down=down)
+            else:  # UPGRADE, or UNKNOWN (the head is no version of the policy as it reads now)
+                marked = self._marked(image, policy)  # read after the head: see the module's text
+                if version in marked:
+                    return TagRecord(TagOutcome.STALE, current, current.digest)
+                rollback = rollback_after(current, marked)
+                done = self._moved(current, digest, observed_at, trigger, version, rollback=rollback)
             if done is not None:
                 return done
         raise HeadContended(
@@ -120,7 +156,10 @@ class Heads:
         self, current: TagState, digest: str, observed_at: int, trigger: Trigger
     ) -> TagRecord | None:
         """The head's own version again: the newest observation wins (the tag may have been pushed
-        again with other bytes). None: the head moved meanwhile."""
+        again with other bytes). None: the head moved meanwhile.
+
+        Observations are ordered by tagpin's clock: a re-push observed by a writer whose clock is
+        behind the stored observation is STALE here, and recorded by the next check (a poll)."""
         if current.observed_at >= observed_at:  # a newer observation is stored
             outcome = TagOutcome.UNCHANGED if current.digest == digest else TagOutcome.STALE
             return TagRecord(outcome, current, current.digest)
@@ -139,7 +178,7 @@ class Heads:
                 if new is None
                 else TagRecord(TagOutcome.UNCHANGED, tag_state(current.image, new), digest)
             )
-        # The same version under another digest: the previous head stays the version before.
+        # The same version under another digest: the rollback version stays the one before.
         written = self._table.update(
             key(TAG + current.image),
             "SET digest = :d, observed_at = :t, changed_at = :t, resolved_at = :t, #trigger = :tr "
@@ -162,12 +201,12 @@ class Heads:
         trigger: Trigger,
         version: str,
         *,
-        down: bool,
+        rollback: tuple[str, str] | None,
     ) -> TagRecord | None:
-        """Another version: the head moves to it. Its observation counts as newer than every one
-        stored (a slow writer's clock must not make the newer version's change older than the
-        head it replaces: the targets' claims and the promotions order by it). None: the head
-        moved meanwhile."""
+        """Another version: the head moves to it (and, to another digest, ``rollback`` is where a
+        rollback of it returns to). Its observation counts as newer than every one stored (a slow
+        writer's clock must not make the newer version's change older than the head it replaces:
+        the targets' claims and the promotions order by it). None: the head moved meanwhile."""
         at = max(observed_at, current.observed_at + 1)
         condition, values = _unchanged_head(current)
         values |= {":v": S(version), ":t": N(at), ":r": N(observed_at)}
@@ -184,18 +223,24 @@ class Heads:
                 if new is None
                 else TagRecord(TagOutcome.UNCHANGED, tag_state(current.image, new), digest)
             )
-        previous = "REMOVE previous_version, previous_digest, "  # a person's downgrade: nothing to return to
-        if not down:
-            previous = "REMOVE "
-            values |= {":pv": S(current.version or ""), ":pd": S(current.digest)}
+        condition, values = _as_read(current)
+        values |= {":v": S(version), ":t": N(at), ":r": N(observed_at), ":d": S(digest), ":tr": S(trigger)}
+        update = (
+            "SET digest = :d, version = :v, observed_at = :t, changed_at = :t, resolved_at = :r, "
+            "#trigger = :tr"
+        )
+        removed = "last_error, error_at, bad_digest, bad_reason, bad_at"
+        if rollback is None:
+            removed += ", rollback_version, rollback_digest"
+        else:
+            update += ", rollback_version = :rv, rollback_digest = :rd"
+            values |= {":rv": S(rollback[0]), ":rd": S(rollback[1])}
         written = self._table.update(
             key(TAG + current.image),
-            "SET digest = :d, version = :v, observed_at = :t, changed_at = :t, resolved_at = :r, "
-            f"#trigger = :tr{'' if down else ', previous_version = :pv, previous_digest = :pd'} "
-            f"{previous}last_error, error_at, bad_digest, bad_reason, bad_at",
+            f"{update} REMOVE {removed}",
             condition=condition,
             names={"#trigger": "trigger"},
-            values={**values, ":d": S(digest), ":tr": S(trigger)},
+            values=values,
             returns="ALL_NEW",
         )
         if written is None:
@@ -203,28 +248,29 @@ class Heads:
         tombstone(self._table, current.image, at)
         return TagRecord(TagOutcome.CHANGED, tag_state(current.image, written), current.digest)
 
-    def roll_back(self, image: str, digest: str, now: int) -> TagState | None:
+    def roll_back(self, image: str, digest: str, now: int, policy: VersionPolicy) -> TagState | None:
         for _attempt in range(HEAD_ATTEMPTS):
             current = self._get(image)
             if (
                 current is None
                 or current.digest != digest
-                or not current.previous_digest
-                or not current.previous_version
+                or not current.rollback_digest
+                or not current.rollback_version
+                or current.rollback_version in self._marked(image, policy)  # a person held it back
             ):
                 return None
             at = max(now, current.observed_at + 1)
             condition, values = _unchanged_head(current)
             new = self._table.update(
                 key(TAG + image),
-                "SET digest = :pd, version = :pv, observed_at = :t, changed_at = :t, #trigger = :tr "
-                "REMOVE previous_version, previous_digest, bad_digest, bad_reason, bad_at",
-                condition=f"{condition} AND previous_digest = :pd AND previous_version = :pv",
+                "SET digest = :rd, version = :rv, observed_at = :t, changed_at = :t, #trigger = :tr "
+                "REMOVE rollback_version, rollback_digest, bad_digest, bad_reason, bad_at",
+                condition=f"{condition} AND rollback_digest = :rd AND rollback_version = :rv",
                 names={"#trigger": "trigger"},
                 values={
                     **values,
-                    ":pd": S(current.previous_digest),
-                    ":pv": S(current.previous_version),
+                    ":rd": S(current.rollback_digest),
+                    ":rv": S(current.rollback_version),
                     ":t": N(at),
                     ":tr": S(Trigger.ROLLBACK),
                 },
@@ -235,13 +281,17 @@ class Heads:
                 return tag_state(image, new)
         raise HeadContended(f"{image}: the head kept moving while it was rolled back")
 
-    def unblock(self, image: str, version: str) -> bool:
+    def clear(self, image: str, version: str, policy: VersionPolicy) -> bool:
+        current = self._get(image)
+        if current is None or not current.blocked or current.version not in VersionSet(policy, [version]):
+            return False
+        condition, values = _unchanged_head(current)
         return (
             self._table.update(
                 key(TAG + image),
                 "REMOVE bad_digest, bad_reason, bad_at",
-                condition="version = :v AND bad_digest = digest",
-                values={":v": S(version)},
+                condition=f"{condition} AND bad_digest = digest",
+                values=values,
             )
             is not None
         )

@@ -149,7 +149,7 @@ class DynamoPromotions:
             },
         )
 
-    def reopen(self, image: str, digest: str) -> bool:
+    def clear(self, image: str, digest: str) -> bool:
         return self._table.delete(
             key(ROLLOUT + image),
             condition="digest = :d AND #status = :halted",

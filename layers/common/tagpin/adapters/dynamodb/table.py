@@ -25,8 +25,10 @@ ROLLOUT = "ROLLOUT#"  # + registry/repo:tag (its promotion)
 CLUSTER = "CLUSTER#"  # + cluster name
 DELIVERY = "DELIVERY#"  # + sha256 of (source, delivery id, tag)
 FOLLOW = "FOLLOW#"  # + shard (tagpin.domain.shards): the index, one partition per shard
+IMAGES = "IMAGES#"  # + shard: the tags of the shard's index, and their targets per cluster (one item)
 DIGESTS = "DIGESTS#"  # + shard: the settled digests, one item per shard
 VERSIONS = "VERSIONS#"  # + registry/repository: its versions marked bad (version channels)
+SESSION = "SESSION#"  # + sha256 of a console session id: that session was signed out
 POLL = "POLL"
 # ... and sort keys.
 STATE = "STATE"  # the item that holds the state of its partition
@@ -35,6 +37,7 @@ SLOTS = "SLOTS"
 HOLDS = "HOLDS"  # / <target id>: one hint per target put on hold (what the holds view reads)
 AWAITING = "AWAITING"  # / <image>: one hint per promotion waiting for a person's approval
 CURSOR = "CURSOR"
+BY_TARGET = "ByTarget"  # the global secondary index of the index entries by ``target_id`` (template.yaml)
 DAY_S = 86400
 TEXT_LIMIT = 1000  # characters kept of an error or a detail
 BATCH_GET_KEYS = 100  # BatchGetItem's limit
@@ -44,12 +47,36 @@ RETRY_CAP_S = 2.0
 RETRY_ATTEMPTS = 10
 
 
+# DynamoDB's limits on a key's parts, in bytes of UTF-8: a longer one is a ValidationException on
+# AWS (moto does not check them).
+MAX_PARTITION_KEY = 2048
+MAX_SORT_KEY = 1024
+
+
 class UnprocessedError(RuntimeError):
     """DynamoDB kept returning unprocessed keys or items (throughput exceeded) after every retry."""
 
 
+class KeyTooLong(Exception):
+    """A key part longer than DynamoDB allows (or not UTF-8): refused before the request, named."""
+
+
+def _checked(part: str, value: str, limit: int) -> str:
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise KeyTooLong(f"a {part} key must be UTF-8 text") from None
+    if size > limit:
+        raise KeyTooLong(f"a {part} key is at most {limit:,} bytes; this one is {size:,} ({value[:60]!r}…)")
+    return value
+
+
 def key(pk: str, sk: str = STATE) -> Key:
-    return {"pk": {"S": pk}, "sk": {"S": sk}}
+    """The key of an item; ``KeyTooLong`` when a part is longer than DynamoDB allows."""
+    return {
+        "pk": {"S": _checked("partition", pk, MAX_PARTITION_KEY)},
+        "sk": {"S": _checked("sort", sk, MAX_SORT_KEY)},
+    }
 
 
 def text(item: Item, name: str) -> str | None:
@@ -81,6 +108,16 @@ def plain(item: Item) -> dict[str, str]:
 
 def _is_condition_failure(exc: ClientError) -> bool:
     return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+def _projection(attributes: list[str] | None) -> dict[str, Any]:
+    """A request's ProjectionExpression reading only ``attributes`` (all when None)."""
+    if not attributes:
+        return {}
+    return {
+        "ProjectionExpression": ", ".join(f"#a{i}" for i in range(len(attributes))),
+        "ExpressionAttributeNames": {f"#a{i}": name for i, name in enumerate(attributes)},
+    }
 
 
 class Table:
@@ -217,24 +254,44 @@ class Table:
         newest_first: bool = False,
         limit: int | None = None,
         filter: str | None = None,
+        attributes: list[str] | None = None,
+        consistent: bool = False,
     ) -> list[Item]:
         """Items of partition ``pk`` (sort keys starting with ``prefix``, passing ``filter``, a
-        FilterExpression without values): every page, or the first ``limit`` items."""
+        FilterExpression without values): every page, or the first ``limit`` items; only their
+        ``attributes`` if given."""
         condition = "pk = :pk"
-        values: Item = {":pk": S(pk)}
+        values: Item = {":pk": S(_checked("partition", pk, MAX_PARTITION_KEY))}
         if prefix is not None:
             condition += " AND begins_with(sk, :prefix)"
-            values[":prefix"] = S(prefix)
+            values[":prefix"] = S(_checked("sort", prefix, MAX_SORT_KEY))
         request: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
             "ScanIndexForward": not newest_first,
+            "ConsistentRead": consistent,
         }
         if limit is not None:
             request["Limit"] = limit
         if filter is not None:
             request["FilterExpression"] = filter
+        request |= _projection(attributes)
+        return self._pages(request, limit)
+
+    def query_index(self, index: str, attribute: str, value: str) -> list[Item]:
+        """Every item of the global secondary index ``index`` whose partition key ``attribute`` is
+        ``value`` (eventually consistent, as a global secondary index is)."""
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "IndexName": index,
+            "KeyConditionExpression": "#k = :k",
+            "ExpressionAttributeNames": {"#k": attribute},
+            "ExpressionAttributeValues": {":k": S(_checked("partition", value, MAX_PARTITION_KEY))},
+        }
+        return self._pages(request, None)
+
+    def _pages(self, request: dict[str, Any], limit: int | None) -> list[Item]:
         items: list[Item] = []
         while True:
             response = self.client.query(**request)
@@ -244,14 +301,18 @@ class Table:
                 return items[:limit] if limit is not None else items
             request["ExclusiveStartKey"] = last
 
-    def query_page(self, pk: str, limit: int, after: str | None = None) -> tuple[list[Item], str | None]:
+    def query_page(
+        self, pk: str, limit: int, after: str | None = None, attributes: list[str] | None = None
+    ) -> tuple[list[Item], str | None]:
         """One page of partition ``pk`` in sort-key order: up to ``limit`` items after the sort key
-        ``after``, and the sort key to continue from (None: the partition has no more)."""
+        ``after`` (only their ``attributes`` if given), and the sort key to continue from (None: the
+        partition has no more)."""
         request: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": S(pk)},
+            "ExpressionAttributeValues": {":pk": S(_checked("partition", pk, MAX_PARTITION_KEY))},
             "Limit": limit,
+            **_projection(attributes),
         }
         if after is not None:
             request["ExclusiveStartKey"] = key(pk, after)

@@ -6,7 +6,7 @@ Attributes: ``digest``; ``observed_at`` (the newest observation, epoch ms, tagpi
 answered); ``last_error`` / ``error_at`` while it cannot be resolved; ``bad_digest``,
 ``bad_reason``, ``bad_at`` when a rollout of the digest failed (cleared when the tag moves).
 Written by the poller, the webhook and the reconciler (``record``), the verifier (``mark_bad``).
-A version channel's head (``version``, ``previous_version``, ``previous_digest``) moves in version
+A version channel's head (``version``, ``rollback_version``, ``rollback_digest``) moves in version
 order, not observation order: ``heads.py``. A move leaves a tombstone in the tag's entry in
 ``DIGESTS#`` (``digests.py``), the cache steady runs read.
 """
@@ -17,7 +17,6 @@ from tagpin.adapters.dynamodb.digests import tombstone
 from tagpin.adapters.dynamodb.table import TAG, TEXT_LIMIT, Item, N, S, Table, key, number, text
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
-from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.state import TagRecord, TagState
 
 RECORD_ATTEMPTS = 3
@@ -35,17 +34,14 @@ def tag_state(image: str, item: Item) -> TagState:
         bad_digest=text(item, "bad_digest"),
         bad_reason=text(item, "bad_reason"),
         version=text(item, "version"),
-        previous_version=text(item, "previous_version"),
-        previous_digest=text(item, "previous_digest"),
+        rollback_version=text(item, "rollback_version"),
+        rollback_digest=text(item, "rollback_digest"),
     )
 
 
 class DynamoTags:
     def __init__(self, table: Table) -> None:
-        from tagpin.adapters.dynamodb.heads import Heads  # heads.py reads its items with tag_state
-
         self._table = table
-        self._heads = Heads(table)
 
     def record(self, image: str, digest: str, observed_at: int, trigger: Trigger) -> TagRecord:
         item_key = key(TAG + image)
@@ -123,22 +119,3 @@ class DynamoTags:
             )
             is not None
         )
-
-    def move_head(
-        self,
-        image: str,
-        digest: str,
-        observed_at: int,
-        trigger: Trigger,
-        version: str,
-        policy: VersionPolicy,
-        *,
-        down: bool = False,
-    ) -> TagRecord:
-        return self._heads.move(image, digest, observed_at, trigger, version, policy, down=down)
-
-    def roll_back_head(self, image: str, digest: str, now: int) -> TagState | None:
-        return self._heads.roll_back(image, digest, now)
-
-    def unblock(self, image: str, version: str) -> bool:
-        return self._heads.unblock(image, version)

@@ -82,8 +82,16 @@ class DynamoTargets:
     ) -> bool:
         """Equal ``observed_at`` with the same digest is allowed, so a retried message re-claims; so
         is an older observation of the digest the target already holds (a wave promoted later, a
-        deferred rollout started later), which leaves the newer ``observed_at`` in place."""
+        deferred rollout started later), which leaves the newer ``observed_at`` in place. A target
+        on a live hold against ``digest`` is never claimed (False)."""
         values: Item = {":d": S(digest), ":p": S(TargetStatus.PENDING), ":now": N(now), ":tr": S(trigger)}
+        # Never over a live hold against this digest (a person's, against any digest: ""): a hold
+        # written after the caller read the target's state wins, and nothing is claimed or patched.
+        not_held = (
+            " AND NOT (#status = :held AND (held_digest = :any OR held_digest = :d)"
+            " AND (attribute_not_exists(held_until) OR held_until > :now))"
+        )
+        values |= {":held": S(TargetStatus.HELD), ":any": S("")}
         tail = "REMOVE detail"
         if detail is not None:
             values[":detail"] = S(detail, TEXT_LIMIT)
@@ -94,7 +102,8 @@ class DynamoTargets:
             item_key,
             "SET image = :i, digest = :d, observed_at = :t, #status = :p, updated_at = :now, #trigger = :tr "
             + tail,
-            condition="attribute_not_exists(pk) OR observed_at < :t OR (observed_at = :t AND digest = :d)",
+            condition="(attribute_not_exists(pk) OR observed_at < :t OR (observed_at = :t AND digest = :d))"
+            + not_held,
             names=names,
             values={**values, ":i": S(image), ":t": N(observed_at)},
         )
@@ -103,7 +112,7 @@ class DynamoTargets:
         same = self._table.update(
             item_key,
             "SET #status = :p, updated_at = :now, #trigger = :tr " + tail,
-            condition="digest = :d",
+            condition="digest = :d" + not_held,
             names=names,
             values=values,
         )

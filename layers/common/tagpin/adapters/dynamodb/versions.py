@@ -28,6 +28,13 @@ def _bad(item: Item) -> dict[str, BadVersion]:
     return found
 
 
+def marked_tags(table: Table, repository: str) -> list[str]:
+    """The tags of ``repository``'s versions marked bad, read consistently (a channel's head
+    compares with them before it moves: ``heads.py``)."""
+    item = table.get(key(VERSIONS + repository)) or {}
+    return list(_bad(item))
+
+
 class DynamoVersions:
     def __init__(self, table: Table) -> None:
         self._table = table

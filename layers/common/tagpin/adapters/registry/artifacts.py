@@ -22,7 +22,6 @@ the client's auth, retries, circuit breaker and concurrency bounds.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -32,6 +31,7 @@ from typing import Any
 from urllib.parse import urlencode, urljoin
 
 from tagpin.adapters.registry.auth import RegistryAuth
+from tagpin.adapters.registry.bounds import Slot
 from tagpin.adapters.registry.http import BodyTooLarge, HttpResponse
 from tagpin.adapters.registry.resilience import CircuitBreaker, parse_retry_after
 from tagpin.adapters.registry.tags import next_link, own_link
@@ -256,14 +256,14 @@ DOCKER_HUB, DOCKER_HUB_API = "docker.io", "registry-1.docker.io"
 
 class ArtifactReads:
     """``fetch_blob`` and ``referrers`` for ``RegistryClient``, in its loop thread, with its auth
-    (``auth``), circuit breakers (``breaker``), concurrency bounds (``bounds``: per host, overall) and
+    (``auth``), circuit breakers (``breaker``), concurrency bounds (``bounds``: ``Bounds.hold``) and
     bounded manifest GET (``fetch``, for the referrers tag)."""
 
     def __init__(
         self,
         auth: RegistryAuth,
         breaker: Callable[[str], CircuitBreaker],
-        bounds: Callable[[str, RegistryAccess], tuple[asyncio.Semaphore, asyncio.Semaphore]],
+        bounds: Callable[[str, RegistryAccess], Slot],
         fetch: Callable[[ImageRef, RegistryAccess, int | None], Awaitable[tuple[str, bytes]]],
         limits: ArtifactLimits,
     ) -> None:
@@ -305,9 +305,8 @@ class ArtifactReads:
 
         async def get(url: str, accept: str, max_body: int) -> HttpResponse:
             breaker.check(host)
-            per_host, overall = self._bounds(host, access)
             try:
-                async with per_host, overall:
+                async with self._bounds(host, access):
                     breaker.check(host)  # it may have opened while this one waited
                     response = await self._auth.request(
                         "GET", url, host, scope, access, {"Accept": accept}, max_body=max_body

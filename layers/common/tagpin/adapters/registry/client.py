@@ -11,13 +11,12 @@ At scale (the poller resolves thousands of tags per run):
   ``resolve_many``, ``start_many``) submits coroutines to it, so any thread may call it and every
   call shares one connection pool (kept alive across warm Lambda invocations). The loop thread and
   the transport, and why aiohttp, are in ``http``;
-- a global bound and a per-registry bound on requests in flight (per-registry acquired first,
-  so a slow registry cannot hold global slots while it waits for its own);
+- a global bound and a per-registry bound on requests in flight (``bounds``);
 - retries (``_send``) and a circuit breaker per registry (``aresolve``); the policy, the breaker
   and what they do are in ``resilience``;
-- a deadline per registry within a batch (``batch``): a registry that answers nothing for
-  ``registry_deadline`` seconds holds a poll no longer, its tags get that error and its breaker
-  opens at once.
+- each registry's progress in a batch (``batch``): a registry that has answered nothing
+  ``registry_deadline`` seconds after it was asked gives its global slots back, and its first
+  timeout then cuts it from the batch (no retry, its breaker opens); one that answers is not cut.
 
 ``list_tags`` lists a repository's tags page by page (``tags``: pagination, bounds, validation), each
 page through the same auth, retries, breaker and bounds as a resolution; ``fetch_blob`` and
@@ -28,8 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
-import json
 import logging
 import random
 import threading
@@ -40,7 +37,8 @@ from typing import Self
 
 from tagpin.adapters.registry.artifacts import ArtifactLimits, ArtifactReads
 from tagpin.adapters.registry.auth import RegistryAuth
-from tagpin.adapters.registry.batch import resolve_batch
+from tagpin.adapters.registry.batch import Progress, accesses_for, resolve_batch
+from tagpin.adapters.registry.bounds import Bounds
 from tagpin.adapters.registry.http import (
     AiohttpTransport,
     BodyTooLarge,
@@ -51,17 +49,16 @@ from tagpin.adapters.registry.http import (
     Transport,
     TransportError,
 )
+from tagpin.adapters.registry.manifests import body_info, check_status, reject_schema1, verified_digest
 from tagpin.adapters.registry.resilience import CircuitBreaker, RetryPolicy, parse_retry_after
 from tagpin.adapters.registry.tags import ACCEPT_TAG_LIST, TagLimits, check_page, paginate
 from tagpin.domain.refs import ImageRef, is_digest
 from tagpin.ports.registry import (
     MANIFEST_TYPES,
     RETRY_STATUSES,
-    AuthError,
     ContentTooLarge,
     Descriptor,
     GetsDisabled,
-    ManifestNotFound,
     RegistryAccess,
     RegistryError,
     RegistryUnavailable,
@@ -72,16 +69,9 @@ from tagpin.ports.registry import (
 log = logging.getLogger(__name__)
 
 ACCEPT = ", ".join(MANIFEST_TYPES)
-SCHEMA1_TYPES = frozenset(
-    {
-        "application/vnd.docker.distribution.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.v1+prettyjws",
-    }
-)
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 RATE_LIMIT_HEADERS = ("ratelimit-limit", "ratelimit-remaining", "docker-ratelimit-source")
-_HASHES = {"sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
 
 
 def api_host(registry: str) -> str:
@@ -112,15 +102,13 @@ class RegistryClient:
         artifact_limits: ArtifactLimits | None = None,
     ) -> None:
         self._access = access or (lambda _registry: RegistryAccess())
-        self._transport: Transport = transport or AiohttpTransport(limit=max_concurrency)
+        # Requests stepped aside (``bounds``) keep their connections: twice the global bound.
+        self._transport: Transport = transport or AiohttpTransport(limit=2 * max_concurrency)
         self._timeout = timeout
-        self._max_concurrency = max_concurrency
-        self._per_registry = per_registry
         self._retry = retry or RetryPolicy()
         self._breaker_threshold = breaker_threshold
         self._breaker_cooldown = breaker_cooldown
-        # Seconds a registry may leave every request of a batch unanswered: shorter than a request's
-        # timeout, whose retries would hold a poll three times as long (``batch``).
+        # Seconds after which a registry that has answered nothing in a batch is silent (``batch``).
         self._registry_deadline = registry_deadline
         self._clock = clock
         self._sleep = sleep
@@ -129,12 +117,11 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
         # Everything below is touched only from the loop thread.
-        self._global: asyncio.Semaphore | None = None
-        self._hosts: dict[str, asyncio.Semaphore] = {}
+        self._bounds = Bounds(max_concurrency, per_registry)
         self._breakers: dict[str, CircuitBreaker] = {}
         self._auth = RegistryAuth(self._send, clock)  # challenges and the token cache
         self._artifacts = ArtifactReads(
-            self._auth, self.breaker, self._bounds, self._fetch, artifact_limits or ArtifactLimits()
+            self._auth, self.breaker, self._bounds.hold, self._fetch, artifact_limits or ArtifactLimits()
         )
         self.rate_limits: dict[str, dict[str, str]] = {}  # api host -> last rate-limit headers seen
 
@@ -171,15 +158,16 @@ class RegistryClient:
         that finished to its resolution or error; refs still unresolved at ``deadline`` (a
         ``clock`` value) are cancelled and left out."""
         refs = list(dict.fromkeys(refs))
-        accesses: dict[str, RegistryAccess | RegistryError] = {}
-        for registry in {r.registry for r in refs}:
-            try:  # in the caller's thread: reading a secret or an ECR token may block
-                accesses[registry] = self._access(registry)
-            except Exception as exc:  # one registry's bad credentials fail only its own tags
-                accesses[registry] = RegistryError(
-                    f"{registry}: credentials unavailable ({type(exc).__name__}: {exc})", host=registry
-                )
-        return self._run_loop().submit(self._resolve_many(refs, accesses, deadline))
+        batch = resolve_batch(
+            refs,
+            accesses_for(refs, self._access),
+            self.aresolve,
+            lambda ref: api_host(ref.registry),
+            deadline=deadline,
+            registry_deadline=self._registry_deadline,
+            clock=self._clock,
+        )
+        return self._run_loop().submit(batch)
 
     def resolve_many(
         self, refs: Iterable[ImageRef], *, deadline: float | None = None
@@ -213,52 +201,6 @@ class RegistryClient:
 
     # --- async core (the loop thread) --------------------------------------------------------------
 
-    async def _resolve_many(
-        self,
-        refs: list[ImageRef],
-        accesses: Mapping[str, RegistryAccess | RegistryError],
-        deadline: float | None,
-    ) -> dict[ImageRef, Resolution | RegistryError]:
-        out: dict[ImageRef, Resolution | RegistryError] = {}
-        reachable: dict[ImageRef, RegistryAccess] = {}
-        for ref in refs:
-            access = accesses[ref.registry]
-            if isinstance(access, RegistryError):
-                out[ref] = access
-            else:
-                reachable[ref] = access
-        out.update(
-            await resolve_batch(
-                list(reachable),
-                lambda ref: self.aresolve(ref, reachable[ref]),
-                lambda ref: api_host(ref.registry),
-                self._held_up,
-                deadline=deadline,
-                registry_deadline=self._registry_deadline,
-                clock=self._clock,
-            )
-        )
-        return out
-
-    def _held_up(self, host: str, unanswered: int) -> str:
-        """A registry that answered nothing for its deadline in a batch: its breaker opens for the
-        cooldown (the next batches skip it, then try it again); the error its tags get."""
-        message = (
-            f"{host}: no answer for {self._registry_deadline:g}s (the registry's deadline in one poll); "
-            f"skipped for {self._breaker_cooldown:g}s, then tried again"
-        )
-        log.warning("registry held up a poll", extra={"registry": host, "unanswered": unanswered})
-        self.breaker(host).failure(message, open_for=self._breaker_cooldown)
-        return message
-
-    def _bounds(self, host: str, access: RegistryAccess) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
-        if self._global is None:
-            self._global = asyncio.Semaphore(self._max_concurrency)
-        sem = self._hosts.get(host)
-        if sem is None:
-            sem = self._hosts[host] = asyncio.Semaphore(access.max_concurrency or self._per_registry)
-        return sem, self._global
-
     def breaker(self, host: str) -> CircuitBreaker:
         found = self._breakers.get(host)
         if found is None:
@@ -271,11 +213,11 @@ class RegistryClient:
         host = api_host(ref.registry)
         breaker = self.breaker(host)
         breaker.check(host)
-        per_host, overall = self._bounds(host, access)
-        async with per_host, overall:
+        async with self._bounds.hold(host, access) as slot:
             breaker.check(host)  # it may have opened while this one waited
             try:
-                resolution = await self._resolve(ref, access, host)
+                with Progress.asking(host, slot):
+                    resolution = await self._resolve(ref, access, host)
             except RegistryError as exc:
                 if exc.transient and not isinstance(exc, RegistryUnavailable):
                     breaker.failure(str(exc), open_for=exc.retry_after)
@@ -293,8 +235,7 @@ class RegistryClient:
 
         async def fetch(url: str) -> HttpResponse:
             breaker.check(host)
-            per_host, overall = self._bounds(host, access)
-            async with per_host, overall:  # per page: a long listing does not hold a slot throughout
+            async with self._bounds.hold(host, access):  # per page: a listing does not hold a slot throughout
                 breaker.check(host)
                 response = await self._auth.request(
                     "GET",
@@ -332,10 +273,10 @@ class RegistryClient:
         scope = f"repository:{ref.repository}:pull"
 
         head = await self._request("HEAD", url, host, scope, access)
-        self._check_status(head, host, ref)
         rate_limit = self._rate_limit(head, host)
+        check_status(head, host, ref)
         media_type = head.media_type
-        self._reject_schema1(media_type, host, ref)
+        reject_schema1(media_type, host, ref)
         digest = head.headers.get("docker-content-digest")
         if is_digest(digest):
             log.debug("resolved %s via HEAD to %s", ref, digest)
@@ -349,18 +290,18 @@ class RegistryClient:
             )
         log.debug("no usable Docker-Content-Digest from HEAD %s; falling back to GET", url)
         get = await self._request("GET", url, host, scope, access)
-        self._check_status(get, host, ref)
-        body = get.body
-        body_type, schema_version = self._body_info(body)
+        rate_limit = self._rate_limit(get, host)
+        check_status(get, host, ref)
+        body_type, schema_version = body_info(get.body)
         media_type = get.media_type
-        self._reject_schema1(media_type, host, ref)
+        reject_schema1(media_type, host, ref)
         if body_type and media_type not in MANIFEST_TYPES:  # e.g. served as application/json
             media_type = body_type
         if schema_version == 1:
-            self._reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
-        digest = self._verified_digest(get, host, ref)
+            reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
+        digest = verified_digest(get, host, ref)
         log.debug("resolved %s via GET to %s", ref, digest)
-        return Resolution(ref, digest, media_type, "GET", self._rate_limit(get, host))
+        return Resolution(ref, digest, media_type, "GET", rate_limit)
 
     async def _fetch(
         self, ref: ImageRef, access: RegistryAccess, max_bytes: int | None = None
@@ -369,9 +310,8 @@ class RegistryClient:
         if access.head_only:
             raise GetsDisabled(f"{host}: manifest GETs are disabled for this registry", host=host)
         reference = ref.digest or ref.tag or "latest"
-        per_host, overall = self._bounds(host, access)
         url = self._url(ref, access, reference)
-        async with per_host, overall:
+        async with self._bounds.hold(host, access):
             try:
                 get = await self._request(
                     "GET", url, host, f"repository:{ref.repository}:pull", access, max_body=max_bytes
@@ -380,77 +320,18 @@ class RegistryClient:
                 raise ContentTooLarge(
                     f"{host}: the manifest {ref} is over {max_bytes} bytes", host=host, status=exc.status
                 ) from None
-        self._check_status(get, host, ref)
+        self._rate_limit(get, host)
+        check_status(get, host, ref)
         if ref.digest:
-            self._verified_digest(get, host, ref, expected=ref.digest)
-        body_type, _version = self._body_info(get.body)
+            verified_digest(get, host, ref, expected=ref.digest)
+        body_type, _version = body_info(get.body)
         return (get.media_type if get.media_type in MANIFEST_TYPES else body_type), get.body
-
-    @staticmethod
-    def _verified_digest(
-        response: HttpResponse, host: str, ref: ImageRef, expected: str | None = None
-    ) -> str:
-        body = response.body
-        digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        for claimed in (response.headers.get("docker-content-digest"), expected):
-            if not claimed:
-                continue
-            algorithm, _, hexpart = claimed.partition(":")
-            hasher = _HASHES.get(algorithm)
-            if not is_digest(claimed) or hasher is None or hasher(body).hexdigest() != hexpart:
-                raise RegistryError(
-                    f"{host}: Docker-Content-Digest {claimed!r} does not match the manifest of {ref}",
-                    host=host,
-                    status=response.status,
-                )
-            digest = claimed
-        return digest
-
-    @staticmethod
-    def _body_info(body: bytes) -> tuple[str, int | None]:
-        """(mediaType, schemaVersion) of a manifest body, as far as they can be read."""
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return "", None
-        if not isinstance(doc, dict):
-            return "", None
-        media_type, version = doc.get("mediaType"), doc.get("schemaVersion")
-        return (media_type if isinstance(media_type, str) else ""), (
-            version if isinstance(version, int) else None
-        )
-
-    @staticmethod
-    def _reject_schema1(media_type: str, host: str, ref: ImageRef, *, always: bool = False) -> None:
-        if always or media_type in SCHEMA1_TYPES:
-            raise RegistryError(
-                f"{host} served a Docker schema1 manifest ({media_type}) for {ref}; schema1 is not supported",
-                host=host,
-            )
 
     def _rate_limit(self, response: HttpResponse, host: str) -> dict[str, str]:
         found = {k: response.headers.get(k) for k in RATE_LIMIT_HEADERS if k in response.headers}
         if found:
             self.rate_limits[host] = found
         return found
-
-    def _check_status(self, response: HttpResponse, host: str, ref: ImageRef) -> None:
-        status = response.status
-        if 200 <= status < 300:
-            return
-        if status == 404:
-            raise ManifestNotFound(f"{host}: manifest for {ref} not found", host=host, status=status)
-        if status in (401, 403):
-            raise AuthError(f"{host}: access to {ref} denied (HTTP {status})", host=host, status=status)
-        if status == 429:
-            self._rate_limit(response, host)
-            raise RegistryError(
-                f"{host}: rate limited (HTTP 429) resolving {ref}",
-                host=host,
-                status=status,
-                retry_after=parse_retry_after(response.headers.get("retry-after")),
-            )
-        raise RegistryError(f"{host}: HTTP {status} resolving {ref}", host=host, status=status)
 
     # --- HTTP, retries and auth (``RegistryAuth``) -------------------------------------------------
 
@@ -474,6 +355,8 @@ class RegistryClient:
             try:
                 response = await self._transport.send(request, self._timeout)
             except TransportError as exc:
+                if exc.timeout:  # final for a registry silent in a batch (``batch``)
+                    Progress.timed_out(host, self.breaker(host), self._timeout)
                 what = "timed out" if exc.timeout else "connection failed"
                 error = RegistryError(f"{host}: {what} ({exc}) on {method} {url}", host=host)
                 wait = self._retry.backoff(attempt, self._rng)
@@ -481,6 +364,7 @@ class RegistryClient:
                     raise error from None
             else:
                 log.debug("%s %s -> %s", method, url, response.status)
+                Progress.answered(host, url)
                 if response.status not in RETRY_STATUSES or attempt + 1 >= self._retry.attempts:
                     return response
                 wait = self._retry.backoff(attempt, self._rng)

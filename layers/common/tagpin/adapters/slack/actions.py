@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from dataclasses import dataclass
 from urllib.parse import parse_qs
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tagpin.domain.refs import is_digest
 
 REPLAY_WINDOW_S = 300
 MAX_BODY = 64 * 1024
+MAX_FIELDS = 10  # of the form (Slack sends one: payload)
 
 
 class SlackRefused(Exception):
@@ -27,6 +29,33 @@ class SlackRefused(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class _Slack(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _User(_Slack):
+    id: str | None = None
+    username: str | None = None
+    name: str | None = None
+
+
+class _Action(_Slack):
+    action_id: str
+    value: str  # JSON: the image, digest and wave the button was made for (tagpin.adapters.notify)
+
+
+class _Payload(_Slack):
+    actions: list[_Action] = Field(min_length=1)
+    user: _User | None = None
+    response_url: str | None = None
+
+
+class _Value(_Slack):
+    image: str
+    digest: str
+    wave: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,21 +89,23 @@ def verify(headers: dict[str, str], body: bytes, secret: str, now: float) -> Non
 
 
 def read(body: bytes) -> Click:
-    """The click a verified body carries, or ``SlackRefused`` (400) naming what is wrong."""
+    """The click a verified body carries, or ``SlackRefused`` (400) naming what is wrong. The form
+    has at most ``MAX_FIELDS`` fields; its JSON is read by pydantic's parser, which refuses
+    nesting deeper than 200 levels (a body of 60 KB of ``[`` is a 400, never a ``RecursionError``)."""
     try:
-        payload = json.loads(parse_qs(body.decode("utf-8"), strict_parsing=False)["payload"][0])
-        action = payload["actions"][0]
-        value = json.loads(action["value"])
-        action_id = str(action["action_id"])
-        user = payload.get("user") or {}
-        who = str(user.get("username") or user.get("name") or user.get("id") or "someone")[:100]
-        image, digest, wave = str(value["image"])[:512], str(value["digest"]), str(value.get("wave", ""))[:63]
-        response_url = payload.get("response_url")
-    except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
+        form = parse_qs(body.decode("utf-8"), strict_parsing=False, max_num_fields=MAX_FIELDS)
+        payload = _Payload.model_validate_json(form["payload"][0])
+        action = payload.actions[0]
+        value = _Value.model_validate_json(action.value)
+    except (KeyError, ValidationError, ValueError, UnicodeDecodeError):  # ValidationError: JSON too
         raise SlackRefused(400, "not an approval button's click") from None
-    if action_id not in ("approve", "reject"):
-        raise SlackRefused(400, f"unknown action {action_id[:40]!r}")
+    user = payload.user or _User()
+    who = (user.username or user.name or user.id or "someone")[:100]
+    image, digest, wave = value.image[:512], value.digest, value.wave[:63]
+    if action.action_id not in ("approve", "reject"):
+        raise SlackRefused(400, f"unknown action {action.action_id[:40]!r}")
     if not is_digest(digest):
         raise SlackRefused(400, "the click names no digest")
-    url = response_url if isinstance(response_url, str) and response_url.startswith("https://") else None
-    return Click(action_id == "approve", image, digest, wave, who, url)
+    url = payload.response_url
+    url = url if url is not None and url.startswith("https://") else None
+    return Click(action.action_id == "approve", image, digest, wave, who, url)

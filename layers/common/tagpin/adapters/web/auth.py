@@ -8,7 +8,10 @@
 - ``TokenAuth`` (the local stack): the token ``tagpin local`` prints is exchanged, on the sign-in
   page, for a session cookie ``<session id>.<expiry>.<HMAC>`` signed with the session key
   (HttpOnly, SameSite=Strict, Secure except over plain HTTP on a loopback address). The person is
-  ``local``. The CSRF token is an HMAC of the session id with the same key.
+  ``local``. The CSRF token is an HMAC of the session id with the same key. Signing out ends the
+  session on the server (``SignOuts``: a record per signed-out session in the state table, until
+  the session would have expired): a copy of the cookie is refused from then on, and with it every
+  form of that session (its CSRF token belongs to a session that is no more).
 
 Secrets (the token, the key, the bearer token) are compared with ``hmac.compare_digest`` only, never
 logged and never rendered; a CSRF token is derived from them, never one of them.
@@ -24,7 +27,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 COOKIE = "tagpin_session"
 SESSION_TTL_S = 8 * 3600
@@ -69,6 +72,14 @@ def cookie(event: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
+class SignOuts(Protocol):
+    """The sessions signed out before they expired (``tagpin.adapters.dynamodb.sessions``)."""
+
+    def end(self, session: str, expires_at_s: int, now_ms: int) -> None: ...
+
+    def ended(self, session: str) -> bool: ...
+
+
 class JwtAuth:
     """The HTTP API's JWT authorizer signed the person in; the function reads its claims."""
 
@@ -92,10 +103,16 @@ class TokenAuth:
     signs_in = True
 
     def __init__(
-        self, token: str, key: bytes, clock: Callable[[], float] = time.time, ttl_s: int = SESSION_TTL_S
+        self,
+        token: str,
+        key: bytes,
+        sign_outs: SignOuts,
+        clock: Callable[[], float] = time.time,
+        ttl_s: int = SESSION_TTL_S,
     ) -> None:
         self._token = token
         self._key = key
+        self._sign_outs = sign_outs
         self._clock = clock
         self.ttl_s = ttl_s
 
@@ -107,7 +124,8 @@ class TokenAuth:
         payload = f"{secrets.token_urlsafe(24)}.{int(self._clock()) + self.ttl_s}"
         return f"{payload}.{_b64(_mac(self._key, 'session:' + payload))}"
 
-    def principal(self, event: Mapping[str, Any]) -> Principal | None:
+    def _session(self, event: Mapping[str, Any]) -> tuple[str, int] | None:
+        """The id and expiry (epoch s) of the request's session: signed with our key, not expired."""
         value = cookie(event, COOKIE)
         match = _SESSION.match(value or "")
         if match is None:
@@ -117,7 +135,19 @@ class TokenAuth:
             return None
         if int(match["exp"]) <= self._clock():
             return None
-        return Principal("local", _mac(self._key, "csrf:" + match["sid"]).hex())
+        return match["sid"], int(match["exp"])
+
+    def principal(self, event: Mapping[str, Any]) -> Principal | None:
+        session = self._session(event)
+        if session is None or self._sign_outs.ended(session[0]):  # read only for a signed cookie
+            return None
+        return Principal("local", _mac(self._key, "csrf:" + session[0]).hex())
+
+    def sign_out(self, event: Mapping[str, Any]) -> None:
+        """End the request's session on the server: its cookie is refused from now on."""
+        session = self._session(event)
+        if session is not None:
+            self._sign_outs.end(session[0], session[1], int(self._clock() * 1000))
 
 
 def secure_cookies(event: Mapping[str, Any]) -> bool:

@@ -20,7 +20,15 @@ class ConfigError(ValueError):
 
 class NotConfigured(ConfigError):
     """The configuration (or a secret every request needs) does not exist yet: a stack deployed
-    and not configured. Functions wait quietly instead of failing; the message says what to do."""
+    and not configured. Functions wait quietly instead of failing; the message says what to do.
+
+    The message may be answered to anyone (the webhook's 503, before authentication); ``reason``,
+    for the operator's log, may say more (which secret, which permission): the message by default.
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 SECRET_PREFIX = "tagpin/"  # noqa: S105 (a name prefix, not a secret)

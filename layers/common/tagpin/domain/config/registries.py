@@ -70,7 +70,8 @@ class EcrSettings(Strict):
     role_arn: str | None = Field(
         default=None,
         pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$",
-        description="Role (named `tagpin-registry-*`) to assume for a registry in another account.",
+        description="Role to assume for a registry in another account (list it in `RegistryRoleArns`; "
+        "its trust policy must let the functions' roles assume it).",
     )
 
 

@@ -127,6 +127,17 @@ class RolloutSettings(Strict):
         "time an Argo Rollout spends paused at a step does not count: it counts again from the "
         "end of the pause.",
     )
+    max_pause_seconds: int = Field(
+        default=7 * 86400,
+        ge=1,
+        le=30 * 86400,
+        description="An Argo Rollout held at a pause (a canary step, a blue-green promotion, a "
+        "person's `kubectl argo rollouts pause`) longer than this is recorded `stalled` and no "
+        "longer followed, with one notification: not failed, not rolled back, the digest not marked "
+        "bad. While it is paused tagpin looks again every `verify_interval_seconds` for as long as "
+        "`verify_timeout_seconds`, then less and less often (each wait about doubles, up to 15 "
+        "minutes).",
+    )
     rollback: bool = Field(
         default=True,
         description="On failure, restore the previous image of every target of that digest; either "

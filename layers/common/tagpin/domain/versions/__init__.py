@@ -9,7 +9,8 @@ backwards by accident. One module per concept:
   cases (``v`` prefix, leading zeros, build metadata, cosign tags, ...);
 * ``ranges``: npm-style semver ranges (``semantic_version.NpmSpec``, and why that library);
 * ``policy``: ``VersionPolicy``, its compact form (``semver:~1.4``) and the ``Reason`` enum;
-* ``selection``: ``select_head``, ``Selection``, ``move``.
+* ``selection``: ``select_head``, ``Selection``, ``move``, ``VersionSet`` (versions marked bad, or
+  verified, whatever their spelling).
 
 The public names are importable from this package.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from tagpin.domain.versions.policy import InvalidPolicy, Order, PolicyKind, Reason, VersionPolicy
 from tagpin.domain.versions.ranges import InvalidRange, SemverRange
-from tagpin.domain.versions.selection import Move, Rejection, Selection, move, select_head
+from tagpin.domain.versions.selection import Move, Rejection, Selection, VersionSet, move, select_head
 from tagpin.domain.versions.tags import MAX_TAG_LENGTH, Version
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "SemverRange",
     "Version",
     "VersionPolicy",
+    "VersionSet",
     "move",
     "select_head",
 ]

@@ -19,7 +19,7 @@ from enum import StrEnum
 from operator import itemgetter
 from typing import Any
 
-from tagpin.domain.versions.policy import Reason, Rules, VersionPolicy
+from tagpin.domain.versions.policy import Reason, VersionPolicy
 from tagpin.domain.versions.tags import Reading, Version, rank
 
 _first = itemgetter(0)
@@ -55,18 +55,34 @@ class Selection:
         return None if self.head is None else self.head.tag
 
 
-class _Known:
-    """A set of tags or versions (bad, or verified): matched by tag, or by version and build
-    whatever the spelling (``v1.4.2`` matches ``1.4.2``)."""
+class VersionSet:
+    """Tags of a policy's versions (marked bad, or verified): a tag is in the set when it is listed,
+    or when the policy reads it as the same version and build as one listed, whatever the spelling
+    (``v1.4.2`` is ``1.4.2``: ``Version.identity``). How every part of tagpin asks whether a
+    version is marked bad: the choice of a head, a push, a move of the head, a rollback, a
+    downgrade."""
 
-    __slots__ = ("identities", "tags")
+    __slots__ = ("identities", "rules", "tags")
 
-    def __init__(self, rules: Rules, entries: Iterable[str]) -> None:
+    def __init__(self, policy: VersionPolicy, entries: Iterable[str]) -> None:
+        self.rules = policy.rules  # raises for a digest policy
         self.tags = frozenset(entries)
-        readings = (rules.read(tag) for tag in self.tags)
+        readings = (self.rules.read(tag) for tag in self.tags)
         self.identities = frozenset((r[0], r[3]) for r in readings if r is not None)  # Version.identity
 
+    def __contains__(self, tag: object) -> bool:
+        if not isinstance(tag, str):
+            return False
+        if tag in self.tags:
+            return True
+        reading = self.rules.read(tag)
+        return reading is not None and (reading[0], reading[3]) in self.identities
+
+    def __bool__(self) -> bool:
+        return bool(self.tags)
+
     def holds(self, tag: str, key: tuple[Any, ...], build: str) -> bool:
+        """``tag``, already read as ``key`` and ``build``, is in the set."""
         return tag in self.tags or (key, build) in self.identities
 
 
@@ -87,8 +103,8 @@ def select_head(
     rules = policy.rules  # raises for a digest policy
     if limit < 0:
         raise ValueError(f"limit must be >= 0, not {limit}")
-    marked_bad = _Known(rules, bad)
-    verified = None if allowed is None else _Known(rules, allowed)
+    marked_bad = VersionSet(policy, bad)
+    verified = None if allowed is None else VersionSet(policy, allowed)
     read, refusal = rules.read, rules.refusal
     best: tuple[Any, ...] | None = None  # the head's rank
     head: tuple[str, Reading] | None = None

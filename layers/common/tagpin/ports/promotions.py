@@ -1,0 +1,110 @@
+"""The promotion of a tag's newest digest through the waves, as the use cases see it
+(``tagpin.ports.state.State.promotions``): ``ROLLOUT#<image>`` items, kept by
+``tagpin.adapters.dynamodb.promotions``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from tagpin.domain.messages import Trigger
+
+
+class PromotionStatus(StrEnum):
+    ROLLING = "rolling"  # the active wave is being applied, verified or soaked
+    COMPLETE = "complete"  # every wave verified
+    HALTED = "halted"  # a target failed: the digest is bad, nothing more is promoted
+    DRY_RUN = "dry_run"  # the plan was recorded, nothing patched
+
+
+@dataclass(frozen=True)
+class Promotion:
+    image: str
+    digest: str
+    observed_at: int
+    wave: int
+    status: PromotionStatus
+    started_at: int
+    updated_at: int
+    wave_verified_at: int | None = None
+    trigger: Trigger | None = None
+    correlation_id: str | None = None
+    detail: str | None = None
+    started: bool = False  # this call created it (a new digest, or a new promotion of it)
+    tag: str | None = None  # a version channel's: the version being promoted
+    awaiting_wave: int | None = None  # the wave waiting for a person's approval (awaiting_approval)
+    approval_expires_at: int | None = None  # when that request lapses (epoch ms)
+    approved_waves: frozenset[int] = frozenset()  # the waves a person approved for this digest
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.status is PromotionStatus.ROLLING and self.awaiting_wave is not None
+
+
+class Promotions(Protocol):
+    """``ROLLOUT#<image>``: the promotion of a tag's newest digest through the waves."""
+
+    def start(
+        self,
+        image: str,
+        digest: str,
+        observed_at: int,
+        now: int,
+        *,
+        trigger: Trigger,
+        correlation_id: str | None,
+        dry_run: bool,
+        tag: str | None = None,
+    ) -> Promotion | None:
+        """The promotion of ``digest`` (started here when it is newer than the stored one); None
+        when a newer digest holds the tag's promotion. ``tag``: a version channel's version."""
+        ...
+
+    def get(self, image: str) -> Promotion | None: ...
+
+    def wave_verified(self, image: str, digest: str, wave: int, now: int) -> bool:
+        """Every target of the active wave is verified: start its soak (once)."""
+        ...
+
+    def advance(self, image: str, digest: str, wave: int, now: int, to: int | None = None) -> bool:
+        """Move from the verified, soaked ``wave`` to wave ``to`` (default: the next one); exactly
+        one caller wins."""
+        ...
+
+    def end(self, image: str, digest: str, status: PromotionStatus, now: int, detail: str) -> bool:
+        """Complete or halt a rolling promotion (exactly one caller wins)."""
+        ...
+
+    def clear(self, image: str, digest: str) -> bool:
+        """A person cleared the version of ``digest`` (``tagpin clear``): its halted promotion is
+        forgotten, so that a change to the digest starts a new one; False (nothing written) when
+        the promotion is not a halted one of ``digest``."""
+        ...
+
+    def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:
+        """Wave ``wave`` of the rolling promotion of ``digest`` waits for a person; False when it
+        already does, was approved, or the promotion moved on (nothing written)."""
+        ...
+
+    def decide_approval(
+        self, image: str, digest: str, wave: int, approve: bool, now: int, detail: str
+    ) -> bool:
+        """A person's decision on the waiting wave: approved (the wave may start) or rejected (the
+        promotion is halted); False when ``digest``'s wave ``wave`` was not waiting (a double
+        click, a newer digest, a lapsed request): nothing written."""
+        ...
+
+    def awaiting(self, limit: int, now: int) -> list[Promotion]:
+        """The promotions waiting for a person's approval now (at most ``limit``), without
+        reading every promotion."""
+        ...
+
+    def lapse_approval(self, image: str, digest: str, wave: int, now: int) -> bool:
+        """The request lapsed unanswered: the promotion is halted; False when it was answered."""
+        ...
+
+    def claim_notice(self, image: str, digest: str, notice: str, now: int) -> bool:
+        """True once per (promotion, notice): one notification per event, not one per retry."""
+        ...

@@ -1,0 +1,152 @@
+"""What each target runs or is moving to, as the use cases see it (``tagpin.ports.state.State.targets``):
+its state, the history notes that are not a state, and the repository of ``TARGET#<target id>``
+items. ``tagpin.adapters.dynamodb.targets`` keeps them in the state table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from tagpin.domain.messages import Trigger
+
+
+class TargetStatus(StrEnum):
+    PENDING = "pending"  # claimed, being patched, or deferred (maintenance window, concurrency)
+    APPLIED = "applied"  # patched; the rollout is being verified
+    VERIFIED = "verified"  # the workload rolled out completely on this digest
+    ROLLED_BACK = "rolled_back"  # the digest failed; the previous image was restored
+    FAILED = "failed"
+    GONE = "gone"
+    PAUSED = "paused"  # the workload is annotated tagpin.dev/paused
+    REMOVED = "removed"  # no longer followed: the workload was deleted, unlabelled or paused
+    # A person stepped in: the workload was changed outside tagpin after tagpin's patch (a
+    # `kubectl rollout undo`, a hand-set image), or someone ran `tagpin hold`, or it is annotated
+    # tagpin.dev/hold. Not patched back: until the tag moves (an automatic hold), or `tagpin release`.
+    HELD = "held"
+    # Patched, and its rollout held at a pause (Argo Rollouts) longer than rollout.max_pause_seconds:
+    # no longer followed (not failed, not rolled back, the digest not marked bad). Its wave does
+    # not count as verified; the tag's next digest rolls as usual.
+    STALLED = "stalled"
+
+
+# A target in one of these states at the tag's digest needs nothing more from the level checks
+# (a stalled one is not patched again: that would only start following the same pause again).
+SETTLED = frozenset({TargetStatus.APPLIED, TargetStatus.VERIFIED, TargetStatus.STALLED})
+
+
+class TargetNote(StrEnum):
+    """History items of a target that are not a state it is in."""
+
+    SUPERSEDED = "superseded"  # the outcome arrived after a newer digest claimed the target
+    PLANNED = "planned"  # dry run: what would have been done
+    DEFERRED = "deferred"  # a maintenance window or the concurrency limit held the start back
+    BLOCKED = "blocked"  # a trust gate refused the digest here (unsigned, a platform missing)
+
+
+@dataclass(frozen=True)
+class TargetState:
+    target_id: str
+    image: str
+    digest: str
+    observed_at: int
+    status: TargetStatus
+    updated_at: int
+    trigger: Trigger | None = None
+    detail: str | None = None
+    previous_image: str | None = None
+    held_digest: str | None = None  # HELD: the digest not to be applied again ("" for any digest)
+    held_until: int | None = None  # HELD by a person until then (epoch ms); None: until released
+
+    def settled_at(self, digest: str) -> bool:
+        """Applied or verified at ``digest``, or held against it: not behind (the level checks
+        skip it, so a hold costs no message per poll)."""
+        if self.status is TargetStatus.HELD:
+            return self.holds(digest)
+        return self.digest == digest and self.status in SETTLED
+
+    def holds(self, digest: str, now: int | None = None) -> bool:
+        """Held against ``digest`` (at ``now``, when given: a hold with an end lapses). A target
+        held by its annotation only (no stored hold) is not: the annotation decides, each time."""
+        if self.status is not TargetStatus.HELD or self.held_digest is None:
+            return False
+        if now is not None and self.held_until is not None and self.held_until <= now:
+            return False
+        return not self.held_digest or self.held_digest == digest
+
+
+class Targets(Protocol):
+    """``TARGET#<target id>``: what each target runs or is moving to (with its history)."""
+
+    def get(self, target_id: str) -> TargetState | None: ...
+
+    def get_many(self, target_ids: list[str]) -> dict[str, TargetState]: ...
+
+    def claim(
+        self,
+        target_id: str,
+        image: str,
+        digest: str,
+        observed_at: int,
+        trigger: Trigger,
+        now: int,
+        detail: str | None = None,
+    ) -> bool:
+        """Mark the target as moving to ``digest``; False when a newer observation holds it, or a
+        live hold against ``digest`` (a person's: against any)."""
+        ...
+
+    def finish(
+        self,
+        target_id: str,
+        digest: str,
+        status: TargetStatus,
+        now: int,
+        *,
+        trigger: Trigger,
+        detail: str | None = None,
+        previous_image: str | None = None,
+        correlation_id: str | None = None,
+        expected: frozenset[TargetStatus] | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Record how applying ``digest`` ended if the target still holds it, with a history item;
+        with ``expected``, only from those states (False, and no history, when another won)."""
+        ...
+
+    def remove(self, target_id: str, now: int, reason: str) -> None:
+        """The target is no longer followed (its state, if any, and a history item)."""
+        ...
+
+    def note(
+        self, target_id: str, digest: str, note: TargetNote, now: int, detail: str, trigger: Trigger
+    ) -> None:
+        """A history item only: the target's state is left alone."""
+        ...
+
+    def hold(
+        self,
+        target_id: str,
+        digest: str,
+        now: int,
+        *,
+        reason: str,
+        trigger: Trigger,
+        until: int | None = None,
+        if_still: TargetState | None = None,
+    ) -> bool:
+        """Put the target on hold against ``digest`` ("" for any digest, a person's hold), until
+        ``until`` or a release; False when it was held already (nothing written). With
+        ``if_still``: only while the stored state is still that one (same status, digest and
+        ``updated_at``): a claim, an outcome or a rollback written since wins, nothing is held."""
+        ...
+
+    def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:
+        """End a hold; False when the target was not held."""
+        ...
+
+    def held(self, limit: int, now: int) -> list[TargetState]:
+        """The targets on hold, at most ``limit``, without reading every target."""
+        ...
