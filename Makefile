@@ -1,9 +1,9 @@
 # tagpin developer entry points. Everything installs what it needs by itself.
-#   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, Kubernetes simulator)
+#   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, real Kubernetes control planes)
 #   make test      unit + integration + e2e tests
 #   make lint      ruff + mypy + the import contract (layers);  make validate: sam validate --lint + cfn-lint;  make build: sam build
 #   make bench     benchmarks: poll throughput (bench-poll), cold start/size (bench-coldstart), cost (bench-cost)
-#   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
+#   make bench-reconcile   reconcile of 1,000 workloads over 3 local clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
 #   make bench-concurrency 50 tags pushed at once through the local stack, 1 vs 3 containers per function
 #   make bench-versions    choosing a version channel's head among 10,000 tags, per policy kind

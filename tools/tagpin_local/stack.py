@@ -275,7 +275,7 @@ class LocalStack:
             "console_url": self.console_url,
             "console_token": self.console_token,
             "registry_url": self.registry.url,
-            "kubernetes_url": self.kube.url,
+            "kubernetes_url": self.kube.kube.url,  # the API server, as people reach it (tagpin: the front)
             "aws_endpoint": self.aws_endpoint,
             "queue_url": self.queue_url,
             "dead_letter_queue_url": self.dlq_url,
