@@ -1,6 +1,8 @@
 """`tagpin local` and the CLI as a user runs them: real processes, the README's kubectl walkthrough
 against the local stack's real API server, an image pushed with `tagpin local push`, and every
-command's stdout and stderr as printed."""
+command's stdout and stderr as printed. What `tagpin local` prints (its JSON line, its log on stderr)
+and what the commands print hold none of the secrets its endpoints file keeps (the console's token,
+the kubeconfig's credentials)."""
 
 from __future__ import annotations
 
@@ -14,17 +16,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tagpin_cli.main import LOCAL_RECONCILE_INTERVAL, build_parser
+import yaml
+from tagpin_cli.local import RECONCILE_INTERVAL
+from tagpin_cli.parser import build_parser
 
 from tests.conftest import require_binary
+from tests.support.cli import Ran, assert_no_secret, failure
 
 pytestmark = pytest.mark.e2e
 
 
-def tagpin(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+def tagpin(cwd: Path, *args: str, timeout: float = 60) -> Ran:
+    """`python -m tagpin_cli.main` (with ResourceWarnings shown: no unclosed session)."""
+    done = subprocess.run(
         [sys.executable, "-W", "default::ResourceWarning", "-m", "tagpin_cli.main", *args],
         cwd=cwd,
         capture_output=True,
@@ -32,6 +39,7 @@ def tagpin(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedPr
         timeout=timeout,
         check=False,
     )
+    return Ran(tuple(args), done.returncode, done.stdout, done.stderr)
 
 
 def first_line(proc: subprocess.Popen[str], timeout: float) -> str:
@@ -45,7 +53,7 @@ def first_line(proc: subprocess.Popen[str], timeout: float) -> str:
 
 def test_the_local_command_runs_the_reconciler_by_default() -> None:
     args = build_parser().parse_args(["local"])
-    assert args.reconcile_interval == LOCAL_RECONCILE_INTERVAL and 0 < LOCAL_RECONCILE_INTERVAL <= 30
+    assert args.reconcile_interval == RECONCILE_INTERVAL and 0 < RECONCILE_INTERVAL <= 30
     assert build_parser().parse_args(["local", "--reconcile-interval", "0"]).reconcile_interval == 0
 
 
@@ -90,12 +98,23 @@ def test_tagpin_local_runs_the_readme_walkthrough_with_kubectl(tmp_path: Path) -
         stderr=log,
         text=True,
     )
+    runs: list[Ran] = []
     try:
-        endpoints = json.loads(first_line(proc, 120))
-        assert (
-            json.loads((tmp_path / ".tagpin-local/endpoints.json").read_text())["registry_url"]
-            == (endpoints["registry_url"])
-        )
+        line = first_line(proc, 120)
+        endpoints = json.loads(line)
+        # the file holds the secrets (readable by its owner only); the line printed, none of them
+        path = tmp_path / ".tagpin-local/endpoints.json"
+        saved = json.loads(path.read_text())
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert saved == endpoints | {
+            "console_token": saved["console_token"],
+            "kubeconfig": saved["kubeconfig"],
+        }
+        assert "console_token" not in endpoints and "kubeconfig" not in endpoints
+        user = yaml.safe_load(saved["kubeconfig"])["users"][0]["user"]  # the admin's: a client key
+        secrets = {saved["console_token"], *(user[k] for k in ("token", "client-key-data") if k in user)}
+        assert len(secrets) == 2
+        runs.append(Ran(("local",), 0, line, ""))
         host = endpoints["registry_url"].split("://", 1)[1]
         env = {**os.environ, "KUBECACHEDIR": str(tmp_path / "c"), "HOME": str(tmp_path)}
         said: dict[str, str] = {}
@@ -103,19 +122,23 @@ def test_tagpin_local_runs_the_readme_walkthrough_with_kubectl(tmp_path: Path) -
             line = line.replace("$REGISTRY", host).replace("$PWD", str(tmp_path))
             stdin = stdin.replace("$REGISTRY", host) if stdin is not None else None
             if line.startswith("python3 -c") and line.endswith("> local.kubeconfig"):
-                (tmp_path / "local.kubeconfig").write_text(endpoints["kubeconfig"])
+                (tmp_path / "local.kubeconfig").write_text(saved["kubeconfig"])
                 continue
             if line.startswith("export KUBECONFIG="):
                 env["KUBECONFIG"] = line.split("=", 1)[1]
                 continue
             if line.startswith(".venv/bin/tagpin local push"):
                 pushed = tagpin(tmp_path, *shlex.split(line)[1:], "--json")
-                assert pushed.returncode == 0 and pushed.stderr == "", pushed.stderr
-                digest = json.loads(pushed.stdout)["digest"]
-                assert json.loads(pushed.stdout)["image"] == f"{host}/demo/api:stable"
+                runs.append(pushed)
+                assert pushed.code == 0 and pushed.err == "", pushed.err
+                digest = pushed.json()["digest"]
+                assert pushed.json()["image"] == f"{host}/demo/api:stable"
                 # Nothing else to do: the scheduled reconciler indexes the label, the tag is
                 # resolved and the workload is patched to the digest.
                 wait_until_patched(kubectl, env, digest)
+                status, row = wait_for_status(tmp_path, host)
+                runs.append(status)
+                assert [(t["source"], t["condition"]) for t in row["targets"]] == [("label", "current")]
                 continue
             argv = shlex.split(line)
             assert argv[0] == "kubectl", line
@@ -140,26 +163,35 @@ def test_tagpin_local_runs_the_readme_walkthrough_with_kubectl(tmp_path: Path) -
 
         # The CLI in its own process: the global options after the command, one JSON document on
         # stdout, nothing on stderr (no unclosed session of the registry client).
-        status = tagpin(tmp_path, "status", "--local", "--json")
-        assert status.returncode == 0 and status.stderr == ""
-        (row,) = [r for r in json.loads(status.stdout) if r["image"] == f"{host}/demo/api:stable"]
-        assert row["targets"][0]["source"] == "label"
         for args in (
             ["--local", "--json", "plan"],
             ["resolve", f"{host}/demo/api:stable", "--local", "--json"],
+            ["--local", "--json", "doctor"],
         ):
             done = tagpin(tmp_path, *args)
+            runs.append(done)
             # plan exits 4 when it plans a roll: api right after the undo, until the reconciler
             # (every 15 s) sees a person's change and holds it
-            assert done.returncode in (0, 4) and done.stderr == "", (args, done.stderr)
-            json.loads(done.stdout)
+            assert done.code in ((0, 4) if "plan" in args else (0,)) and done.err == "", done
+            done.json()
         table = tagpin(tmp_path, "--local", "status")
-        assert table.returncode == 0 and table.stderr == ""
-        assert "followed tags" in table.stdout and "label" in table.stdout
+        runs.append(table)
+        assert table.code == 0 and table.err == ""
+        assert "followed tags" in table.out and "label" in table.out
         failed = tagpin(tmp_path, "--local", "--json", "resolve", f"{host}/demo/api:nosuch")
-        assert failed.returncode == 1 and failed.stdout == ""
-        assert failed.stderr.startswith("error: ManifestNotFound") and failed.stderr.count("\n") == 1
-        assert tagpin(tmp_path, "local", "push", "no-tag").returncode == 2
+        runs.append(failed)
+        assert failed.code == 1 and failed.out == ""
+        assert failed.err.startswith("error: ManifestNotFound") and failed.err.count("\n") == 1
+        pushed = tagpin(tmp_path, "local", "push", "demo/api:stable")  # the table form: one line
+        runs.append(pushed)
+        assert (pushed.code, pushed.err) == (0, "") and pushed.out.startswith(
+            f"pushed {host}/demo/api:stable -> "
+        )
+        runs.append(no_tag := tagpin(tmp_path, "local", "push", "no-tag"))
+        assert "give the image as REPO:TAG" in failure(no_tag, 2)
+        (tmp_path / "elsewhere").mkdir()  # no endpoints file there: no local stack
+        runs.append(elsewhere := tagpin(tmp_path / "elsewhere", "local", "push", "demo/api:stable"))
+        assert "no local stack" in failure(elsewhere, 3)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -171,7 +203,23 @@ def test_tagpin_local_runs_the_readme_walkthrough_with_kubectl(tmp_path: Path) -
     assert proc.returncode == 0
     assert proc.stdout is not None and proc.stdout.read() == ""  # one line on stdout, ever
     assert not (tmp_path / ".tagpin-local/endpoints.json").exists()
-    assert '"_aws"' in (tmp_path / "functions.log").read_text()  # the functions' metrics: stderr
+    log_text = (tmp_path / "functions.log").read_text()
+    assert '"_aws"' in log_text  # the functions' metrics: stderr
+    assert "sign in with the console_token in .tagpin-local/endpoints.json" in log_text
+    for ran in [*runs, Ran(("local",), 0, "", log_text)]:  # no secret in anything printed
+        assert_no_secret(ran, secrets)
+
+
+def wait_for_status(cwd: Path, host: str, timeout: float = 30) -> tuple[Ran, dict[str, Any]]:
+    """`tagpin status --json` until api's target leaves 'pending' (the patch shows in the cluster a
+    moment before the consumer records it): the last run and its row of demo/api:stable."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = tagpin(cwd, "status", "--local", "--json")
+        assert status.code == 0 and status.err == "", status
+        (row,) = [r for r in status.json() if r["image"] == f"{host}/demo/api:stable"]
+        if row["targets"][0]["condition"] != "pending" or time.monotonic() > deadline:
+            return status, row
 
 
 def wait_until_patched(kubectl: str, env: dict[str, str], digest: str, timeout: float = 90) -> None:

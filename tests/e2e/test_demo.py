@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -18,13 +19,23 @@ from tagpin_local import demo
 from tagpin_local.oci import push_image
 
 from tests.conftest import require_binary
+from tests.support import cli
 
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_rolls_the_deployment_through_both_paths(capsys):
+def test_demo_rolls_the_deployment_through_both_paths():
+    """`tagpin demo --json` as a person runs it: the narrative on stderr, every step's results as one
+    JSON document on stdout; no secret of its stack printed (its endpoints without the token)."""
     require_binary("docker-registry", "/usr/bin/docker-registry")
-    steps, rolled_back, channel, approval = demo.run(poll_interval=0.5)
+    ran = cli.tagpin("demo", "--json", timeout=600)
+    assert ran.code == 0, ran.err[-3000:]
+    result = ran.json()
+    steps = [SimpleNamespace(**step) for step in result["steps"]]
+    rolled_back, channel, approval = (
+        SimpleNamespace(**result[k]) for k in ("rollback", "channel", "approval")
+    )
+    assert result["summary"]["version_channel_prod"] == "1.0.0 -> 1.3.0"
     first, webhook, poll = steps
     assert first.before.endswith("/demo/web:stable")  # the unpinned tag the team deployed
     for step, trigger in ((first, "webhook"), (webhook, "webhook"), (poll, "poll")):
@@ -34,7 +45,8 @@ def test_demo_rolls_the_deployment_through_both_paths(capsys):
         assert step.annotations["tagpin.dev/applied-at"].endswith("Z")
     assert webhook.before == first.after and poll.before == webhook.after
     assert len({first.digest, webhook.digest, poll.digest}) == 3
-    out = capsys.readouterr().out
+    out = ran.err
+    assert "tagpin local stack: {" in out and "console_token" not in out and "kubeconfig" not in out
     assert "before :" in out and "after  :" in out and "push -> patch" in out
     # the bad push: rolled back in stage, prod untouched, one notification per event
     assert rolled_back.stage_before.endswith("@" + rolled_back.good_digest)
@@ -65,9 +77,12 @@ def test_demo_rolls_the_deployment_through_both_paths(capsys):
     assert "POST /console/actions/approve (session cookie, CSRF token) -> 303" in out
 
 
-def endpoints_for_cli(line: str) -> dict:
-    """What `tagpin local` prints is what it writes for `tagpin --local`."""
-    return json.loads(line)
+def endpoints_for_cli(line: str, saved: dict) -> dict:
+    """What `tagpin local` prints is what it writes for `tagpin --local`, but for the secrets (in the
+    file only: the console's token and the kubeconfig)."""
+    printed = json.loads(line)
+    assert not {"console_token", "kubeconfig"} & printed.keys()
+    return printed | {key: saved[key] for key in ("console_token", "kubeconfig")}
 
 
 def test_tagpin_local_serves_until_stopped_and_kubectl_sees_the_rollout(tmp_path):
@@ -85,14 +100,15 @@ def test_tagpin_local_serves_until_stopped_and_kubectl_sees_the_rollout(tmp_path
         line = proc.stdout.readline()
         # Keep reading what the stack logs, so a full pipe never blocks it.
         threading.Thread(target=proc.stdout.read, daemon=True).start()
-        assert json.loads(endpoints_file.read_text()) == endpoints_for_cli(line)
+        saved = json.loads(endpoints_file.read_text())
+        assert saved == endpoints_for_cli(line, saved)
         endpoints = json.loads(line)
         assert {"webhook_url", "registry_url", "kubernetes_url", "aws_endpoint"} <= endpoints.keys()
         for key in ("webhook_url", "registry_url", "kubernetes_url", "aws_endpoint"):
             assert endpoints[key].split("//")[1].startswith("127.0.0.1:")
         digest = push_image(endpoints["registry_url"], "demo/web", "stable")
         with tempfile.NamedTemporaryFile("w", suffix=".json") as kubeconfig:
-            kubeconfig.write(endpoints["kubeconfig"])
+            kubeconfig.write(saved["kubeconfig"])
             kubeconfig.flush()
             deadline = time.monotonic() + 30
             image = ""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +34,41 @@ def empty(st: LocalStack, queue_url: str) -> None:
             QueueUrl=queue_url,
             Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
         )
+
+
+def own_queues(st: LocalStack) -> tuple[str, str]:
+    """A changes queue and its dead-letter queue for one test alone, as the stack's are made. The
+    stack's own queue is shared by the tests of a module: a verification one test scheduled comes
+    due during a later one. A test that counts or reads what is on a queue gives the CLI these
+    instead (its endpoints file), and reads only them."""
+    sqs = st.client("sqs")
+    name = f"t{uuid.uuid4().hex[:16]}"
+    # as the stack's (and the template's): the dead-letter queue deduplicates by content
+    dlq = sqs.create_queue(
+        QueueName=f"{name}-dlq.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    queue = sqs.create_queue(
+        QueueName=f"{name}.fifo",
+        Attributes={
+            "FifoQueue": "true",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3}),
+        },
+    )["QueueUrl"]
+    return queue, dlq
+
+
+def messages_on(st: LocalStack, queue_url: str) -> int:
+    """Every message on the queue: visible, in flight and delayed."""
+    attributes = st.client("sqs").get_queue_attributes(
+        QueueUrl=queue_url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    return sum(int(value) for value in attributes.values())
 
 
 def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 45.0) -> Any:

@@ -16,11 +16,11 @@ from tagpin import wiring
 from tagpin.domain.config import parse_config
 from tagpin_cli import doctor, doctor_registries, doctor_secrets
 from tagpin_cli.doctor import Seat, Status
-from tagpin_cli.environment import Target
+from tagpin_cli.environment import Stack
 
 from tests.support.iam import ACCOUNT, Request
 from tests.support.iamroles import role
-from tests.unit.test_doctor_aws import Fake, target
+from tests.unit.test_doctor_aws import Fake, deployed
 
 REGISTRY = "210987654321.dkr.ecr.eu-west-1.amazonaws.com"
 REGISTRY_ROLE = "arn:aws:iam::210987654321:role/tagpin-registry-prod"
@@ -34,7 +34,7 @@ ENVIRONMENT = {"TAGPIN_CONFIG_PARAMETER": "/tagpin/config", "TAGPIN_WEBHOOK_SECR
 
 
 def seat_with(config: str, **changes: Any) -> Seat:
-    seat = Seat(Target(**{**target().__dict__, **changes}), config=parse_config(config, source="test"))
+    seat = Seat(Stack(**{**deployed().__dict__, **changes}), config=parse_config(config, source="test"))
     seat.roles = {f: f"arn:aws:iam::{ACCOUNT}:role/{f}" for f in doctor.FUNCTIONS}
     return seat
 

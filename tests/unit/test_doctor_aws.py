@@ -16,7 +16,7 @@ from tagpin.domain.config import parse_config
 from tagpin.settings import SecretStore
 from tagpin_cli import doctor, doctor_clusters, doctor_secrets
 from tagpin_cli.doctor import Seat, Status
-from tagpin_cli.environment import Target
+from tagpin_cli.environment import Stack
 
 STACK_ID = "arn:aws:cloudformation:eu-west-1:111122223333:stack/tagpin/1"
 OUTPUTS = {
@@ -26,8 +26,8 @@ OUTPUTS = {
 }
 
 
-def target(**outputs: str) -> Target:
-    return Target(
+def deployed(**outputs: str) -> Stack:
+    return Stack(
         state_table="tagpin-state",
         queue_url="https://sqs/changes.fifo",
         dead_letter_queue_url="https://sqs/dlq.fifo",
@@ -77,7 +77,7 @@ def stack_clients(found: dict[str, Fake], status: str = "UPDATE_COMPLETE") -> No
 
 def test_the_stack_check_reads_outputs_status_and_each_functions_role(clients):
     stack_clients(clients)
-    seat = Seat(target())
+    seat = Seat(deployed())
     (result,) = doctor.check_stack(seat)
     assert result.status is Status.OK and "UPDATE_COMPLETE" in result.detail
     assert seat.roles["consumer"] == "arn:aws:iam::111122223333:role/tagpin-consumer-role"
@@ -93,9 +93,9 @@ def test_the_stack_check_reads_outputs_status_and_each_functions_role(clients):
 )
 def test_an_old_or_rolled_back_stack_fails(clients, outputs, status, named):
     stack_clients(clients, status)
-    t = target()
+    t = deployed()
     if outputs:
-        t = Target(**{**t.__dict__, "outputs": {k: v for k, v in t.outputs.items() if k not in outputs}})
+        t = Stack(**{**t.__dict__, "outputs": {k: v for k, v in t.outputs.items() if k not in outputs}})
     (result,) = doctor.check_stack(Seat(t))
     assert result.status is Status.FAIL and named in result.detail and "sam deploy" in result.fix
 
@@ -118,7 +118,7 @@ def test_a_function_missing_a_variable_fails_naming_it(clients):
         return {"State": "Active", "LastUpdateStatus": "Successful", "Environment": {"Variables": env}}
 
     clients["lambda"] = Fake(get_function_configuration=configuration)
-    results = {r.subject: r for r in doctor.check_functions(Seat(target()))}
+    results = {r.subject: r for r in doctor.check_functions(Seat(deployed()))}
     assert results["webhook"].status is Status.FAIL and "TAGPIN_WEBHOOK_SECRET" in results["webhook"].detail
     assert {r.status for s, r in results.items() if s != "webhook"} == {Status.OK}
 
@@ -172,8 +172,8 @@ def test_each_secret_is_checked_for_its_shape_and_each_readers_iam_access(
         return {"EvaluationResults": [{"EvalDecision": "implicitDeny" if denied else "allowed"}]}
 
     clients["iam"] = Fake(simulate_principal_policy=simulate)
-    t = target()
-    seat = Seat(Target(**{**t.__dict__, "secret_store": store}), config=parse_config(CONFIG, source="test"))
+    t = deployed()
+    seat = Seat(Stack(**{**t.__dict__, "secret_store": store}), config=parse_config(CONFIG, source="test"))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
     results = {r.subject: r for r in doctor_secrets.check_secrets(seat)}
     assert (
@@ -200,7 +200,7 @@ def test_a_secret_in_a_plain_string_parameter_warns(clients, monkeypatch):
     clients["iam"] = Fake(
         simulate_principal_policy=lambda **_: {"EvaluationResults": [{"EvalDecision": "allowed"}]}
     )
-    seat = Seat(target(), config=parse_config(CONFIG, source="test"))
+    seat = Seat(deployed(), config=parse_config(CONFIG, source="test"))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
     webhook = {r.subject: r for r in doctor_secrets.check_secrets(seat)}["tagpin/webhook"]
     assert webhook.status is Status.WARN and "a String parameter, not a SecureString" in webhook.detail
@@ -219,8 +219,8 @@ def test_a_missing_secret_says_how_to_create_it_in_the_stacks_store(clients, mon
         raise SecretNotFound(f"the {Secrets(SecretStore(store)).where(name)} does not exist")
 
     monkeypatch.setattr(wiring, "secret_text", missing)
-    t = target()
-    seat = Seat(Target(**{**t.__dict__, "secret_store": store}), config=parse_config(CONFIG, source="test"))
+    t = deployed()
+    seat = Seat(Stack(**{**t.__dict__, "secret_store": store}), config=parse_config(CONFIG, source="test"))
     webhook = {r.subject: r for r in doctor_secrets.check_secrets(seat)}["tagpin/webhook"]
     assert webhook.status is Status.FAIL and "does not exist" in webhook.detail
     assert webhook.fix.startswith(fix)
@@ -247,7 +247,7 @@ def test_the_stack_says_where_its_secrets_live(monkeypatch):
         ({}, "secretsmanager"),
     ):
         monkeypatch.setattr("boto3.session.Session", lambda region_name=None, p=parameters: described(p))
-        assert environment.stack("tagpin").secret_store == store
+        assert environment.deployed("tagpin").secret_store == store
 
 
 EKS_CONFIG = """
@@ -294,7 +294,7 @@ def eks(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 def eks_seat() -> Seat:
     config = parse_config(EKS_CONFIG, source="test")
-    seat = Seat(target(), config=config, followed=list(config.images))
+    seat = Seat(deployed(), config=config, followed=list(config.images))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
     return seat
 
@@ -344,10 +344,8 @@ def test_the_verbs_each_function_needs(eks):
 def test_the_console_is_checked_only_where_it_is_deployed(clients):
     active = {"State": "Active", "LastUpdateStatus": "Successful", "Environment": {"Variables": {}}}
     clients["lambda"] = Fake(get_function_configuration=lambda FunctionName: active)
-    t = target()
-    t = Target(
-        **{**t.__dict__, "outputs": {k: v for k, v in t.outputs.items() if k != "ConsoleFunctionName"}}
-    )
+    t = deployed()
+    t = Stack(**{**t.__dict__, "outputs": {k: v for k, v in t.outputs.items() if k != "ConsoleFunctionName"}})
     results = {r.subject: r for r in doctor.check_functions(Seat(t))}
     assert results["console"].status is Status.SKIP and "ConsoleJwtIssuer" in results["console"].detail
     assert set(results) == set(doctor.FUNCTIONS)
@@ -372,7 +370,7 @@ def test_signature_keys_and_the_slack_signing_secret_are_checked_for_their_shape
     gate = "    signatures: {keys: [{secret: tagpin/signing/release}, {secret: tagpin/signing/broken}]}\n"
     config = CONFIG.replace("    targets:", gate + "    targets:")
     config += "rollout: {notifications: {webhooks_secret: tagpin/notifications/hooks}}\n"
-    seat = Seat(target(), config=parse_config(config, source="test"))
+    seat = Seat(deployed(), config=parse_config(config, source="test"))
     seat.roles = {f: f"arn:aws:iam::111122223333:role/{f}" for f in doctor.FUNCTIONS}
     results = {r.subject: r for r in doctor_secrets.check_secrets(seat)}
     good, broken = results["tagpin/signing/release"], results["tagpin/signing/broken"]

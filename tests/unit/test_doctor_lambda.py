@@ -16,10 +16,10 @@ from botocore.stub import Stubber
 from tagpin import wiring
 from tagpin_cli import doctor, doctor_lambda
 from tagpin_cli.doctor import Seat, Status
-from tagpin_cli.environment import Target
+from tagpin_cli.environment import Stack
 
 from tests.support.constants import ROOT
-from tests.unit.test_doctor_aws import target
+from tests.unit.test_doctor_aws import deployed
 
 CONSUMER = "tagpin-consumer"
 QUEUE = "arn:aws:sqs:eu-west-1:111122223333:changes.fifo"
@@ -74,8 +74,8 @@ def answer(
 
 def results(**parameters: str) -> dict[str, doctor.Result]:
     """The checks' results for a stack deployed with these parameters."""
-    deployed = Target(**{**target().__dict__, "parameters": parameters})
-    return {r.subject: r for r in doctor_lambda.check_lambda(Seat(deployed))}
+    stack = Stack(**{**deployed().__dict__, "parameters": parameters})
+    return {r.subject: r for r in doctor_lambda.check_lambda(Seat(stack))}
 
 
 def test_a_consumer_that_allows_its_own_loops_with_room_to_run_passes(lam: Stubber) -> None:
@@ -152,7 +152,7 @@ def test_a_reservation_above_consumer_max_concurrency_warns_that_it_is_the_cap(l
 
 
 def test_locally_the_check_is_skipped() -> None:
-    local = Target(
+    local = Stack(
         state_table="t",
         queue_url="q",
         dead_letter_queue_url="d",
@@ -170,13 +170,13 @@ def test_every_lambda_call_of_the_doctor_is_a_documented_permission(lam: Stubber
     calls: list[str] = []
     lam.client.meta.events.register("before-call.lambda", lambda model, **_: calls.append(model.name))
     answer(lam)
-    doctor_lambda.check_lambda(Seat(target()))
+    doctor_lambda.check_lambda(Seat(deployed()))
     for _function in doctor.FUNCTIONS:
         lam.add_response(
             "get_function_configuration",
             {"State": "Active", "LastUpdateStatus": "Successful", "Environment": {"Variables": {}}},
         )
-    doctor.check_functions(Seat(target()))
+    doctor.check_functions(Seat(deployed()))
     text = (ROOT / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
     needs = text[text.index("What the doctor needs on AWS") :].split("\n\n", 1)[0]
     documented = set(re.findall(r"`(lambda:[A-Za-z]+)`", needs))

@@ -15,9 +15,9 @@ from tagpin import wiring
 from tagpin.domain.config import parse_config
 from tagpin_cli import doctor_http
 from tagpin_cli.doctor import Seat, Status
-from tagpin_cli.environment import Target
+from tagpin_cli.environment import Stack
 
-from tests.unit.test_doctor_aws import target
+from tests.unit.test_doctor_aws import deployed
 
 SLACK_URL = "https://console.example/slack/actions"
 CONFIG = "images: []\nrollout: {notifications: {webhooks_secret: tagpin/notifications/chat}}\n"
@@ -42,7 +42,7 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
 
 
 def check(**outputs: str) -> Any:
-    seat = Seat(target(**outputs), config=parse_config(CONFIG, source="test"))
+    seat = Seat(deployed(**outputs), config=parse_config(CONFIG, source="test"))
     (result,) = doctor_http.check_slack(seat)
     return result
 
@@ -68,8 +68,8 @@ def test_a_console_that_cannot_read_the_signing_secret_fails(answers):
 
 
 def test_slack_buttons_without_a_console_fail(answers):
-    t = target()
-    no_console = Target(
+    t = deployed()
+    no_console = Stack(
         **{**t.__dict__, "outputs": {k: v for k, v in t.outputs.items() if k != "ConsoleFunctionName"}}
     )
     (result,) = doctor_http.check_slack(Seat(no_console, config=parse_config(CONFIG, source="test")))
@@ -79,5 +79,5 @@ def test_slack_buttons_without_a_console_fail(answers):
 def test_without_a_signing_secret_there_is_nothing_to_check(monkeypatch):
     monkeypatch.setattr(wiring, "secret_json", lambda name: {"slack": "https://hooks"})
     assert check(SlackActionsUrl=SLACK_URL).status is Status.SKIP
-    seat = Seat(target(), config=parse_config("images: []\n", source="test"))
+    seat = Seat(deployed(), config=parse_config("images: []\n", source="test"))
     assert [r.status for r in doctor_http.check_slack(seat)] == [Status.SKIP]

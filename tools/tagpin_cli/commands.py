@@ -9,7 +9,7 @@ from typing import Any
 from tagpin import wiring
 from tagpin.domain.config import FollowedImage, parse_config
 from tagpin.domain.refs import ImageRef
-from tagpin.ports.state import TargetStatus
+from tagpin.ports.state import TagState, TargetNote, TargetState, TargetStatus
 
 from tagpin_cli.plans import plan
 
@@ -34,7 +34,8 @@ def _configured() -> set[str]:
 
 def status() -> list[dict[str, Any]]:
     """Every followed tag: digest, when last resolved and changed, error; its targets and their state
-    and where each comes from (``configuration`` or ``label``)."""
+    and where each comes from (``configuration`` or ``label``). A target a trust gate refused the
+    tag's digest for is ``blocked``, with the gate's reason as its detail."""
     store = wiring.state()
     configured = _configured()
     rows: list[dict[str, Any]] = []
@@ -45,23 +46,12 @@ def status() -> list[dict[str, Any]]:
         target_rows = []
         for target in image.targets:
             st = targets.get(target.id)
-            if st is None:
-                condition = "awaiting-approval" if target.id in waiting else "unknown"
-            elif st.status in (
-                TargetStatus.FAILED,
-                TargetStatus.GONE,
-                TargetStatus.HELD,
-                TargetStatus.STALLED,
-            ):
-                condition = st.status.value
-            elif tag is not None and st.settled_at(tag.digest):
-                condition = "current"
-            elif target.id in waiting:
-                condition = "awaiting-approval"
-            elif st.status is TargetStatus.PENDING:
-                condition = "pending"
-            else:
-                condition = "behind"
+            condition = _condition(target.id, st, tag, waiting)
+            detail = st.detail if st else None
+            if condition in ("unknown", "behind") and tag is not None:
+                reason = _blocked(target.id, tag.digest)
+                if reason is not None:
+                    condition, detail = "blocked", reason
             target_rows.append(
                 {
                     "target": target.id,
@@ -69,7 +59,7 @@ def status() -> list[dict[str, Any]]:
                     "condition": condition,
                     "digest": st.digest if st else None,
                     "updated": _ago(st.updated_at) if st else None,
-                    "detail": st.detail if st else None,
+                    "detail": detail,
                 }
             )
         channel = (
@@ -89,6 +79,29 @@ def status() -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _condition(target_id: str, st: TargetState | None, tag: TagState | None, waiting: set[str]) -> str:
+    if st is None:
+        return "awaiting-approval" if target_id in waiting else "unknown"
+    if st.status in (TargetStatus.FAILED, TargetStatus.GONE, TargetStatus.HELD, TargetStatus.STALLED):
+        return st.status.value
+    if tag is not None and st.settled_at(tag.digest):
+        return "current"
+    if target_id in waiting:
+        return "awaiting-approval"
+    if st.status is TargetStatus.PENDING:
+        return "pending"
+    return "behind"
+
+
+def _blocked(target_id: str, digest: str, depth: int = 20) -> str | None:
+    """Why a trust gate refused ``digest`` for the target (its ``blocked`` note, written once per
+    target and digest), or None: the target's state keeps what it last ran and its detail."""
+    for entry in wiring.state().history.of_target(target_id, limit=depth):
+        if entry.digest == digest and entry.status == TargetNote.BLOCKED:
+            return entry.detail or "blocked by a trust gate"
+    return None
 
 
 def _waiting(image: FollowedImage) -> set[str]:
@@ -247,10 +260,15 @@ def hold(target: str, until: str | None = None) -> dict[str, Any]:
 
     until_ms = None
     if until is not None:
-        moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+        try:
+            moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"--until {until!r}: not an ISO 8601 time, e.g. 2026-12-01T09:00:00Z") from None
         if moment.tzinfo is None:
             raise ValueError(f"--until {until!r}: give a time zone, e.g. 2026-12-01T09:00:00Z")
         until_ms = int(moment.timestamp() * 1000)
+        if until_ms <= time.time() * 1000:
+            raise ValueError(f"--until {until!r} is in the past")
     held = wiring.holds().hold(target, _who(), until_ms)
     return {"target": target, "held": held, "until": until}
 

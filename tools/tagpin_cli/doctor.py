@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tagpin_cli.environment import Target
+from tagpin_cli.environment import Stack
 
 FUNCTIONS = ("poller", "webhook", "consumer", "reconciler", "console")
 # Deployed with a parameter only: the console with ConsoleJwtIssuer (its output is there then).
@@ -65,7 +65,7 @@ class Result:
 class Seat:
     """Where the doctor sits, and what the checks so far learned."""
 
-    target: Target
+    stack: Stack
     config: Any = None  # TagpinConfig once the configuration check passed
     followed: list[Any] = field(default_factory=list)  # FollowedImage: configuration + index
     roles: dict[str, str] = field(default_factory=dict)  # function -> IAM role ARN (AWS)
@@ -73,7 +73,7 @@ class Seat:
 
     @property
     def local(self) -> bool:
-        return self.target.local
+        return self.stack.local
 
 
 @dataclass
@@ -109,7 +109,7 @@ Check = Callable[[Seat], list[Result]]
 def check_stack(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    t = seat.target
+    t = seat.stack
     found: list[str] = []
     if seat.local:
         where = f"local stack (AWS endpoint {t.aws_endpoint})"
@@ -173,7 +173,7 @@ def check_functions(seat: Seat) -> list[Result]:
         ]
     results = []
     for function in FUNCTIONS:
-        name = seat.target.outputs.get(f"{function.capitalize()}FunctionName", "")
+        name = seat.stack.outputs.get(f"{function.capitalize()}FunctionName", "")
         if not name and function in OPTIONAL_FUNCTIONS:
             results.append(
                 Result("functions", function, Status.SKIP, "not deployed (ConsoleJwtIssuer is empty)")
@@ -208,7 +208,7 @@ def check_configuration(seat: Seat) -> list[Result]:
     from tagpin import wiring
     from tagpin.domain.config import ConfigError, NotConfigured
 
-    parameter = seat.target.config_parameter
+    parameter = seat.stack.config_parameter
     push = f"tagpin config validate FILE && tagpin config push FILE (parameter {parameter})"
     try:
         config = wiring.config()
@@ -294,8 +294,8 @@ def checks() -> list[tuple[str, Check, bool]]:
     ]
 
 
-def run(target: Target, only: Iterable[str] | None = None) -> Report:
-    seat = Seat(target)
+def run(stack: Stack, only: Iterable[str] | None = None) -> Report:
+    seat = Seat(stack)
     results: list[Result] = []
     wanted = set(only) if only else None
     stack_failed = False
@@ -314,7 +314,7 @@ def run(target: Target, only: Iterable[str] | None = None) -> Report:
             found = [Result(name, "-", Status.FAIL, f"could not check: {short(exc)}", "run again with -v")]
         results.extend(found)
         stack_failed = stack_failed or (name == "stack" and any(r.status is Status.FAIL for r in found))
-    return Report(target.name, target.local, results)
+    return Report(stack.name, stack.local, results)
 
 
 def not_found(message: str, local: bool) -> Report:

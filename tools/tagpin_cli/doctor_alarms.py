@@ -10,7 +10,7 @@ from tagpin_cli.doctor import Result, Seat, Status
 def check_alarms(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    topic = seat.target.alarm_topic_arn
+    topic = seat.stack.alarm_topic_arn
     if not topic:
         return [Result("alarms", "-", Status.SKIP, "the stack has no alarm topic output (AlarmTopicArn)")]
     subscriptions = wiring.aws("sns").list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
@@ -56,9 +56,9 @@ DEAD_LETTERS = {
 def check_dead_letters(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    outputs = seat.target.outputs
+    outputs = seat.stack.outputs
     queues = [(outputs[k], *v) for k, v in DEAD_LETTERS.items() if outputs.get(k)] or [
-        (seat.target.dead_letter_queue_url, *DEAD_LETTERS["ChangesDeadLetterQueueUrl"])
+        (seat.stack.dead_letter_queue_url, *DEAD_LETTERS["ChangesDeadLetterQueueUrl"])
     ]
     results = []
     for url, subject, what, fix in queues:

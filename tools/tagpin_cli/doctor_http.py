@@ -15,7 +15,7 @@ def check_console(seat: Seat) -> list[Result]:
     """The console's routes are behind the JWT authorizer: a request without a token answers 401."""
     import httpx
 
-    url = seat.target.outputs.get("ConsoleUrl") or seat.target.endpoints.get("console_url") or ""
+    url = seat.stack.console_url or ""
     if not url:
         return [Result("console", "-", Status.SKIP, "no console (ConsoleJwtIssuer is empty)")]
     try:
@@ -39,7 +39,7 @@ def check_console(seat: Seat) -> list[Result]:
 def check_webhook(seat: Seat) -> list[Result]:
     import httpx
 
-    base = seat.target.webhook_url
+    base = seat.stack.webhook_url
     if not base:
         return [Result("webhook", "-", Status.SKIP, "the stack has no webhook URL output")]
     url = base.rstrip("/") + "/distribution"
@@ -88,8 +88,8 @@ SLACK_FIX = (
 
 def slack_actions_url(seat: Seat) -> str:
     """Where Slack posts button clicks: the ``SlackActionsUrl`` output, or the local console's."""
-    url = seat.target.outputs.get("SlackActionsUrl", "")
-    console = str(seat.target.endpoints.get("console_url") or "")
+    url = seat.stack.outputs.get("SlackActionsUrl", "")
+    console = seat.stack.console_url or ""
     if not url and seat.local and console:
         url = console.removesuffix("/console") + "/slack/actions"
     return url

@@ -50,8 +50,8 @@ def check_lambda(seat: Seat) -> list[Result]:
                 "the local stack models Lambda's loop guard from template.yaml and has no concurrency quota",
             )
         ]
-    name = seat.target.outputs.get("ConsumerFunctionName", "")
-    return [_recursion(name), *_concurrency(name, seat.target.parameters.get("ConsumerMaxConcurrency"))]
+    name = seat.stack.outputs.get("ConsumerFunctionName", "")
+    return [_recursion(name), *_concurrency(name, seat.stack.parameters.get("ConsumerMaxConcurrency"))]
 
 
 def _recursion(name: str) -> Result:

@@ -42,9 +42,9 @@ def secrets_of(seat: Seat) -> list[_Secret]:
     from tagpin.adapters.registry.credentials import secret_credentials
 
     found: dict[str, _Secret] = {}
-    if seat.target.webhook_secret:
-        found[seat.target.webhook_secret] = _Secret(
-            seat.target.webhook_secret, "webhook credentials", ("webhook",), _webhook_shape
+    if seat.stack.webhook_secret:
+        found[seat.stack.webhook_secret] = _Secret(
+            seat.stack.webhook_secret, "webhook credentials", ("webhook",), _webhook_shape
         )
     config = seat.config
     for host, registry in sorted(config.registries.items()):
@@ -124,7 +124,13 @@ def _webhook_shape(text: str) -> str:
 def _kubeconfig_shape(text: str, context: str | None) -> str:
     import yaml
 
-    doc = yaml.safe_load(text)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        # Never the parser's message: it quotes the line it stopped at (a token, a key).
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"not valid YAML{at}") from None
     if not isinstance(doc, dict):
         raise ValueError("not a kubeconfig (a YAML mapping)")
     contexts = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
@@ -169,7 +175,7 @@ def create_command(store: SecretStore, name: str) -> str:
 def check_secrets(seat: Seat) -> list[Result]:
     from tagpin import wiring
 
-    store = SecretStore(seat.target.secret_store)
+    store = SecretStore(seat.stack.secret_store)
     results = []
     for secret in secrets_of(seat):
         subject = secret.name

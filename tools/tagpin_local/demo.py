@@ -34,6 +34,7 @@ import httpx
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import TargetStatus
 
+from tagpin_local.endpoints import LocalEndpoints
 from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
@@ -389,7 +390,8 @@ def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel, Appr
     )
     with LocalStack(options) as stack:
         assert stack.registry is not None
-        print("tagpin local stack:", json.dumps(stack.endpoints()))
+        # its endpoints, not its secrets (the console's token: the demo signs in by itself)
+        print("tagpin local stack:", json.dumps(LocalEndpoints.model_validate(stack.endpoints()).public()))
         image = f"{stack.registry.host}/demo/web:stable"
         stack.kube.create(deployment("web", "default", image, container="web", replicas=3))
         print(f"\nDeployment default/web runs {image}")
@@ -416,15 +418,7 @@ def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel, Appr
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    steps, rolled_back, channel, approval = run()
-    summary: dict[str, Any] = {
-        "webhook_push_to_patch_ms": round(steps[1].push_to_patch_s * 1000),
-        "poll_push_to_patch_ms": round(steps[2].push_to_patch_s * 1000),
-        "push_to_verified_stage_ms": round(rolled_back.push_to_verified_s["stage"] * 1000),
-        "push_to_verified_prod_ms": round(rolled_back.push_to_verified_s["prod"] * 1000),
-        "version_channel_prod": " -> ".join(channel.prod),
-        "approval_to_prod_verified_ms": round(approval.approval_to_prod_s * 1000),
-    }
+    summary = figures(*run())
     if "--json" in args:
         print(json.dumps(summary))
     print(
@@ -434,6 +428,18 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(summary),
     )
     return 0
+
+
+def figures(steps: list[Step], rolled_back: Rollback, channel: Channel, approval: Approval) -> dict[str, Any]:
+    """The demo's figures: push to patch, push to verified, the channel's versions in prod."""
+    return {
+        "webhook_push_to_patch_ms": round(steps[1].push_to_patch_s * 1000),
+        "poll_push_to_patch_ms": round(steps[2].push_to_patch_s * 1000),
+        "push_to_verified_stage_ms": round(rolled_back.push_to_verified_s["stage"] * 1000),
+        "push_to_verified_prod_ms": round(rolled_back.push_to_verified_s["prod"] * 1000),
+        "version_channel_prod": " -> ".join(channel.prod),
+        "approval_to_prod_verified_ms": round(approval.approval_to_prod_s * 1000),
+    }
 
 
 if __name__ == "__main__":

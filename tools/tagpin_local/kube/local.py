@@ -63,6 +63,11 @@ class LocalCluster:
     def admin(self) -> Identity:
         return self.kube.admin
 
+    @property
+    def token(self) -> str | None:
+        """tagpin's bearer token (its ServiceAccount's): the secret its kubeconfig holds."""
+        return self.tagpin.token
+
     def kubeconfig(self, context: str | None = None, identity: Identity | None = None) -> Obj:
         """tagpin's kubeconfig (through the front), or ``identity``'s (straight to the API server),
         its context named ``context`` (the cluster's name by default)."""

@@ -1,0 +1,53 @@
+"""What the CLI prints and returns: the result on stdout (a table, or with --json one JSON document),
+an error as one line on stderr, and the exit codes (documented in ``tagpin --help``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_CHANGES = 0, 1, 2, 3, 4
+
+
+def console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=False, highlight=False)
+
+
+def table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    shown = Table(title=title, show_lines=False)
+    for column in columns:
+        shown.add_column(column, overflow="fold")  # image names and target ids in full, folded
+    for row in rows:
+        # Text, not markup: a registry's or a person's text is shown as it is
+        shown.add_row(*[Text("" if row.get(c) is None else str(row.get(c))) for c in columns])
+    console().print(shown)
+
+
+def short(digest: str | None) -> str | None:
+    return digest[:19] + "…" if digest and len(digest) > 20 else digest
+
+
+def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], None]) -> None:
+    """One JSON document with --json, else ``render(data)``."""
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        render(data)
+
+
+def one_line(exc: BaseException | str) -> str:
+    return " ".join(str(exc).split())
+
+
+def error(message: BaseException | str, code: int = EXIT_USAGE) -> int:
+    """An error: one line on stderr; returns ``code``."""
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    return code
