@@ -45,10 +45,16 @@ def image(st: LocalStack) -> str:
     )
 
 
-def revision(st: LocalStack) -> int:
-    return int(
-        st.kube.get("Deployment", "default", "web")["metadata"].get("annotations", {}).get(REVISION, "0")
-    )
+def revision(st: LocalStack, timeout: float = 30) -> int:
+    """The Deployment's revision once the deployment controller has seen its latest spec: the real
+    controller writes the annotation a moment after a patch, not with it (under load, seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        live = st.kube.get("Deployment", "default", "web")
+        seen = (live.get("status") or {}).get("observedGeneration", 0) >= live["metadata"]["generation"]
+        if seen or time.monotonic() > deadline:
+            return int((live["metadata"].get("annotations") or {}).get(REVISION, "0"))
+        time.sleep(0.05)
 
 
 def dead_letters(st: LocalStack) -> int:

@@ -151,6 +151,8 @@ def test_broken_image_exceeds_the_progress_deadline_and_rollout_undo_restores(ku
     assert waiting == ["ImagePullBackOff"]
     assert image_ids(kube, ns, "web", good) == [f"{REGISTRY}/demo/web@{OLD}"]  # the old pod still serves
 
+    # the deadline back first: the undo is a rollout too, and under load it takes more than 3 s
+    kube.kubectl("patch", "deployment", "web", "-n", ns, "-p", '{"spec":{"progressDeadlineSeconds":600}}')
     kube.kubectl("rollout", "undo", "deployment/web", "-n", ns)
     assert "successfully rolled out" in rollout_status(kube, ns, "web")
     assert apps.read_namespaced_deployment("web", ns).spec.template.spec.containers[0].image == good
