@@ -35,7 +35,7 @@ from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import TargetStatus
 
 from tagpin_local.endpoints import LocalEndpoints
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -127,7 +127,9 @@ def rollback_scenario(stack: LocalStack) -> Rollback:
     state = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
     image = f"{stack.registry.host}/demo/shop:stable"
     for cluster in ("stage", "prod"):
-        stack.kubes[cluster].create(deployment("shop", "shop", image, container="shop", replicas=3))
+        # a rollout that cannot progress fails after 10 s (the deployment controller's deadline)
+        shop = deployment("shop", "shop", image, container="shop", replicas=3, progress_deadline=10)
+        stack.kubes[cluster].create(shop)
     targets = [
         {"cluster": c, "namespace": "shop", "kind": "Deployment", "name": "shop", "container": "shop"}
         for c in ("stage", "prod")

@@ -13,9 +13,13 @@
 - an SQS loop that invokes the real consumer handler with real SQS event shapes (changes and
   delayed rollout verifications, one queue), deletes what succeeded and leaves failed records to be
   redelivered and, after maxReceiveCount, dead-lettered;
-- the Kubernetes API simulator holding the workloads, reached through a kubeconfig kept in a
-  secret, exactly as a non-EKS cluster is reached in AWS; ``StackOptions.clusters`` adds
-  more simulated clusters (one simulator each, each with its own kubeconfig secret);
+- a real Kubernetes control plane per cluster (tagpin_local.kube: etcd, kube-apiserver, its
+  controllers, kwok for the kubelets, Argo Rollouts' CRD and a stand-in for its controller), reached
+  through a kubeconfig kept in a secret, exactly as a non-EKS cluster is reached in AWS, as the
+  ServiceAccount bound to docs/rbac.yaml and through a front that can inject faults
+  (``LocalCluster``); ``StackOptions.clusters`` adds more clusters (each with its own kubeconfig
+  secret). They are started for the stack, or lent by a pool (``StackOptions.kube_source``;
+  the test session's, ``tagpin_local.kube.pool``);
 - a scheduler for the reconciler (``reconcile_interval``), or ``run_reconciler()`` on demand;
 - the SNS topic of rollout notifications, with an SQS queue subscribed to it so that
   ``notifications()`` shows what was published; the alarm topic (no alarms locally), with an SQS
@@ -26,6 +30,7 @@ The functions' logs and metrics go to stderr, not stdout (``lambda_runtime.FUNCT
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -34,6 +39,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -45,7 +51,9 @@ from tagpin.domain.redelivery import RECEIVES
 from tagpin.settings import SecretStore
 
 from tagpin_local.http_adapter import WebhookAdapter, WebhookAdapterHandler
-from tagpin_local.kubesim import KubeSim
+from tagpin_local.kube import KubeCluster
+from tagpin_local.kube.local import LocalCluster
+from tagpin_local.kube.pool import ClusterSource, default_source
 from tagpin_local.lambda_runtime import REGION, REPO, LocalFunction, failure_event, scheduled_event, sqs_event
 from tagpin_local.recursion import LoopDetector, RecursiveLoop, delivering, recursive_loop_settings
 from tagpin_local.registry_server import RegistryServer
@@ -70,7 +78,7 @@ def _cache_moto_modules() -> None:
 
 
 def cluster_secret(name: str) -> str:
-    """The secret holding a simulated cluster's kubeconfig (the SSM parameter "/" + it by default)."""
+    """The secret holding a cluster's kubeconfig (the SSM parameter "/" + it by default)."""
     return "tagpin/clusters/" + name
 
 
@@ -86,10 +94,13 @@ class StackOptions:
     # As on AWS (template.yaml): the handlers' redelivery schedule brings failed records back.
     max_receive_count: int = RECEIVES
     consume: bool = True  # run the SQS loop; tests that drive the consumer themselves turn it off
-    clusters: list[str] = field(default_factory=list)  # more simulated clusters besides "local"
+    clusters: list[str] = field(default_factory=list)  # more clusters besides "local"
     reconcile_interval: float | None = None  # seconds between scheduled reconciler runs; None = off
     rollout: dict[str, Any] | None = None  # the configuration's ``rollout`` section
-    rollout_delay: float = 0.0  # seconds each simulated rollout takes (KubeSim.rollout_delay)
+    rollout_delay: float = 0.0  # seconds a pod takes to become Ready (LocalCluster.rollout_delay)
+    # Where the clusters come from: None starts them for the stack (or takes them from the pool
+    # of the test session: tagpin_local.kube.pool.use).
+    kube_source: ClusterSource | None = None
     log_level: str = "WARNING"
     secret_store: str = "ssm"  # noqa: S105 (where secrets live: tagpin.settings.SecretStore)
     # Containers per function, as Lambda scales out (a cold start each): the webhook and the consumer
@@ -114,13 +125,11 @@ class LocalStack:
         # The console's sign-in token and session key (kept in the functions' environment only).
         self.console_token = secrets.token_urlsafe(24)
         self._console_key = secrets.token_urlsafe(32)
-        delay = self.options.rollout_delay
-        # kubectl sends tokens only over TLS
-        self.kube = KubeSim(token=secrets.token_urlsafe(16), tls=True, rollout_delay=delay)
-        # Every simulated cluster by its name in the configuration; "local" is ``self.kube``.
-        self.kubes: dict[str, KubeSim] = {"local": self.kube}
-        for name in self.options.clusters:
-            self.kubes[name] = KubeSim(token=secrets.token_urlsafe(16), rollout_delay=delay)
+        # Every cluster by its name in the configuration; "local" is ``self.kube`` (after start).
+        self.kubes: dict[str, LocalCluster] = {}
+        self._kube_source: ClusterSource | None = None
+        self._kube_clusters: dict[str, KubeCluster] = {}
+        self._starting: Future[dict[str, KubeCluster]] | None = None
         self.registry: RegistryServer | None = None
         self._moto: Any = None
         self._clients: dict[str, Any] = {}
@@ -156,6 +165,11 @@ class LocalStack:
     def _start(self) -> None:
         from moto.server import ThreadedMotoServer
 
+        # The control planes start meanwhile (the longest part: about 10 s each, side by side).
+        self._kube_source = self.options.kube_source or default_source(log.info)
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kube-start")
+        self._starting = executor.submit(self._kube_source.acquire, ["local", *self.options.clusters])
+        executor.shutdown(wait=False)  # the thread ends with the task
         _cache_moto_modules()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's access log
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -168,9 +182,12 @@ class LocalStack:
         httpx.post(f"{self.aws_endpoint}/moto-api/reset", timeout=10).raise_for_status()
         self._set_env()
         self._create_aws_resources()
-        for name, kube in self.kubes.items():
-            kube.start()
-            self._put_secret(cluster_secret(name), yaml.safe_dump(kube.kubeconfig(name)))
+        self._kube_clusters, self._starting = self._starting.result(), None
+        for name, kube in self._kube_clusters.items():
+            self.kubes[name] = cluster = LocalCluster(kube, name)
+            if self.options.rollout_delay:
+                cluster.rollout_delay = self.options.rollout_delay
+            self._put_secret(cluster_secret(name), yaml.safe_dump(cluster.kubeconfig()))
         self._start_adapter()
         self.registry = RegistryServer(
             notify_url=self.webhook_url + "/distribution" if self.options.notifications else None,
@@ -209,8 +226,15 @@ class LocalStack:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.registry is not None:
             self.registry.stop()
-        for kube in self.kubes.values():
-            kube.stop()
+        for cluster in self.kubes.values():
+            cluster.close()
+        self.kubes.clear()
+        if self._starting is not None:  # started meanwhile, never handed over: given back here
+            with contextlib.suppress(Exception):
+                self._kube_clusters, self._starting = self._starting.result(), None
+        if self._kube_source is not None and self._kube_clusters:
+            self._kube_source.release(self._kube_clusters)
+            self._kube_clusters = {}
         if self._moto is not None:
             self._moto.stop()
         from tagpin import wiring
@@ -230,6 +254,11 @@ class LocalStack:
 
     # -- endpoints --------------------------------------------------------------------------
     @property
+    def kube(self) -> LocalCluster:
+        """The cluster "local"."""
+        return self.kubes["local"]
+
+    @property
     def webhook_url(self) -> str:
         assert self._adapter is not None
         host, port = self._adapter.server_address[:2]
@@ -246,7 +275,7 @@ class LocalStack:
             "console_url": self.console_url,
             "console_token": self.console_token,
             "registry_url": self.registry.url,
-            "kubernetes_url": self.kube.url,
+            "kubernetes_url": self.kube.kube.url,  # the API server, as people reach it (tagpin: the front)
             "aws_endpoint": self.aws_endpoint,
             "queue_url": self.queue_url,
             "dead_letter_queue_url": self.dlq_url,
