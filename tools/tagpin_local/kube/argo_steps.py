@@ -136,7 +136,12 @@ def _condition(kind: str, status: str, reason: str, message: str, now: float) ->
 
 
 def _walk_steps(walk: _Walk, steps: list[Obj], pause_reason: str, now: float) -> None:
-    """Steps from ``walk.index``: on to the first one not done (or past the last: ``promoted``)."""
+    """Steps from ``walk.index``: on to the first one not done (or past the last: ``promoted``).
+    The canary keeps the weight the last ``setWeight`` before ``walk.index`` gave it (Argo's
+    ``GetCurrentSetWeight``): a pause holds the canary at its weight, not at 0."""
+    for done in steps[: walk.index]:
+        if "setWeight" in (done or {}):
+            walk.canary_want = math.ceil(walk.replicas * int(done["setWeight"]) / 100)
     while walk.index < len(steps):
         step = steps[walk.index] or {}
         if "setWeight" in step:
