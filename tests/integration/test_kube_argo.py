@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from tagpin.usecases.health import Progress, evaluate
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.manifests import rollout
 
-from tests.support.kube import cluster, wait_for
+from tests.support.kube import cluster, wait_for, watch_until
 
 pytestmark = pytest.mark.integration
 
@@ -39,10 +40,6 @@ def ns(kube: LocalCluster) -> Iterator[str]:
     kube.delete("Namespace", None, name)
 
 
-def status(kube: LocalCluster, ns: str) -> dict[str, Any]:
-    return dict(kube.get("Rollout", ns, "cart").get("status") or {})
-
-
 def health(kube: LocalCluster, ns: str) -> Progress:
     obj = kube.get("Rollout", ns, "cart")
     return evaluate(
@@ -50,18 +47,25 @@ def health(kube: LocalCluster, ns: str) -> Progress:
     ).progress
 
 
+def at(obj: dict[str, Any], wanted: str, generation: int) -> bool:
+    """The controller observed ``generation`` and reports ``wanted``."""
+    found = obj.get("status") or {}
+    return (found.get("phase"), found.get("observedGeneration")) == (wanted, str(generation))
+
+
 def phase(kube: LocalCluster, ns: str, wanted: str, generation: int) -> dict[str, Any]:
-    """Wait until the controller observed ``generation`` and reports ``wanted``."""
+    """Wait until the controller observed ``generation`` and reports ``wanted`` (a state that
+    lasts: one that may not is watched for, with :func:`watch_until`)."""
 
     def reached() -> dict[str, Any] | None:
-        found = status(kube, ns)
-        return (
-            found
-            if (found.get("phase"), found.get("observedGeneration")) == (wanted, str(generation))
-            else None
-        )
+        found = kube.get("Rollout", ns, "cart")
+        return dict(found["status"]) if at(found, wanted, generation) else None
 
     return wait_for(f"phase {wanted} at generation {generation}", reached)
+
+
+def seconds(timestamp: str) -> float:
+    return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def set_image(kube: LocalCluster, ns: str, tag: str) -> None:
@@ -112,6 +116,8 @@ def test_a_canary_pauses_at_its_step_until_promoted_then_becomes_stable(kube, ns
     wait_for("a quarter of the pods on the canary", lambda: running_images(kube, ns) == [
         f"{IMAGE}:1", f"{IMAGE}:1", f"{IMAGE}:1", f"{IMAGE}:2"
     ])  # fmt: skip
+    held = {rs["metadata"]["name"]: rs["spec"]["replicas"] for rs in kube.list("ReplicaSet", ns)}
+    assert held == {f"cart-{paused['stableRS']}": 3, f"cart-{paused['currentPodHash']}": 1}  # while paused
 
     kube.promote_rollout(ns, "cart")  # what `kubectl argo rollouts promote` writes
     done = phase(kube, ns, "Healthy", 2)
@@ -125,9 +131,26 @@ def test_a_pause_with_a_duration_moves_on_by_itself(kube, ns):
     steps = [{"setWeight": 50}, {"pause": {"duration": "2s"}}]
     kube.create(rollout("cart", ns, f"{IMAGE}:1", steps=steps))
     phase(kube, ns, "Healthy", 1)
+    since = kube.get("Rollout", ns, "cart")["metadata"]["resourceVersion"]
     set_image(kube, ns, "2")
-    phase(kube, ns, "Paused", 2)
-    assert phase(kube, ns, "Healthy", 2)["currentStepIndex"] == 2
+    # The pause lasts 2 s, which a poll on a busy machine can miss: every status the controller
+    # writes from the new template on, through a watch.
+    written = [
+        state.get("status") or {}
+        for state in watch_until(
+            kube, "Rollout", ns, "cart", since, "Healthy at generation 2", lambda s: at(s, "Healthy", 2)
+        )
+    ]
+    paused = [s for s in written if (s.get("phase"), s.get("observedGeneration")) == ("Paused", "2")]
+    assert paused, f"never Paused: {[s.get('phase') for s in written]}"
+    (pause,) = paused[0]["pauseConditions"]  # what Argo records: why, and since when
+    assert pause["reason"] == "CanaryPauseStep" and paused[0]["currentStepIndex"] == 1
+    done = written[-1]
+    assert done["currentStepIndex"] == 2 and "pauseConditions" not in done
+    assert health(kube, ns) is Progress.COMPLETE
+    healthy = next(c for c in done["conditions"] if c["type"] == "Healthy")
+    # moved on by itself, not before the pause's duration (both times are the controller's clock)
+    assert seconds(healthy["lastTransitionTime"]) - seconds(pause["startTime"]) >= 2
 
 
 def test_a_canary_that_never_becomes_available_is_degraded_at_its_deadline(kube, ns):

@@ -9,9 +9,11 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tagpin_local.kube import KubeCluster, missing, procs
+from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.pool import ClusterPool, default_source, use
 
 
@@ -73,6 +75,32 @@ def wait_for[T](what: str, probe: Callable[[], T | None], timeout: float = 60.0)
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
+
+
+def watch_until(
+    kube: LocalCluster,
+    kind: str,
+    namespace: str,
+    name: str,
+    since: str,
+    what: str,
+    probe: Callable[[dict[str, Any]], bool],
+    timeout: float = 60.0,
+) -> list[dict[str, Any]]:
+    """Every state of one object the API server stored after resourceVersion ``since``, in order,
+    up to the first ``probe`` accepts. A WATCH delivers each write, so a state that lasts a moment
+    (a pause of 2 s, a status a controller overwrites at once) is seen however slow the test is,
+    where polling with :func:`wait_for` may miss it."""
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        for state in kube.watch(kind, namespace, name, since, timeout=max(1, int(left))):
+            seen.append(state)
+            since = state["metadata"]["resourceVersion"]
+            if probe(state):
+                return seen
+    shown = [(s.get("status") or {}).get("phase") for s in seen]
+    raise AssertionError(f"timed out waiting for {what} (the states seen, by phase: {shown})")
 
 
 class SessionPool(ClusterPool):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,12 @@ class LocalCluster:
 
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
         self.kube.objects.delete(kind, namespace, name)
+
+    def watch(
+        self, kind: str, namespace: str | None, name: str, since: str, timeout: int = 10
+    ) -> Iterator[Obj]:
+        """Each state of the object written after resourceVersion ``since`` (:meth:`.Objects.watch`)."""
+        return self.kube.objects.watch(kind, namespace, name, since, timeout)
 
     def pods_for(self, kind: str, namespace: str, name: str) -> ObjList:
         """The pods of a workload (through its ReplicaSets for a Deployment or a Rollout), those

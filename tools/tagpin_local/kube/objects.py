@@ -7,9 +7,10 @@ admission, defaults, validation and the real patch semantics apply.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from kubernetes import client, dynamic
+from kubernetes import client, dynamic, watch
 
 type Obj = dict[str, Any]
 type ObjList = list[Obj]
@@ -59,6 +60,36 @@ class Objects:
             body=patch, name=name, namespace=namespace, content_type=content_type
         ).to_dict()
         return done
+
+    def watch(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        since: str,
+        timeout: int = 10,
+        api_version: str | None = None,
+    ) -> Iterator[Obj]:
+        """Each state of one object the API server stored after resourceVersion ``since``, in order
+        (a WATCH delivers every write, however soon the next one follows), for ``timeout`` seconds
+        at most. A deletion ends it; a ``since`` older than the server keeps is an ApiException
+        (410)."""
+        watcher = watch.Watch()  # type: ignore[no-untyped-call]
+        events = self._dynamic.watch(  # type: ignore[no-untyped-call]
+            self._resource(kind, api_version),
+            namespace=namespace,
+            name=name,
+            resource_version=since,
+            timeout=timeout,
+            watcher=watcher,
+        )
+        try:
+            for event in events:
+                if event["type"] == "DELETED":
+                    return
+                yield dict(event["raw_object"])
+        finally:
+            watcher.stop()  # type: ignore[no-untyped-call]
 
     def delete(self, kind: str, namespace: str | None, name: str, api_version: str | None = None) -> None:
         self._resource(kind, api_version).delete(name=name, namespace=namespace)
