@@ -8,7 +8,8 @@ server, streaming answers (watches included), unless a fault takes it first:
   ``Retry-After: 1``), close the connection (``drop``), wait (``delay``) or run an ``action`` before
   forwarding, ``times`` times (None: always), for a method (or ``*``) and a path regex.
 - :meth:`KubeFront.set_down`: every request is dropped (``"close"``) or answered 503 (``"503"``).
-- :meth:`KubeFront.count` and :attr:`KubeFront.requests`: what reached the front.
+- :meth:`KubeFront.count` and :attr:`KubeFront.requests`: what reached the front, and how it was
+  answered.
 
 Who the client is survives the hop. A bearer token is passed on as it is. A client certificate
 ends at the front (TLS does), so the front verifies it against the cluster's CA and asserts the
@@ -26,7 +27,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple, Self
+from typing import Any, Self
 
 import aiohttp
 from aiohttp import web
@@ -40,10 +41,12 @@ HOP_HEADERS = frozenset(
 REMOTE = re.compile(r"^x-remote-", re.IGNORECASE)  # never taken from a client
 
 
-class RequestRecord(NamedTuple):
+@dataclass(slots=True)
+class RequestRecord:
     method: str
     path: str  # without the query string
     content_type: str | None
+    status: int | None = None  # the answer's (the API server's or a fault's); None: none (yet)
 
 
 @dataclass
@@ -144,9 +147,12 @@ class KubeFront:
             self.requests.clear()
 
     # -- serving
-    def _take(self, method: str, path: str, content_type: str | None) -> tuple[str | None, Fault | None]:
+    def _take(
+        self, method: str, path: str, content_type: str | None
+    ) -> tuple[RequestRecord, str | None, Fault | None]:
+        record = RequestRecord(method, path, content_type)
         with self._lock:
-            self.requests.append(RequestRecord(method, path, content_type))
+            self.requests.append(record)
             fault = next(
                 (f for f in self._faults if f.method in ("*", method) and f.pattern.search(path)), None
             )
@@ -156,14 +162,15 @@ class KubeFront:
                     fault.times -= 1
                     if fault.times <= 0:
                         self._faults.remove(fault)
-            return self._down, fault
+            return record, self._down, fault
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
-        down, fault = self._take(request.method, path, request.headers.get("Content-Type"))
+        record, down, fault = self._take(request.method, path, request.headers.get("Content-Type"))
         if down == "close" or (fault is not None and fault.drop and not fault.delay and not fault.action):
             return self._drop(request)
         if down == "503":
+            record.status = 503
             return web.json_response(status_object(503, "the cluster is down (kubefront)"), status=503)
         if fault is not None:
             if fault.delay:
@@ -175,8 +182,9 @@ class KubeFront:
             if fault.status is not None:
                 headers = {"Retry-After": "1"} if fault.status in (429, 503) else None
                 body = status_object(fault.status, "injected by kubefront")
+                record.status = fault.status
                 return web.json_response(body, status=fault.status, headers=headers)
-        return await self._forward(request)
+        return await self._forward(request, record)
 
     @staticmethod
     def _drop(request: web.Request) -> web.StreamResponse:
@@ -196,7 +204,7 @@ class KubeFront:
         groups = [("X-Remote-Group", value) for key, value in subject if key == "organizationName"]
         return users[:1] + groups if users else []
 
-    async def _forward(self, request: web.Request) -> web.StreamResponse:
+    async def _forward(self, request: web.Request, record: RequestRecord) -> web.StreamResponse:
         assert self._session is not None
         headers = CIMultiDict(
             (k, v) for k, v in request.headers.items() if k.lower() not in HOP_HEADERS and not REMOTE.match(k)
@@ -215,6 +223,7 @@ class KubeFront:
             # the API server refuses (415); the official Python client sends its PUTs so
             skip_auto_headers=("Content-Type",),
         ) as upstream:
+            record.status = upstream.status
             response = web.StreamResponse(status=upstream.status)
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_HEADERS:
