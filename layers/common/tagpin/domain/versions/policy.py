@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, model_validator
 
 from tagpin.domain.model import Strict
+from tagpin.domain.versions.kinds import InvalidPolicy, Order, PolicyKind, Reason
 from tagpin.domain.versions.ranges import InvalidRange, SemverRange
 from tagpin.domain.versions.tags import (
     MAX_TAG_LENGTH,
@@ -36,43 +36,7 @@ from tagpin.domain.versions.tags import (
     read_semver,
 )
 
-
-class InvalidPolicy(ValueError):
-    """A compact policy that cannot be read; the message names the part at fault."""
-
-
-class PolicyKind(StrEnum):
-    """What the versions of a channel look like."""
-
-    DIGEST = "digest"  # follow one floating tag's digest (tagpin without channels): nothing to choose
-    SEMVER = "semver"  # 1.4.2, v1.4.2, 1.5.0-rc.1
-    NUMERIC = "numeric"  # build numbers: 123, 0042
-    CALVER = "calver"  # dates: 2026.11.03, 20261103-1
-    REGEX = "regex"  # a pattern extracts the version from the tag, ordered by ``order``
-
-
-class Order(StrEnum):
-    """How a ``regex`` policy orders what its pattern extracted."""
-
-    SEMVER = "semver"
-    NUMERIC = "numeric"
-    CALVER = "calver"
-    LEXICAL = "lexical"  # code-point order: only for fixed-width text such as timestamps
-
-
-class Reason(StrEnum):
-    """Why a tag was not chosen; checked in this order, the first that applies is reported."""
-
-    NOT_A_VERSION = "not_a_version"  # not a version of the policy's kind (latest, a cosign tag, ...)
-    EXCLUDED = "excluded"  # matches an ``exclude`` pattern
-    NOT_INCLUDED = "not_included"  # matches none of the ``include`` patterns
-    PRERELEASE = "prerelease"  # a pre-release, and the policy takes none
-    OUT_OF_RANGE = "out_of_range"  # outside ``range``
-    BELOW_FLOOR = "below_floor"
-    ABOVE_CEILING = "above_ceiling"
-    BAD = "bad"  # marked bad (a failed rollout)
-    NOT_VERIFIED = "not_verified"  # not in the allowed set (e.g. not verified in the previous stage)
-
+__all__ = ["InvalidPolicy", "Order", "PolicyKind", "Reason", "VersionPolicy"]
 
 Reader = Callable[[str], Reading | None]
 
