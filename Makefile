@@ -1,12 +1,12 @@
 # tagpin developer entry points. Everything installs what it needs by itself.
-#   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, Kubernetes simulator)
+#   make demo      run the end-to-end scenario on 127.0.0.1 (registry, moto, real Kubernetes control planes)
 #   make test      unit + integration + e2e tests
 #   make lint      ruff + mypy + the import contract (layers);  make validate: sam validate --lint + cfn-lint;  make build: sam build
 #   make bench     every benchmark below, then the README's table and docs/cost.md regenerated (make figures)
 #   make bench-check       the generated figures match bench/results/*.json (CI); lists stale results
 #   make bench-poll        poll throughput vs the registry's ceiling and skopeo: steady, settling, every tag moved
 #   make bench-latency     one push -> patch on the local stack: the first after a start, warm ones, where the time goes
-#   make bench-reconcile   reconcile of 1,000 workloads over 3 simulated clusters: time and API calls
+#   make bench-reconcile   reconcile of 1,000 workloads over 3 local clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
 #   make bench-concurrency 50 tags pushed at once through the local stack, 1 vs 3 containers per function
 #   make bench-versions    choosing a version channel's head among 10,000 tags, per policy kind
@@ -51,8 +51,9 @@ $(SAM_VENV)/.installed: requirements-sam.txt
 	@touch $@
 
 # The real registry (Debian's docker-registry) and skopeo, the peer the tests compare against;
-# chromium and chromium-driver: the console's tests drive a real browser (tests/e2e/test_console_browser.py).
-tools:
+# chromium and chromium-driver: the console's tests drive a real browser (tests/e2e/test_console_browser.py);
+# the Kubernetes control plane (kube-tools).
+tools: kube-tools
 	@missing=""; \
 	[ -x /usr/bin/docker-registry ] || missing="$$missing docker-registry"; \
 	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
@@ -67,6 +68,11 @@ tools:
 	fi
 	@[ -x /usr/bin/docker-registry ] || { echo "error: docker-registry could not be installed (apt-get install docker-registry)" >&2; exit 1; }
 	@[ -x /usr/bin/chromedriver ] || { echo "error: chromium-driver could not be installed (apt-get install chromium chromium-driver)" >&2; exit 1; }
+
+# kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok built from Go modules
+# (tools/kube) once per machine into ~/.cache/tagpin/kube/<version>/bin; later runs only check stamps.
+kube-tools:
+	@bash tools/kube/build.sh
 
 demo: venv tools
 	$(PY) -m tagpin_local.demo
@@ -157,4 +163,4 @@ bench-hanging: venv tools
 bench-console: venv tools
 	$(STAMP) console -- $(PY) bench/console.py
 
-.PHONY: help venv tools demo local test lint validate build bench bench-check figures bench-latency bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging
+.PHONY: help venv tools kube-tools demo local test lint validate build bench bench-check figures bench-latency bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging

@@ -21,7 +21,7 @@ RESULTS = Path(__file__).parent / "results" / "concurrency.json"
 
 
 def measure(tags: int, containers: int) -> dict[str, Any]:
-    from tagpin_local.kubesim import deployment
+    from tagpin_local.kube.manifests import deployment
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions
 

@@ -98,7 +98,7 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
 
 
 def measure(pushes: int, containers: int) -> dict[str, Any]:
-    from tagpin_local.kubesim import deployment
+    from tagpin_local.kube.manifests import deployment
     from tagpin_local.stack import LocalStack, StackOptions
 
     started = time.monotonic()

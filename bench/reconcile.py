@@ -1,7 +1,9 @@
 """Reconcile at scale: 1,000 labelled workloads over 3 clusters, time and API calls per run.
 
-Three Kubernetes API simulators (in-process HTTP on 127.0.0.1, reached through kubeconfigs with the
-official client, exactly as the reconciler reaches a cluster), DynamoDB and SQS on moto in-process,
+Three real Kubernetes control planes (tools/tagpin_local/kube: kube-apiserver, its controllers,
+kwok for the kubelets, on 127.0.0.1), reached through kubeconfigs with the official client as the
+ServiceAccount bound to docs/rbac.yaml, exactly as the reconciler reaches a cluster (through a
+front that counts the requests), DynamoDB and SQS on moto in-process,
 the real Detector and state store, and an in-process registry stub that counts the tags it is asked
 to resolve (the registry's own latency is not part of these figures; bench/poll.py measures it).
 
@@ -51,7 +53,9 @@ from tagpin.usecases.apply import Applier  # noqa: E402
 from tagpin.usecases.detect import Detector  # noqa: E402
 from tagpin.usecases.followed import Followed  # noqa: E402
 from tagpin.usecases.reconcile import Reconciler  # noqa: E402
-from tagpin_local.kubesim import KubeSim, cronjob, daemonset, deployment, statefulset  # noqa: E402
+from tagpin_local.kube.local import LocalCluster  # noqa: E402
+from tagpin_local.kube.manifests import cronjob, daemonset, deployment, statefulset  # noqa: E402
+from tagpin_local.kube.pool import start_all  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "reconcile.json"
 REGISTRY = "registry.bench.example"
@@ -96,10 +100,11 @@ class Calls:
 
 
 def build_world(
-    sims: list[KubeSim], workloads: int, tags: list[str], registry: Registry
-) -> list[tuple[KubeSim, str, str, str, str]]:
-    """Create the workloads; returns (sim, kind, namespace, name, repository) of each."""
-    made: list[tuple[KubeSim, str, str, str, str]] = []
+    sims: list[LocalCluster], workloads: int, tags: list[str], registry: Registry
+) -> list[tuple[LocalCluster, str, str, str, str]]:
+    """Create the workloads; returns (cluster, kind, namespace, name, repository) of each, once every
+    pod runs (an unpinned workload's pods report the digest they run)."""
+    made: list[tuple[LocalCluster, str, str, str, str]] = []
     kinds = (["Deployment"] * 12) + (["StatefulSet"] * 3) + (["DaemonSet"] * 3) + (["CronJob"] * 2)
     for i in range(workloads):
         sim = sims[i % len(sims)]
@@ -125,7 +130,18 @@ def build_world(
             obj = cronjob(name, ns, image, container="app", labels=FOLLOW)
         sim.create(obj)
         made.append((sim, kind, ns, name, repo))
+    for sim in sims:
+        want = sum(1 for s, kind, *_ in made if s is sim and kind != "CronJob")
+        deadline = time.monotonic() + 900
+        while (ready := running_pods(sim)) < want:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{ready} of {want} pods running in {sim.name} after 900 s")
+            time.sleep(2)
     return made
+
+
+def running_pods(sim: LocalCluster) -> int:
+    return sum(1 for p in sim.list("Pod") if (p.get("status") or {}).get("phase") == "Running")
 
 
 def main() -> None:
@@ -146,16 +162,18 @@ def main() -> None:
 
     tags = [f"{REGISTRY}/team/svc{i}:stable" for i in range(args.tags)]
     registry = Registry(tags)
-    sims = [KubeSim().start() for _ in range(args.clusters)]
     names = [f"c{i}" for i in range(args.clusters)]
+    kubes = start_all(names)
+    sims = [LocalCluster(kubes[n], n) for n in names]
     for sim in sims:
         # unpinned workloads' pods report the tag's current digest, as if pulled just now
-        sim.image_id_for = lambda image: registry.current.get(ImageRef.parse(image).tagged)
+        for tag in tags:
+            sim.set_image_id(tag, registry.current[ImageRef.parse(tag).tagged])
     t0 = time.perf_counter()
     made = build_world(sims, args.workloads, tags, registry)
     setup_s = time.perf_counter() - t0
     kubeconfigs = {
-        f"tagpin/clusters/{n}": yaml.safe_dump(s.kubeconfig(n)) for n, s in zip(names, sims, strict=True)
+        f"tagpin/clusters/{n}": yaml.safe_dump(s.kubeconfig()) for n, s in zip(names, sims, strict=True)
     }
     config = parse_config(
         yaml.safe_dump(
@@ -268,8 +286,10 @@ def main() -> None:
         runs.append(run("after 50 edits, 20 deletions"))
         runs[-1]["changes_applied_after"] = consume()
         runs.append(run("healed"))
+    memory = {sim.name: round(sum(sim.kube.rss().values()) / 2**20) for sim in sims}
     for sim in sims:
-        sim.stop()
+        sim.close()
+        sim.kube.stop()
 
     result = {
         "what": f"reconcile of {args.workloads} labelled workloads over {args.clusters} clusters",
@@ -279,6 +299,7 @@ def main() -> None:
             "platform": platform.platform(),
         },
         "setup_seconds": round(setup_s, 2),
+        "control_plane_rss_mib": memory,
         "tags": args.tags,
         "runs": runs,
         "steady_median_seconds": round(statistics.median(r["seconds"] for r in steady), 3),

@@ -7,17 +7,25 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.stack import LocalStack, StackOptions
 
 # Every AWS call a function makes in any test is checked against its role in template.yaml.
+from tests.support import iamsession
 from tests.support.iamsession import (  # noqa: F401 (pytest hooks and an autouse fixture)
     _iam_allows_every_call,
     pytest_configure,
     pytest_sessionfinish,
-    pytest_terminal_summary,
     pytest_unconfigure,
 )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    iamsession.pytest_terminal_summary(terminalreporter)
+    from tests.support.kube import SUMMARY
+
+    for line in SUMMARY:
+        terminalreporter.write_line(line)
 
 
 def require_binary(name: str, path: str | None = None) -> str:
@@ -38,6 +46,17 @@ def _close_cached_clients():
     from tagpin import wiring
 
     wiring.reset()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kube_pool() -> Iterator[None]:
+    """Every local stack of the session borrows its clusters from one pool (started when first
+    needed, reset between stacks: tagpin_local.kube.pool); its memory is printed at the end, and
+    no process of it outlives the session."""
+    from tests.support.kube import SessionPool, lend
+
+    with lend(SessionPool()):
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,14 @@
 """Count: the CPU time of the function's own threads during an invocation.
 
-On this machine the local stack answers in the same process as the handler: moto (whose
-DynamoDB Query sorts the whole table on every call), the Kubernetes simulator and the registry
-proxy. Their CPU lengthens the handler's wall time without being the function's work: at 1,000
-tags, 80 % or more of a steady poll's wall time is moto's. So each invocation's own CPU is
-counted apart: the invoking thread's (``time.thread_time``) plus that of the helper threads the
-function starts (its thread pools and the registry client's event loop), read from
-``/proc/self/task`` while they live and when they end. The model (``model.py``) turns it into a
-Lambda duration with the CPU share Lambda gives the memory size, plus the waits on the network.
+On this machine the local stack answers in the same process as the handler: moto (whose DynamoDB
+Query sorts the whole table on every call), the front before the Kubernetes API server and the
+registry proxy (the API server itself is a process of its own). Their CPU lengthens the handler's
+wall time without being the function's work: at 1,000 tags, 80 % or more of a steady poll's wall
+time is moto's. So each invocation's own CPU is counted apart: the invoking thread's
+(``time.thread_time``) plus that of the helper threads the function starts (its thread pools and the
+registry client's event loop), read from ``/proc/self/task`` while they live and when they end. The
+model (``model.py``) turns it into a Lambda duration with the CPU share Lambda gives the memory
+size, plus the waits on the network.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Count: what one operation on the stack cost (the meter).
 
-Counted per operation: every AWS API call made in this process (``awscalls.AwsCalls``), the
-registry requests (HEAD/GET through the proxy), the Kubernetes requests (the simulator's log),
-the handler's wall time (= Lambda billed duration, pessimistic: moto on this 2-core machine
+Counted per operation: every AWS API call made in this process (``awscalls.AwsCalls``), the registry
+requests (HEAD/GET through the proxy), the Kubernetes requests (the log of the front before the API
+server), the handler's wall time (= Lambda billed duration, pessimistic: moto on this 2-core machine
 answers a DynamoDB call in milliseconds) and the bytes it logs (INFO, plus EMF metrics).
 """
 

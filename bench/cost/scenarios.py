@@ -2,7 +2,7 @@
 
 For N followed tags (one label-discovered target each) the local stack
 (``tools/tagpin_local/stack.py``: the real handlers, a moto server, the real CNCF registry behind
-a request-counting proxy, the Kubernetes API simulator) runs:
+a request-counting proxy, a real Kubernetes API server) runs:
 
   (a) a steady-state scheduled poll (nothing changed), the real poller handler;
   (b) one change end to end: a new digest pushed under one tag, seen by the poll (its extra calls
@@ -43,7 +43,7 @@ from .world import (
 
 def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogBytes) -> dict[str, Any]:
     from tagpin_local.faultproxy import FaultProxy
-    from tagpin_local.kubesim import deployment
+    from tagpin_local.kube.manifests import deployment
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions, cluster_secret
 
@@ -90,6 +90,8 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
         digest = push_tags(stack.registry.url, n)
         timings["push_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
+        # no pods: what is counted is tagpin's calls, which a pinned workload's pods do not change,
+        # and 10,000 workloads' pods would fill the local cluster's one node (1,000 pods)
         for i, image in enumerate(tags):
             stack.kube.create(
                 deployment(
@@ -97,7 +99,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
                     f"team{i % NAMESPACES}",
                     f"{image}@{digest}",
                     container="app",
-                    replicas=1,
+                    replicas=0,
                     labels=FOLLOW,
                 )
             )

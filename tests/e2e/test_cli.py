@@ -20,7 +20,7 @@ import yaml
 from tagpin import wiring
 from tagpin_cli import environment
 from tagpin_local import lambda_runtime
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
 

@@ -1,6 +1,6 @@
 """Version channels through the CLI as a person runs it: `tagpin status`, `plan` and `clear` in
 their own processes (`python -m tagpin_cli.main --local <endpoints> --json ...`) against the local
-stack (the real registry, moto, a Kubernetes simulator, the SQS loop running), exit code, stdout
+stack (the real registry, moto, a real Kubernetes control plane, the SQS loop running), exit code, stdout
 and stderr asserted.
 
 - right after a version fails and is rolled back, the channel is at its previous version and the
@@ -24,7 +24,7 @@ import httpx
 import pytest
 from tagpin.ports.state import TargetStatus
 from tagpin_cli import environment
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -88,7 +88,8 @@ def running(st: LocalStack, name: str) -> str:
 
 def follow(st: LocalStack, repository: str, name: str, policy: str, channel: str) -> tuple[str, str]:
     """A Deployment apps/<name> running ``repository:0.0.1``, followed as a version channel."""
-    st.kube.create(deployment(name, "apps", f"{host(st)}/{repository}:0.0.1", container="app"))
+    # a broken version fails by the deployment controller's progress deadline (600 s by default)
+    st.kube.create(deployment(name, "apps", f"{host(st)}/{repository}:0.0.1", progress_deadline=10))
     target = {"cluster": "local", "namespace": "apps", "name": name, "container": "app"}
     entry = {"image": f"{host(st)}/{repository}", "policy": policy, "channel": channel, "targets": [target]}
     st.options.images = [*st.options.images, entry]
@@ -130,7 +131,7 @@ def test_after_a_rollback_the_channel_is_at_its_previous_version_and_clear_bring
 
     # The cause is fixed (the image now starts); a person clears 1.1.0 (another spelling of v1.1.0):
     # the same channel returns to it.
-    st.kube.broken.discard(f"/{repository}:v1.1.0@")
+    st.kube.repair_image(f"/{repository}:v1.1.0@")
     code, cleared, err = tagpin(endpoints, "clear", key, "1.1.0")
     assert err == "" and code == 0, err
     assert cleared == {"channel": key, "version": "1.1.0", "cleared": True}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tagpin.ports.state import PromotionStatus, TargetStatus
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from tagpin.domain.config import FollowedImage
 from tagpin.ports.state import TargetStatus
 from tagpin_local.cosign import Signer, sign_image
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 

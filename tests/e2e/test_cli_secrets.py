@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 from tagpin_local.cosign import Signer
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer, write_htpasswd
 from tagpin_local.stack import LocalStack, StackOptions, cluster_secret

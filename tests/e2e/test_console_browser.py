@@ -21,7 +21,7 @@ import pytest
 from tagpin.domain.messages import Trigger
 from tagpin.ports.state import TargetNote, TargetStatus
 from tagpin_cli import commands
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 

@@ -14,7 +14,6 @@ import pytest
 import yaml
 from tagpin_cli import environment
 from tagpin_cli.main import main
-from tagpin_local.kubesim import rules_from_manifests
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import write_htpasswd
 from tagpin_local.stack import WEBHOOK_SECRET
@@ -23,7 +22,6 @@ from tests.conftest import require_binary
 
 pytestmark = pytest.mark.e2e
 
-RBAC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 REGISTRY_SECRET = "tagpin/registries/local"
 
 
@@ -40,7 +38,7 @@ def healthy(stack) -> Iterator[None]:
     push_image(stack.registry.url, "demo/web", "stable")
     yield
     stack.kube.set_down(False)
-    stack.kube.grant(None)
+    stack.kube.restore_rbac()  # exactly docs/rbac.yaml
 
 
 def doctor(capsys, endpoints: Path, *extra: str) -> tuple[int, dict]:
@@ -101,7 +99,9 @@ def test_a_cluster_down_fails_naming_it(stack, endpoints, healthy, capsys):
 
 
 def test_a_removed_rbac_permission_is_named(stack, endpoints, healthy, capsys, tmp_path):
-    stack.kube.grant(rules_from_manifests(RBAC.read_text()))  # exactly docs/rbac.yaml: all is well
+    """tagpin's ServiceAccount is bound to exactly docs/rbac.yaml: all is well; then a cluster
+    administrator takes one rule out of its roles, and the real authorizer answers the access
+    reviews, kubectl and the patch itself."""
     code, report = doctor(capsys, endpoints)
     assert code == 0 and {c["status"] for c in checks(report, "permissions").values()} == {"ok"}
 
@@ -120,7 +120,7 @@ def test_a_removed_rbac_permission_is_named(stack, endpoints, healthy, capsys, t
         checks(report, "permissions")["local: reconciler"]["detail"] == "missing: list pods in all namespaces"
     )
 
-    # The simulator enforces what it answers: kubectl hears the same, and a patch is refused.
+    # The API server enforces what it answers: kubectl (as tagpin) hears the same, and a patch is refused.
     kubectl = require_binary("kubectl")
     kubeconfig = stack.kube.write_kubeconfig(tmp_path / "kubeconfig", context="local")
 

@@ -4,7 +4,7 @@ exist, every function waits quietly (no function error, so no error alarm), the 
 stack rolls a push through without a restart.
 
 The real handlers on the local stack (moto server, the real registry with notifications, the SQS
-loop, the Kubernetes simulator)."""
+loop, a real Kubernetes control plane)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import httpx
 import pytest
 from tagpin import wiring
 from tagpin_local.demo import current_image
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import CONFIG_PARAMETER, WEBHOOK_SECRET, LocalStack, StackOptions
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from tagpin_local.demo import current_image, wait_for_digest
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 

@@ -1,10 +1,11 @@
 """Argo Rollouts end to end: the real reconciler, poller, consumer and verifier handlers on the
-local stack (moto server, the real registry, the Kubernetes simulator reached through a kubeconfig),
-with the SQS loops running. The simulator's Argo controller rolls a new template out in
-``ROLLOUT_DELAY`` s: ``Progressing`` then ``Healthy``; ``Degraded`` for a broken image; ``Paused`` at
-a canary pause step until promoted.
+local stack (moto server, the real registry, a real API server with Argo Rollouts' CRD reached
+through a kubeconfig), with the SQS loops running. The stand-in of Argo's controller
+(tools/tagpin_local/kube/argo.py) rolls a new template out through its ReplicaSets: ``Progressing``
+then ``Healthy``; ``Degraded`` once a broken image misses its progress deadline; ``Paused`` at a
+canary pause step until promoted.
 
-Each scenario follows its own image; all in the "local" cluster, which kubectl can reach (TLS).
+Each scenario follows its own image; all in the "local" cluster.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 import pytest
 from tagpin.ports.state import PromotionStatus, TargetStatus
-from tagpin_local.kubesim import KubeSim, rollout
+from tagpin_local.kube.local import LocalCluster
+from tagpin_local.kube.manifests import rollout
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -29,6 +31,7 @@ from tests.support.stack import target_status as status
 pytestmark = pytest.mark.integration
 
 ROLLOUT_DELAY = 0.4
+DEADLINE_S = 8  # progressDeadlineSeconds of the Rollout that gets a broken image (600 by default)
 ROLLOUT: dict[str, Any] = {"verify_interval_seconds": 1, "verify_timeout_seconds": 20, "waves": []}
 PAUSE_STEPS = [{"setWeight": 20}, {"pause": {}}, {"setWeight": 60}]
 
@@ -43,7 +46,7 @@ def st() -> Iterator[LocalStack]:
         yield stack
 
 
-def kube(st: LocalStack) -> KubeSim:
+def kube(st: LocalStack) -> LocalCluster:
     return st.kubes["local"]
 
 
@@ -67,9 +70,11 @@ def spec_image(st: LocalStack, name: str) -> str:
 
 
 def pod_digests(st: LocalStack, name: str) -> set[str]:
+    """The digests the Rollout's running pods report (a pod that cannot pull its image has none)."""
     return {
         p["status"]["containerStatuses"][0]["imageID"].rsplit("@", 1)[-1]
         for p in kube(st).pods_for("Rollout", "shop", name)
+        if p["status"].get("phase") == "Running"
     }
 
 
@@ -125,7 +130,7 @@ def test_a_configured_and_a_labelled_rollout_are_pinned_and_verified_healthy(st,
 
     # kubectl sees what tagpin wrote
     kubectl = require_binary("kubectl")
-    config = kube(st).write_kubeconfig(tmp_path / "kubeconfig", context="local")
+    config = kube(st).write_kubeconfig(tmp_path / "kubeconfig", context="local", identity=kube(st).admin)
     shown = subprocess.run(
         [
             kubectl,
@@ -151,7 +156,8 @@ def test_a_configured_and_a_labelled_rollout_are_pinned_and_verified_healthy(st,
 def test_a_broken_image_degrades_the_rollout_and_tagpin_leaves_the_rollback_to_argo(st):
     assert st.registry is not None
     image, (target,) = follow(st, "demo/argo-shop", "shop")
-    kube(st).create(rollout("shop", "shop", "placeholder", steps=[{"setWeight": 20}, {"setWeight": 60}]))
+    steps = [{"setWeight": 20}, {"setWeight": 60}]
+    kube(st).create(rollout("shop", "shop", "placeholder", steps=steps, progress_deadline=DEADLINE_S))
     good = push_image(st.registry.url, "demo/argo-shop", "stable")
     st.run_poller()
     wait_for("the good digest verified", lambda: status(st, target, good) is TargetStatus.VERIFIED)
@@ -222,7 +228,10 @@ def test_a_pause_longer_than_the_maximum_is_stalled_and_no_longer_followed(st):
     """rollout.max_pause_seconds: the target is recorded stalled, nothing is rolled back or marked
     bad, and the consumer stops looking (the chain of verifications ends)."""
     assert st.registry is not None
-    image, (target,) = follow(st, "demo/argo-pause", "pause", verify_timeout_seconds=1, max_pause_seconds=4)
+    # The module's verify timeout (20 s), not a shorter one: a timeout of 1 s failed the rollout
+    # whenever its canary pod took longer than that to reach the pause step (a busy machine). How
+    # the looks thin out past the timeout is tests/unit/test_argo_pauses.py's.
+    image, (target,) = follow(st, "demo/argo-pause", "pause", max_pause_seconds=4)
     kube(st).create(rollout("pause", "shop", "placeholder", steps=PAUSE_STEPS))
     digest = push_image(st.registry.url, "demo/argo-pause", "stable")
     st.run_poller()

@@ -1,5 +1,5 @@
 """A hung cluster costs the consumer one timeout, not the batch: the real consumer handler, a moto
-server, the real registry and two Kubernetes simulators, one of which stops answering (every
+server, the real registry and two Kubernetes control planes, one of which stops answering (every
 request waits longer than the client's read timeout).
 
 - The other cluster's changes in the same batch are applied; only the hung cluster's records fail
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from tagpin import wiring
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.lambda_runtime import LocalFunction, sqs_event
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions

@@ -1,5 +1,5 @@
 """Version channels end to end: the real handlers on the local stack (the real registry with push
-notifications into the webhook, moto, Kubernetes simulators), the SQS loop running.
+notifications into the webhook, moto, real Kubernetes control planes), the SQS loop running.
 
 - a ``~1.4`` channel is pinned to ``1.4.1@<digest>`` among 1.4.0, 1.4.1, 1.5.0-rc.1 and 2.0.0, and a
   push of 1.4.2 rolls through the webhook alone, without a poll;
@@ -22,7 +22,7 @@ from tagpin.domain.messages import Trigger
 from tagpin.domain.versions import Reason
 from tagpin.ports.state import PromotionStatus, TargetStatus
 from tagpin_cli import commands
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -90,8 +90,9 @@ def channel(
     version channel; returns its key and the target ids."""
     targets = []
     for cluster, workload in workloads:
+        # a broken version fails by the deployment controller's progress deadline (600 s by default)
         st.kubes[cluster].create(
-            deployment(workload, "apps", f"{host(st)}/{repository}:0.0.1", container="app")
+            deployment(workload, "apps", f"{host(st)}/{repository}:0.0.1", progress_deadline=10)
         )
         targets.append({"cluster": cluster, "namespace": "apps", "name": workload, "container": "app"})
     entry: dict[str, Any] = {"image": f"{host(st)}/{repository}", "policy": policy, "targets": targets}

@@ -1,5 +1,6 @@
 """A transient Kubernetes API failure costs seconds, never the change: the real poller, consumer and
-SQS loop on the local stack, a Deployment in the simulator, and faults injected in its API.
+SQS loop on the local stack, a Deployment in a real API server, and faults injected before it (the
+front).
 
 - one 500 on the PATCH: retried inside the invocation (no redelivery), applied within 3 s;
 - three 500s, or two 429s (with Retry-After): applied within 15 s;
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 from tagpin.domain.messages import Change, parse_message
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -44,10 +45,16 @@ def image(st: LocalStack) -> str:
     )
 
 
-def revision(st: LocalStack) -> int:
-    return int(
-        st.kube.get("Deployment", "default", "web")["metadata"].get("annotations", {}).get(REVISION, "0")
-    )
+def revision(st: LocalStack, timeout: float = 30) -> int:
+    """The Deployment's revision once the deployment controller has seen its latest spec: the real
+    controller writes the annotation a moment after a patch, not with it (under load, seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        live = st.kube.get("Deployment", "default", "web")
+        seen = (live.get("status") or {}).get("observedGeneration", 0) >= live["metadata"]["generation"]
+        if seen or time.monotonic() > deadline:
+            return int((live["metadata"].get("annotations") or {}).get(REVISION, "0"))
+        time.sleep(0.05)
 
 
 def dead_letters(st: LocalStack) -> int:

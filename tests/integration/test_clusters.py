@@ -1,5 +1,5 @@
 """Many clusters, every kind, reconcile: the real handlers (reconciler, poller, webhook, consumer)
-against the real registry, a moto server and three Kubernetes simulators reached through
+against the real registry, a moto server and three Kubernetes control planes reached through
 kubeconfigs in Secrets Manager. Workloads opt in by label only: the configuration names no target
 of the images used here.
 
@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from tagpin.ports.state import TargetStatus
 from tagpin_cli import commands
-from tagpin_local.kubesim import cronjob, daemonset, deployment, statefulset
+from tagpin_local.kube.manifests import cronjob, daemonset, deployment, statefulset
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.constants import FOLLOW
-from tests.support.stack import drain, state_of
+from tests.support.stack import drain, state_of, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -155,8 +155,8 @@ def test_a_manual_edit_is_held_by_the_reconcile_until_released(st, world):
     host = st.registry.host
     target = "east/data/StatefulSet/db/db"
     pinned = image(st, "east", "StatefulSet", "data", "db", "db")
-    # someone puts the floating tag back by hand: pods now run whatever the node pulled (an old
-    # digest in the simulator), while tagpin's state still says "applied"
+    # someone puts the floating tag back by hand: pods now run whatever the node pulled (another
+    # digest: kwok reports one of the reference), while tagpin's state still says "applied"
     st.kubes["east"].patch(
         "StatefulSet",
         "data",
@@ -183,16 +183,19 @@ def test_unpinned_workload_already_running_the_digest_is_not_behind(st, world):
     local = st.kubes["local"]
     digest = push_image(st.registry.url, "demo/fresh", "stable")
     fresh = f"{st.registry.host}/demo/fresh:stable"
-    local.image_id_for = lambda img: (
-        f"docker-pullable://{fresh.rsplit(':', 1)[0]}@{digest}" if img == fresh else None
+    local.set_image_id(
+        fresh, f"docker-pullable://{fresh.rsplit(':', 1)[0]}@{digest}"
+    )  # what the kubelet pulled
+    local.create(deployment("fresh", "shop", fresh, container="web", labels=FOLLOW))
+    wait_for(
+        "the pods report their imageID",
+        lambda: [
+            p for p in local.pods_for("Deployment", "shop", "fresh") if p["status"].get("containerStatuses")
+        ],
     )
-    try:
-        local.create(deployment("fresh", "shop", fresh, container="web", labels=FOLLOW))
-        result = reconcile(st)
-        assert "local/shop/Deployment/fresh/web" not in result["behind_targets"], result
-        assert result["added"] == 1
-    finally:
-        local.image_id_for = None
+    result = reconcile(st)
+    assert "local/shop/Deployment/fresh/web" not in result["behind_targets"], result
+    assert result["added"] == 1
 
 
 def test_deleted_and_unlabelled_workloads_are_dropped(st, world):

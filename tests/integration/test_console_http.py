@@ -16,7 +16,7 @@ import httpx
 import pytest
 from tagpin import wiring
 from tagpin.ports.state import TargetStatus
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary

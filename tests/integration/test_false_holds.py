@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from tagpin.ports.state import TargetStatus
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -87,7 +87,7 @@ def test_tagpins_own_patches_are_never_held_and_a_persons_change_still_is(
 
     # a person's change, under the same slow listing: held, not patched back
     previous = f"{image(st).split('@')[0]}@{digests[-2]}"
-    config = st.kube.write_kubeconfig(tmp_path / "kubeconfig", context="local")
+    config = st.kube.write_kubeconfig(tmp_path / "kubeconfig", context="local", identity=st.kube.admin)
     kubectl = [require_binary("kubectl"), "--kubeconfig", str(config), "--cache-dir", str(tmp_path / "c")]
     subprocess.run(
         [*kubectl, "set", "image", "deployment/api", f"api={previous}"],

@@ -1,16 +1,19 @@
 """A person's decision is never fought: the real handlers on the local stack, the SQS loop running,
-a Deployment in the simulator changed with `kubectl` after tagpin's patch.
+a Deployment in the cluster changed with `kubectl` after tagpin's patch.
 
 - a Deployment rolled back by a person after tagpin's patch (`kubectl rollout undo`, or the
   previous image set by hand) is not patched back by the next poll or reconcile:
   the target is held (recorded, announced once) until the tag moves, and the next move applies;
 - `tagpin hold` keeps a target where it is whatever the tag does, `tagpin release` ends it and
   applies the tag's digest at once;
-- a workload annotated `tagpin.dev/hold: "true"` is not patched.
+- a workload annotated `tagpin.dev/hold: "true"` is not patched;
+- a GitOps tool's server-side apply of the tag conflicts with tagpin's field manager, and once
+  forced is held like any person's change.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +23,7 @@ from typing import Any
 import pytest
 from tagpin.ports.state import TargetStatus
 from tagpin_cli import commands
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -37,8 +41,6 @@ def st() -> Iterator[LocalStack]:
     options = StackOptions(notifications=False, poll_interval=None, consume=True)
     with LocalStack(options) as stack:
         assert stack.registry is not None
-        from tagpin_local.kubesim import deployment
-
         stack.kube.create(
             deployment("web", "default", f"{stack.registry.host}/demo/web:stable", container="web")
         )
@@ -69,7 +71,7 @@ def roll(st: LocalStack) -> str:
 
 
 def kubectl(st: LocalStack, tmp: Path, *args: str) -> None:
-    config = st.kube.write_kubeconfig(tmp / "kubeconfig", context="local")
+    config = st.kube.write_kubeconfig(tmp / "kubeconfig", context="local", identity=st.kube.admin)
     subprocess.run(
         [require_binary("kubectl"), "--kubeconfig", str(config), "--cache-dir", str(tmp / "cache"), *args],
         check=True,
@@ -142,3 +144,50 @@ def test_a_workload_annotated_hold_is_not_patched(st: LocalStack, tmp_path: Path
         kubectl(st, tmp_path, "annotate", "deployment/web", "tagpin.dev/hold-")
     st.run_reconciler()  # the annotation is gone: healed
     wait_for("healed once the annotation is gone", lambda: not image(st).endswith("@" + current))
+
+
+def test_a_gitops_apply_of_the_tag_conflicts_with_tagpin_and_once_forced_is_held(
+    st: LocalStack, tmp_path: Path
+) -> None:
+    """What a GitOps tool sees (Argo CD and Flux apply server-side): tagpin's patch is an update by
+    the field manager "tagpin", which then owns the container's image; the tool's next apply of the
+    tag conflicts with it, naming tagpin, and an apply with --force-conflicts (a sync that overrides)
+    takes the image back: a person's decision, held, not fought."""
+    applied = roll(st)
+    fields = {
+        m["manager"]: m for m in st.kube.get("Deployment", "default", "web")["metadata"]["managedFields"]
+    }
+    owned = json.dumps(fields["tagpin"]["fieldsV1"])
+    assert (
+        fields["tagpin"]["operation"] == "Update"
+        and 'k:{\\"name\\":\\"web\\"}' in owned
+        and "f:image" in owned
+    )
+    assert st.registry is not None
+    manifest = json.dumps(
+        deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web")
+    )
+    config = st.kube.write_kubeconfig(tmp_path / "kubeconfig", context="local", identity=st.kube.admin)
+
+    def apply(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [require_binary("kubectl"), "--kubeconfig", str(config), "--cache-dir", str(tmp_path / "c"),
+             "apply", "--server-side", "--field-manager=gitops", *extra, "-f", "-"],
+            input=manifest, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+
+    refused = apply()
+    assert refused.returncode != 0 and 'conflict with "tagpin"' in refused.stderr, refused.stderr
+    assert '.spec.template.spec.containers[name="web"].image' in refused.stderr
+    assert image(st).endswith("@" + applied)
+    forced = apply("--force-conflicts")
+    assert forced.returncode == 0 and "serverside-applied" in forced.stdout, forced.stderr
+    assert image(st) == f"{st.registry.host}/demo/web:stable"
+    # what runs now is read from the pods of the tag (their imageID): once they run
+    st.kube.kube.kubectl("rollout", "status", "deployment/web", "--timeout=60s")
+    st.run_reconciler()  # a change outside tagpin: held, not patched back
+    held = state_of(st).targets.get(TARGET)
+    assert held is not None and held.status is TargetStatus.HELD and held.held_digest == applied
+    st.run_poller()
+    time.sleep(1)
+    assert image(st) == f"{st.registry.host}/demo/web:stable"

@@ -1,4 +1,4 @@
-"""The path through real parts: the CNCF registry, moto server, the Kubernetes simulator through
+"""The path through real parts: the CNCF registry, moto server, a real Kubernetes API server through
 the official client, the real handlers invoked with real event shapes."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The platform gate end to end: the real handlers on the local stack, nodes in the simulators.
+"""The platform gate end to end: the real handlers on the local stack, kwok's nodes in the clusters.
 An image index without linux/arm64 is blocked for a cluster with arm64 nodes (recorded, announced
 once, shown by plan) and applied in an amd64-only cluster; the index that adds arm64 rolls both.
-A cluster whose nodes may be listed but where none exists (the local default) falls back to its
-configured ``platforms``; where nodes exist they take precedence over the configuration (cluster
+A cluster whose nodes may be listed but where none exists (``bare``: its one node deleted) falls
+back to its configured ``platforms``; where nodes exist they take precedence over the configuration (cluster
 ``amd`` is configured with ``linux/arm64`` only, its amd64 node decides)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from tagpin.ports.state import TargetStatus
 from tagpin_cli import commands
-from tagpin_local.kubesim import deployment, node
+from tagpin_local.kube.cluster import NODE_NAME
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -35,9 +36,10 @@ def st() -> Iterator[LocalStack]:
     )
     with LocalStack(options) as stack:
         assert stack.registry is not None
-        stack.kubes["mixed"].create(node("m1", "linux/amd64"))
-        stack.kubes["mixed"].create(node("m2", "linux/arm64"))
-        stack.kubes["amd"].create(node("a1", "linux/amd64"))  # "bare" has no node
+        # every cluster starts with one linux/amd64 node (kwok's)
+        stack.kubes["mixed"].add_node("m2", "linux/arm64")
+        stack.kubes["amd"].add_node("a1", "linux/amd64")
+        stack.kubes["bare"].delete("Node", None, NODE_NAME)  # "bare" has no node: its pods stay Pending
         stack.options.images = []
         for repository, name, clusters in (
             ("multi", "app", ("mixed", "amd")),

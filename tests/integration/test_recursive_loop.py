@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from tagpin.ports.state import TargetStatus
-from tagpin_local.kubesim import rollout
+from tagpin_local.kube.manifests import rollout
 from tagpin_local.oci import push_image
 from tagpin_local.recursion import MAX_INVOCATIONS, RecursiveLoop
 from tagpin_local.stack import LocalStack, StackOptions

@@ -1,8 +1,8 @@
 """Safe rollouts end to end: the real poller, consumer and verifier handlers on the local stack
-(moto server, the real registry, two Kubernetes simulators reached through kubeconfigs), with the
-SQS loops running: the changes FIFO queue into the consumer, the delayed checks queue into the
-verifier. Rollouts take ``ROLLOUT_DELAY`` s in the simulators; verification re-checks every
-second; soak times are a few seconds.
+(moto server, the real registry, two Kubernetes control planes reached through kubeconfigs), with
+the SQS loops running: the changes FIFO queue into the consumer, the delayed checks queue into the
+verifier. Pods take ``ROLLOUT_DELAY`` s to become Ready (kwok), so the real controllers roll out in
+a second or two; verification re-checks every second; soak times are a few seconds.
 
 Waves: ``stage`` (cluster stage) then ``prod`` (cluster prod). Each scenario follows its own image.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from tagpin.ports.state import PromotionStatus, TargetStatus
-from tagpin_local.kubesim import daemonset, deployment, statefulset
+from tagpin_local.kube.manifests import daemonset, deployment, statefulset
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 
 ROLLOUT_DELAY = 0.4
 SOAK_S = 2
+DEADLINE_S = 10  # progressDeadlineSeconds of a Deployment that gets a broken image (600 by default)
 ROLLOUT: dict[str, Any] = {
     "verify_interval_seconds": 1,
     "verify_timeout_seconds": 20,
@@ -114,8 +115,8 @@ def test_a_broken_digest_is_rolled_back_in_stage_and_never_reaches_prod(st: Loca
         st,
         "demo/shop",
         [
-            ("stage", deployment("shop", "shop", "placeholder", container="app", replicas=2)),
-            ("prod", deployment("shop", "shop", "placeholder", container="app", replicas=3)),
+            ("stage", deployment("shop", "shop", "placeholder", replicas=2, progress_deadline=DEADLINE_S)),
+            ("prod", deployment("shop", "shop", "placeholder", replicas=3, progress_deadline=DEADLINE_S)),
         ],
     )
     configure(st, st.options.images)
@@ -130,6 +131,8 @@ def test_a_broken_digest_is_rolled_back_in_stage_and_never_reaches_prod(st: Loca
     st.kubes["prod"].break_image(bad)
     st.run_poller()
     wait_for("stage rolled back", lambda: status(st, stage, bad) is TargetStatus.ROLLED_BACK)
+    failed = next(h for h in patches_of(st, stage, bad) if h.status == "failed")
+    assert "ProgressDeadlineExceeded" in (failed.detail or "")  # the deployment controller said so
 
     assert running(st, stage).endswith("@" + good)  # the previous image is back
     tag = state_of(st).tags.get(image)
@@ -281,3 +284,24 @@ def test_dry_run_records_the_plan_and_patches_nothing(st: LocalStack) -> None:
     for target, wave in ((stage, "stage"), (prod, "prod")):
         (note,) = patches_of(st, target, digest)
         assert note.status == "planned" and f"wave {wave}: patch" in (note.detail or "")
+
+
+def test_a_paused_deployment_waits_for_its_resume_and_is_then_verified(st: LocalStack) -> None:
+    """`kubectl rollout pause`: the deployment controller rolls nothing out and reports
+    ``DeploymentPaused``; the verification waits past its timeout, since that is not the image's
+    failure, and verifies once a person resumes it. (It used to time out: the digest marked bad,
+    the previous image patched back, the promotion halted.)"""
+    image, (target,) = follow(st, "demo/paused", [("stage", deployment("paused", "paused", "placeholder"))])
+    timeout_s = 4
+    configure(st, st.options.images, waves=[], verify_timeout_seconds=timeout_s)
+    kubectl = st.kubes["stage"].kube.kubectl
+    kubectl("rollout", "status", "deployment/paused", "-n", "paused", "--timeout=60s")
+    kubectl("rollout", "pause", "deployment/paused", "-n", "paused")
+    digest = push(st, "demo/paused")
+    wait_for("patched", lambda: running(st, target).endswith("@" + digest))
+    time.sleep(2 * timeout_s + 1)  # paused for longer than the verify timeout
+    assert status(st, target, digest) is TargetStatus.APPLIED  # waiting, not failed
+    assert not state_of(st).tags.get(image).blocked  # type: ignore[union-attr]
+    kubectl("rollout", "resume", "deployment/paused", "-n", "paused")
+    wait_for("verified once resumed", lambda: status(st, target, digest) is TargetStatus.VERIFIED)
+    assert [h.status for h in patches_of(st, target, digest)] == ["applied", "verified"]

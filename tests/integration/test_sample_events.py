@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -31,17 +31,23 @@ def stack() -> Iterator[LocalStack]:
         yield st
 
 
-def load(name: str, st: LocalStack) -> dict:
+SAMPLE_WEB = "sha256:39798804c29366d66f8bb733d84981a9aef2dbbddc6168690a5730ca42c40ece"  # consumer-sqs.json
+
+
+def load(name: str, st: LocalStack, web: str | None = None) -> dict:
+    """A sample event for this stack's registry and webhook token; ``web``: the digest to put in
+    place of the sample's demo/web digest (a real cluster has nodes, so the consumer reads the
+    image's platforms from the registry: the digest must be there)."""
     text = (EVENTS / name).read_text()
     text = text.replace("127.0.0.1:5000", st.registry.host).replace(
         "local-dev-webhook-token", st.webhook_token
     )
-    return json.loads(text)
+    return json.loads(text.replace(SAMPLE_WEB, web) if web else text)
 
 
 def test_consumer_sample_on_fresh_state(stack):
     """First, while the state is empty; the sample's 2025 observation is then the newest known."""
-    event = load("consumer-sqs.json", stack)
+    event = load("consumer-sqs.json", stack, push_image(stack.registry.url, "demo/web", "stable"))
     response = stack.functions["consumer"].invoke(event)
     assert response == {"batchItemFailures": []}
     image = stack.kube.get("Deployment", "default", "web")["spec"]["template"]["spec"]["containers"][0][

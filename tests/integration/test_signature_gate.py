@@ -20,7 +20,7 @@ import pytest
 from tagpin.ports.state import TargetStatus
 from tagpin_cli import commands
 from tagpin_local.cosign import Signer, attach_bundle, fetch_manifest, key_bundle, sign_image
-from tagpin_local.kubesim import deployment
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 

@@ -5,8 +5,9 @@ Once per secret store (``SecretStore``: ``ssm``, SecureString parameters ``/tagp
 default; ``secretsmanager``, secrets ``tagpin/...``): a moto server with a customer KMS key (the
 configuration is a SecureString and every secret is encrypted with it: ``KmsKeyArn`` set), two EKS
 clusters in moto (one of this account, one of another account reached through a cluster role:
-``ClusterRoleArns`` set) whose endpoints are Kubernetes simulators, two kubeconfig clusters (a
-secret each), and three registries: one with credentials in a secret, one of kind ECR (a token from
+``ClusterRoleArns`` set) whose endpoints are real API servers that take EKS tokens (their access
+entries map the callers to docs/rbac.yaml's groups), two kubeconfig clusters (a secret each), and
+three registries: one with credentials in a secret, one of kind ECR (a token from
 moto's ECR), one of kind ECR through a registry role of another account (``RegistryRoleArns``
 set). Rollouts go through two waves with notifications to SNS and to a webhook (secret). One image
 has a signature gate: a key in the secret store and a KMS key (``SigningKmsKeyArns`` set).
@@ -26,7 +27,8 @@ import httpx
 import yaml
 from tagpin import wiring
 from tagpin_local.cosign import Signer
-from tagpin_local.kubesim import KubeSim, deployment
+from tagpin_local.kube.local import LocalCluster
+from tagpin_local.kube.manifests import deployment
 from tagpin_local.lambda_runtime import LocalFunction
 from tagpin_local.registry_server import RegistryServer
 from tagpin_local.stack import CONFIG_PARAMETER, WEBHOOK_SECRET, LocalStack, StackOptions, cluster_secret
@@ -50,7 +52,7 @@ class World:
     key: str  # the customer KMS key's ARN
     signing_key: str  # a KMS signing key's ARN (a signature gate's key: kms:GetPublicKey)
     signer: Signer  # the key in the secret store (the same gate's other key)
-    kubes: dict[str, KubeSim]  # every cluster by its configuration name
+    kubes: dict[str, LocalCluster]  # every cluster by its configuration name
     hosts: dict[str, str]  # "secret", "ecr", "ecr-cross": registry hosts
     registries: dict[str, RegistryServer]
     images: dict[str, str]  # host kind -> followed image
@@ -67,8 +69,10 @@ class World:
         }
 
 
-def _eks_cluster(st: LocalStack, kube: KubeSim, name: str, role_arn: str | None) -> None:
-    """An EKS cluster in moto (in the role's account when given) whose endpoint is ``kube``."""
+def _eks_cluster(st: LocalStack, kube: LocalCluster, name: str, role_arn: str | None) -> None:
+    """An EKS cluster in moto (in the role's account when given) whose endpoint is ``kube``: its API
+    server takes EKS tokens (tagpin_local.kube.eks), and its access entry maps the identity tagpin
+    calls with (this account's, or the role's) to the groups docs/rbac.yaml binds."""
     from moto.eks.models import eks_backends
 
     client = st.client("eks")
@@ -86,8 +90,10 @@ def _eks_cluster(st: LocalStack, kube: KubeSim, name: str, role_arn: str | None)
     )
     cluster = eks_backends[account]["us-east-1"].clusters[name]
     cluster.endpoint = kube.url
-    assert kube.ca_pem is not None
     cluster.certificate_authority = {"data": base64.b64encode(kube.ca_pem).decode()}
+    # the functions' own identity locally is moto's default user; across accounts, the role
+    principal = role_arn or f"arn:aws:iam::{account}:user/moto"
+    kube.as_eks(name, st.aws_endpoint, {principal: ("tagpin-consumer", "tagpin-reconciler")})
 
 
 @contextlib.contextmanager
@@ -98,11 +104,10 @@ def build_world(secret_store: str) -> Iterator[World]:
         notifications=False,
         poll_interval=None,
         consume=False,
-        clusters=["stage"],
+        clusters=["stage", "eks", "cross"],
         rollout_delay=ROLLOUT_S,
         secret_store=secret_store,
     )
-    extra = {name: KubeSim(tls=True, rollout_delay=ROLLOUT_S) for name in ("eks", "cross")}
     registries = {"ecr": RegistryServer(), "ecr-cross": RegistryServer()}
     with LocalStack(options) as st:
         # Lambda's Invoke answered without running anything (moto's Lambda without Docker): the
@@ -111,24 +116,20 @@ def build_world(secret_store: str) -> Iterator[World]:
             f"{st.aws_endpoint}/moto-api/config", json={"lambda": {"use_docker": False}}
         ).raise_for_status()
         try:
-            for kube in extra.values():
-                kube.start()
             for registry in registries.values():
                 registry.start()
-            yield _build(st, extra, registries)
+            yield _build(st, registries)
         finally:
             httpx.post(f"{st.aws_endpoint}/moto-api/config", json={"lambda": {"use_docker": True}})
-            for kube in extra.values():
-                kube.stop()
             for registry in registries.values():
                 registry.stop()
 
 
-def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, RegistryServer]) -> World:
+def _build(st: LocalStack, registries: dict[str, RegistryServer]) -> World:
     assert st.registry is not None
     key = st.client("kms").create_key(Description="tagpin")["KeyMetadata"]["Arn"]
-    _eks_cluster(st, extra["eks"], "tagpin-eks", None)
-    _eks_cluster(st, extra["cross"], "tagpin-cross", CLUSTER_ROLE)
+    _eks_cluster(st, st.kubes["eks"], "tagpin-eks", None)
+    _eks_cluster(st, st.kubes["cross"], "tagpin-cross", CLUSTER_ROLE)
     # every secret in the stack's store, encrypted with the customer key
     for name in (cluster_secret("local"), cluster_secret("stage")):
         st.put_secret(name, st.secret_value(name), key=key)
@@ -164,7 +165,7 @@ def _build(st: LocalStack, extra: dict[str, KubeSim], registries: dict[str, Regi
     st.kubes["stage"].create(deployment("slow", "default", "placeholder", container="app"))
     # Followed only in the cluster that refuses connections.
     lost = f"{hosts['secret']}/demo/lost:stable"
-    kubes = {**st.kubes, **extra}
+    kubes = st.kubes
     target = {"namespace": "default", "kind": "Deployment", "container": "app"}
     for kind in images:
         for cluster in ("local", "eks", "cross"):

@@ -1,4 +1,5 @@
-"""Argo Rollouts as a workload kind: the JSON patch the adapter sends for tagpin's change (pure),
+"""Argo Rollouts as a workload kind: the JSON patch the adapter sends for tagpin's change (pure; the
+API server applies it in tests/integration/test_kube_adapter.py),
 the health of each phase (pure), who rolls back (``Workload.manages_own_rollback``), and the
 verifier with a fake cluster and the state table on moto: a paused canary waits, a degraded one
 fails and marks the digest bad, and is not patched back."""
@@ -18,8 +19,7 @@ from tagpin.usecases.health import Progress, evaluate
 from tagpin.usecases.patch import image_patch, restore
 from tagpin.usecases.promote import Promoter
 from tagpin.usecases.verify import Verifier
-from tagpin_local.kubesim import json_patch as apply_json_patch
-from tagpin_local.kubesim import rollout, strategic_merge
+from tagpin_local.kube.manifests import rollout
 
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters
@@ -53,11 +53,12 @@ def manifest(**template_metadata: Any) -> dict[str, Any]:
     ],
 )
 @pytest.mark.parametrize("container", ["app", "migrate"])
-def test_the_json_patch_does_what_the_strategic_merge_patch_does(template_metadata, container):
+def test_the_json_patch_addresses_the_container_by_index_guarded_by_its_name(template_metadata, container):
+    """What the API server then does with it, beside a strategic merge patch of a Deployment:
+    tests/integration/test_kube_adapter.py."""
     current = manifest(**template_metadata)
     body = image_patch(Kind.ROLLOUT, "41", container, container == "migrate", f"nginx:1.27@{D1}", NOTES)
     ops = json_patch(body, current)
-    assert apply_json_patch(current, ops) == strategic_merge(current, body)
     assert ops[-1] == {
         "op": "replace",
         "path": "/metadata/resourceVersion",

@@ -47,10 +47,30 @@ def deployment_status(**status: Any) -> dict[str, Any]:
             ),
             Progress.FAILED,
         ),
+        (  # paused by a person (kubectl rollout pause): the controller says so, and rolls nothing out
+            deployment_status(
+                updatedReplicas=0,
+                conditions=[{"type": "Progressing", "status": "Unknown", "reason": "DeploymentPaused"}],
+            ),
+            Progress.PAUSED,
+        ),
+        (  # paused after its rollout ended: complete
+            deployment_status(
+                conditions=[{"type": "Progressing", "status": "Unknown", "reason": "DeploymentPaused"}]
+            ),
+            Progress.COMPLETE,
+        ),
     ],
 )
 def test_deployment_rollout(status: dict[str, Any], progress: Progress) -> None:
     assert evaluate(Kind.DEPLOYMENT, 2, {"replicas": 3}, status).progress is progress
+
+
+def test_a_paused_deployment_is_paused_before_its_controller_says_so() -> None:
+    status = deployment_status(updatedReplicas=0)
+    health = evaluate(Kind.DEPLOYMENT, 2, {"replicas": 3, "paused": True}, status)
+    assert health.progress is Progress.PAUSED and health.reason.startswith("Paused: DeploymentPaused")
+    assert evaluate(Kind.DEPLOYMENT, 2, {"replicas": 3}, status).progress is Progress.PROGRESSING
 
 
 def test_statefulset_and_daemonset_and_cronjob() -> None:

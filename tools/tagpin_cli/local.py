@@ -47,15 +47,16 @@ def run(args: argparse.Namespace, _stack: Stack | None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with LocalStack(options(args)) as stack:
         if not args.empty:
-            from tagpin_local.kubesim import deployment
+            from tagpin_local.kube.manifests import deployment
 
             assert stack.registry is not None
             stack.kube.create(
                 deployment("web", "default", f"{stack.registry.host}/demo/web:stable", container="web")
             )
-        endpoints = LocalEndpoints.model_validate(
-            stack.endpoints() | {"kubeconfig": json.dumps(stack.kube.kubeconfig("local"))}
-        )
+        # a person's kubeconfig: the cluster's admin, straight to the API server (tagpin's own, bound
+        # to docs/rbac.yaml and through the front, is in the cluster secret)
+        admin = stack.kube.kubeconfig("local", identity=stack.kube.admin)
+        endpoints = LocalEndpoints.model_validate(stack.endpoints() | {"kubeconfig": json.dumps(admin)})
         environment.write_local(endpoints, path)
         print(json.dumps(endpoints.public()), flush=True)
         print(

@@ -8,7 +8,6 @@ from typing import Any
 
 from tagpin import wiring
 from tagpin.domain.config import FollowedImage
-from tagpin.domain.gitops.owners import Owner
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import TagState
 
@@ -33,11 +32,6 @@ def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
 
 
 def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]:
-    from tagpin.domain.channels import pinned_source
-    from tagpin.ports.workloads import WorkloadError
-    from tagpin.usecases.guards import live_owner
-    from tagpin.usecases.patch import pinned_image
-
     base: dict[str, Any] = {"image": followed.image}
     stored = wiring.state().tags.get(followed.image)
     tag: str | None = None
@@ -66,50 +60,57 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
         ]
     held = stored is not None and stored.bad_digest == digest
     people = wiring.state().targets.get_many([t.id for t in followed.targets])
+    now = int(time.time() * 1000)
     rows = []
     for target in followed.targets:
         row: dict[str, Any] = base | {"target": target.id, "digest": digest}
-        if (hold := people.get(target.id)) is not None and hold.holds(digest, int(time.time() * 1000)):
+        if (hold := people.get(target.id)) is not None and hold.holds(digest, now):
             rows.append(row | {"action": "none", "detail": f"held: {hold.detail}"})
-            continue
-        blocked = wiring.trust_gates().check(followed, digest, target)
-        if blocked is not None and blocked.enforced:
-            rows.append(row | {"action": "none", "detail": f"blocked: {blocked.gate}: {blocked.reason}"})
-            continue
-        if blocked is not None:
-            row["detail"] = f"warn: {blocked.gate}: {blocked.reason}"
-        try:
-            workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
-            current = workload.containers.get(target.container) or workload.init_containers.get(
-                target.container
-            )
-            if current is None:
-                row |= {"action": "error", "detail": f"no container {target.container!r}"}
-            else:
-                desired = pinned_image(current, pinned_source(followed.image, tag), digest)
-                row |= _against(
-                    current, desired, held, stored, live_owner(wiring.config().gitops, workload, target.id)
-                )
-        except WorkloadError as exc:
-            row |= {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
-        rows.append(row)
+        else:
+            bad = (stored.bad_reason or "marked bad") if held and stored is not None else None
+            rows.append(_plan_target(followed, target, row, tag, bad, connector))
     return rows
 
 
-def _against(
-    current: str, desired: str, held: bool, stored: TagState | None, owner: Owner | None
+def _plan_target(
+    followed: FollowedImage,
+    target: Any,
+    row: dict[str, Any],
+    tag: str | None,
+    bad: str | None,
+    connector: Any,
 ) -> dict[str, Any]:
-    """What would be done to a container running ``current``: rolled to ``desired``, or not and why
-    (its digest was rolled back; Argo CD or Flux owns the workload)."""
-    from tagpin.usecases.guards import not_live
+    """One target's row: what it runs, and whether the digest would roll there. ``bad``: why the
+    digest was rolled back (it is held), None when it was not."""
+    from tagpin.domain.channels import pinned_source
+    from tagpin.ports.workloads import WorkloadError
+    from tagpin.usecases.guards import live_owner, not_live
+    from tagpin.usecases.patch import pinned_image
 
-    action = "none" if current == desired or held or owner else "roll"
-    row: dict[str, Any] = {"current": current, "action": action, "to": desired}
-    if held and current != desired and stored is not None:
-        row["detail"] = f"held: its rollout failed and was rolled back ({stored.bad_reason})"
-    elif owner is not None and current != desired:
-        row["detail"] = not_live(owner)
-    return row
+    digest = row["digest"]
+    try:
+        workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
+    except WorkloadError as exc:
+        return row | {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
+    current = workload.containers.get(target.container) or workload.init_containers.get(target.container)
+    if current is None:
+        return row | {"action": "error", "detail": f"no container {target.container!r}"}
+    desired = pinned_image(current, pinned_source(followed.image, tag), digest)
+    row = row | {"current": current, "to": desired}
+    if current == desired:  # nothing to roll, so no gate to pass (the image may be gone by now)
+        return row | {"action": "none"}
+    if bad is not None:
+        return row | {"action": "none", "detail": f"held: its rollout failed and was rolled back ({bad})"}
+    owner = live_owner(wiring.config().gitops, workload, target.id)
+    if owner is not None:  # Argo CD or Flux owns it: moved through Git, never patched live
+        return row | {"action": "none", "detail": not_live(owner)}
+    # The trust gates decide a roll only: a target already current is not checked against them.
+    blocked = wiring.trust_gates().check(followed, digest, target)
+    if blocked is not None and blocked.enforced:
+        return row | {"action": "none", "detail": f"blocked: {blocked.gate}: {blocked.reason}"}
+    if blocked is not None:
+        row["detail"] = _and(row.get("detail"), f"warn: {blocked.gate}: {blocked.reason}")
+    return row | {"action": "roll"}
 
 
 def _and(first: str | None, then: str) -> str:

@@ -2,7 +2,10 @@
 
 - Deployment: the controller observed the new generation; ``Progressing`` is not
   ``ProgressDeadlineExceeded`` (that is a failure, at once); every replica is updated, no old
-  replica is left and every updated replica is available.
+  replica is left and every updated replica is available. A Deployment a person paused
+  (``kubectl rollout pause``: ``spec.paused``, ``Progressing`` ``DeploymentPaused``) rolls nothing
+  out until it is resumed: ``PAUSED``, as an Argo Rollout at a pause step, never a failure of
+  the image.
 - StatefulSet (RollingUpdate): observed; every replica ready; the updated replicas cover the
   ones above the partition; with no partition, ``currentRevision`` caught up with ``updateRevision``.
   ``OnDelete`` rollouts happen when someone deletes pods: nothing to follow.
@@ -18,9 +21,9 @@ StatefulSets and DaemonSets have no progress deadline: a rollout that does not f
 ``rollout.verify_timeout_seconds`` fails (the caller's clock).
 
 ``PAUSED`` is neither progress nor failure: the rollout waits for a step's duration or for a person
-to promote it, which may take hours. The verifier waits up to ``rollout.max_pause_seconds`` (then the
-target is ``stalled``), and counts the timeout again from the end of the pause, as Argo Rollouts
-counts its own progress deadline (``tagpin.usecases.verify``).
+to promote (or resume) it, which may take hours. The verifier waits up to ``rollout.max_pause_seconds``
+(then the target is ``stalled``), and counts the timeout again from the end of the pause, as Argo
+Rollouts counts its own progress deadline (``tagpin.usecases.verify``).
 """
 
 from __future__ import annotations
@@ -69,7 +72,8 @@ def evaluate(kind: Kind, generation: int, spec: dict[str, Any], status: dict[str
 
 
 def _deployment(spec: dict[str, Any], status: dict[str, Any]) -> Health:
-    for condition in status.get("conditions") or []:
+    conditions = status.get("conditions") or []
+    for condition in conditions:
         if condition.get("type") == "Progressing" and condition.get("reason") == "ProgressDeadlineExceeded":
             return Health(
                 Progress.FAILED, f"ProgressDeadlineExceeded: {condition.get('message', '')}".strip()
@@ -79,12 +83,21 @@ def _deployment(spec: dict[str, Any], status: dict[str, Any]) -> Health:
     total = _int(status.get("replicas"))
     available = _int(status.get("availableReplicas"))
     if updated < want:
-        return Health(Progress.PROGRESSING, f"{updated} of {want} replicas updated")
-    if total > updated:
-        return Health(Progress.PROGRESSING, f"{total - updated} old replicas pending termination")
-    if available < updated:
-        return Health(Progress.PROGRESSING, f"{available} of {updated} updated replicas available")
-    return Health(Progress.COMPLETE, f"{updated} of {want} replicas updated and available")
+        health = Health(Progress.PROGRESSING, f"{updated} of {want} replicas updated")
+    elif total > updated:
+        health = Health(Progress.PROGRESSING, f"{total - updated} old replicas pending termination")
+    elif available < updated:
+        health = Health(Progress.PROGRESSING, f"{available} of {updated} updated replicas available")
+    else:
+        return Health(Progress.COMPLETE, f"{updated} of {want} replicas updated and available")
+    # A person paused it (`kubectl rollout pause`): the controller rolls nothing out until it is
+    # resumed, and says so; not the new image's failure.
+    paused = spec.get("paused") is True or any(
+        c.get("type") == "Progressing" and c.get("reason") == "DeploymentPaused" for c in conditions
+    )
+    if paused:
+        return Health(Progress.PAUSED, f"Paused: DeploymentPaused, rolls out once resumed ({health.reason})")
+    return health
 
 
 def _statefulset(spec: dict[str, Any], status: dict[str, Any]) -> Health:

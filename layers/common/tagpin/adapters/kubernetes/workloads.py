@@ -71,7 +71,7 @@ def workload_from(kind: Kind, data: dict[str, Any]) -> Workload:
         annotations=dict(meta.get("annotations") or {}),
         selector=None if kind is Kind.CRONJOB else spec.get("selector"),
         generation=int(meta.get("generation") or 0),
-        spec={k: v for k, v in spec.items() if k in ("replicas", "updateStrategy", "strategy")},
+        spec={k: v for k, v in spec.items() if k in ("replicas", "updateStrategy", "strategy", "paused")},
         status=dict(data.get("status") or {}),
     )
 

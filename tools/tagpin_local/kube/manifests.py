@@ -1,12 +1,19 @@
-"""Minimal manifests for tests and the local stack: Deployment, StatefulSet, DaemonSet, CronJob, Argo
-Rollout, Namespace."""
+"""Minimal manifests for tests, the local stack and the demo: Deployment, StatefulSet, DaemonSet,
+CronJob, Argo Rollout and Namespace, as a person would write them (the API server fills the rest).
+
+``progress_deadline`` (Deployment, Rollout) is ``spec.progressDeadlineSeconds``: the real
+deployment controller (and Argo's) reports a rollout whose pods never become available only after
+it, 600 s when unset. Tests of a broken image give a few seconds.
+"""
 
 from __future__ import annotations
 
-from .resources import Obj
+from typing import Any
+
+type Obj = dict[str, Any]
 
 
-def _pod_template(name: str, image: str, container: str, labels: dict[str, str]) -> Obj:
+def _pod_template(image: str, container: str, labels: dict[str, str]) -> Obj:
     return {
         "metadata": {"labels": dict(labels)},
         "spec": {"containers": [{"name": container, "image": image}]},
@@ -20,18 +27,22 @@ def deployment(
     container: str = "app",
     replicas: int = 2,
     labels: dict[str, str] | None = None,
+    progress_deadline: int | None = None,
 ) -> Obj:
-    """A minimal apps/v1 Deployment manifest (selector ``app=<name>``); ``labels`` go on the object."""
-    sel = {"app": name}
+    """An apps/v1 Deployment (selector ``app=<name>``); ``labels`` go on the object."""
+    selector = {"app": name}
+    spec: Obj = {
+        "replicas": replicas,
+        "selector": {"matchLabels": selector},
+        "template": _pod_template(image, container, selector),
+    }
+    if progress_deadline is not None:
+        spec["progressDeadlineSeconds"] = progress_deadline
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": sel},
-            "template": _pod_template(name, image, container, sel),
-        },
+        "spec": spec,
     }
 
 
@@ -43,7 +54,7 @@ def statefulset(
     replicas: int = 1,
     labels: dict[str, str] | None = None,
 ) -> Obj:
-    """A minimal apps/v1 StatefulSet manifest."""
+    """An apps/v1 StatefulSet."""
     obj = deployment(name, namespace, image, container, replicas, labels)
     obj["kind"] = "StatefulSet"
     obj["spec"]["serviceName"] = name
@@ -53,7 +64,7 @@ def statefulset(
 def daemonset(
     name: str, namespace: str, image: str, container: str = "app", labels: dict[str, str] | None = None
 ) -> Obj:
-    """A minimal apps/v1 DaemonSet manifest (one Pod per simulated node)."""
+    """An apps/v1 DaemonSet (one pod per node)."""
     obj = deployment(name, namespace, image, container, 1, labels)
     obj["kind"] = "DaemonSet"
     del obj["spec"]["replicas"]
@@ -68,14 +79,14 @@ def cronjob(
     schedule: str = "*/5 * * * *",
     labels: dict[str, str] | None = None,
 ) -> Obj:
-    """A minimal batch/v1 CronJob manifest."""
-    tmpl = _pod_template(name, image, container, {"app": name})
-    tmpl["spec"]["restartPolicy"] = "OnFailure"
+    """A batch/v1 CronJob (no job controller runs: it never starts a Job)."""
+    template = _pod_template(image, container, {"app": name})
+    template["spec"]["restartPolicy"] = "OnFailure"
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-        "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": tmpl}}},
+        "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": template}}},
     }
 
 
@@ -87,26 +98,15 @@ def rollout(
     replicas: int = 2,
     labels: dict[str, str] | None = None,
     steps: list[Obj] | None = None,
+    progress_deadline: int | None = None,
 ) -> Obj:
-    """A minimal argoproj.io/v1alpha1 Rollout with a canary strategy: ``steps`` (default one
-    ``setWeight`` step; ``{"pause": {}}`` holds it until promoted)."""
-    obj = deployment(name, namespace, image, container, replicas, labels)
+    """An argoproj.io/v1alpha1 Rollout with a canary strategy: ``steps`` (default one ``setWeight``
+    step; ``{"pause": {}}`` holds it until promoted)."""
+    obj = deployment(name, namespace, image, container, replicas, labels, progress_deadline)
     obj["apiVersion"], obj["kind"] = "argoproj.io/v1alpha1", "Rollout"
-    canary_steps = [{"setWeight": 50}] if steps is None else steps
-    obj["spec"]["strategy"] = {"canary": {"steps": canary_steps}}
+    obj["spec"]["strategy"] = {"canary": {"steps": [{"setWeight": 50}] if steps is None else steps}}
     return obj
 
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> Obj:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
-
-
-def node(name: str, platform: str = "linux/amd64") -> Obj:
-    """A Node whose ``status.nodeInfo`` reports ``platform`` (``os/architecture``), as the kubelet does."""
-    os_, architecture = platform.split("/")[:2]
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/arch": architecture, "kubernetes.io/os": os_}},
-        "status": {"nodeInfo": {"architecture": architecture, "operatingSystem": os_}},
-    }

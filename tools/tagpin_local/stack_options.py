@@ -1,0 +1,45 @@
+"""What a local stack is started with (:class:`StackOptions`; :mod:`tagpin_local.stack`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tagpin.domain.redelivery import RECEIVES
+
+from tagpin_local.kube.pool import ClusterSource
+from tagpin_local.recursion import RecursiveLoop
+
+
+@dataclass
+class StackOptions:
+    notifications: bool = True
+    poll_interval: float | None = None  # seconds between scheduled poller runs; None = off
+    images: list[dict[str, Any]] = field(default_factory=list)  # extra followed images (config form)
+    visibility_timeout: int = 5  # local only: AWS uses >= 6x the consumer timeout
+    # As on AWS (template.yaml): the handlers' redelivery schedule brings failed records back.
+    max_receive_count: int = RECEIVES
+    consume: bool = True  # run the SQS loop; tests that drive the consumer themselves turn it off
+    clusters: list[str] = field(default_factory=list)  # more clusters besides "local"
+    reconcile_interval: float | None = None  # seconds between scheduled reconciler runs; None = off
+    rollout: dict[str, Any] | None = None  # the configuration's ``rollout`` section
+    rollout_delay: float = 0.0  # seconds a pod takes to become Ready (LocalCluster.rollout_delay)
+    # Where the clusters come from: None starts them for the stack (or takes them from the pool
+    # of the test session: tagpin_local.kube.pool.use).
+    kube_source: ClusterSource | None = None
+    log_level: str = "WARNING"
+    secret_store: str = "ssm"  # noqa: S105 (where secrets live: tagpin.settings.SecretStore)
+    # Containers per function, as Lambda scales out (a cold start each): the webhook and the consumer
+    # run up to this many invocations side by side, and the SQS loop receives with as many pollers,
+    # so that tests see concurrent invocations (and their races) as they happen on AWS.
+    # 1 serialises every invocation of a function.
+    containers: int = 3
+    # The console's sign-in: "token" (a token exchanged for a session cookie, as `tagpin local`
+    # prints it) or "jwt" (as on AWS: every console request needs a bearer token ``jwt_claims``
+    # accepts, the JWT authorizer's stand-in, which gives its claims).
+    console_auth: str = "token"
+    jwt_claims: Callable[[str], dict[str, Any] | None] | None = None
+    # Lambda's recursive loop detection (tagpin_local.recursion): each function's RecursiveLoop, as
+    # template.yaml sets it (None), or as given here ({"consumer": RecursiveLoop.TERMINATE}: the guard on).
+    recursive_loop: dict[str, RecursiveLoop] | None = None
