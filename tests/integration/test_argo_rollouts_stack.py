@@ -25,6 +25,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.constants import FOLLOW
+from tests.support.stack import recorded_status as recorded
 from tests.support.stack import state_of, wait_for
 from tests.support.stack import target_status as status
 
@@ -106,7 +107,7 @@ def test_a_configured_and_a_labelled_rollout_are_pinned_and_verified_healthy(st,
     report = st.run_reconciler()
     assert report["added"] >= 1 and report["clusters_skipped"] == 0, report
     for target in (configured, discovered):
-        wait_for(f"{target} verified", lambda t=target: status(st, t, digest) is TargetStatus.VERIFIED)
+        wait_for(f"{target} verified", lambda t=target: recorded(st, t, digest) is TargetStatus.VERIFIED)
         # (the reconcile's heal and its level check may both reach the consumer: "already-current",
         # which claims the target again and may be applied and verified after the wait above)
         entries = [h for h in reversed(state_of(st).history.of_target(target)) if h.digest == digest]

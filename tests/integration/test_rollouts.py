@@ -21,6 +21,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
+from tests.support.stack import recorded_status as recorded
 from tests.support.stack import state_of, wait_for
 from tests.support.stack import target_status as status
 
@@ -252,7 +253,7 @@ def test_a_maintenance_window_defers_the_rollout_then_applies_it(st: LocalStack)
     wait_for("deferred", lambda: status(st, target, digest) is TargetStatus.PENDING)
     assert not running(st, target).endswith("@" + digest)
     assert "maintenance window" in (state_of(st).targets.get(target).detail or "")  # type: ignore[union-attr]
-    wait_for("verified once the window opened", lambda: status(st, target, digest) is TargetStatus.VERIFIED)
+    wait_for("verified once the window opened", lambda: recorded(st, target, digest) is TargetStatus.VERIFIED)
     applied = next(h.at for h in patches_of(st, target, digest) if h.status == "applied")
     assert applied >= opens.timestamp() * 1000
     assert [h.status for h in patches_of(st, target, digest)] == ["deferred", "applied", "verified"]
@@ -303,5 +304,5 @@ def test_a_paused_deployment_waits_for_its_resume_and_is_then_verified(st: Local
     assert status(st, target, digest) is TargetStatus.APPLIED  # waiting, not failed
     assert not state_of(st).tags.get(image).blocked  # type: ignore[union-attr]
     kubectl("rollout", "resume", "deployment/paused", "-n", "paused")
-    wait_for("verified once resumed", lambda: status(st, target, digest) is TargetStatus.VERIFIED)
+    wait_for("verified once resumed", lambda: recorded(st, target, digest) is TargetStatus.VERIFIED)
     assert [h.status for h in patches_of(st, target, digest)] == ["applied", "verified"]

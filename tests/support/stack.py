@@ -86,3 +86,14 @@ def target_status(st: LocalStack, target_id: str, digest: str) -> TargetStatus |
     """The target's status if it is at ``digest``, else None."""
     target = state_of(st).targets.get(target_id)
     return target.status if target is not None and target.digest == digest else None
+
+
+def recorded_status(st: LocalStack, target_id: str, digest: str) -> TargetStatus | None:
+    """The target's status at ``digest`` once its history entry is written too, else None: the state
+    writes the status first and the history entry just after (``targets.finish``), so a test that
+    reads the history after waiting on the status alone can look between the two writes."""
+    status = target_status(st, target_id, digest)
+    if status is None:
+        return None
+    recorded = {h.status for h in state_of(st).history.of_target(target_id) if h.digest == digest}
+    return status if status.value in recorded else None
