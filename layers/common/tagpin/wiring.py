@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
     from tagpin.console.app import ConsoleApp
     from tagpin.ports.signatures import SignatureChecker, TrustMaterial
+    from tagpin.usecases.admission import Admission
     from tagpin.usecases.apply import Applier, Guard
     from tagpin.usecases.approvals import Approvals
     from tagpin.usecases.channels import Channels, Downgrades
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.promote import Promoter
     from tagpin.usecases.reconcile import Reconciler
-    from tagpin.usecases.trust import TrustGates
     from tagpin.usecases.verify import Verifier
     from tagpin.usecases.webhook import WebhookService
 
@@ -242,6 +242,7 @@ def console_app() -> ConsoleApp:
         holds=holds,
         dead_letters=dead_letters,
         approvals=approvals,
+        admission=console_admission,
     )
     return ConsoleApp(console, auth, Renderer(), slack_secret=slack_signing_secret, slack_reply=slack_reply)
 
@@ -416,9 +417,8 @@ def applier() -> Applier:
         verifications=verification_queue(),
         promoter=promoter(),
         notifier=notifier(),
-        trust=trust_gates(),
         approvals=approvals(),
-        gitops=lambda: config().gitops,
+        admission=admission(),
     )
 
 
@@ -439,15 +439,35 @@ def approvals() -> Approvals:
 
 
 @cache
-def trust_gates() -> TrustGates:
-    """The gates a digest passes before a patch (docs/trust.md): the platforms its clusters run,
-    the signatures its image or wave requires."""
-    from tagpin.usecases.trust import PlatformGate, SignatureGate, TrustGates
+def admission() -> Admission:
+    """The gates a move passes before it starts on a target (``tagpin.usecases.admission``): the
+    consumer's, and ``tagpin plan``'s (the same answer)."""
+    from tagpin.usecases.admission import standard
+    from tagpin.usecases.admission.platform import PlatformGate
+    from tagpin.usecases.admission.signature import SignatureGate
 
-    return TrustGates(
+    return standard(
+        state=state(),
+        settings=rollout_settings,
+        gitops=lambda: config().gitops,
         platforms=PlatformGate(registry_client(), cluster_connector(), lambda: config().clusters, now_ms),
-        signatures=SignatureGate(signature_checker, trust_material),
-        settings=lambda: config().rollout,
+        signatures=SignatureGate(signature_checker, trust_material, rollout_settings),
+    )
+
+
+@cache
+def console_admission() -> Admission:
+    """The same gates for the console, which reads no registry and no cluster: those gates
+    answer ``unknown`` there (``tagpin plan`` asks them)."""
+    from tagpin.usecases.admission import GateName, Stage, Unavailable, standard
+
+    why = "the console reads no registry (tagpin plan asks it)"
+    return standard(
+        state=state(),
+        settings=rollout_settings,
+        gitops=lambda: config().gitops,
+        platforms=Unavailable(GateName.PLATFORM, Stage.TARGET, why),
+        signatures=Unavailable(GateName.SIGNATURE, Stage.TARGET, why),
     )
 
 
@@ -527,7 +547,8 @@ def reset() -> None:
         verification_queue,
         notifier,
         promoter,
-        trust_gates,
+        admission,
+        console_admission,
         approvals,
         applier,
         verifier,
