@@ -116,7 +116,7 @@ class Decision:
         if self.verdict is Verdict.UNKNOWN:
             return f"{self.gate}: not known here: {self.reason}"
         label = _LABELS[self.gate]
-        return f"{label}: {self.reason}" if label else self.reason
+        return ": ".join(part for part in (label, self.reason) if part)
 
 
 @dataclass(frozen=True)
