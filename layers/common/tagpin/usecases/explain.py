@@ -27,6 +27,11 @@ class TargetPlan:
     error: str | None = None  # the workload could not be read, or has no such container
 
     @property
+    def current_already(self) -> bool:
+        """It runs the digest already: nothing to roll, no gate asked."""
+        return self.current is not None and self.current == self.desired
+
+    @property
     def rolls(self) -> bool:
         """Every gate lets it go and the container runs something else: it would be patched."""
         return self.decision.goes and self.error is None and self.current != self.desired
@@ -48,9 +53,13 @@ def explain_target(
     known: Known,
     now: int,
     workloads: Callable[[str], Workloads] | None,
+    *,
+    every: bool = False,
 ) -> TargetPlan:
     """Read the target's workload (with ``workloads``; without, its gates answer unknown) and ask
-    admission to explain. Reads only: no slot is taken, no request sent, nothing recorded."""
+    admission to explain: up to the first stop, or ``every`` gate. A target that runs the digest
+    already has nothing to roll: no gate is asked (its image may be gone from the registry by
+    now). Reads only: no slot is taken, no request sent, nothing recorded."""
     workload = None
     error: str | None = None
     if workloads is not None:
@@ -58,7 +67,6 @@ def explain_target(
             workload = workloads(target.cluster).get(target.namespace, target.kind, target.name)
         except WorkloadError as exc:
             error = f"{type(exc).__name__}: {exc}"
-    decisions = tuple(admission.explain(move, target, replace(known, workload=workload), now))
     current = desired = None
     if workload is not None:
         current = workload.image_of(target.container)
@@ -66,4 +74,8 @@ def explain_target(
             error = f"no container {target.container!r}"
         else:
             desired = pinned_image(current, move.source, move.digest)
+            if current == desired:
+                return TargetPlan(target, (), Decision.go(), current, desired)
+    known = replace(known, workload=workload)
+    decisions = tuple(admission.explain(move, target, known, now, until_stop=not every))
     return TargetPlan(target, decisions, first_stop(decisions), current, desired, error)

@@ -3,6 +3,7 @@ by every "would this roll?" (``explain``: the dry run, ``tagpin plan``, the cons
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -67,12 +68,23 @@ class Admission:
         live = replace(known, live=True)
         return first_stop(g.decide(move, target, live, now) for g in self.gates if g.stage is stage)
 
-    def explain(self, move: Move, target: Target, known: Known, now: int) -> list[Decision]:
-        """Every gate's decision, in order, changing nothing (no slot taken, no request sent)."""
+    def explain(
+        self, move: Move, target: Target, known: Known, now: int, *, until_stop: bool = False
+    ) -> list[Decision]:
+        """Every gate's decision, in order, changing nothing (no slot taken, no request sent);
+        ``until_stop``: up to the first that does not let the move go (no registry is asked for a
+        held target), as the live path asks them."""
         looking = replace(known, live=False)
-        return [g.decide(move, looking, now) for g in self.move_gates] + [
-            g.decide(move, target, looking, now) for g in self.gates
-        ]
+        asked = itertools.chain(
+            (g.decide(move, looking, now) for g in self.move_gates),
+            (g.decide(move, target, looking, now) for g in self.gates),
+        )
+        decisions = []
+        for decision in asked:
+            decisions.append(decision)
+            if until_stop and not decision.goes:
+                break
+        return decisions
 
 
 def standard(
