@@ -74,13 +74,14 @@ def _plan_targets(
     consumer would decide now, on the workload as read."""
     from tagpin.domain.messages import Trigger
     from tagpin.domain.moves import Move
+    from tagpin.domain.refs import Digest
     from tagpin.usecases.admission import Known
     from tagpin.usecases.explain import explain_target
     from tagpin.usecases.waves import plan as plan_waves
 
     state = wiring.state()
     now = int(time.time() * 1000)
-    move = Move(followed.image, digest, now, Trigger.MANUAL, tag=tag)
+    move = Move(followed.image, Digest(digest), now, Trigger.MANUAL, tag=tag)
     states = state.targets.get_many([t.id for t in followed.targets])
     promotion = state.promotions.get(followed.image)
     wave_of = {

@@ -11,17 +11,21 @@ from dataclasses import dataclass
 
 from tagpin.domain.channels import pinned_source
 from tagpin.domain.messages import Change, TargetChange, Trigger
+from tagpin.domain.refs import Digest
 
 
 @dataclass(frozen=True)
 class Move:
     image: str  # the followed tag (``registry/repository:tag``), or a version channel's key
-    digest: str
+    digest: Digest  # validated: a text that is no digest is refused here (``InvalidReference``)
     observed_at: int  # when it was seen (epoch ms, tagpin's clock): orders moves of one image
     trigger: Trigger
     changed_at: int | None = None  # when the tag moved to ``digest``
     correlation_id: str | None = None
     tag: str | None = None  # a version channel's chosen version
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", Digest(self.digest))
 
     @classmethod
     def of(cls, change: Change | TargetChange) -> Move:

@@ -27,6 +27,7 @@ from tagpin.domain.config import RolloutSettings
 from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
+from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
 from tagpin.ports.state import BadVersion, ImageEvent, Promotion, State
@@ -154,7 +155,7 @@ class Approvals:
             self._changes.send(
                 Change(
                     image=image,
-                    digest=promotion.digest,
+                    digest=Digest(promotion.digest),
                     observed_at=promotion.observed_at,
                     changed_at=promotion.observed_at,
                     trigger=Trigger.MANUAL,

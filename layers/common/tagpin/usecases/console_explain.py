@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from tagpin.domain.config import FollowedImage, RolloutSettings, Target
 from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
+from tagpin.domain.refs import Digest
 from tagpin.ports.state import State, TagState, TargetState
 from tagpin.usecases.admission import Admission, Known, Verdict
 from tagpin.usecases.console_views import AdmissionView, GateView
@@ -31,7 +32,7 @@ def admission_view(
     promotion = state.promotions.get(followed.image)
     move = Move(
         followed.image,
-        tag.digest,
+        Digest(tag.digest),
         tag.observed_at,
         Trigger.MANUAL,
         changed_at=tag.changed_at,

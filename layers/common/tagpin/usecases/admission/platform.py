@@ -20,7 +20,7 @@ from tagpin.domain.channels import repository_of
 from tagpin.domain.config import Cluster, Target
 from tagpin.domain.moves import Move
 from tagpin.domain.platforms import Platform, config_platform, index_platforms, missing
-from tagpin.domain.refs import ImageRef
+from tagpin.domain.refs import Digest, ImageRef
 from tagpin.ports.registry import GetsDisabled, ManifestFetcher, RegistryError
 from tagpin.ports.workloads import WorkloadError, Workloads
 from tagpin.usecases.admission.decision import Decision, GateName, Known, Stage
@@ -97,7 +97,7 @@ class PlatformGate:
         self._required[cluster] = (now, found, source)
         return found, source
 
-    def provided(self, image: str, digest: str) -> frozenset[Platform] | None:
+    def provided(self, image: str, digest: Digest) -> frozenset[Platform] | None:
         if digest in self._provided:
             return self._provided[digest]
         repository = repository_of(image)

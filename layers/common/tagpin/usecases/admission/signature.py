@@ -16,7 +16,7 @@ from collections.abc import Callable
 from tagpin.domain.channels import repository_of
 from tagpin.domain.config import FollowedImage, RolloutSettings, Signatures, Target, signatures_for
 from tagpin.domain.moves import Move
-from tagpin.domain.refs import ImageRef
+from tagpin.domain.refs import Digest, ImageRef
 from tagpin.domain.signatures import SignatureMode
 from tagpin.ports.signatures import SignatureChecker, TrustMaterial, TrustMaterialError
 from tagpin.usecases.admission.decision import Decision, GateName, Known, Stage
@@ -58,7 +58,7 @@ class SignatureGate:
             return Decision.go(self.name)
         return self.check(move.image, move.digest, gate)
 
-    def check(self, image: str, digest: str, gate: Signatures) -> Decision:
+    def check(self, image: str, digest: Digest, gate: Signatures) -> Decision:
         """The digest against one signature gate's configuration."""
         enforced = gate.mode is SignatureMode.REQUIRE
         known = (digest, gate.model_dump_json())

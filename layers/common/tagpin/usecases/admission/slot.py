@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from tagpin.domain.config import RolloutSettings, Target
 from tagpin.domain.moves import Move
+from tagpin.domain.refs import Digest
 from tagpin.ports.state import State
 from tagpin.usecases.admission.decision import Decision, GateName, Known, Stage
 
@@ -18,7 +19,7 @@ def stale_after_ms(settings: RolloutSettings) -> int:
     return (settings.verify_timeout_seconds + 2 * settings.verify_interval_seconds + 600) * 1000
 
 
-def release_slot(state: State, settings: RolloutSettings, target: Target, digest: str) -> None:
+def release_slot(state: State, settings: RolloutSettings, target: Target, digest: Digest) -> None:
     """Give the target's slot back (when there is a limit)."""
     if settings.max_concurrent_per_cluster:
         state.slots.release(target.cluster, target.id, digest)
