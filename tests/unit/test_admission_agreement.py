@@ -27,7 +27,7 @@ from tagpin.usecases.admission import GateName, Known, standard
 from tagpin.usecases.admission.platform import PlatformGate
 from tagpin.usecases.admission.signature import SignatureGate
 from tagpin.usecases.apply import Applier
-from tagpin.usecases.apply_record import STOPPED
+from tagpin.usecases.apply_record import outcome_of
 from tagpin.usecases.explain import explain_target
 from tagpin.usecases.waves import plan
 
@@ -203,7 +203,7 @@ def test_explain_says_first_what_the_consumer_then_does(store: State, s: Situati
         expected = ApplyOutcome.PATCHED
     else:
         assert decision.gate is not None
-        expected = STOPPED[decision.gate]
+        expected = outcome_of(decision)
     event(f"{decision.gate or 'go'}: {result.outcome}")
     assert result.outcome is expected, (s, decision, result)
     move_gate = decision.gate in (GateName.SUPERSEDED, GateName.BAD_DIGEST)

@@ -35,19 +35,26 @@ from tagpin.usecases.waves import PlannedWave
 
 logger = logging.getLogger(__name__)
 
-# A stop's outcome in the consumer's results (and, for the workload's gates, the target's status).
+# A stop's outcome in the consumer's results (and, for the workload's gates, the target's status)
+# where it is not its verdict's (``BY_VERDICT``): a new gate that blocks, defers or awaits needs none.
 STOPPED: dict[GateName, ApplyOutcome] = {
     GateName.SUPERSEDED: ApplyOutcome.SUPERSEDED,
-    GateName.BAD_DIGEST: ApplyOutcome.BLOCKED,
-    GateName.APPROVAL: ApplyOutcome.AWAITING_APPROVAL,
     GateName.HOLD: ApplyOutcome.HELD,
-    GateName.PLATFORM: ApplyOutcome.BLOCKED,
-    GateName.SIGNATURE: ApplyOutcome.BLOCKED,
-    GateName.WINDOW: ApplyOutcome.DEFERRED,
-    GateName.SLOT: ApplyOutcome.DEFERRED,
     GateName.PAUSED: ApplyOutcome.PAUSED,
     GateName.OWNER: ApplyOutcome.OWNED,
 }
+BY_VERDICT: dict[Verdict, ApplyOutcome] = {
+    Verdict.BLOCK: ApplyOutcome.BLOCKED,
+    Verdict.DEFER: ApplyOutcome.DEFERRED,
+    Verdict.AWAIT_APPROVAL: ApplyOutcome.AWAITING_APPROVAL,
+    Verdict.UNKNOWN: ApplyOutcome.FAILED,
+}
+
+
+def outcome_of(decision: Decision) -> ApplyOutcome:
+    """What the consumer reports for a decision that stops the move."""
+    assert decision.gate is not None and not decision.goes
+    return STOPPED.get(decision.gate) or BY_VERDICT[decision.verdict]
 
 
 def move_stopped(move: Move, decision: Decision) -> ApplyResult:
@@ -63,7 +70,7 @@ def move_stopped(move: Move, decision: Decision) -> ApplyResult:
             "digest marked bad for the tag, or its promotion halted; not applied until the tag moves",
             extra={"image": move.image, "digest": move.digest, "reason": decision.reason},
         )
-    return ApplyResult(outcome=STOPPED[decision.gate], image=move.image, detail=decision.reason or None)
+    return ApplyResult(outcome=outcome_of(decision), image=move.image, detail=decision.reason or None)
 
 
 class Round:
@@ -98,11 +105,11 @@ class Round:
             if self._approvals is not None and wave.index not in self._asked:
                 self._asked.add(wave.index)
                 self._approvals.request(self._move, self._promotion, wave)
-            return ApplyResult(outcome=STOPPED[gate], target=target.id, detail=decision.reason)
+            return ApplyResult(outcome=outcome_of(decision), target=target.id, detail=decision.reason)
         if decision.verdict is Verdict.DEFER:
             return self._deferred(target, wave, known, decision, now)
         if gate is GateName.HOLD:  # a person stepped in: not patched back
-            return ApplyResult(outcome=STOPPED[gate], target=target.id, detail=decision.reason or None)
+            return ApplyResult(outcome=outcome_of(decision), target=target.id, detail=decision.reason or None)
         return self._blocked(target, decision, now)
 
     def _deferred(

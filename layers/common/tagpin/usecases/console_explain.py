@@ -11,7 +11,7 @@ from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest
 from tagpin.ports.state import State, TagState, TargetState
-from tagpin.usecases.admission import Admission, Known, Verdict
+from tagpin.usecases.admission import Admission, Decision, Known, Verdict
 from tagpin.usecases.console_views import AdmissionView, GateView
 from tagpin.usecases.waves import plan
 
@@ -52,5 +52,12 @@ def admission_view(
         answer = f"no gate the console can ask stops it (not asked here: {', '.join(unknown)})"
     else:
         answer = "would start now"
-    gates = [GateView(str(d.gate), d.verdict.value, d.summary) for d in decisions]
+    gates = [GateView(str(d.gate), d.verdict.value, _why(d)) for d in decisions]
     return AdmissionView(tag.digest, answer, gates)
+
+
+def _why(decision: Decision) -> str:
+    """The reason beside a gate's name: none for a plain go, the reason alone for an unknown."""
+    if decision.verdict is Verdict.UNKNOWN:
+        return decision.reason
+    return decision.summary if not decision.goes or decision.warn else ""

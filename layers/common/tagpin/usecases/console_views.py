@@ -131,7 +131,7 @@ class GateView:
 
     gate: str
     verdict: str  # go, defer, block, await-approval, unknown (not read by the console)
-    summary: str
+    why: str  # the reason (empty for a plain go)
 
 
 @dataclass(frozen=True)

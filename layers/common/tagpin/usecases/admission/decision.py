@@ -46,16 +46,12 @@ class Stage(IntEnum):
     WORKLOAD = 2  # a target's workload as the patch step reads it (again at every conflict retry)
 
 
-# How a stop reads in ``tagpin plan``, the dry run and the console: "<label>: <reason>".
+# How a stop reads in ``tagpin plan``, the dry run and the console: "<label>: <reason>". A gate not
+# named here reads as its verdict says: "blocked: <gate>", "deferred", "awaiting approval".
 _LABELS: dict[GateName, str] = {
     GateName.SUPERSEDED: "superseded",
     GateName.BAD_DIGEST: "blocked: bad digest",
-    GateName.APPROVAL: "awaiting approval",
     GateName.HOLD: "held",
-    GateName.PLATFORM: "blocked: platform",
-    GateName.SIGNATURE: "blocked: signature",
-    GateName.WINDOW: "deferred",
-    GateName.SLOT: "deferred",
     GateName.PAUSED: "paused",
     GateName.OWNER: "",  # its reason says it all ("managed by Argo CD Application shop ...")
 }
@@ -115,7 +111,10 @@ class Decision:
             return f"warn: {self.gate}: {self.reason}" if self.warn else f"{self.gate}: go"
         if self.verdict is Verdict.UNKNOWN:
             return f"{self.gate}: not known here: {self.reason}"
-        label = _LABELS[self.gate]
+        label = _LABELS.get(self.gate)
+        if label is None:
+            by_verdict = {Verdict.DEFER: "deferred", Verdict.AWAIT_APPROVAL: "awaiting approval"}
+            label = by_verdict.get(self.verdict, f"blocked: {self.gate}")
         return ": ".join(part for part in (label, self.reason) if part)
 
 
