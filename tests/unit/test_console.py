@@ -5,6 +5,7 @@ targets over the shards, the actions (hold, release, redrive) and the JWT author
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -413,3 +414,38 @@ def test_an_images_page_shows_its_promotion_wave_by_wave(world: World) -> None:
     assert (
         '<span class="badge soaking">soaking</span>' in page and "<time" in page.split('data-wave="all"')[1]
     )
+
+
+def test_a_targets_page_says_whether_its_digest_would_start_now_and_why_not(world: World) -> None:
+    """Every gate of admission, in order, for the tag's digest: the console's "would it start?" is
+    the consumer's and ``tagpin plan``'s (``Admission.explain``); the gates that read a registry or
+    the workload are not asked there, and say so."""
+    cookie = world.sign_in()
+    assert (
+        "Would " not in world.get("/console/target", cookie=cookie, query={"id": TARGET})["body"]
+    )  # no digest yet
+    world.state.tags.record(IMAGE, D2, int(time.time() * 1000), Trigger.POLL)
+    page = world.get("/console/target", cookie=cookie, query={"id": TARGET})["body"]
+    gates = re.findall(r'<tr data-gate="([a-z-]+)" data-verdict="([a-z-]+)">', page)
+    assert gates == [
+        ("superseded", "go"),
+        ("bad-digest", "go"),
+        ("approval", "go"),
+        ("hold", "go"),
+        ("platform", "unknown"),
+        ("signature", "unknown"),
+        ("window", "go"),
+        ("slot", "go"),
+        ("paused", "unknown"),
+        ("hold", "unknown"),
+        ("owner", "unknown"),
+    ]
+    assert (
+        "no gate the console can ask stops it (not asked here: hold, owner, paused, platform, signature)"
+        in page
+    )
+    csrf = csrf_of(page)
+    world.post("/console/actions/hold", {"target": TARGET, "image": IMAGE, "csrf": csrf}, cookie=cookie)
+    page = world.get("/console/target", cookie=cookie, query={"id": TARGET})["body"]
+    assert '<tr data-gate="hold" data-verdict="block">' in page
+    assert '<p id="admission-answer">would not start now: held: held by local' in page

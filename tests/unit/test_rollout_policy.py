@@ -20,8 +20,9 @@ from tagpin.domain.config import (
 )
 from tagpin.ports.notify import RolloutEvent
 from tagpin.ports.state import PromotionStatus, State
+from tagpin.usecases.admission.window import window_decision
 from tagpin.usecases.health import Progress, evaluate
-from tagpin.usecases.waves import plan, window_gate
+from tagpin.usecases.waves import plan
 
 from tests.support.constants import D1, D2
 from tests.support.notify import FakeSns
@@ -140,16 +141,18 @@ def test_maintenance_windows() -> None:
             ]
         }
     )
-    assert window_gate(settings, target("stage"), ms("2026-11-18T12:00:00")).open  # not covered
+    assert window_decision(settings, target("stage"), ms("2026-11-18T12:00:00")).goes  # not covered
     monday_night, tuesday_early = ms("2026-11-16T23:00:00"), ms("2026-11-17T01:30:00")
-    assert window_gate(settings, target("prod"), monday_night).open
-    assert window_gate(settings, target("prod"), tuesday_early).open  # over midnight
-    closed = window_gate(settings, target("prod"), ms("2026-11-17T12:00:00"))  # Tuesday noon
-    assert not closed.open and closed.opens_in_s == 10 * 3600 and "2026-11-17T22:00:00Z" in closed.reason
-    wednesday_early = window_gate(settings, target("prod"), ms("2026-11-19T01:00:00"))  # opened Wednesday? no
-    assert not wednesday_early.open
-    assert window_gate(settings, target("lab"), ms("2026-11-18T08:30:00")).open  # 09:30 in Paris
-    assert not window_gate(settings, target("lab"), ms("2026-11-18T09:30:00")).open
+    assert window_decision(settings, target("prod"), monday_night).goes
+    assert window_decision(settings, target("prod"), tuesday_early).goes  # over midnight
+    closed = window_decision(settings, target("prod"), ms("2026-11-17T12:00:00"))  # Tuesday noon
+    assert not closed.goes and closed.wait_s == 10 * 3600 and "2026-11-17T22:00:00Z" in closed.reason
+    wednesday_early = window_decision(
+        settings, target("prod"), ms("2026-11-19T01:00:00")
+    )  # opened Wednesday? no
+    assert not wednesday_early.goes
+    assert window_decision(settings, target("lab"), ms("2026-11-18T08:30:00")).goes  # 09:30 in Paris
+    assert not window_decision(settings, target("lab"), ms("2026-11-18T09:30:00")).goes
 
 
 def test_configuration_errors_name_the_field() -> None:

@@ -459,3 +459,19 @@ def test_non_condition_errors_propagate(dynamodb) -> None:
     assert info.value.response["Error"]["Code"] == "ResourceNotFoundException"
     with pytest.raises(ClientError):
         broken.targets.claim(TARGET, NGINX_LATEST, D1, 100, "poll", now=1)
+
+
+@pytest.mark.parametrize("ended", ["released", "lapsed"])
+def test_a_target_held_before_any_rollout_is_claimed_once_its_hold_ends(store: State, ended: str) -> None:
+    """A person may hold a target tagpin never applied anything to: its item holds only the hold
+    (no digest, no observation). Once released or lapsed, the next move claims it (it used to be
+    refused as superseded for ever; found by tests/unit/test_admission_agreement.py)."""
+    target = "dev/demo/Deployment/web/app"
+    until = 2_000 if ended == "lapsed" else None
+    assert store.targets.hold(target, "", 1_000, reason="a person", trigger=Trigger.MANUAL, until=until)
+    assert not store.targets.claim(target, NGINX_LATEST, D1, 50, Trigger.POLL, 1_500)  # held
+    if ended == "released":
+        assert store.targets.release(target, 1_800, reason="a person", trigger=Trigger.MANUAL)
+    assert store.targets.claim(target, NGINX_LATEST, D1, 50, Trigger.POLL, 3_000)
+    state = store.targets.get(target)
+    assert state is not None and (state.status, state.digest) == (TargetStatus.PENDING, D1)

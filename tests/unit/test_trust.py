@@ -1,15 +1,26 @@
-"""Trust gates: the platform check (an index must provide every platform its cluster's nodes run;
-the configured platforms decide when the nodes may not be listed), the signature gate (a verdict per
-failure reason, warn against require, the image's gate before the wave's, keys from where they are
-kept), and a blocked digest through the Applier (not patched, recorded and announced once, a
-transient refusal tried again)."""
+"""Trust gates, admission's platform and signature gates: the platform check (an index must provide
+every platform its cluster's nodes run; the configured platforms decide when the nodes may not be
+listed), the signature gate (a verdict per failure reason, warn against require, the image's gate
+before the wave's, keys from where they are kept), and a blocked digest through the Applier (not
+patched, recorded and announced once, a transient refusal tried again)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
-from tagpin.domain.config import Cluster, ConfigError, Signatures, Target, parse_config, signatures_for
+from tagpin.domain.config import (
+    Cluster,
+    ConfigError,
+    RolloutSettings,
+    Signatures,
+    Target,
+    parse_config,
+    signatures_for,
+)
+from tagpin.domain.messages import Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome
 from tagpin.domain.platforms import Platform, index_platforms, missing
 from tagpin.domain.refs import ImageRef
@@ -17,8 +28,10 @@ from tagpin.domain.signatures import SignatureMode
 from tagpin.ports.registry import OCI_INDEX, RegistryUnavailable
 from tagpin.ports.signatures import SignaturePolicy, SignatureProblem, SignatureVerdict, TrustMaterialError
 from tagpin.ports.state import State
+from tagpin.usecases.admission import Decision, GateName, Known, Verdict, standard
+from tagpin.usecases.admission.platform import PlatformGate
+from tagpin.usecases.admission.signature import SignatureGate, signatures_of
 from tagpin.usecases.apply import Applier
-from tagpin.usecases.trust import PlatformGate, SignatureGate, TrustGates
 
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeClusters
@@ -91,6 +104,13 @@ def gate(
     return PlatformGate(registry, connector, lambda: config, FakeClock(0, step=1))
 
 
+MOVE = Move(WEB, D1, 1, Trigger.POLL)
+
+
+def blocks(decision: Decision) -> bool:
+    return decision.verdict is Verdict.BLOCK
+
+
 def scripted(body: bytes, digest: str = D1) -> ScriptedRegistry:
     registry = ScriptedRegistry()
     registry.manifests[f"127.0.0.1:5000/demo/web@{digest}"] = (OCI_INDEX, body)
@@ -100,41 +120,44 @@ def scripted(body: bytes, digest: str = D1) -> ScriptedRegistry:
 def test_an_index_without_arm64_is_blocked_where_arm64_nodes_run(clusters: FakeClusters) -> None:  # noqa: F811
     clusters["dev"].node_platforms = frozenset({AMD, ARM})
     target = Target(cluster="dev", namespace="demo", name="web", container="web")
-    blocked = gate(scripted(index("linux/amd64")), clusters).check(WEB, D1, target)
-    assert blocked is not None and blocked.gate == "platform" and not blocked.transient
+    blocked = gate(scripted(index("linux/amd64")), clusters).decide(MOVE, target, Known(), 0)
+    assert blocks(blocked) and blocked.gate is GateName.PLATFORM and not blocked.transient
     assert "lacks linux/arm64, which the nodes of cluster dev run" in blocked.reason
     clusters["dev"].node_platforms = frozenset({AMD})  # an amd64-only cluster
-    assert gate(scripted(index("linux/amd64")), clusters).check(WEB, D1, target) is None
+    assert gate(scripted(index("linux/amd64")), clusters).decide(MOVE, target, Known(), 0).goes
 
 
 def test_the_configured_platforms_decide_when_nodes_may_not_be_listed(clusters: FakeClusters) -> None:  # noqa: F811
     clusters["dev"].node_platforms = None
     target = Target(cluster="dev", namespace="demo", name="web", container="web")
-    blocked = gate(scripted(index("linux/amd64")), clusters, {"dev": ["linux/arm64"]}).check(WEB, D1, target)
-    assert blocked is not None and "the configuration of cluster dev" in blocked.reason
+    blocked = gate(scripted(index("linux/amd64")), clusters, {"dev": ["linux/arm64"]}).decide(
+        MOVE, target, Known(), 0
+    )
+    assert blocks(blocked) and "the configuration of cluster dev" in blocked.reason
     assert (
-        gate(scripted(index("linux/amd64")), clusters).check(WEB, D1, target) is None
+        gate(scripted(index("linux/amd64")), clusters).decide(MOVE, target, Known(), 0).goes
     )  # unknown: not checked
 
 
 def test_the_configured_platforms_decide_when_no_node_is_listed(clusters: FakeClusters) -> None:  # noqa: F811
     clusters["dev"].node_platforms = frozenset()  # nodes may be listed, but there are none
     target = Target(cluster="dev", namespace="demo", name="web", container="web")
-    blocked = gate(scripted(index("linux/amd64")), clusters, {"dev": ["linux/arm64"]}).check(WEB, D1, target)
-    assert (
-        blocked is not None
-        and "lacks linux/arm64, which the configuration of cluster dev runs" in blocked.reason
+    blocked = gate(scripted(index("linux/amd64")), clusters, {"dev": ["linux/arm64"]}).decide(
+        MOVE, target, Known(), 0
     )
     assert (
-        gate(scripted(index("linux/amd64", "linux/arm64")), clusters, {"dev": ["linux/arm64"]}).check(
-            WEB, D1, target
-        )
-        is None
+        blocks(blocked) and "lacks linux/arm64, which the configuration of cluster dev runs" in blocked.reason
+    )
+    assert (
+        gate(scripted(index("linux/amd64", "linux/arm64")), clusters, {"dev": ["linux/arm64"]})
+        .decide(MOVE, target, Known(), 0)
+        .goes
     )
     clusters["dev"].node_platforms = frozenset({AMD})  # listed nodes take precedence
     assert (
-        gate(scripted(index("linux/amd64")), clusters, {"dev": ["linux/arm64"]}).check(WEB, D1, target)
-        is None
+        gate(scripted(index("linux/amd64")), clusters, {"dev": ["linux/arm64"]})
+        .decide(MOVE, target, Known(), 0)
+        .goes
     )
 
 
@@ -143,18 +166,19 @@ def test_a_registry_that_cannot_answer_is_tried_again(clusters: FakeClusters) ->
     registry = ScriptedRegistry()
     registry.down["127.0.0.1:5000"] = RegistryUnavailable("503", host="127.0.0.1:5000", status=503)
     target = Target(cluster="dev", namespace="demo", name="web", container="web")
-    blocked = gate(registry, clusters).check(WEB, D1, target)
-    assert blocked is not None and blocked.transient
+    blocked = gate(registry, clusters).decide(MOVE, target, Known(), 0)
+    assert blocks(blocked) and blocked.transient
 
 
 def test_a_blocked_digest_is_not_patched_and_recorded_once(store: State, clusters: FakeClusters) -> None:  # noqa: F811
     clusters["dev"].node_platforms = frozenset({AMD, ARM})
+    platform = gate(scripted(index("linux/amd64")), clusters)
     applier = Applier(
         followed=lambda: ROLLOUT_CONFIG.followed,
         state=store,
         workloads=clusters,
         clock=FakeClock(1_800_000_000_000, step=1_000),
-        trust=TrustGates(platforms=gate(scripted(index("linux/amd64")), clusters)),
+        admission=standard(state=store, settings=RolloutSettings, platforms=platform),
     )
     (result,) = [r for r in applier.apply(change()) if r.target == WEB_TARGET]
     assert result.outcome is ApplyOutcome.BLOCKED and "lacks linux/arm64" in (result.detail or "")
@@ -193,9 +217,11 @@ class FixedMaterial:
         return SignaturePolicy(public_keys=tuple(k.pem or "" for k in settings.keys))
 
 
-def signature_gate(checker: ScriptedChecker, material: FixedMaterial | None = None) -> SignatureGate:
+def signature_gate(
+    checker: ScriptedChecker, material: FixedMaterial | None = None, settings: Any = None
+) -> SignatureGate:
     fixed = material or FixedMaterial()
-    return SignatureGate(lambda: checker, lambda: fixed)
+    return SignatureGate(lambda: checker, lambda: fixed, settings)
 
 
 REQUIRE = Signatures(keys=[{"pem": PEM}])
@@ -206,7 +232,7 @@ WARN = Signatures(mode=SignatureMode.WARN, keys=[{"pem": PEM}])
 def test_each_reason_blocks_a_required_signature_with_that_reason(problem: SignatureProblem) -> None:
     checker = ScriptedChecker(SignatureVerdict(False, problem, "why"))
     blocked = signature_gate(checker).check(WEB, D1, REQUIRE)
-    assert blocked is not None and blocked.gate == "signature" and blocked.enforced
+    assert blocks(blocked) and blocked.gate is GateName.SIGNATURE
     assert blocked.reason == f"{problem}: why" and not blocked.transient
     assert checker.asked == [("127.0.0.1:5000/demo/web", D1)]  # the repository, without its tag
 
@@ -214,13 +240,13 @@ def test_each_reason_blocks_a_required_signature_with_that_reason(problem: Signa
 def test_a_registry_that_did_not_answer_is_a_transient_block() -> None:
     checker = ScriptedChecker(SignatureVerdict(False, SignatureProblem.UNAVAILABLE, "503"))
     blocked = signature_gate(checker).check(WEB, D1, REQUIRE)
-    assert blocked is not None and blocked.transient
+    assert blocks(blocked) and blocked.transient
 
 
 def test_warn_reports_without_enforcing() -> None:
     checker = ScriptedChecker(SignatureVerdict(False, SignatureProblem.UNSIGNED, "no signature found"))
-    blocked = signature_gate(checker).check(WEB, D1, WARN)
-    assert blocked is not None and not blocked.enforced and blocked.reason.startswith("unsigned")
+    warned = signature_gate(checker).check(WEB, D1, WARN)
+    assert warned.goes and warned.warn and warned.reason.startswith("unsigned")
 
 
 def test_only_a_trusted_verdict_is_kept() -> None:
@@ -229,9 +255,9 @@ def test_only_a_trusted_verdict_is_kept() -> None:
         SignatureVerdict(True, signer="sha256:k"),
     )
     gate = signature_gate(checker)
-    assert gate.check(WEB, D1, REQUIRE) is not None  # unsigned: asked again next time
-    assert gate.check(WEB, D1, REQUIRE) is None  # signed since
-    assert gate.check(WEB, D1, REQUIRE) is None  # kept: not asked a third time
+    assert blocks(gate.check(WEB, D1, REQUIRE))  # unsigned: asked again next time
+    assert gate.check(WEB, D1, REQUIRE).goes  # signed since
+    assert gate.check(WEB, D1, REQUIRE).goes  # kept: not asked a third time
     assert len(checker.asked) == 2
     other = Signatures(keys=[{"pem": PEM.replace("MFkw", "MFkx")}])
     gate.check(WEB, D1, other)  # another gate's trust: asked
@@ -243,7 +269,7 @@ def test_keys_that_cannot_be_read_block(transient: bool) -> None:
     material = FixedMaterial(TrustMaterialError("kms k: GetPublicKey failed (X)", transient=transient))
     checker = ScriptedChecker(SignatureVerdict(True))
     blocked = signature_gate(checker, material).check(WEB, D1, REQUIRE)
-    assert blocked is not None and blocked.transient is transient and "GetPublicKey" in blocked.reason
+    assert blocks(blocked) and blocked.transient is transient and "GetPublicKey" in blocked.reason
     assert checker.asked == []
 
 
@@ -265,11 +291,12 @@ rollout:
       signatures: {{mode: require, keys: [{{pem: {json.dumps(PEM)}}}]}}
 """
     )
-    gates = TrustGates(settings=lambda: config.rollout)
     web, api = config.followed[WEB], config.followed["127.0.0.1:5000/demo/api:stable"]
-    assert gates.signatures(web, web.targets[0]) is None  # the dev wave has none
-    assert gates.signatures(web, web.targets[1]) == config.rollout.waves[1].signatures
-    assert gates.signatures(api, api.targets[0]) is None  # the image says off: the wave cannot say more
+    assert signatures_of(web, web.targets[0], config.rollout) is None  # the dev wave has none
+    assert signatures_of(web, web.targets[1], config.rollout) == config.rollout.waves[1].signatures
+    assert (
+        signatures_of(api, api.targets[0], config.rollout) is None
+    )  # the image says off: the wave cannot say more
     assert signatures_for(None, WARN) == WARN and signatures_for(REQUIRE, WARN) == REQUIRE
 
 
@@ -312,7 +339,7 @@ images:
         state=store,
         workloads=clusters,
         clock=FakeClock(1_800_000_000_000, step=1_000),
-        trust=TrustGates(signatures=signature_gate(checker), settings=lambda: config.rollout),
+        admission=standard(state=store, settings=lambda: config.rollout, signatures=signature_gate(checker)),
     )
     (result,) = applier.apply(change())
     assert result.outcome is ApplyOutcome.PATCHED

@@ -16,11 +16,11 @@ from pydantic import ValidationError
 from tagpin.domain.versions import (
     InvalidPolicy,
     InvalidRange,
-    Move,
     Order,
     PolicyKind,
     Reason,
     SemverRange,
+    Step,
     VersionPolicy,
     move,
     select_head,
@@ -722,28 +722,28 @@ def test_rejected_versions_older_than_the_head_are_not_listed() -> None:
 @pytest.mark.parametrize(
     ("policy", "current", "candidate", "expected"),
     [
-        (SEMVER, None, "1.0.0", Move.UPGRADE),
-        (SEMVER, "1.0.0", "1.0.1", Move.UPGRADE),
-        (SEMVER, "1.9.0", "1.10.0", Move.UPGRADE),
-        (SEMVER, "1.0.1", "1.0.0", Move.DOWNGRADE),
-        (SEMVER, "1.4.2", "v1.4.2+build.7", Move.SAME),
-        (SEMVER, "1.4.2+build.7", "1.4.2_build.9", Move.SAME),
-        (SEMVER, "1.5.0-rc.1", "1.5.0", Move.UPGRADE),
-        (SEMVER, "1.5.0", "1.5.0-rc.1", Move.DOWNGRADE),
-        (SEMVER, "1.5.0-rc.2", "1.5.0-rc.10", Move.UPGRADE),
-        (SEMVER, "latest", "1.0.0", Move.UNKNOWN),
-        (SEMVER, "1.0.0", "latest", Move.UNKNOWN),
-        (SEMVER, None, "latest", Move.UNKNOWN),
-        (NUMERIC, "0042", "42", Move.SAME),
-        (NUMERIC, "9", "10", Move.UPGRADE),
-        (NUMERIC, "10", "9", Move.DOWNGRADE),
-        (CALVER, "20261103", "2026.11.03-1", Move.UPGRADE),
-        (CALVER, "2026.11.3", "20261103", Move.SAME),
-        (CALVER, "2026.12.01", "2026.11.30", Move.DOWNGRADE),
-        (BUILDS, "build-99", "build-100", Move.UPGRADE),
+        (SEMVER, None, "1.0.0", Step.UPGRADE),
+        (SEMVER, "1.0.0", "1.0.1", Step.UPGRADE),
+        (SEMVER, "1.9.0", "1.10.0", Step.UPGRADE),
+        (SEMVER, "1.0.1", "1.0.0", Step.DOWNGRADE),
+        (SEMVER, "1.4.2", "v1.4.2+build.7", Step.SAME),
+        (SEMVER, "1.4.2+build.7", "1.4.2_build.9", Step.SAME),
+        (SEMVER, "1.5.0-rc.1", "1.5.0", Step.UPGRADE),
+        (SEMVER, "1.5.0", "1.5.0-rc.1", Step.DOWNGRADE),
+        (SEMVER, "1.5.0-rc.2", "1.5.0-rc.10", Step.UPGRADE),
+        (SEMVER, "latest", "1.0.0", Step.UNKNOWN),
+        (SEMVER, "1.0.0", "latest", Step.UNKNOWN),
+        (SEMVER, None, "latest", Step.UNKNOWN),
+        (NUMERIC, "0042", "42", Step.SAME),
+        (NUMERIC, "9", "10", Step.UPGRADE),
+        (NUMERIC, "10", "9", Step.DOWNGRADE),
+        (CALVER, "20261103", "2026.11.03-1", Step.UPGRADE),
+        (CALVER, "2026.11.3", "20261103", Step.SAME),
+        (CALVER, "2026.12.01", "2026.11.30", Step.DOWNGRADE),
+        (BUILDS, "build-99", "build-100", Step.UPGRADE),
     ],
 )
-def test_move(policy: VersionPolicy, current: str | None, candidate: str, expected: Move) -> None:
+def test_move(policy: VersionPolicy, current: str | None, candidate: str, expected: Step) -> None:
     assert move(policy, current, candidate) is expected
 
 
@@ -836,7 +836,7 @@ def test_the_head_is_the_newest_allowed_version(
     assert selection.omitted == 0
     if expected is not None:
         # Whatever the head, no allowed tag is an upgrade from it.
-        assert all(move(policy, expected, t) is not Move.UPGRADE for t in candidates)
+        assert all(move(policy, expected, t) is not Step.UPGRADE for t in candidates)
 
 
 @settings(max_examples=200, deadline=None)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tagpin import wiring
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import TagState
+
+if TYPE_CHECKING:
+    from tagpin.usecases.explain import TargetPlan
 
 
 def _followed() -> list[FollowedImage]:
@@ -20,9 +23,7 @@ def plan(progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """What would roll where right now: the registries' answers against what the clusters run;
     for a version channel, the version its policy chooses and why the newer tags were rejected.
     Reads only; changes nothing (no state write, no enqueue, no patch)."""
-    from tagpin.adapters.kubernetes.clusters import ClusterConnector
-
-    connector = ClusterConnector(wiring.config, wiring.secret_text)
+    connector = wiring.cluster_connector()
     rows: list[dict[str, Any]] = []
     for image in _followed():
         if progress:
@@ -58,59 +59,56 @@ def _plan_image(followed: FollowedImage, connector: Any) -> list[dict[str, Any]]
             | {"target": t.id, "action": "unknown", "detail": _and(base.get("detail"), f"registry: {exc}")}
             for t in followed.targets
         ]
-    held = stored is not None and stored.bad_digest == digest
-    people = wiring.state().targets.get_many([t.id for t in followed.targets])
+    return _plan_targets(followed, base, digest, tag, stored, connector)
+
+
+def _plan_targets(
+    followed: FollowedImage,
+    base: dict[str, Any],
+    digest: str,
+    tag: str | None,
+    stored: TagState | None,
+    connector: Any,
+) -> list[dict[str, Any]]:
+    """Each target's row: admission's answer (``explain``: every gate, nothing changed), as the
+    consumer would decide now, on the workload as read."""
+    from tagpin.domain.messages import Trigger
+    from tagpin.domain.moves import Move
+    from tagpin.domain.refs import Digest
+    from tagpin.usecases.admission import Known
+    from tagpin.usecases.explain import explain_target
+    from tagpin.usecases.waves import plan as plan_waves
+
+    state = wiring.state()
     now = int(time.time() * 1000)
+    move = Move(followed.image, Digest(digest), now, Trigger.MANUAL, tag=tag)
+    states = state.targets.get_many([t.id for t in followed.targets])
+    promotion = state.promotions.get(followed.image)
+    wave_of = {
+        t.id: w for w in plan_waves(wiring.rollout_settings(), list(followed.targets)) for t in w.targets
+    }
     rows = []
     for target in followed.targets:
-        row: dict[str, Any] = base | {"target": target.id, "digest": digest}
-        if (hold := people.get(target.id)) is not None and hold.holds(digest, now):
-            rows.append(row | {"action": "none", "detail": f"held: {hold.detail}"})
-        else:
-            bad = (stored.bad_reason or "marked bad") if held and stored is not None else None
-            rows.append(_plan_target(followed, target, row, tag, bad, connector))
+        known = Known(followed, wave_of[target.id], stored, states.get(target.id), promotion)
+        found = explain_target(wiring.admission(), move, target, known, now, connector)
+        rows.append(_row(base | {"target": target.id, "digest": digest}, found))
     return rows
 
 
-def _plan_target(
-    followed: FollowedImage,
-    target: Any,
-    row: dict[str, Any],
-    tag: str | None,
-    bad: str | None,
-    connector: Any,
-) -> dict[str, Any]:
-    """One target's row: what it runs, and whether the digest would roll there. ``bad``: why the
-    digest was rolled back (it is held), None when it was not."""
-    from tagpin.domain.channels import pinned_source
-    from tagpin.ports.workloads import WorkloadError
-    from tagpin.usecases.guards import live_owner, not_live
-    from tagpin.usecases.patch import pinned_image
-
-    digest = row["digest"]
-    try:
-        workload = connector(target.cluster).get(target.namespace, target.kind, target.name)
-    except WorkloadError as exc:
-        return row | {"action": "skip", "detail": f"{type(exc).__name__}: {exc}"}
-    current = workload.containers.get(target.container) or workload.init_containers.get(target.container)
-    if current is None:
-        return row | {"action": "error", "detail": f"no container {target.container!r}"}
-    desired = pinned_image(current, pinned_source(followed.image, tag), digest)
-    row = row | {"current": current, "to": desired}
-    if current == desired:  # nothing to roll, so no gate to pass (the image may be gone by now)
-        return row | {"action": "none"}
-    if bad is not None:
-        return row | {"action": "none", "detail": f"held: its rollout failed and was rolled back ({bad})"}
-    owner = live_owner(wiring.config().gitops, workload, target.id)
-    if owner is not None:  # Argo CD or Flux owns it: moved through Git, never patched live
-        return row | {"action": "none", "detail": not_live(owner)}
-    # The trust gates decide a roll only: a target already current is not checked against them.
-    blocked = wiring.trust_gates().check(followed, digest, target)
-    if blocked is not None and blocked.enforced:
-        return row | {"action": "none", "detail": f"blocked: {blocked.gate}: {blocked.reason}"}
-    if blocked is not None:
-        row["detail"] = _and(row.get("detail"), f"warn: {blocked.gate}: {blocked.reason}")
-    return row | {"action": "roll"}
+def _row(row: dict[str, Any], found: TargetPlan) -> dict[str, Any]:
+    """One target's row: what it runs, and whether the digest would roll there (and if not, the
+    first gate that stops it)."""
+    if found.unreadable:
+        return row | {"action": "skip", "detail": found.error}
+    if found.current is not None:
+        row = row | {"current": found.current, "to": found.desired}
+    if not found.decision.goes:
+        return row | {"action": "none", "detail": found.decision.summary}
+    if found.error is not None:
+        return row | {"action": "error", "detail": found.error}
+    for warning in found.decision.warnings:
+        row["detail"] = _and(row.get("detail"), warning.summary)
+    return row | {"action": "roll" if found.rolls else "none"}
 
 
 def _and(first: str | None, then: str) -> str:

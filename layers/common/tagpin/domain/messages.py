@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
 from tagpin.domain.channels import pinned_source
-from tagpin.domain.refs import is_digest
+from tagpin.domain.refs import Digest
 
 
 class Trigger(StrEnum):
@@ -36,7 +36,7 @@ class Change(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     image: str = Field(min_length=3, max_length=512)
-    digest: str
+    digest: Digest
     observed_at: int = Field(ge=0)
     trigger: Trigger
     correlation_id: str | None = Field(default=None, max_length=256)
@@ -54,10 +54,6 @@ class Change(BaseModel):
     # targets are pinned to ``repository:<tag>@<digest>`` (tagpin.domain.channels).
     tag: str | None = Field(default=None, min_length=1, max_length=128)
 
-    def model_post_init(self, _context: object) -> None:
-        if not is_digest(self.digest):
-            raise ValueError(f"digest {self.digest!r} is not a valid digest")
-
 
 class TargetChange(BaseModel):
     """One target to move to one digest: the unit that is made idempotent (key: target_id + digest)."""
@@ -71,7 +67,7 @@ class TargetChange(BaseModel):
     name: str
     container: str
     image: str
-    digest: str
+    digest: Digest
     observed_at: int
     trigger: Trigger
     correlation_id: str | None = None
@@ -111,7 +107,7 @@ class Verification(BaseModel):
 
     kind: VerificationKind
     image: str = Field(min_length=3, max_length=512)
-    digest: str
+    digest: Digest
     observed_at: int = Field(ge=0)
     target_id: str | None = None  # verify: the target
     applied_at: int | None = None  # verify: when the patch was made (epoch ms), for the timeout

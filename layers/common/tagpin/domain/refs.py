@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 DEFAULT_REGISTRY = "docker.io"
 LEGACY_REGISTRY = "index.docker.io"
@@ -83,6 +83,39 @@ def is_digest(text: str) -> bool:
     return isinstance(text, str) and _digest_problem(text) is None
 
 
+class Digest(str):
+    """A content digest, validated where it enters: ``algorithm:hex`` as go-digest accepts it
+    (``sha256:`` with exactly 64 lowercase hex characters; the other registered algorithms with
+    theirs). A ``str``: written, logged, compared and stored as the text it is; in a pydantic model
+    a field typed ``Digest`` refuses anything else, naming the field."""
+
+    __slots__ = ()
+
+    def __new__(cls, text: object) -> Digest:
+        if isinstance(text, Digest):
+            return text
+        problem = _digest_problem(text) if isinstance(text, str) else "digest must be a string"
+        if problem is not None:
+            raise InvalidReference(text, problem)
+        return super().__new__(cls, text)
+
+    @property
+    def algorithm(self) -> str:
+        return self.partition(":")[0]
+
+    @property
+    def hex(self) -> str:
+        return self.partition(":")[2]
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(
+            cls, core_schema.str_schema(), serialization=core_schema.to_string_ser_schema()
+        )
+
+
 def _split_docker_domain(text: str) -> tuple[str, str]:
     """distribution/reference splitDockerDomain: decide whether the first component is a host."""
     first, slash, rest = text.partition("/")
@@ -106,7 +139,7 @@ class ImageRef:
     registry: str
     repository: str
     tag: str | None = None
-    digest: str | None = None
+    digest: Digest | None = None
 
     @classmethod
     def parse(cls, text: str) -> ImageRef:
@@ -140,7 +173,7 @@ class ImageRef:
             raise InvalidReference(text, problem)
         if tag is None and digest is None:
             tag = DEFAULT_TAG
-        return cls(name["domain"], path, tag, digest)
+        return cls(name["domain"], path, tag, None if digest is None else Digest(digest))
 
     @property
     def name(self) -> str:
@@ -160,10 +193,7 @@ class ImageRef:
 
     def with_digest(self, digest: str) -> ImageRef:
         """The same reference pinned to ``digest``; the tag is kept."""
-        problem = _digest_problem(digest) if isinstance(digest, str) else "digest must be a string"
-        if problem is not None:
-            raise InvalidReference(digest, problem)
-        return replace(self, digest=digest)
+        return replace(self, digest=Digest(digest))
 
     def with_tag(self, tag: str) -> ImageRef:
         if not isinstance(tag, str) or not _TAG_RE.fullmatch(tag):

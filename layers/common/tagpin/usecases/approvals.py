@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tagpin.domain.channels import ChannelKey
-from tagpin.domain.config import FollowedImage, RolloutSettings
+from tagpin.domain.config import RolloutSettings
 from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
+from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
 from tagpin.ports.state import BadVersion, ImageEvent, Promotion, State
@@ -52,12 +54,6 @@ class Decided:
     detail: str = ""
 
 
-def needs_approval(followed: FollowedImage | None, wave: PlannedWave) -> bool:
-    return bool(wave.targets) and (
-        (followed is not None and followed.approval) or (wave.wave is not None and wave.wave.approval)
-    )
-
-
 class Approvals:
     def __init__(
         self,
@@ -76,8 +72,9 @@ class Approvals:
         self._audit = Audit(state, notifier)
         self._clock = clock
 
-    def request(self, change: Change, promotion: Promotion, wave: PlannedWave) -> bool:
-        """Wave ``wave`` waits for a person (recorded and announced once); True when asked now."""
+    def request(self, change: Move, promotion: Promotion, wave: PlannedWave) -> bool:
+        """Wave ``wave`` waits for ``change``'s approval (recorded and announced once; admission's
+        approval gate decided it waits): True when asked now."""
         now = self._clock()
         expires_at = now + self._settings().approval_expires_seconds * 1000
         if not self._state.promotions.request_approval(
@@ -158,7 +155,7 @@ class Approvals:
             self._changes.send(
                 Change(
                     image=image,
-                    digest=promotion.digest,
+                    digest=Digest(promotion.digest),
                     observed_at=promotion.observed_at,
                     changed_at=promotion.observed_at,
                     trigger=Trigger.MANUAL,

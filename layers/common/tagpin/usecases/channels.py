@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from tagpin.domain.channels import ChannelKey
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
-from tagpin.domain.refs import ImageRef
-from tagpin.domain.versions import Move, Selection, VersionPolicy, VersionSet, move, select_head
+from tagpin.domain.refs import Digest, ImageRef
+from tagpin.domain.versions import Selection, Step, VersionPolicy, VersionSet, move, select_head
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolver, TagLister, TagListing
 from tagpin.ports.state import BadVersion, ImageEvent, PromotionStatus, State, TagState
@@ -71,9 +71,9 @@ def decide(
     if current is None:
         return candidate, None
     step = move(policy, current, candidate)
-    if step is Move.UPGRADE or step is Move.UNKNOWN:  # UNKNOWN: the head is no version of this policy
+    if step is Step.UPGRADE or step is Step.UNKNOWN:  # UNKNOWN: the head is no version of this policy
         return candidate, None
-    if step is Move.SAME:
+    if step is Step.SAME:
         return current, None
     return current, (
         f"the newest allowed version {candidate} is older than the head {current}: a newer one was "
@@ -152,7 +152,7 @@ class Channels:
             return None
         stored = self._state.tags.get(channel.image)
         current = None if stored is None else stored.version
-        if current is not None and move(policy, current, tag) is not Move.UPGRADE:
+        if current is not None and move(policy, current, tag) is not Step.UPGRADE:
             return None
         bad = self._state.versions.bad([str(key.repository)]).get(str(key.repository), {})
         if tag in VersionSet(policy, bad):
@@ -291,7 +291,7 @@ class Downgrades:
         self._queue.send(
             Change(
                 image=followed.image,
-                digest=resolution.digest,
+                digest=Digest(resolution.digest),
                 observed_at=now,
                 changed_at=now,
                 trigger=Trigger.MANUAL,

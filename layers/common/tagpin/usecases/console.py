@@ -33,7 +33,9 @@ from tagpin.ports.state import (
     TagState,
     TargetState,
 )
+from tagpin.usecases.admission import Admission
 from tagpin.usecases.approvals import Approvals
+from tagpin.usecases.console_explain import admission_view
 from tagpin.usecases.console_views import (
     ImageRow,
     ImageView,
@@ -91,6 +93,7 @@ class Console:
         dead_letters: Callable[[], DeadLetterQueue],
         approvals: Callable[[], Approvals],
         clock: Callable[[], int] = now_ms,
+        admission: Callable[[], Admission] | None = None,
     ) -> None:
         self.clock = clock
         self._config = config
@@ -99,6 +102,7 @@ class Console:
         self.holds = holds
         self.dead_letters = dead_letters
         self.approvals = approvals
+        self._admission = admission
 
     # -- approvals -----------------------------------------------------------------------------
     def pending_approvals(self) -> list[PendingApproval]:
@@ -308,9 +312,14 @@ class Console:
             raise LookupError(f"{target_id!r} is not a followed target")
         tag = self.state.tags.get(followed.image)
         target = next(t for t in followed.targets if t.id == target_id)
-        (row,) = self._rows([(followed, target)], {followed.image: tag} if tag else {})
+        states = self.state.targets.get_many([target_id])
+        (row,) = self._rows([(followed, target)], {followed.image: tag} if tag else {}, states)
         timeline = [event_of(e, e.status) for e in self.state.history.of_target(target_id, limit=TIMELINE)]
-        return TargetView(row, timeline)
+        if self._admission is None:  # (would the tag's digest start there now, and if not, why)
+            return TargetView(row, timeline)
+        rollout, now = self._config().rollout, self.clock()
+        explained = admission_view(self._admission(), self.state, rollout, followed, target, tag, states, now)
+        return TargetView(row, timeline, explained)
 
     # -- holds, dead letters -------------------------------------------------------------------
     def held(self) -> list[TargetRow]:

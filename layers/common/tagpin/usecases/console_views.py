@@ -126,9 +126,29 @@ class ImageView:
 
 
 @dataclass(frozen=True)
+class GateView:
+    """One gate's decision for the tag's digest on a target (``Admission.explain``)."""
+
+    gate: str
+    verdict: str  # go, defer, block, await-approval, unknown (not read by the console)
+    why: str  # the reason (empty for a plain go)
+
+
+@dataclass(frozen=True)
+class AdmissionView:
+    """Would the tag's digest start on the target now: every gate in admission's order, and the
+    answer (the first that stops it, among those the console can ask)."""
+
+    digest: str
+    answer: str
+    gates: list[GateView]
+
+
+@dataclass(frozen=True)
 class TargetView:
     row: TargetRow
     timeline: list[Event]
+    admission: AdmissionView | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from tagpin.domain.config import FollowedImage, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
-from tagpin.domain.refs import ImageRef
+from tagpin.domain.refs import Digest, ImageRef
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolution, Resolver
 from tagpin.ports.state import State, TagState, TargetState
@@ -174,7 +174,7 @@ class Detector:
             self._queue.send(
                 Change(
                     image=image,
-                    digest=current.digest,
+                    digest=Digest(current.digest),
                     observed_at=current.observed_at,
                     changed_at=current.changed_at,
                     trigger=trigger,

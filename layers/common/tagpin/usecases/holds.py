@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.refs import Digest
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import State
 from tagpin.usecases.followed import Followed
@@ -71,7 +72,7 @@ class Holds:
         self._queue.send(
             Change(
                 image=followed.image,
-                digest=tag.digest,
+                digest=Digest(tag.digest),
                 observed_at=tag.observed_at,
                 changed_at=tag.changed_at,
                 trigger=Trigger.MANUAL,

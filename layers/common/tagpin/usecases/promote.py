@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from tagpin.domain.config import FollowedImage, RolloutSettings
 from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
+from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
 from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State, TargetState, TargetStatus
@@ -132,7 +133,7 @@ class Promoter:
         settings: RolloutSettings,
         now: int,
     ) -> VerificationResult:
-        image, digest = promotion.image, promotion.digest
+        image, digest = promotion.image, Digest(promotion.digest)
         soak_ms = settings.soak_after(wave.wave) * 1000 if wave.targets else 0
         remaining_ms = verified_at + soak_ms - now
         if remaining_ms > 0:

@@ -45,6 +45,7 @@ from tagpin.domain.channels import repository_of
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import IndexEntry, State, TagState
@@ -363,7 +364,7 @@ class Reconciler:
         self._queue.send(
             Change(
                 image=followed.image,
-                digest=tag.digest,
+                digest=Digest(tag.digest),
                 observed_at=tag.observed_at,
                 changed_at=tag.changed_at,
                 trigger=Trigger.RECONCILE,

@@ -38,10 +38,10 @@ from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, VerificationQueue
 from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetState, TargetStatus
 from tagpin.ports.workloads import NotFound, Workloads
+from tagpin.usecases.admission.slot import release_slot
 from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.channels import mark_failed, return_to_previous
-from tagpin.usecases.guards import StartGate
 from tagpin.usecases.health import Progress, evaluate
 from tagpin.usecases.patch import restore
 from tagpin.usecases.promote import Promoter
@@ -88,7 +88,6 @@ class Verifier:
         self._verifications = verifications
         self._promoter = promoter
         self._audit = Audit(state, notifier)
-        self._gate = StartGate(state, self._audit)
         self._clock = clock
 
     def handle(self, verification: Verification) -> VerificationResult:
@@ -109,7 +108,7 @@ class Verifier:
         settings = self._settings()
         st = self._state.targets.get(target.id)
         if st is None or st.digest != digest:
-            self._gate.release(settings, target, digest)
+            release_slot(self._state, settings, target, digest)
             return VerificationResult(V.SUPERSEDED)
         if st.status is TargetStatus.FAILED:
             promotion = self._state.promotions.get(verification.image)
@@ -131,7 +130,7 @@ class Verifier:
                 detail="the workload was deleted during its rollout",
                 expected=frozenset({TargetStatus.APPLIED}),
             ):
-                self._gate.release(settings, target, digest)
+                release_slot(self._state, settings, target, digest)
                 self._promoter.evaluate(verification.image, digest)
             return VerificationResult(V.GONE)
         running = workload.image_of(target.container) or ""
@@ -142,7 +141,7 @@ class Verifier:
                 "the workload no longer runs the digest being verified",
                 extra={"target": target.id, "digest": digest, "running": running},
             )
-            self._gate.release(settings, target, digest)
+            release_slot(self._state, settings, target, digest)
             return VerificationResult(V.CHANGED, running)
         health = evaluate(target.kind, workload.generation, workload.spec, workload.status)
         now = self._clock()
@@ -159,7 +158,7 @@ class Verifier:
                 expected=frozenset({TargetStatus.APPLIED}),
             ):
                 logger.info("verified", extra={"target": target.id, "digest": digest, "after_s": elapsed_s})
-                self._gate.release(settings, target, digest)
+                release_slot(self._state, settings, target, digest)
                 self._promoter.evaluate(verification.image, digest)
                 return VerificationResult(V.VERIFIED, health.reason)
             return VerificationResult(V.ALREADY_DECIDED, "verified by another verification")
@@ -237,7 +236,7 @@ class Verifier:
             expected=frozenset({TargetStatus.APPLIED}),
         ):
             logger.warning("rollout stalled", extra={"target": target.id, "digest": digest, "reason": why})
-            self._gate.release(settings, target, digest)
+            release_slot(self._state, settings, target, digest)
         return VerificationResult(V.STALLED, why)
 
     def _roll_back(
@@ -329,7 +328,7 @@ class Verifier:
             if status is TargetStatus.ROLLED_BACK
             else ROLLBACK_FROM - {TargetStatus.FAILED},
         )
-        self._gate.release(settings, target, verification.digest)
+        release_slot(self._state, settings, target, verification.digest)
 
 
 def pause_delay_s(settings: RolloutSettings, paused_ms: int) -> int:

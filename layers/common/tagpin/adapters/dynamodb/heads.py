@@ -37,7 +37,7 @@ from tagpin.adapters.dynamodb.versions import marked_tags
 from tagpin.domain.channels import ChannelKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
-from tagpin.domain.versions import Move, VersionPolicy, VersionSet, move
+from tagpin.domain.versions import Step, VersionPolicy, VersionSet, move
 from tagpin.ports.state import TagRecord, TagState
 
 HEAD_ATTEMPTS = 10
@@ -118,12 +118,12 @@ class DynamoHeads:
                     state = TagState(image, digest, observed_at, observed_at, observed_at, version=version)
                     return TagRecord(TagOutcome.CHANGED, state, None)
                 continue
-            step = Move.UPGRADE if current.version is None else move(policy, current.version, version)
-            if step is Move.SAME:
+            step = Step.UPGRADE if current.version is None else move(policy, current.version, version)
+            if step is Step.SAME:
                 done = self._observed(current, digest, observed_at, trigger)
             elif down:  # a person's downgrade: nothing to return to
                 done = self._moved(current, digest, observed_at, trigger, version, rollback=None)
-            elif step is Move.DOWNGRADE:
+            elif step is Step.DOWNGRADE:
                 return TagRecord(TagOutcome.STALE, current, current.digest)
             else:  # UPGRADE, or UNKNOWN (the head is no version of the policy as it reads now)
                 marked = self._marked(image, policy)  # read after the head: see the module's text

@@ -102,8 +102,10 @@ class DynamoTargets:
             item_key,
             "SET image = :i, digest = :d, observed_at = :t, #status = :p, updated_at = :now, #trigger = :tr "
             + tail,
-            condition="(attribute_not_exists(pk) OR observed_at < :t OR (observed_at = :t AND digest = :d))"
-            + not_held,
+            # no observed_at: only a hold was ever written (a person held it before tagpin applied
+            # anything there); once released or lapsed, the first move claims it
+            condition="(attribute_not_exists(pk) OR attribute_not_exists(observed_at) OR observed_at < :t"
+            " OR (observed_at = :t AND digest = :d))" + not_held,
             names=names,
             values={**values, ":i": S(image), ":t": N(observed_at)},
         )

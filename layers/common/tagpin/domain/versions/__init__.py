@@ -19,20 +19,20 @@ from __future__ import annotations
 
 from tagpin.domain.versions.policy import InvalidPolicy, Order, PolicyKind, Reason, VersionPolicy
 from tagpin.domain.versions.ranges import InvalidRange, SemverRange
-from tagpin.domain.versions.selection import Move, Rejection, Selection, VersionSet, move, select_head
+from tagpin.domain.versions.selection import Rejection, Selection, Step, VersionSet, move, select_head
 from tagpin.domain.versions.tags import MAX_TAG_LENGTH, Version
 
 __all__ = [
     "MAX_TAG_LENGTH",
     "InvalidPolicy",
     "InvalidRange",
-    "Move",
     "Order",
     "PolicyKind",
     "Reason",
     "Rejection",
     "Selection",
     "SemverRange",
+    "Step",
     "Version",
     "VersionPolicy",
     "VersionSet",

@@ -140,7 +140,7 @@ def select_head(
     )
 
 
-class Move(StrEnum):
+class Step(StrEnum):
     """What moving a channel from its current head to a candidate would be."""
 
     UPGRADE = "upgrade"  # a newer version: move
@@ -149,18 +149,18 @@ class Move(StrEnum):
     UNKNOWN = "unknown"  # a tag that is not a version of the policy's kind: cannot be ordered
 
 
-def move(policy: VersionPolicy, current: str | None, candidate: str) -> Move:
+def move(policy: VersionPolicy, current: str | None, candidate: str) -> Step:
     """Whether moving from the ``current`` head (None: the channel has none yet) to ``candidate`` goes
     forward in the policy's order. Only ``UPGRADE`` should move a channel by itself; ``UNKNOWN``
     (e.g. the current tag predates the policy) is for a person to decide."""
     new = policy.version(candidate)
     if new is None:
-        return Move.UNKNOWN
+        return Step.UNKNOWN
     if current is None:
-        return Move.UPGRADE
+        return Step.UPGRADE
     old = policy.version(current)
     if old is None:
-        return Move.UNKNOWN
+        return Step.UNKNOWN
     if new.key == old.key:
-        return Move.SAME
-    return Move.UPGRADE if new.key > old.key else Move.DOWNGRADE
+        return Step.SAME
+    return Step.UPGRADE if new.key > old.key else Step.DOWNGRADE

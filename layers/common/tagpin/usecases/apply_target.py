@@ -1,0 +1,173 @@
+"""Apply one target: claim it for the digest, read its workload, ask admission's workload gates
+(paused, the hold annotation, the GitOps owner), and patch ``repo:tag@<digest>`` into its container,
+once per (target, digest) (the consumer wraps ``apply_target`` in its idempotency guard).
+
+The claim is a conditional write: an older digest never replaces a newer one, and a hold refuses
+it. The workload is read, decided on and patched with its resourceVersion as a precondition: a 409
+reads it again and asks the gates again (``patch_with_retries``). A permanent failure is recorded
+on the target and raised as ``TargetNotApplied`` (the guard stores no result, so a fixed cause
+heals at the next enqueue); a transient one is raised as is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tagpin.domain.config import Kind, RolloutSettings, Target
+from tagpin.domain.messages import TargetChange, Verification, VerificationKind
+from tagpin.domain.moves import Move
+from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
+from tagpin.ports.queues import VerificationQueue
+from tagpin.ports.state import State, TargetStatus
+from tagpin.ports.workloads import (
+    Held,
+    MissingContainer,
+    NotFound,
+    Owned,
+    Paused,
+    Workload,
+    WorkloadError,
+    Workloads,
+)
+from tagpin.usecases.admission import Admission, GateName, Known, Stage
+from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
+
+logger = logging.getLogger(__name__)
+
+FAILED_STATUS: dict[type[WorkloadError], TargetStatus] = {
+    NotFound: TargetStatus.GONE,
+    Paused: TargetStatus.PAUSED,
+    Held: TargetStatus.HELD,
+    Owned: TargetStatus.OWNED,
+}
+# A workload gate's stop, as the error that ends the patch step (recorded as FAILED_STATUS says).
+REFUSED: dict[GateName, type[WorkloadError]] = {
+    GateName.PAUSED: Paused,
+    GateName.HOLD: Held,
+    GateName.OWNER: Owned,
+}
+
+
+class TargetNotApplied(Exception):
+    """A permanent failure, recorded on the target. Raised through the idempotency guard so that
+    no result is stored for (target, digest): once the cause is fixed, the next enqueue applies."""
+
+    def __init__(self, result: ApplyResult) -> None:
+        super().__init__(result.error or "not applied")
+        self.result = result
+
+
+class TargetApplier:
+    def __init__(
+        self,
+        *,
+        state: State,
+        workloads: Callable[[str], Workloads],
+        clock: Callable[[], int],
+        settings: Callable[[], RolloutSettings],
+        verifications: VerificationQueue | None,
+        admission: Admission,
+    ) -> None:
+        self._state = state
+        self._workloads = workloads
+        self._clock = clock
+        self._settings = settings
+        self._verifications = verifications
+        self._admission = admission
+
+    def apply_target(self, target_change: TargetChange) -> ApplyResult:
+        tc = target_change
+        kind = Kind(tc.kind)
+        claimed_at = self._clock()
+        if not self._state.targets.claim(
+            tc.target_id, tc.image, tc.digest, tc.observed_at, tc.trigger, claimed_at
+        ):
+            return ApplyResult(outcome=ApplyOutcome.SUPERSEDED, target=tc.target_id)
+        try:
+            previous, outcome = self._patch(self._workloads(tc.cluster), tc, kind, claimed_at)
+        except WorkloadError as exc:
+            status = FAILED_STATUS.get(type(exc), TargetStatus.FAILED)
+            detail = f"{type(exc).__name__}: {exc}"
+            self._finish(tc, status, detail=detail)
+            logger.warning(
+                "apply failed", extra={"target": tc.target_id, "digest": tc.digest, "error": detail}
+            )
+            if exc.transient:
+                raise
+            raise TargetNotApplied(
+                ApplyResult(outcome=ApplyOutcome(status), target=tc.target_id, error=detail)
+            ) from None
+        if outcome is ApplyOutcome.SUPERSEDED:  # claimed by a newer digest, or held, since: theirs
+            logger.info("superseded before the patch", extra={"target": tc.target_id, "digest": tc.digest})
+            return ApplyResult(outcome=outcome, target=tc.target_id)
+        # already-current: nothing was replaced, so the previous image stays the one last replaced.
+        patched = outcome is ApplyOutcome.PATCHED
+        self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=previous if patched else None)
+        logger.info("applied", extra={"target": tc.target_id, "digest": tc.digest, "outcome": outcome})
+        settings = self._settings()
+        if self._verifications is not None and settings.verify:
+            self._verifications.send(
+                Verification(
+                    kind=VerificationKind.VERIFY,
+                    image=tc.image,
+                    digest=tc.digest,
+                    observed_at=tc.observed_at,
+                    target_id=tc.target_id,
+                    applied_at=self._clock(),
+                    trigger=tc.trigger,
+                    correlation_id=tc.correlation_id,
+                ),
+                settings.verify_interval_seconds if patched else 0,
+            )
+        return ApplyResult(outcome=outcome, target=tc.target_id, previous_image=previous)
+
+    def _patch(
+        self, workloads: Workloads, tc: TargetChange, kind: Kind, now: int
+    ) -> tuple[str, ApplyOutcome]:
+        """(the image the container ran, PATCHED or ALREADY_CURRENT)."""
+        move = Move.of(tc)
+        target = Target(
+            cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
+        )
+
+        def step(workload: Workload) -> tuple[tuple[str, ApplyOutcome], dict[str, Any] | None]:
+            where = f"{kind.value} {tc.namespace}/{tc.name}"
+            decision = self._admission.decide(move, target, Known(workload=workload), now, Stage.WORKLOAD)
+            if not decision.goes:
+                assert decision.gate is not None
+                raise REFUSED.get(decision.gate, WorkloadError)(f"{where} is {decision.reason}")
+            # The claim, read again after the workload: a newer digest claimed the target (or a
+            # person held it) since this one did, and a patch now would roll it backwards (or
+            # against the person). A claim made after this read patches after it: the
+            # resourceVersion this patch carries then no longer matches (409), and this runs again.
+            claim = self._state.targets.get(tc.target_id)
+            if claim is None or claim.digest != tc.digest or claim.status is not TargetStatus.PENDING:
+                return ("", ApplyOutcome.SUPERSEDED), None
+            init = tc.container not in workload.containers
+            current = (workload.init_containers if init else workload.containers).get(tc.container)
+            if current is None:
+                raise MissingContainer(f"{where} has no container {tc.container!r}")
+            desired = pinned_image(current, tc.source, tc.digest)
+            if current == desired:
+                return (current, ApplyOutcome.ALREADY_CURRENT), None
+            notes = tagpin_annotations(workload, tc.container, tc.digest, self._clock(), tc.trigger)
+            body = image_patch(kind, workload.resource_version, tc.container, init, desired, notes)
+            return (current, ApplyOutcome.PATCHED), body
+
+        return patch_with_retries(workloads, kind, tc.namespace, tc.name, step, tc.target_id)
+
+    def _finish(
+        self, tc: TargetChange, status: TargetStatus, *, detail: str, previous: str | None = None
+    ) -> None:
+        self._state.targets.finish(
+            tc.target_id,
+            tc.digest,
+            status,
+            self._clock(),
+            trigger=tc.trigger,
+            detail=detail,
+            previous_image=previous,
+            correlation_id=tc.correlation_id,
+        )

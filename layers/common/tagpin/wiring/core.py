@@ -1,0 +1,164 @@
+"""The composition root's base: the settings, AWS clients, the configuration, secrets, the registry
+client, the state table, the clusters, the followed tags."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tagpin import wiring
+from tagpin.adapters.config_source import ConfigLoader
+from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.adapters.registry.client import RegistryClient
+from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
+from tagpin.adapters.secrets import Secrets
+from tagpin.domain.config import FollowedImage, RolloutSettings, TagpinConfig
+from tagpin.domain.shards import WHOLE, PollPart
+from tagpin.ports.registry import RegistryAccess
+from tagpin.ports.state import State
+from tagpin.settings import Function, Settings
+from tagpin.usecases.detect import now_ms
+from tagpin.usecases.followed import Followed
+from tagpin.wiring.cache import cached
+
+if TYPE_CHECKING:
+    from tagpin.adapters.kubernetes.clusters import ClusterConnector
+    from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
+
+SECRET_MAX_AGE = 300
+
+
+@cached
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+def check_settings(function: Function) -> Settings:
+    """A handler's cold-start check: every variable ``function`` needs is set and well formed."""
+    return Settings.for_function(function)
+
+
+def setting(name: str) -> str:
+    """A ``TAGPIN_*`` variable that must be set where it is used (``SettingsError`` names it)."""
+    return wiring.settings().require(name)
+
+
+def clock() -> int:
+    """Now, in epoch milliseconds: the clock every use case is given."""
+    return now_ms()
+
+
+@cached
+def aws(service: str, region: str | None = None) -> Any:
+    """A client of ``service`` in the function's region, or in ``region``."""
+    import boto3
+
+    session = boto3.session.Session()
+    return session.client(service) if region is None else session.client(service, region_name=region)
+
+
+@cached
+def config_loader() -> ConfigLoader:
+    current = wiring.settings()
+    return ConfigLoader(parameter=current.config_parameter, file=current.config_file)
+
+
+def config() -> TagpinConfig:
+    return wiring.config_loader().load()
+
+
+def rollout_settings() -> RolloutSettings:
+    return wiring.config().rollout
+
+
+@cached
+def secrets() -> Secrets:
+    """The secret store of the stack (``TAGPIN_SECRET_STORE``): SSM SecureString parameters or
+    Secrets Manager secrets, one name per secret either way (``tagpin.adapters.secrets``)."""
+    return Secrets(wiring.settings().secret_store, max_age=SECRET_MAX_AGE)
+
+
+def secret_text(name: str) -> str:
+    """The secret ``name`` (``tagpin/clusters/prod``) as text, from whichever store holds secrets."""
+    return wiring.secrets().text(name)
+
+
+def secret_json(name: str) -> dict[str, Any]:
+    """The secret ``name`` as a JSON object, from whichever store holds secrets."""
+    return wiring.secrets().json(name)
+
+
+def ecr_client(region: str, role_arn: str | None) -> Any:
+    """An ECR client in ``region``, through ``role_arn`` (cross-account) when given."""
+    import boto3
+
+    if role_arn is None:
+        return boto3.session.Session().client("ecr", region_name=region)
+    creds = wiring.aws("sts").assume_role(RoleArn=role_arn, RoleSessionName="tagpin-registry")["Credentials"]
+    return boto3.session.Session(
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+    ).client("ecr", region_name=region)
+
+
+@cached
+def credential_store() -> CredentialStore:
+    return CredentialStore(wiring.config, wiring.secret_json, EcrTokens(wiring.ecr_client))
+
+
+def registry_access(host: str) -> RegistryAccess:
+    """Per-host access from the configuration; credentials fetched lazily, so one bad secret only
+    fails the tags of its own registry."""
+    return wiring.credential_store().access(host)
+
+
+@cached
+def registry_client() -> RegistryClient:
+    current = wiring.settings()
+    return RegistryClient(
+        access=wiring.registry_access,
+        max_concurrency=current.poll_concurrency,
+        per_registry=current.registry_concurrency,
+    )
+
+
+@cached
+def state() -> State:
+    return dynamodb_state(
+        wiring.aws("dynamodb"),
+        wiring.setting("state_table"),
+        retention_days=lambda: wiring.config().rollout.history_retention_days,
+    )
+
+
+def followed(part: PollPart = WHOLE) -> Followed:
+    """Every followed tag (of a poll's ``part``) and its targets: the configuration's, merged with
+    those the reconciler discovered by label (the index in the state table). Read per invocation
+    (lazily)."""
+    return Followed(wiring.config(), wiring.state(), part)
+
+
+def followed_images(part: PollPart = WHOLE) -> list[FollowedImage]:
+    """Every followed tag the poller checks (in ``part``): the configuration's and the discovered ones."""
+    return list(wiring.followed(part).values())
+
+
+@cached
+def cluster_connector() -> ClusterConnector:
+    """One API client per cluster, kept across warm invocations (consumer and reconciler only)."""
+    from tagpin.adapters.kubernetes.clusters import ClusterConnector
+
+    return ClusterConnector(wiring.config, wiring.secret_text)
+
+
+def redelivery(queue_url: str) -> SqsRedelivery:
+    from tagpin.adapters.sqs import SqsRedelivery
+
+    return SqsRedelivery(wiring.aws("sqs"), queue_url)
+
+
+@cached
+def verification_queue() -> SqsVerificationQueue:
+    from tagpin.adapters.sqs import SqsVerificationQueue
+
+    return SqsVerificationQueue(wiring.aws("sqs"), wiring.setting("queue_url"))

@@ -1,0 +1,211 @@
+"""The composition root's rollout side (the consumer and the reconciler): admission, the applier and
+its idempotency guard, verification, promotion, approvals, notifications, signature checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tagpin import wiring
+from tagpin.usecases.detect import now_ms
+from tagpin.wiring.cache import cached
+from tagpin.wiring.core import SECRET_MAX_AGE
+from tagpin.wiring.detection import change_queue
+
+if TYPE_CHECKING:
+    from tagpin.adapters.notify import Notifier
+    from tagpin.ports.signatures import SignatureChecker, TrustMaterial
+    from tagpin.usecases.admission import Admission
+    from tagpin.usecases.apply import Applier, Guard
+    from tagpin.usecases.approvals import Approvals
+    from tagpin.usecases.promote import Promoter
+    from tagpin.usecases.reconcile import Reconciler
+    from tagpin.usecases.verify import Verifier
+
+
+@cached
+def idempotency_guard() -> Guard:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, idempotent_function
+    from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
+    from tagpin.domain.outcomes import ApplyResult
+
+    persistence = DynamoDBPersistenceLayer(
+        table_name=wiring.setting("idempotency_table"), boto3_client=wiring.aws("dynamodb")
+    )
+
+    def guard(fn: Callable[..., ApplyResult]) -> Callable[..., ApplyResult]:
+        wrapped: Callable[..., ApplyResult] = idempotent_function(
+            fn,
+            data_keyword_argument="target_change",
+            persistence_store=persistence,
+            config=wiring.idempotency_config(),
+            output_serializer=PydanticSerializer(model=ApplyResult),
+            # A stable prefix, not the function's module path: moving code never forgets results.
+            key_prefix="tagpin.apply_target",
+        )
+        return wrapped
+
+    return guard
+
+
+@cached
+def idempotency_config() -> Any:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    # One roll per (target, digest). A day covers SQS retries and the DLQ redrive window that
+    # matters; after that the state's conditional claim and the "already current" check still hold.
+    # reconcile_run is null except on the reconciler's healing changes; changed_at identifies the
+    # move, so a tag returning to an earlier digest within the day is applied
+    # (tagpin.domain.messages.Change).
+    return IdempotencyConfig(
+        event_key_jmespath="[target_id, digest, changed_at, reconcile_run]", expires_after_seconds=24 * 3600
+    )
+
+
+@cached
+def notifier() -> Notifier:
+    from tagpin.adapters.notify import Notifier
+
+    return Notifier(
+        settings=lambda: wiring.config().rollout.notifications,
+        sns=wiring.aws("sns"),
+        topic_arn=wiring.settings().notify_topic_arn or None,
+        secret=wiring.secret_json,
+    )
+
+
+@cached
+def promoter() -> Promoter:
+    from tagpin.usecases.promote import Promoter
+
+    return Promoter(
+        state=wiring.state(),
+        followed=wiring.followed,
+        settings=wiring.rollout_settings,
+        verifications=wiring.verification_queue(),
+        changes=change_queue(),
+        notifier=wiring.notifier(),
+        clock=now_ms,
+    )
+
+
+@cached
+def approvals() -> Approvals:
+    """A person's decisions before a wave starts (the consumer asks; the CLI, console and Slack
+    decide)."""
+    from tagpin.usecases.approvals import Approvals
+
+    return Approvals(
+        state=wiring.state(),
+        settings=wiring.rollout_settings,
+        changes=change_queue(),
+        verifications=wiring.verification_queue(),
+        notifier=wiring.notifier(),
+        clock=now_ms,
+    )
+
+
+@cached
+def admission() -> Admission:
+    """The gates a move passes before it starts on a target (``tagpin.usecases.admission``): the
+    consumer's, and ``tagpin plan``'s (the same answer)."""
+    from tagpin.usecases.admission import standard
+    from tagpin.usecases.admission.platform import PlatformGate
+    from tagpin.usecases.admission.signature import SignatureGate
+
+    platforms = PlatformGate(
+        wiring.registry_client(), wiring.cluster_connector(), lambda: wiring.config().clusters, now_ms
+    )
+    return standard(
+        state=wiring.state(),
+        settings=wiring.rollout_settings,
+        gitops=lambda: wiring.config().gitops,
+        platforms=platforms,
+        signatures=SignatureGate(wiring.signature_checker, wiring.trust_material, wiring.rollout_settings),
+    )
+
+
+@cached
+def console_admission() -> Admission:
+    """The same gates for the console, which reads no registry and no cluster: those gates
+    answer ``unknown`` there (``tagpin plan`` asks them)."""
+    from tagpin.usecases.admission import GateName, Stage, Unavailable, standard
+
+    why = "the console reads no registry (tagpin plan asks it)"
+    return standard(
+        state=wiring.state(),
+        settings=wiring.rollout_settings,
+        gitops=lambda: wiring.config().gitops,
+        platforms=Unavailable(GateName.PLATFORM, Stage.TARGET, why),
+        signatures=Unavailable(GateName.SIGNATURE, Stage.TARGET, why),
+    )
+
+
+@cached
+def signature_checker() -> SignatureChecker:
+    from tagpin.adapters.signatures import RegistrySignatureChecker
+
+    return RegistrySignatureChecker(wiring.registry_client())
+
+
+@cached
+def trust_material() -> TrustMaterial:
+    """Signature gates' keys: inline, from the secret store (``tagpin/signing/...``) or AWS KMS."""
+    from tagpin.adapters.signatures.material import StoredTrustMaterial
+
+    kms = lambda region: wiring.aws("kms", region)  # noqa: E731
+    return StoredTrustMaterial(wiring.secret_text, kms, max_age=SECRET_MAX_AGE)
+
+
+@cached
+def applier() -> Applier:
+    from tagpin.usecases.apply import Applier
+
+    return Applier(
+        followed=wiring.followed,
+        state=wiring.state(),
+        workloads=wiring.cluster_connector(),
+        clock=now_ms,
+        guard=wiring.idempotency_guard(),
+        settings=wiring.rollout_settings,
+        verifications=wiring.verification_queue(),
+        promoter=wiring.promoter(),
+        notifier=wiring.notifier(),
+        approvals=wiring.approvals(),
+        admission=wiring.admission(),
+    )
+
+
+@cached
+def verifier() -> Verifier:
+    from tagpin.usecases.verify import Verifier
+
+    return Verifier(
+        state=wiring.state(),
+        workloads=wiring.cluster_connector(),
+        followed=wiring.followed,
+        settings=wiring.rollout_settings,
+        verifications=wiring.verification_queue(),
+        promoter=wiring.promoter(),
+        notifier=wiring.notifier(),
+        clock=now_ms,
+        approvals=wiring.approvals(),
+    )
+
+
+@cached
+def reconciler() -> Reconciler:
+    from tagpin.usecases.reconcile import Reconciler
+
+    return Reconciler(
+        config=wiring.config,
+        state=wiring.state(),
+        clusters=wiring.cluster_connector(),
+        detector=wiring.detector(),
+        queue=change_queue(),
+        clock=now_ms,
+        resolve=wiring.settings().reconcile_resolves,
+        channels=wiring.channels(),
+        notifier=wiring.notifier(),
+    )

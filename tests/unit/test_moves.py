@@ -1,0 +1,79 @@
+"""Typed values between modules: a ``Digest`` is validated where it enters (a message off the queue,
+a reference parsed, a move built) and is the text it is everywhere else; a ``Move`` carries one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+from tagpin.domain.messages import Change, TargetChange, Trigger, parse_message
+from tagpin.domain.moves import Move
+from tagpin.domain.refs import Digest, ImageRef, InvalidReference, is_digest
+
+from tests.support.constants import D1, WEB
+
+SHA512 = "sha512:" + "a" * 128
+
+
+@pytest.mark.parametrize("text", [D1, SHA512, "sha256:" + "0123456789abcdef" * 4])
+def test_a_digest_is_the_text_it_was_given(text: str) -> None:
+    digest = Digest(text)
+    assert digest == text and str(digest) == text and hash(digest) == hash(text)
+    assert isinstance(digest, str) and json.dumps({"d": digest}) == json.dumps({"d": text})
+    assert (digest.algorithm, digest.hex) == tuple(text.split(":"))
+    assert Digest(digest) is digest
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "digest must look like"),
+        ("sha256:" + "1" * 63, "sha256 digest must be exactly 64 lowercase hex characters"),
+        ("sha256:" + "A" * 64, "sha256 digest must be exactly 64 lowercase hex characters"),
+        ("latest", "digest must look like"),
+        (256, "digest must be a string"),
+    ],
+)
+def test_anything_else_is_refused_with_why(text: object, problem: str) -> None:
+    with pytest.raises(InvalidReference, match=problem):
+        Digest(text)
+
+
+@given(st.text(max_size=80))
+def test_digest_agrees_with_is_digest(text: str) -> None:
+    if is_digest(text):
+        assert Digest(text) == text
+    else:
+        with pytest.raises(InvalidReference):
+            Digest(text)
+
+
+def test_messages_carry_digests_and_name_a_bad_one() -> None:
+    change = parse_message(
+        Change(image=WEB, digest=D1, observed_at=1, trigger=Trigger.POLL).model_dump_json()
+    )
+    assert isinstance(change.digest, Digest) and change.digest == D1
+    assert json.loads(change.model_dump_json())["digest"] == D1  # written as the text it is
+    with pytest.raises(ValidationError, match="digest"):
+        Change(image=WEB, digest="sha256:nothex", observed_at=1, trigger=Trigger.POLL)
+    work = TargetChange(
+        target_id="a/b/Deployment/c/d", cluster="a", namespace="b", kind="Deployment", name="c",
+        container="d", image=WEB, digest=D1, observed_at=1, trigger=Trigger.POLL,
+    )  # fmt: skip
+    assert isinstance(work.digest, Digest) and work.model_dump()["digest"] == D1
+    assert isinstance(ImageRef.parse(f"{WEB}@{D1}").digest, Digest)
+
+
+def test_a_move_is_of_a_change_and_validates_its_digest() -> None:
+    change = Change(image=WEB, digest=D1, observed_at=7, trigger=Trigger.WEBHOOK, changed_at=5, tag=None)
+    move = Move.of(change)
+    assert (move.image, move.digest, move.observed_at, move.changed_at, move.trigger) == (
+        WEB, D1, 7, 5, Trigger.WEBHOOK,
+    )  # fmt: skip
+    assert move.source == WEB
+    assert isinstance(Move(WEB, D1, 1, Trigger.POLL).digest, Digest)  # a text given: validated
+    with pytest.raises(InvalidReference):
+        Move(WEB, "sha256:short", 1, Trigger.POLL)

@@ -1,0 +1,54 @@
+"""The composition root: every cached factory is made through ``cached`` (recorded), and
+``wiring.reset`` clears each one; a hand-kept list once missed ``signature_checker`` and
+``trust_material``, whose keys and clients then outlived a reset."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from typing import Any
+
+import pytest
+from tagpin import wiring
+
+
+def cached_in_modules() -> dict[str, functools._lru_cache_wrapper[Any]]:
+    """Every ``functools.cache`` wrapper a module of the composition root defines, by name."""
+    found: dict[str, functools._lru_cache_wrapper[Any]] = {}
+    for info in pkgutil.iter_modules(wiring.__path__):
+        module = importlib.import_module(f"tagpin.wiring.{info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, functools._lru_cache_wrapper) and value.__module__ == module.__name__:
+                found[f"{info.name}.{name}"] = value
+    return found
+
+
+def test_every_cached_factory_is_recorded_for_reset() -> None:
+    found = cached_in_modules()
+    assert {"rollout.signature_checker", "rollout.trust_material", "core.state", "people.console_app"} <= set(
+        found
+    )
+    assert set(map(id, found.values())) == set(map(id, wiring.factories()))  # none cached aside
+
+
+def test_reset_clears_every_cached_factory(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAGPIN_STATE_TABLE", "tagpin-state")
+    wiring.reset()
+    built = {
+        "settings": wiring.settings(),
+        "aws": wiring.aws("sqs"),
+        "secrets": wiring.secrets(),
+        "state": wiring.state(),
+        "registry_client": wiring.registry_client(),
+        "signature_checker": wiring.signature_checker(),
+        "trust_material": wiring.trust_material(),
+        "console_admission": wiring.console_admission(),
+    }
+    filled = {f.__name__ for f in wiring.factories() if f.cache_info().currsize}
+    assert set(built) <= filled
+    wiring.reset()
+    assert [f.__name__ for f in wiring.factories() if f.cache_info().currsize] == []
+    assert wiring.trust_material() is not built["trust_material"]  # built anew after a reset
+    assert wiring.signature_checker() is not built["signature_checker"]
+    wiring.reset()
