@@ -33,11 +33,12 @@ def webhook(doc: Doc) -> str:
 
 def concurrency(doc: Doc) -> str:
     parts = []
-    for r in sorted(doc["rows"], key=lambda r: -r["containers"]):
+    for r in doc["rows"]:
         p99 = f", p99 {r['p99_s']} s" if "p99_s" in r else ""
+        isolation = f" as {r['isolation']}" if "isolation" in r else ""
         parts.append(
-            f"{r['containers']} container(s) per function: p50 {r['p50_s']} s, p90 {r['p90_s']} s{p99}, "
-            f"max {r['max_s']} s"
+            f"{r['containers']} container(s) per function{isolation}: p50 {r['p50_s']} s, "
+            f"p90 {r['p90_s']} s{p99}, max {r['max_s']} s"
         )
     once = sorted({p for r in doc["rows"] for p in r["patches_per_workload"]})
     return (
