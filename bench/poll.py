@@ -284,12 +284,12 @@ def main() -> None:
                     steady = n
                     for scenario in scenarios:
                         table = "steady" if scenario == "steady" else f"{scenario}-{n}"
-                        steady = scenario == "steady"
-                        before = ceiling(registry.url, n) if steady else 0.0
-                        result = run_worker(n, table, registry.host, aws, pids, resolve_only=steady)
+                        measured = scenario == "steady"  # (``steady`` counts the steady table's tags)
+                        before = ceiling(registry.url, n) if measured else 0.0
+                        result = run_worker(n, table, registry.host, aws, pids, resolve_only=measured)
                         check(scenario, n, result)
                         r = row(scenario, n, result)
-                        if steady:
+                        if measured:
                             # The registry's ceiling just before and just after the poll: on a
                             # shared machine it moves with the load; the ratio is to their mean.
                             after = ceiling(registry.url, n)
