@@ -64,8 +64,14 @@ def _poll(doc: Doc, scenario: str, size: int) -> Doc:
 def poll_steady(size: int) -> Callable[[Doc], str]:
     def render(doc: Doc) -> str:
         r = _poll(doc, "steady", size)
+        runs = r.get("runs_tags_per_s", [])
+        of = (
+            f" (the median of {len(runs)} polls: {', '.join(n(x) for x in runs)} tags/s)"
+            if len(runs) > 1
+            else ""
+        )
         return (
-            f"{n(r['tags_per_s'])} tags/s, {r['seconds']:.2f} s, {r['peak_rss_mb']:.0f} MB peak; "
+            f"{n(r['tags_per_s'])} tags/s, {r['seconds']:.2f} s{of}, {r['peak_rss_mb']:.0f} MB peak; "
             f"{r['ceiling_ratio']:.2f}x the registry's ceiling ({n(r['ceiling_per_s'])}/s, wrk), "
             f"{r['skopeo_ratio']:.0f}x a skopeo loop ({r['skopeo_per_s']:.0f}/s)"
             + (
