@@ -1,31 +1,150 @@
 """Concurrency bench: N tags pushed at once through the whole local stack (registry notifications,
-the webhook, the SQS loops, the consumer), with 1 container per function (every invocation
-serialised) and with several (as Lambda scales out). Prints push -> patch latency per tag (p50,
-p90, max), the consumer's invocations, cold starts and peak concurrency, and the patches per
-workload (exactly one each, whatever the concurrency).
+the webhook, the SQS loops, the consumer), in three setups measured in one run:
 
-    python -m bench.concurrency --tags 50 --containers 1,3
+* ``threads:1``: one container per function, every container a thread of the stack's process
+  (every invocation of a function serialised);
+* ``threads:3``: three containers per function, threads of the stack's process (one interpreter
+  and its GIL for moto, the clusters' fronts, the loops and every container);
+* ``processes:3``: three containers per function, each a process of its own as on Lambda
+  (``StackOptions.processes``, ``tagpin_local.lambda_process``).
+
+Each push is timed from the moment the registry has the new manifest to the moment the Deployment
+carries its digest, as a watch of the namespace's Deployments delivers it (the API server sends
+each write as it stores it; reading 50 Deployments in a loop would cost the stack's process more
+than it measures). Prints push -> patch latency per tag (p50, p90, p99, max), the consumer's
+invocations, containers and peak concurrency, the patches per workload (exactly one each, whatever
+the concurrency), each function's busy time per invocation, and where the CPU went during the
+storm (this process, the function containers, the API server, etcd, the registry...).
+
+    python -m bench.concurrency --tags 50 --setups threads:1,threads:3,processes:3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results" / "concurrency.json"
+SETUPS = "threads:1,threads:3,processes:3"
 
 
-def measure(tags: int, containers: int) -> dict[str, Any]:
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    """Every descendant of this process and itself: pid -> (command name, CPU seconds so far)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float, int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+        found[int(entry.name)] = (name, (int(fields[11]) + int(fields[12])) / tick, int(fields[1]))
+    ours, grew = {os.getpid()}, True
+    while grew:
+        more = {pid for pid, (_n, _c, parent) in found.items() if parent in ours} - ours
+        ours |= more
+        grew = bool(more)
+    return {pid: (found[pid][0], found[pid][1]) for pid in ours}
+
+
+def cpu_during(before: dict[int, tuple[str, float]], roles: dict[int, str]) -> dict[str, float]:
+    """CPU seconds each role (a function's containers, this process, a program) used since ``before``."""
+    spent: dict[str, float] = {}
+    for pid, (name, cpu) in cpu_by_process().items():
+        role = "stack process" if pid == os.getpid() else roles.get(pid, name)
+        spent[role] = spent.get(role, 0.0) + cpu - before.get(pid, (name, 0.0))[1]
+    ranked = sorted(spent.items(), key=lambda kv: -kv[1])
+    return {role: round(seconds, 2) for role, seconds in ranked if seconds >= 0.01}
+
+
+def watch_patches(
+    st: Any, names: set[str], seen: dict[str, tuple[str, float]], since: str
+) -> threading.Thread:
+    """A thread that records, for each Deployment of ``names``, the first image pinned to a digest
+    (``repo:tag@sha256:...``: only tagpin's patch makes one) and when the watch delivered it."""
+    from kubernetes import client, watch
+
+    api = client.AppsV1Api(st.kube.kube.api_client())
+
+    def run() -> None:
+        watcher = watch.Watch()  # type: ignore[no-untyped-call]
+        events = watcher.stream(  # type: ignore[no-untyped-call]
+            api.list_namespaced_deployment,
+            "default",
+            resource_version=since,
+            timeout_seconds=120,
+            deserialize=False,
+        )
+        for event in events:
+            at = time.monotonic()
+            obj = event["object"]
+            name = obj["metadata"]["name"]
+            image = obj["spec"]["template"]["spec"]["containers"][0]["image"]
+            if name in names and name not in seen and "@" in image:
+                seen[name] = (image, at)
+                if len(seen) == len(names):
+                    watcher.stop()  # type: ignore[no-untyped-call]
+
+    thread = threading.Thread(target=run, name="bench-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def quiet(webhook: Any, seconds: float = 1.0, limit: float = 60.0) -> None:
+    """Wait until the setup's own pushes are delivered: no webhook invocation for ``seconds``."""
+    deadline = time.monotonic() + limit
+    count = -1
+    while count != webhook.invocations and time.monotonic() < deadline:
+        count = webhook.invocations
+        time.sleep(seconds)
+
+
+def push_from_outside(url: str, tags: int) -> dict[str, Any]:
+    """The N pushes, 16 at a time, from a process of their own (pushes come from outside the stack:
+    in the stack's process they would take its CPU): when the first started and, per workload, the
+    digest pushed and when its push returned (``time.monotonic``, one clock for every process)."""
+    command = [sys.executable, "-m", "bench.concurrency", "--push", url, "--tags", str(tags)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def push_all(url: str, tags: int) -> None:
+    from tagpin_local.oci import push_image
+
+    pushed: dict[str, tuple[str, float]] = {}
+
+    def push(n: int) -> None:
+        digest = push_image(url, f"storm/app{n}", "stable")
+        pushed[f"app{n}"] = (digest, time.monotonic())
+
+    first = time.monotonic()
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(push, range(tags)))
+    print(json.dumps({"first": first, "pushed": pushed}))
+
+
+def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
+    from kubernetes import client
     from tagpin_local.kube.manifests import deployment
+    from tagpin_local.lambda_process import ProcessFunction
+    from tagpin_local.lambda_runtime import LocalFunction
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions
 
-    with LocalStack(StackOptions(notifications=True, consume=True, containers=containers)) as st:
+    options = StackOptions(notifications=True, consume=True, containers=containers, processes=processes)
+    with LocalStack(options) as st:
         assert st.registry is not None
         document = st.config_document()
         document["images"] = []
@@ -35,34 +154,40 @@ def measure(tags: int, containers: int) -> dict[str, Any]:
             st.kube.create(deployment(f"app{n}", "default", image, container="app"))
             target = {"cluster": "local", "namespace": "default", "name": f"app{n}", "container": "app"}
             document["images"].append({"image": image, "targets": [target]})
-        st.write_config(document)
+        st.write_config(document)  # process containers reset and warm again; threads share one root:
+        for function in st.functions.values():
+            if isinstance(function, LocalFunction):
+                function.warm()  # warm again, once for all of a function's containers
+        quiet(st.functions["webhook"])
+        roles = {
+            pid: f"{name} containers"
+            for name, f in st.functions.items()
+            if isinstance(f, ProcessFunction)
+            for pid in f.pids
+        }
         before = st.functions["consumer"].invocations
-        pushed: dict[int, tuple[str, float]] = {}
-
-        def push(n: int) -> None:
-            digest = push_image(st.registry.url, f"storm/app{n}", "stable")  # type: ignore[union-attr]
-            pushed[n] = (digest, time.monotonic())
-
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(push, range(tags)))
-        patched: dict[int, float] = {}
-        deadline = time.monotonic() + 120
-        while len(patched) < tags and time.monotonic() < deadline:
-            for n in range(tags):
-                if n in patched or n not in pushed:
-                    continue
-                spec = st.kube.get("Deployment", "default", f"app{n}")["spec"]["template"]["spec"]
-                if spec["containers"][0]["image"].endswith("@" + pushed[n][0]):
-                    patched[n] = time.monotonic()
-            time.sleep(0.05)
-        latencies = sorted(patched[n] - pushed[n][1] for n in patched)
+        listed = client.AppsV1Api(st.kube.kube.api_client()).list_namespaced_deployment("default", limit=1)
+        since = str(listed.metadata.resource_version)  # type: ignore[union-attr]
+        seen: dict[str, tuple[str, float]] = {}  # name -> (the first pinned image, when it was seen)
+        names = {f"app{n}" for n in range(tags)}
+        watcher = watch_patches(st, names, seen, since)
+        cpu_before = cpu_by_process()
+        pushes = push_from_outside(st.registry.url, tags)
+        first = pushes["first"]
+        pushed: dict[str, tuple[str, float]] = {k: (d, t) for k, (d, t) in pushes["pushed"].items()}
+        watcher.join(timeout=120)
+        cpu = cpu_during(cpu_before, roles)
+        patched = {name: at for name, (image, at) in seen.items() if image.endswith("@" + pushed[name][0])}
+        latencies = sorted(patched[name] - pushed[name][1] for name in patched)
         consumer = st.functions["consumer"]
-        first = min(t for _, t in pushed.values())
         last = max(patched.values(), default=first)
         busy = {  # where the time went: each function's invocations during the storm
             name: {
                 "invocations": len(calls),
                 "busy_s": round(sum(i.finished - i.started for i in calls), 2),
+                "per_invocation_s": round(statistics.mean(i.finished - i.started for i in calls), 3)
+                if calls
+                else None,
                 "waited_for_a_container_s": round(sum(i.started - i.requested for i in calls), 2),
                 "utilisation": round(
                     sum(i.finished - i.started for i in calls) / (containers * (last - first)), 2
@@ -76,45 +201,59 @@ def measure(tags: int, containers: int) -> dict[str, Any]:
             ]
         }
         patches = [st.kube.count("PATCH", rf"/deployments/app{n}$") for n in range(tags)]
+
+        def at(q: float) -> float | None:
+            return round(latencies[int(q * (len(latencies) - 1))], 2) if latencies else None
+
         return {
             "tags": tags,
             "containers": containers,
+            "isolation": "processes" if processes else "threads",
             "patched": len(patched),
+            "storm_s": round(last - first, 2),
             "p50_s": round(statistics.median(latencies), 2) if latencies else None,
-            "p90_s": round(latencies[int(0.9 * (len(latencies) - 1))], 2) if latencies else None,
-            "p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 2) if latencies else None,
+            "p90_s": at(0.9),
+            "p99_s": at(0.99),
             "max_s": round(latencies[-1], 2) if latencies else None,
             "consumer_invocations": consumer.invocations - before,
             "consumer_cold_starts": consumer.cold_starts,
             "consumer_peak_concurrency": consumer.peak_concurrency,
             "patches_per_workload": sorted(set(patches)),
             "functions": busy,
+            "cpu_s": cpu,
         }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tags", type=int, default=50)
-    parser.add_argument("--containers", default="1,3")
+    parser.add_argument("--setups", default=SETUPS, help="isolation:containers, comma separated")
+    parser.add_argument("--push", metavar="REGISTRY_URL", help="(internal) push the N tags and report")
     args = parser.parse_args()
+    if args.push:
+        push_all(args.push, args.tags)
+        return
     rows = []
-    for c in (int(x) for x in args.containers.split(",")):
-        row = measure(args.tags, c)
+    for setup in args.setups.split(","):
+        isolation, containers = setup.split(":")
+        c = int(containers)
+        row = measure(args.tags, c, processes=isolation == "processes")
         rows.append(row)
         print(
-            f"{row['tags']} tags pushed at once, {c} container(s) per function: push -> patch "
-            f"p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s; "
-            f"{row['patched']} patched; "
+            f"{row['tags']} tags pushed at once, {c} container(s) per function as {isolation}: push -> "
+            f"patch p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s; "
+            f"{row['patched']} patched in {row['storm_s']} s; "
             f"consumer: {row['consumer_invocations']} invocations, {row['consumer_cold_starts']} "
             f"container(s), peak {row['consumer_peak_concurrency']} at once; "
             f"patches per workload {row['patches_per_workload']}"
         )
         for name, b in row["functions"].items():
             print(
-                f"  {name}: {b['invocations']} invocations, busy {b['busy_s']} s (utilisation "
-                f"{b['utilisation']} of {c} container(s)), waited for a container "
-                f"{b['waited_for_a_container_s']} s"
+                f"  {name}: {b['invocations']} invocations, {b['per_invocation_s']} s each, busy "
+                f"{b['busy_s']} s (utilisation {b['utilisation']} of {c} container(s)), waited for a "
+                f"container {b['waited_for_a_container_s']} s"
             )
+        print("  CPU during the storm (s): " + ", ".join(f"{k} {v}" for k, v in row["cpu_s"].items()))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
     print(f"written to {RESULTS}")

@@ -1,8 +1,9 @@
-"""Every figure of the README's performance table and of docs/cost.md, generated from
-bench/results/*.json; and whether each result still measures the code as it is.
+"""Every figure of the README's performance table, of docs/cost.md and of the measured parts of
+docs/console.md and docs/registries.md, generated from bench/results/*.json; and whether each
+result still measures the code as it is.
 
     python bench/figures.py            print the generated blocks and the results' freshness
-    python bench/figures.py --write    rewrite the blocks in README.md and docs/cost.md (make figures)
+    python bench/figures.py --write    rewrite the blocks in README.md and docs/*.md (make figures)
     python bench/figures.py --check    exit 1 when a block in the files differs from what the results
                                        give (make bench-check; .ci/run); list each stale result
     python bench/figures.py --check --strict   also exit 1 on a stale result (before resolving an
@@ -32,10 +33,15 @@ if str(ROOT) not in sys.path:
 
 from bench.catalog import BENCHES, BY_NAME  # noqa: E402
 from bench.figures_cost import COST_BLOCKS  # noqa: E402
+from bench.figures_docs import DOC_BLOCKS  # noqa: E402
 from bench.figures_readme import README_ROWS  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-FILES = {"README.md": ("performance",), "docs/cost.md": tuple(COST_BLOCKS)}
+FILES = {
+    "README.md": ("performance",),
+    "docs/cost.md": tuple(COST_BLOCKS),
+    **{file: tuple(names) for file, names in DOC_BLOCKS.items()},
+}
 
 
 def result(name: str) -> dict[str, Any] | None:
@@ -73,6 +79,9 @@ def blocks() -> dict[str, str]:
     found = {"performance": performance_table()}
     for name, render in COST_BLOCKS.items():
         found[name] = render(result)
+    for renders in DOC_BLOCKS.values():
+        for name, render in renders.items():
+            found[name] = render(result)
     return found
 
 

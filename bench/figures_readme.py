@@ -33,11 +33,12 @@ def webhook(doc: Doc) -> str:
 
 def concurrency(doc: Doc) -> str:
     parts = []
-    for r in sorted(doc["rows"], key=lambda r: -r["containers"]):
+    for r in doc["rows"]:
         p99 = f", p99 {r['p99_s']} s" if "p99_s" in r else ""
+        isolation = f" as {r['isolation']}" if "isolation" in r else ""
         parts.append(
-            f"{r['containers']} container(s) per function: p50 {r['p50_s']} s, p90 {r['p90_s']} s{p99}, "
-            f"max {r['max_s']} s"
+            f"{r['containers']} container(s) per function{isolation}: p50 {r['p50_s']} s, "
+            f"p90 {r['p90_s']} s{p99}, max {r['max_s']} s"
         )
     once = sorted({p for r in doc["rows"] for p in r["patches_per_workload"]})
     return (
@@ -63,10 +64,21 @@ def _poll(doc: Doc, scenario: str, size: int) -> Doc:
 def poll_steady(size: int) -> Callable[[Doc], str]:
     def render(doc: Doc) -> str:
         r = _poll(doc, "steady", size)
+        runs = r.get("runs_tags_per_s", [])
+        of = (
+            f" (the median of {len(runs)} polls: {', '.join(n(x) for x in runs)} tags/s)"
+            if len(runs) > 1
+            else ""
+        )
         return (
-            f"{n(r['tags_per_s'])} tags/s, {r['seconds']:.2f} s, {r['peak_rss_mb']:.0f} MB peak; "
+            f"{n(r['tags_per_s'])} tags/s, {r['seconds']:.2f} s{of}, {r['peak_rss_mb']:.0f} MB peak; "
             f"{r['ceiling_ratio']:.2f}x the registry's ceiling ({n(r['ceiling_per_s'])}/s, wrk), "
             f"{r['skopeo_ratio']:.0f}x a skopeo loop ({r['skopeo_per_s']:.0f}/s)"
+            + (
+                f" (the ceiling itself: {r['ceiling_skopeo_ratio']:.0f}x)"
+                if "ceiling_skopeo_ratio" in r
+                else ""
+            )
         )
 
     return render

@@ -229,6 +229,7 @@ def _build(st: LocalStack, registries: dict[str, RegistryServer]) -> World:
     # (configuration, secrets, ECR tokens, cluster clients): each invocation starts in a new
     # container instead, so that each function makes every call it needs itself.
     for function in st.functions.values():
+        assert isinstance(function, LocalFunction)  # the IAM recorder sees calls made in this process
         _cold(function)
     text = yaml.safe_dump(document, sort_keys=False)
     st.client("ssm").put_parameter(

@@ -4,6 +4,7 @@ tag, only real changes enqueued, the time budget and its cursor, errors recorded
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 from tagpin.domain.config import FollowedImage, Registry, Target
@@ -258,6 +259,41 @@ def test_a_settled_tag_costs_no_read_of_its_own_until_it_moves_or_fails(store: S
     assert all((t := store.tags.get(image)) is not None and t.last_error is None for image in images)
     poller(registry, store, queue, chunk=4).run(followed)  # found unchanged, no error: settled again
     assert store.digests.all() == {**tags, images[2]: digest(50)}
+
+
+class ReadAfterAsking:
+    """Settled digests whose read waits (up to 5 s) until the registry has been asked for a tag."""
+
+    def __init__(self, inner: object, registry: ScriptedRegistry) -> None:
+        self.inner, self.registry = inner, registry
+        self.asked_first: bool | None = None
+
+    def all(self, shards: list[str] | None = None) -> object:
+        deadline = time.monotonic() + 5
+        while not self.registry.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.asked_first = bool(self.registry.calls)
+        return self.inner.all(shards)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_the_first_chunk_resolves_while_the_settled_digests_are_read(store: State) -> None:
+    images = [f"{A}/team/r{i}:stable" for i in range(6)]
+    tags = {image: digest(i) for i, image in enumerate(images)}
+    registry = scripted(dict(tags))
+    followed = [FollowedImage(image=image, targets=[target(f"r{i}")]) for i, image in enumerate(images)]
+    queue = ListQueue()
+    poller(registry, store, queue, chunk=2).run(followed)
+    apply_all(store, followed, tags)
+    poller(registry, store, queue, chunk=2).run(followed)  # found unchanged: settled
+    registry.calls.clear()
+    digests = ReadAfterAsking(store.digests, registry)
+    steady = poller(registry, dataclasses.replace(store, digests=digests), queue, chunk=2).run(followed)  # type: ignore[arg-type]
+    assert digests.asked_first is True  # the read did not hold the registry's first chunk back
+    assert (steady.unchanged, steady.enqueued) == (6, 0)
+    assert sorted(registry.calls) == sorted(images)  # each tag once, the first chunk included
 
 
 def test_a_settled_digest_is_never_older_than_its_tag(store: State) -> None:

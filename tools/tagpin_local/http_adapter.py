@@ -33,7 +33,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
-from tagpin_local.lambda_runtime import LocalFunction, http_api_event
+from tagpin_local.lambda_process import Function
+from tagpin_local.lambda_runtime import http_api_event
 
 log = logging.getLogger("tagpin_local.stack")
 
@@ -51,8 +52,8 @@ TCHAR = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi
 
 class WebhookAdapter(ThreadingHTTPServer):
     daemon_threads = True
-    function: LocalFunction
-    console: LocalFunction | None = None
+    function: Function
+    console: Function | None = None
     # The JWT authorizer's stand-in: a bearer token's claims, or None to refuse it (401). None here:
     # the console routes have no authorizer (the local stack's console signs people in itself).
     jwt_claims: Callable[[str], dict[str, Any] | None] | None = None

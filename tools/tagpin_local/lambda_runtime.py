@@ -12,7 +12,6 @@ the thread. ``FUNCTION_OUTPUT`` writes to the process's stderr unless told other
 
 from __future__ import annotations
 
-import base64
 import collections
 import contextvars
 import importlib.util
@@ -24,7 +23,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO, cast
@@ -32,10 +30,33 @@ from typing import Any, TextIO, cast
 from tagpin.domain.deadletters import FAILURE_DETAIL_TYPE
 
 from tagpin_local import recursion
+from tagpin_local.lambda_events import (
+    ACCOUNT,
+    REGION,
+    failure_event,
+    http_api_event,
+    scheduled_event,
+    sqs_event,
+)
+
+__all__ = [  # the events' builders live in lambda_events; imported from here by many
+    "ACCOUNT",
+    "FAILURE_DETAIL_TYPE",
+    "INVOKED",
+    "REGION",
+    "REPO",
+    "Invocation",
+    "LocalContext",
+    "LocalFunction",
+    "failure_event",
+    "http_api_event",
+    "load_handler",
+    "scheduled_event",
+    "set_function_output",
+    "sqs_event",
+]
 
 REPO = Path(__file__).resolve().parents[2]
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -198,11 +219,17 @@ class LocalFunction:
         """Load the handler (Lambda's init), then build what its first invocation would
         (``tagpin.warming``): the first event after a start costs what a warm one does, as with
         provisioned concurrency. Containers share this process: a second finds most of it built."""
+        handler = load_handler(self.name)
+        if os.environ.get("TAGPIN_LOCAL_WARM") != "0":  # "0": measuring what warming saves (bench/latency.py)
+            self.warm()
+        return handler
+
+    def warm(self) -> None:
+        """Build what the next invocation would (``tagpin.warming``): at a container's start, or
+        after the composition root was reset (a benchmark that writes the configuration and then
+        measures warm invocations; a process container does it on ``reset``)."""
         from tagpin.warming import warm
 
-        handler = load_handler(self.name)
-        if os.environ.get("TAGPIN_LOCAL_WARM") == "0":  # measuring what warming saves (bench/latency.py)
-            return handler
         outer = getattr(_running, "active", False)
         _running.active = True  # what it prints is the function's output
         token = INVOKED.set(self.name)  # its calls are the function's (its role's, on AWS)
@@ -211,7 +238,14 @@ class LocalFunction:
         finally:
             INVOKED.reset(token)
             _running.active = outer
-        return handler
+
+    def reset(self) -> None:
+        """Nothing of its own: its containers share this process's composition root, which the
+        stack resets (``wiring.reset``) for every function at once. (A process container has its
+        own: :meth:`tagpin_local.lambda_process.ProcessFunction.reset`.)"""
+
+    def close(self) -> None:
+        """Nothing to stop: its containers are this process's threads."""
 
     def invoke(self, event: dict[str, Any]) -> Any:
         requested = time.monotonic()
@@ -243,155 +277,3 @@ class LocalFunction:
                     self.concurrent -= 1
                     self.history.append(Invocation(requested, started, time.monotonic(), cold, first))
                 self._idle.put((handler, False))
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def http_api_event(
-    method: str,
-    path: str,
-    query: str,
-    headers: dict[str, str],
-    body: bytes,
-    source_ip: str,
-    route: str,
-    claims: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """An API Gateway HTTP API payload v2.0 event, as the real service builds it: the ``Cookie``
-    header becomes the ``cookies`` list; ``claims``: what a JWT authorizer passes on
-    (``requestContext.authorizer.jwt``)."""
-    cookies = [
-        c.strip()
-        for name, value in headers.items()
-        if name.lower() == "cookie"
-        for c in str(value).split(";")
-        if c.strip()
-    ]
-    headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
-    try:
-        text, encoded = body.decode("utf-8"), False
-    except UnicodeDecodeError:
-        text, encoded = base64.b64encode(body).decode(), True
-    now = _now()
-    params: dict[str, str] = {}
-    template = route.split(" ", 1)[1].strip("/").split("/")
-    actual = path.strip("/").split("/")
-    if template[-1].endswith("+}") and len(actual) >= len(template):  # a greedy {proxy+}
-        actual = [*actual[: len(template) - 1], "/".join(actual[len(template) - 1 :])]
-    if len(template) == len(actual):
-        params = {t[1:-1].rstrip("+"): a for t, a in zip(template, actual, strict=True) if t.startswith("{")}
-    event: dict[str, Any] = {
-        "version": "2.0",
-        "routeKey": route,
-        "rawPath": path,
-        "rawQueryString": query,
-        "headers": {k.lower(): v for k, v in headers.items()},
-        "requestContext": {
-            "accountId": ACCOUNT,
-            "apiId": "local",
-            "domainName": headers.get("host", "127.0.0.1"),
-            "domainPrefix": "local",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": source_ip,
-                "userAgent": headers.get("user-agent", ""),
-            },
-            "requestId": str(uuid.uuid4()),
-            "routeKey": route,
-            "stage": "$default",
-            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
-            "timeEpoch": int(now.timestamp() * 1000),
-        },
-        "pathParameters": params,
-        "body": text,
-        "isBase64Encoded": encoded,
-    }
-    if query:
-        from urllib.parse import parse_qsl
-
-        event["queryStringParameters"] = dict(parse_qsl(query))
-    if cookies:
-        event["cookies"] = cookies
-    if claims is not None:
-        event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
-    return event
-
-
-def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
-    """The event Lambda's SQS poller delivers for messages from ``receive_message``."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": dict(m.get("Attributes", {})),
-                "messageAttributes": m.get("MessageAttributes", {}),
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": REGION,
-            }
-            for m in messages
-        ]
-    }
-
-
-def scheduled_event(rule: str = "tagpin-poll") -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": ACCOUNT,
-        "time": _now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
-        "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}"],
-        "detail": {},
-    }
-
-
-def failure_event(
-    function_name: str, request: dict[str, Any], error: Exception, attempts: int
-) -> dict[str, Any]:
-    """What Lambda puts on the default event bus for an asynchronous invocation that failed every
-    attempt (an ``OnFailure`` destination of type EventBridge): the invocation record in ``detail``."""
-    function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function_name}:$LATEST"
-    now = _now()
-    request_id = str(uuid.uuid4())
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": FAILURE_DETAIL_TYPE,
-        "source": "lambda",
-        "account": ACCOUNT,
-        "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
-        "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default", function_arn],
-        "detail": {
-            "version": "1.0",
-            "timestamp": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "requestContext": {
-                "requestId": request_id,
-                "functionArn": function_arn,
-                "condition": "RetriesExhausted",
-                "approximateInvokeCount": attempts,
-            },
-            "requestPayload": request,
-            "responseContext": {
-                "statusCode": 200,
-                "executedVersion": "$LATEST",
-                "functionError": "Unhandled",
-            },
-            "responsePayload": {
-                "errorMessage": str(error),
-                "errorType": type(error).__name__,
-                "requestId": request_id,
-                "stackTrace": [],
-            },
-        },
-    }

@@ -120,6 +120,12 @@ def delivering(lineage: Lineage) -> Iterator[None]:
         _INBOUND.reset(token)
 
 
+def inbound() -> Lineage | None:
+    """The lineage an event source is delivering in this context (``delivering``), if any: what a
+    process container is handed with the event (``tagpin_local.lambda_process``)."""
+    return _INBOUND.get()
+
+
 @contextlib.contextmanager
 def invocation(function: str) -> Iterator[Lineage]:
     """The length of one invocation of ``function``: :data:`TRACE` is its lineage, the one its

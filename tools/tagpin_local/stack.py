@@ -45,7 +45,9 @@ from tagpin_local.http_adapter import WebhookAdapter
 from tagpin_local.kube import KubeCluster
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.pool import ClusterSource, default_source
+from tagpin_local.lambda_process import Function, ProcessFunction
 from tagpin_local.lambda_runtime import REPO, LocalFunction
+from tagpin_local.moto_process import MotoProcess
 from tagpin_local.recursion import LoopDetector, recursive_loop_settings
 from tagpin_local.registry_server import RegistryServer
 from tagpin_local.stack_aws import (
@@ -94,7 +96,7 @@ class LocalStack(EventSources):
         self._receive_lock = threading.Lock()
         self._stop = threading.Event()
         self._poll_wake = threading.Event()
-        self.functions: dict[str, LocalFunction] = {}
+        self.functions: dict[str, Function] = {}
         self.aws_endpoint = ""
         self.queue_url = ""
         self.dlq_url = ""
@@ -125,9 +127,12 @@ class LocalStack(EventSources):
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kube-start")
         self._starting = executor.submit(self._kube_source.acquire, ["local", *self.options.clusters])
         executor.shutdown(wait=False)  # the thread ends with the task
-        _cache_moto_modules()
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's access log
-        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        if self.options.processes:  # its own process, as the functions' containers
+            self._moto = MotoProcess()
+        else:
+            _cache_moto_modules()
+            logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's access log
+            self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()
         host, port = self._moto.get_host_and_port()
         self.aws_endpoint = f"http://{host}:{port}"
@@ -152,11 +157,7 @@ class LocalStack(EventSources):
         from tagpin import wiring
 
         wiring.reset()
-        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "console": 15.0}
-        scaled = {"webhook", "consumer", "console"}  # the scheduled ones run one at a time anyway
-        for name, timeout in timeouts.items():
-            containers = self.options.containers if name in scaled else 1
-            self.functions[name] = LocalFunction(name, timeout_s=timeout, containers=containers)
+        self._start_functions()
         assert self._adapter is not None
         self._adapter.function = self.functions["webhook"]
         self._adapter.console = self.functions["console"]
@@ -167,6 +168,21 @@ class LocalStack(EventSources):
                 self._spawn(self._sqs_loop, f"sqs-consumer-{n}")
         self._spawn(self._scheduler, "scheduler")
         self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
+
+    def _start_functions(self) -> None:
+        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "console": 15.0}
+        scaled = {"webhook", "consumer", "console"}  # the scheduled ones run one at a time anyway
+
+        def start(name: str) -> Function:
+            containers = self.options.containers if name in scaled else 1
+            kind = ProcessFunction if self.options.processes else LocalFunction
+            return kind(name, timeout_s=timeouts[name], containers=containers)
+
+        if not self.options.processes:  # threads: one after the other (they share the modules)
+            self.functions.update((name, start(name)) for name in timeouts)
+            return
+        with ThreadPoolExecutor(max_workers=len(timeouts)) as pool:  # processes: side by side
+            self.functions.update(zip(timeouts, pool.map(start, timeouts), strict=True))
 
     def stop(self) -> None:
         self._stop.set()
@@ -179,6 +195,8 @@ class LocalStack(EventSources):
         deadline = time.monotonic() + 10
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        for function in self.functions.values():
+            function.close()
         if self.registry is not None:
             self.registry.stop()
         for cluster in self.kubes.values():
@@ -276,7 +294,9 @@ class LocalStack(EventSources):
         self.client("ssm").put_parameter(Name=CONFIG_PARAMETER, Value=text, Type="String", Overwrite=True)
         from tagpin import wiring
 
-        wiring.reset()
+        wiring.reset()  # the functions running in this process (threads)
+        for function in self.functions.values():
+            function.reset()  # those running in their own (processes)
 
     def set_notifications(self, enabled: bool) -> None:
         """Switch the registry's push notifications on or off (restarts it on the same port)."""

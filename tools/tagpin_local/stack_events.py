@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tagpin_local.http_adapter import WebhookAdapter, WebhookAdapterHandler
-from tagpin_local.lambda_runtime import LocalFunction, failure_event, scheduled_event, sqs_event
+from tagpin_local.lambda_process import Function
+from tagpin_local.lambda_runtime import failure_event, scheduled_event, sqs_event
 from tagpin_local.recursion import LoopDetector, delivering
 from tagpin_local.stack_aws import AwsResources
 
@@ -23,7 +24,7 @@ class EventSources(AwsResources):
     """What invokes the stack's functions (a part of :class:`tagpin_local.stack.LocalStack`,
     which sets these attributes)."""
 
-    functions: dict[str, LocalFunction]
+    functions: dict[str, Function]
     loops: LoopDetector
     consumer_errors: list[str]
     _adapter: WebhookAdapter | None

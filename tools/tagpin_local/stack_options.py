@@ -35,6 +35,11 @@ class StackOptions:
     # so that tests see concurrent invocations (and their races) as they happen on AWS.
     # 1 serialises every invocation of a function.
     containers: int = 3
+    # Each container a process of its own, as on Lambda (tagpin_local.lambda_process), and moto's
+    # server too (tagpin_local.moto_process), instead of threads of this process: no GIL shared
+    # between them, the clusters' fronts and the loops; but what a test does inside this process
+    # (monkeypatching, the IAM recorder) does not reach them.
+    processes: bool = False
     # The console's sign-in: "token" (a token exchanged for a session cookie, as `tagpin local`
     # prints it) or "jwt" (as on AWS: every console request needs a bearer token ``jwt_claims``
     # accepts, the JWT authorizer's stand-in, which gives its claims).

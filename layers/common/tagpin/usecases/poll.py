@@ -150,22 +150,35 @@ class Poller:
         refs, moved = self._refs(items, summary)
         order = sorted(refs)
         cursor = self._state.cursor.get(part) if order else None
-        settled = self._state.digests.all(None if part.whole else part.shards) if order else {}
-        for image in moved:  # a channel's head moved (its digest may not have): record the move
-            settled.pop(image, None)
+        settled: dict[str, str] = {}  # read while the first chunk resolves (below)
         if cursor is not None:  # start where the last run stopped; the rest follows, wrapping around
             first = next((i for i, image in enumerate(order) if image >= cursor), 0)
             order = order[first:] + order[:first]
         deadline = None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
         chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
 
-        def start(pool: ThreadPoolExecutor, chunk: list[str]) -> tuple[Any, _StateReads]:
-            resolving = self._resolver.start_many([refs[i] for i in chunk], deadline=deadline)
+        def resolve(chunk: list[str]) -> Any:
+            return self._resolver.start_many([refs[i] for i in chunk], deadline=deadline)
+
+        def start(
+            pool: ThreadPoolExecutor, chunk: list[str], resolving: Any = None
+        ) -> tuple[Any, _StateReads]:
+            resolving = resolving or resolve(chunk)
             return resolving, self._read_state(pool, [items[i] for i in chunk if i not in settled])
 
         settles: list[tuple[str, str, int]] = []  # found settled this run: written together at the end
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
-            pending = start(pool, chunks[0]) if chunks else None
+            pending = None
+            if chunks:
+                # The registry's answers do not depend on the settled digests: the first chunk
+                # resolves while they are read (at 10,000 tags one BatchGetItem of 64 items of
+                # about 20 KB; which of the chunk's tags need their own items read waits for it).
+                reading = pool.submit(self._state.digests.all, None if part.whole else part.shards)
+                first = resolve(chunks[0])
+                settled = reading.result()
+                for image in moved:  # a channel's head moved (its digest may not have): record the move
+                    settled.pop(image, None)
+                pending = start(pool, chunks[0], first)
             for n, chunk in enumerate(chunks):
                 assert pending is not None
                 resolving, reads = pending

@@ -1,0 +1,71 @@
+"""moto's server in a process of its own (``StackOptions.processes``): the AWS endpoint no longer
+shares the stack's interpreter and GIL with the clusters' fronts, the event sources' loops and the
+tools. The same server as ``moto.server.ThreadedMotoServer`` (moto's Flask app under werkzeug, a
+thread per request), with the same local speed-up (``stack_aws._cache_moto_modules``).
+
+    python -m tagpin_local.moto_process <port>
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+
+import httpx
+
+from tagpin_local.registry_server import free_port
+
+START_TIMEOUT_S = 60.0
+
+
+class MotoProcess:
+    """What the stack uses of ``ThreadedMotoServer``: ``start``, ``get_host_and_port``, ``stop``."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "tagpin_local.moto_process", str(self.port)]
+        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/moto-api/", timeout=1).raise_for_status()
+                return
+            except httpx.HTTPError:
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto's server did not start on port {self.port}") from None
+                time.sleep(0.1)
+
+    def get_host_and_port(self) -> tuple[str, int]:
+        return "127.0.0.1", self.port
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds (a server holding many items can take
+        longer than that to tear its interpreter down on a busy machine)."""
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout=30)
+
+
+def main(port: str) -> None:
+    from moto import server
+
+    from tagpin_local.stack_aws import _cache_moto_modules
+
+    _cache_moto_modules()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # its access log
+    server.main(["-H", "127.0.0.1", "-p", port])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
