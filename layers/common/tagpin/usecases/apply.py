@@ -50,6 +50,7 @@ from tagpin.ports.workloads import (
 )
 from tagpin.usecases.approvals import Approvals, needs_approval
 from tagpin.usecases.audit import Audit
+from tagpin.usecases.gitroute import GitRoute
 from tagpin.usecases.guards import StartGate, change_gate, live_owner, not_live
 from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
 from tagpin.usecases.trust import Blocked, TrustGates
@@ -110,6 +111,7 @@ class Applier:
         trust: TrustGates | None = None,
         approvals: Approvals | None = None,
         gitops: Callable[[], GitOpsSettings] = GitOpsSettings,
+        git: GitRoute | None = None,
     ) -> None:
         """Without ``verifications`` nothing is verified (``applied`` is final); without
         ``promoter`` waves do not advance by themselves; without ``trust`` no gate is checked."""
@@ -126,8 +128,9 @@ class Applier:
         self._trust = trust
         self._approvals = approvals
         self._gitops = gitops
+        self._git = git or GitRoute(gitops, None)  # owned targets gitops.write_back configures: through Git
 
-    def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:
+    def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:  # noqa: PLR0915
         """Apply ``change`` to every target it may touch now; a target is started only while
         ``budget`` lasts (the rest fail the change, so the queue delivers it again)."""
         followed = self._followed().get(change.image)
@@ -207,6 +210,7 @@ class Applier:
                     results.append(ApplyResult(outcome=ApplyOutcome.DEFERRED, target=target.id))
                     continue
                 results.append(self._apply_one(change, target, settings, failed))
+        self._git.send(change, results)  # one write request per repository (tagpin.usecases.gitroute)
         if deferred and self._verifications is not None:
             self._verifications.send(
                 Verification(
@@ -266,7 +270,11 @@ class Applier:
         except WorkloadError as exc:
             failed.append(f"{target.id}: {exc}")
             result = ApplyResult(outcome=ApplyOutcome.FAILED, target=target.id, error=str(exc))
-        rolled = result.outcome in (ApplyOutcome.PATCHED, ApplyOutcome.ALREADY_CURRENT)
+        rolled = result.outcome in (
+            ApplyOutcome.PATCHED,
+            ApplyOutcome.ALREADY_CURRENT,
+            ApplyOutcome.WRITE_BACK,
+        )
         if not (rolled and self._verifying(settings)):  # the verifier releases it otherwise
             self._gate.release(settings, target, change.digest)
         return result
@@ -433,6 +441,9 @@ class Applier:
         if outcome is ApplyOutcome.SUPERSEDED:  # claimed by a newer digest, or held, since: theirs
             logger.info("superseded before the patch", extra={"target": tc.target_id, "digest": tc.digest})
             return ApplyResult(outcome=outcome, target=tc.target_id)
+        if outcome is ApplyOutcome.WRITE_BACK:  # claimed; the write-back function commits it
+            self._finish(tc, TargetStatus.PENDING, detail="to be written to Git", previous=previous)
+            return ApplyResult(outcome=outcome, target=tc.target_id, previous_image=previous)
         # already-current: nothing was replaced, so the previous image stays the one last replaced.
         patched = outcome is ApplyOutcome.PATCHED
         self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=previous if patched else None)
@@ -463,7 +474,8 @@ class Applier:
                 raise Paused(f"{where} is annotated {ANNOTATION_PAUSED}")
             if workload.held:
                 raise Held(f"{where} is annotated {ANNOTATION_HOLD}: held where it is")
-            if (owner := live_owner(self._gitops(), workload, tc.target_id)) is not None:
+            owner = live_owner(self._gitops(), workload, tc.target_id)
+            if owner is not None and not self._git.writes(tc.image, tc.target_id):
                 raise Owned(f"{where} is {not_live(owner)}")
             # The claim, read again after the workload: a newer digest claimed the target (or a
             # person held it) since this one did, and a patch now would roll it backwards (or
@@ -479,6 +491,8 @@ class Applier:
             desired = pinned_image(current, tc.source, tc.digest)
             if current == desired:
                 return (current, ApplyOutcome.ALREADY_CURRENT), None
+            if owner is not None:  # written back through Git instead of patched
+                return (current, ApplyOutcome.WRITE_BACK), None
             notes = tagpin_annotations(workload, tc.container, tc.digest, self._clock(), tc.trigger)
             body = image_patch(kind, workload.resource_version, tc.container, init, desired, notes)
             return (current, ApplyOutcome.PATCHED), body
