@@ -45,9 +45,8 @@ def config(names: list[str]) -> Any:
     targets = "\n".join(
         f"      - {{cluster: dev, namespace: demo, name: {n}, container: app}}" for n in names
     )
-    return parse_config(
-        f"clusters:\n  dev: {{kubeconfig: {{file: /dev/null}}}}\nimages:\n  - image: {IMAGE}\n    targets:\n{targets}\n"
-    )
+    head = "clusters:\n  dev: {kubeconfig: {file: /dev/null}}\nimages:\n"
+    return parse_config(f"{head}  - image: {IMAGE}\n    targets:\n{targets}\n")
 
 
 def gitops(repositories: int = 1, names: list[str] | None = None) -> GitOpsSettings:
