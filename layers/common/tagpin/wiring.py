@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from tagpin.usecases.approvals import Approvals
     from tagpin.usecases.channels import Channels, Downgrades
     from tagpin.usecases.deadletters import DeadLetterQueue
+    from tagpin.usecases.gitroute import GitRoute
     from tagpin.usecases.holds import Holds
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.promote import Promoter
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from tagpin.usecases.webhook import WebhookService
 
 SECRET_MAX_AGE = 300
+RESETS: list[Callable[[], None]] = []  # what reset() also clears
 
 
 @cache
@@ -419,7 +421,18 @@ def applier() -> Applier:
         trust=trust_gates(),
         approvals=approvals(),
         gitops=lambda: config().gitops,
+        git=git_route(),
     )
+
+
+@cache
+def git_route() -> GitRoute:
+    """Owned targets to Git: the write-back queue, when this function has one (tagpin.gitwiring)."""
+    from tagpin.adapters.sqs_writes import SqsWriteQueue
+    from tagpin.usecases.gitroute import GitRoute
+
+    url = settings().writeback_queue_url
+    return GitRoute(lambda: config().gitops, SqsWriteQueue(aws("sqs"), url) if url else None)
 
 
 @cache
@@ -468,6 +481,7 @@ def trust_material() -> TrustMaterial:
 
 @cache
 def verifier() -> Verifier:
+    from tagpin.usecases.gitrevert import GitReverts
     from tagpin.usecases.verify import Verifier
 
     return Verifier(
@@ -480,6 +494,7 @@ def verifier() -> Verifier:
         notifier=notifier(),
         clock=now_ms,
         approvals=approvals(),
+        git=GitReverts(lambda: config().gitops, git_route()),
     )
 
 
@@ -533,7 +548,10 @@ def reset() -> None:
         verifier,
         reconciler,
         console_app,
+        git_route,
     ):
         built.cache_clear()
+    for clear in RESETS:  # the caches of the modules above this one (tagpin.gitwiring)
+        clear()
     parameters.clear_caches()  # type: ignore[no-untyped-call]
     base.DEFAULT_PROVIDERS.clear()  # type: ignore[attr-defined]

@@ -59,6 +59,7 @@ class DulwichRepositories:
         self._timeout = timeout
         self._lock = threading.Lock()
         self._repos: dict[str, MemoryRepo] = {}
+        self._pools: dict[str, Any] = {}  # a urllib3 PoolManager per origin, its connections kept
         self.requests = 0  # fetches and pushes started (the benchmark reports them)
 
     # -- GitRepositories -------------------------------------------------------------------
@@ -148,12 +149,27 @@ class DulwichRepositories:
             raise GitError(f"{parts.hostname}: a repository URL carries no credentials (use a secret)")
         credentials = self._token(parts.netloc)
         user, token = credentials if credentials else (None, None)
-        import urllib3
-
-        pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=self._timeout))
         base = f"{parts.scheme}://{parts.netloc}/"
+        pool = self._pool(base)
         client = Urllib3HttpGitClient(base, pool_manager=pool, username=user, password=token)
         return client, parts.path
+
+    def _pool(self, origin: str) -> Any:
+        import urllib3
+
+        with self._lock:
+            pool = self._pools.get(origin)
+            if pool is None:
+                timeout = urllib3.Timeout(total=self._timeout)
+                pool = self._pools[origin] = urllib3.PoolManager(retries=False, timeout=timeout, maxsize=4)
+            return pool
+
+    def close(self) -> None:
+        """Close the kept connections (a new container, in effect)."""
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.clear()
 
     def _call(self, url: str, what: str, run: Callable[[], Any]) -> Any:
         import urllib3.exceptions
