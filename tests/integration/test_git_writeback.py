@@ -98,7 +98,8 @@ class World:
         self.verifications = ListVerificationQueue()
         self.clock = FakeClock(1_800_000_000_000, step=1_000)
         hosts = {server.host: GitHost(credentials_secret="tagpin/git/local", insecure=True)}
-        self.repos = DulwichRepositories(GitTokens(lambda: hosts, self.secrets.__getitem__), timeout=5)
+        tokens = GitTokens(lambda: hosts, self.secrets.__getitem__)
+        self.repos = DulwichRepositories(tokens, timeout=5, forget=tokens.forget)  # as tagpin.gitwiring
         self.slept: list[float] = []
         self.writer = Writer(
             repos=self.repos,

@@ -35,8 +35,12 @@ def git_repositories() -> DulwichRepositories:
     """The Git client: a token per host from ``tagpin/git/`` secrets, connections kept warm."""
     from tagpin.adapters.git.credentials import GitTokens
     from tagpin.adapters.git.repositories import DulwichRepositories
+    from tagpin.adapters.secrets import Secrets
 
-    return DulwichRepositories(GitTokens(lambda: wiring.config().gitops.hosts, wiring.secret_text))
+    # read uncached: GitTokens keeps each token a minute and forgets one the server refuses
+    fresh = Secrets(wiring.settings().secret_store, max_age=0)
+    tokens = GitTokens(lambda: wiring.config().gitops.hosts, fresh.text)
+    return DulwichRepositories(tokens, forget=tokens.forget)
 
 
 def author() -> Author:

@@ -54,8 +54,11 @@ class DulwichRepositories:
     """One instance per container: the clients (a connection pool per origin) and the object
     stores (per repository URL) are reused across invocations."""
 
-    def __init__(self, token: TokenFor, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, token: TokenFor, *, timeout: float = 10.0, forget: Callable[[str], None] | None = None
+    ) -> None:
         self._token = token
+        self._forget = forget  # a refused token is read again next time
         self._timeout = timeout
         self._lock = threading.Lock()
         self._repos: dict[str, MemoryRepo] = {}
@@ -181,6 +184,7 @@ class DulwichRepositories:
         except GitError:
             raise
         except HTTPUnauthorized:
+            self._refused(url)
             raise GitDenied(
                 f"{url}: the server refused the credentials (401) on {what}; check the token in the "
                 "repository host's secret (docs/gitops.md, credentials)"
@@ -194,12 +198,17 @@ class DulwichRepositories:
             if _unreachable(exc):
                 raise GitUnavailable(f"{url}: {what} failed: the server cannot be reached") from None
             if "403" in text:
+                self._refused(url)
                 raise GitDenied(
                     f"{url}: the token may not {what} (403): it needs write access to the repository"
                 ) from None
             if any(f" {code} " in f" {text} " or f"resp {code}" in text for code in range(500, 600)):
                 raise GitUnavailable(f"{url}: {what} failed: the server answered {_status(text)}") from None
             raise GitError(f"{url}: {what} failed: {text[:300]}") from None
+
+    def _refused(self, url: str) -> None:
+        if self._forget is not None:
+            self._forget(urlsplit(url).netloc)
 
     @staticmethod
     def _file(repo: MemoryRepo, commit: bytes, path: str) -> bytes | None:
