@@ -169,6 +169,9 @@ def test_a_push_is_committed_and_the_gitops_tool_brings_the_cluster_to_it(world:
     before, head, commits = world.running(), world.git.head("org/shop"), len(world.git.log("org/shop"))
     assert before.startswith(f"{world.image}@sha256:")  # Argo CD applied the pinned reference
     digest = push_image(world.registry.url, "demo/shop", "stable", content=b"second")
+    # plan, before the poll: it would roll, through Git (exit code 4: something would roll)
+    (planned,) = [r for r in cli.json("plan", code=4) if r["image"] == world.image]
+    assert planned["action"] == "roll" and planned["detail"].startswith(f"through Git: {world.url}#main")
     world.st.run_poller()
     commit = wait_for("tagpin's commit", lambda: (h := world.git.head("org/shop")) != head and h)
     assert world.git.log("org/shop")[0] == f"tagpin: shop:stable@{digest[:19]}"

@@ -101,9 +101,14 @@ def _plan_target(
         return row | {"action": "none"}
     if bad is not None:
         return row | {"action": "none", "detail": f"held: its rollout failed and was rolled back ({bad})"}
-    owner = live_owner(wiring.config().gitops, workload, target.id)
-    if owner is not None:  # Argo CD or Flux owns it: moved through Git, never patched live
+    gitops = wiring.config().gitops
+    owner = live_owner(gitops, workload, target.id)
+    written = gitops.for_target(followed.image, target.id) if owner is not None else []
+    if owner is not None and not written:  # Argo CD or Flux owns it: never patched live
         return row | {"action": "none", "detail": not_live(owner)}
+    if written:  # a commit moves it (docs/gitops.md); the gates below decide as for a patch
+        where = ", ".join(f"{w.repository}#{w.branch}" for w in written)
+        row["detail"] = f"through Git: {where} ({owner} applies it)"
     # The trust gates decide a roll only: a target already current is not checked against them.
     blocked = wiring.trust_gates().check(followed, digest, target)
     if blocked is not None and blocked.enforced:
