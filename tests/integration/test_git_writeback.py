@@ -151,6 +151,7 @@ def request(
         correlation_id="delivery-1",
         reason="crash loop" if kind is WriteKind.REVERT else None,
         files=tuple(FileWrite(file=specs[t], targets=(t,)) for t in targets),
+        previous={t: f"{IMAGE}@{D0}" for t in targets} if kind is WriteKind.PIN else {},
     )
 
 
@@ -171,6 +172,7 @@ def test_each_kind_of_file_is_pinned_in_one_commit_and_the_commit_is_recorded(wo
     for target in targets:  # applied, with the commit; each verified later, carrying the commit
         status, digest, detail = world.status(target)
         assert (status, digest) == (TargetStatus.APPLIED, D1) and f"committed {head} to {url}#main" in detail
+        assert world.state.targets.get(target).previous_image == f"{IMAGE}@{D0}"  # type: ignore[union-attr]
     sent = {(v.target_id, v.kind, v.commit, delay) for v, delay in world.verifications.sent}
     assert sent == {(t, VerificationKind.VERIFY, head, 7) for t in targets}
     events = world.state.history.of_image(IMAGE)

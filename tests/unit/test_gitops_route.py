@@ -123,9 +123,9 @@ def test_an_owned_target_with_write_back_is_claimed_and_sent_to_git_not_patched(
     (result,) = world.applier.apply(change())
     assert result.outcome is ApplyOutcome.WRITE_BACK and world.cluster.patches == []
     st = store.targets.get("dev/demo/Deployment/web/app")
-    assert st is not None and (st.status, st.digest) == (TargetStatus.PENDING, D1)
-    assert st.previous_image == f"{IMAGE}@{D0}" and st.detail == "to be written to Git"
+    assert st is not None and (st.status, st.digest) == (TargetStatus.PENDING, D1)  # claimed
     (request,) = world.writes.sent
+    assert request.previous == {"dev/demo/Deployment/web/app": f"{IMAGE}@{D0}"}  # recorded with the commit
     assert (request.kind, request.repository, request.branch) == (
         WriteKind.PIN,
         REPO.replace("apps", "apps-0"),
@@ -163,6 +163,27 @@ def test_500_targets_in_50_repositories_are_50_requests(store: State) -> None:
     assert sorted(len(r.targets) for r in world.writes.sent) == [10] * 50
 
 
+def test_a_repositorys_request_is_sent_as_soon_as_its_targets_are_decided(store: State) -> None:
+    names = [f"web-{i}" for i in range(30)]
+    entries = [
+        {
+            "image": IMAGE,
+            "targets": [f"dev/demo/Deployment/web-{i}" for i in range(10 * r, 10 * r + 10)],
+            "repository": f"https://git.example.com/org/apps-{r}.git",
+            "files": [{"path": "apps.yaml", "kind": "manifest"}],
+        }
+        for r in range(3)
+    ]
+    world = World(store, names, GitOpsSettings.model_validate({"write_back": entries}))
+    read_when_sent: list[int] = []
+    send = world.writes.send
+    world.writes.send = lambda request: (read_when_sent.append(len(world.cluster.gets)), send(request))  # type: ignore[method-assign]
+    world.applier.apply(change())
+    # each repository's request left once its ten workloads were read, not after all thirty
+    assert read_when_sent == [10, 20, 30]
+    assert [len(r.targets) for r in world.writes.sent] == [10, 10, 10]
+
+
 def test_the_gates_decide_first_a_digest_marked_bad_or_a_dry_run_writes_nothing(store: State) -> None:
     world = World(store, ["web"], gitops())
     world.rollout = RolloutSettings(dry_run=True)
@@ -194,12 +215,14 @@ def written(world: World) -> None:
     """As the write-back function leaves it after its commit."""
     world.store.tags.record(IMAGE, D1, 1_000, "poll")
     world.applier.apply(change())
+    (request,) = world.writes.sent
     world.store.targets.finish(
         "dev/demo/Deployment/web/app",
         D1,
         TargetStatus.APPLIED,
         world.clock(),
         trigger=Trigger.POLL,
+        previous_image=request.previous.get("dev/demo/Deployment/web/app"),
         expected=frozenset({TargetStatus.PENDING}),
     )
     world.writes.sent.clear()

@@ -180,6 +180,7 @@ class Applier:
         active, waiting = self._approval_first(change, promotion, followed, waves, active, last)
         states = self._state.targets.get_many([t.id for w in active for t in w.targets])
         results: list[ApplyResult] = list(waiting)
+        git = self._git.batch(change, [t.id for w in active for t in w.targets])  # (gitroute)
         failed: list[str] = []
         deferred: list[int] = []
         for wave in active:
@@ -209,8 +210,8 @@ class Applier:
                     deferred.append(wait)
                     results.append(ApplyResult(outcome=ApplyOutcome.DEFERRED, target=target.id))
                     continue
-                results.append(self._apply_one(change, target, settings, failed))
-        self._git.send(change, results)  # one write request per repository (tagpin.usecases.gitroute)
+                results.append(git.done(self._apply_one(change, target, settings, failed)))
+        git.flush()  # one write request per repository, each sent once its targets are decided
         if deferred and self._verifications is not None:
             self._verifications.send(
                 Verification(
@@ -441,8 +442,7 @@ class Applier:
         if outcome is ApplyOutcome.SUPERSEDED:  # claimed by a newer digest, or held, since: theirs
             logger.info("superseded before the patch", extra={"target": tc.target_id, "digest": tc.digest})
             return ApplyResult(outcome=outcome, target=tc.target_id)
-        if outcome is ApplyOutcome.WRITE_BACK:  # claimed; the write-back function commits it
-            self._finish(tc, TargetStatus.PENDING, detail="to be written to Git", previous=previous)
+        if outcome is ApplyOutcome.WRITE_BACK:  # claimed (pending): the write-back function commits it
             return ApplyResult(outcome=outcome, target=tc.target_id, previous_image=previous)
         # already-current: nothing was replaced, so the previous image stays the one last replaced.
         patched = outcome is ApplyOutcome.PATCHED

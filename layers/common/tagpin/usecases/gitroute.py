@@ -41,10 +41,16 @@ class GitRoute:
     def entries(self, image: str, target_id: str) -> list[WriteBack]:
         return self._gitops().for_target(image, target_id)
 
+    def batch(self, change: Change, targets: Sequence[str]) -> GitBatch:
+        """The change's requests, sent repository by repository as the Applier decides ``targets``."""
+        return GitBatch(self, change, targets if self._queue is not None else ())
+
     def send(self, change: Change, results: Sequence[ApplyResult]) -> list[WriteRequest]:
         """One request per repository and branch for the targets of ``change`` the Applier left
         to Git (``write-back``; sent, and returned)."""
-        targets = [r.target for r in results if r.outcome is ApplyOutcome.WRITE_BACK and r.target]
+        moved = [r for r in results if r.outcome is ApplyOutcome.WRITE_BACK and r.target]
+        targets = [r.target for r in moved if r.target]
+        previous = {r.target: r.previous_image for r in moved if r.target and r.previous_image}
         if not targets:
             return []
         reference = str(Pin.of(pinned_source(change.image, change.tag), change.digest).image)
@@ -61,6 +67,7 @@ class GitRoute:
                 trigger=change.trigger,
                 correlation_id=change.correlation_id,
                 files=files,
+                previous={t: previous[t] for f in files for t in f.targets if t in previous},
             )
             for (repository, branch, mode), files in self._grouped(change.image, targets).items()
         ]
@@ -121,3 +128,36 @@ class GitRoute:
             group: tuple(FileWrite(file=file, targets=tuple(ts)) for file, ts in files.values())
             for group, files in groups.items()
         }
+
+
+class GitBatch:
+    """Sends a repository's request as soon as the Applier has decided every target of the change
+    that the repository holds (``done``), so the first repositories' commits do not wait for the
+    last targets of a large change; ``flush`` sends what is left (targets it never reached: out of
+    time, deferred, held)."""
+
+    def __init__(self, route: GitRoute, change: Change, targets: Sequence[str]) -> None:
+        self._route, self._change = route, change
+        self._group: dict[str, Group] = {}
+        self._waiting: dict[Group, set[str]] = {}
+        self._done: dict[Group, list[ApplyResult]] = {}
+        for target in targets:
+            entries = route.entries(change.image, target)
+            if entries:  # one repository and branch per target (validated)
+                group = (entries[0].repository, entries[0].branch, entries[0].mode)
+                self._group[target] = group
+                self._waiting.setdefault(group, set()).add(target)
+
+    def done(self, result: ApplyResult) -> ApplyResult:
+        group = self._group.get(result.target or "")
+        if group is not None:
+            self._done.setdefault(group, []).append(result)
+            waiting = self._waiting[group]
+            waiting.discard(result.target or "")
+            if not waiting:
+                self._route.send(self._change, self._done.pop(group))
+        return result
+
+    def flush(self) -> None:
+        for group in list(self._done):
+            self._route.send(self._change, self._done.pop(group))

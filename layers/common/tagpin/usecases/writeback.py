@@ -200,6 +200,7 @@ class Writer:
                 now,
                 trigger=request.trigger,
                 detail=detail,
+                previous_image=request.previous.get(target),
                 correlation_id=request.correlation_id,
                 expected=frozenset({TargetStatus.PENDING}),
                 extra=extra,
