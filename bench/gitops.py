@@ -81,8 +81,15 @@ def measure(workloads: int, repositories: int, containers: int) -> dict[str, Any
                 with lock:
                     pushes.setdefault(path.removesuffix("/git-receive-pack"), []).append(time.monotonic())
 
+    # visibility_timeout as the template's (6 x the consumer's timeout): the local default (5 s)
+    # would hand a change still being applied (500 targets take longer) to a second consumer
     options = StackOptions(
-        notifications=True, consume=True, git_write_back=True, containers=containers, log_level="ERROR"
+        visibility_timeout=360,
+        notifications=True,
+        consume=True,
+        git_write_back=True,
+        containers=containers,
+        log_level=os.environ.get("BENCH_LOG", "ERROR"),
     )
     with TimedGitServer(tokens={TOKEN: "write"}) as git, LocalStack(options) as st:
         assert st.registry is not None

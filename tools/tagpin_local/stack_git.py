@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 
 from tagpin_local.lambda_runtime import sqs_event
@@ -22,6 +23,9 @@ WRITEBACK_TIMEOUT_S = 120.0  # template.yaml: WriteBackFunction.Timeout
 class GitWriteBack(EventSources):
     """A part of :class:`tagpin_local.stack.LocalStack`, which sets these attributes."""
 
+    # One receive at a time, as for the changes queue (stack_events.consume_once): moto's
+    # ReceiveMessage is not atomic, SQS's is.
+    _writeback_receive = threading.Lock()
     writeback_url: str = ""
     writeback_dlq_url: str = ""
     writeback_errors: list[str]
@@ -53,13 +57,14 @@ class GitWriteBack(EventSources):
         """Receive up to 10 write requests, invoke the write-back function with them, delete what
         succeeded; failed records come back after the delay the handler set."""
         sqs = self.client("sqs")
-        messages = sqs.receive_message(
-            QueueUrl=self.writeback_url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=wait_s,
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
+        with self._writeback_receive:
+            messages = sqs.receive_message(
+                QueueUrl=self.writeback_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=wait_s,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
         if not messages:
             return 0
         admitted, lineage = self.loops.admit("writeback", messages)
