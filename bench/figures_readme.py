@@ -48,7 +48,7 @@ def concurrency(doc: Doc) -> str:
 
 
 def gitops(doc: Doc) -> str:
-    rounds = " ; ".join(f"{r['round']}: p50 {r['p50_s']} s, max {r['max_s']} s" for r in doc["rounds"])
+    rounds = "; ".join(f"{r['round']}: p50 {r['p50_s']} s, max {r['max_s']} s" for r in doc["rounds"])
     commits = sorted({c for r in doc["rounds"] for c in r["commits_per_repository"]})
     size = doc.get("size")
     cold = (
