@@ -156,7 +156,8 @@ class LocalStack(GitWriteBack):
 
         wiring.reset()
         timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "console": 15.0}
-        scaled = {"webhook", "consumer", "console", "writeback"}  # the scheduled ones run one at a time anyway
+        # the scheduled ones run one at a time anyway
+        scaled = {"webhook", "consumer", "console", "writeback"}
         if self.options.git_write_back:
             timeouts["writeback"] = WRITEBACK_TIMEOUT_S
         for name, timeout in timeouts.items():
