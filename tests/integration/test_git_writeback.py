@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from tagpin.adapters.git.credentials import GitTokens
 from tagpin.adapters.git.repositories import DulwichRepositories
-from tagpin.domain.config import GitHost, RolloutSettings, WriteBackFile
+from tagpin.domain.config import GitHost, RolloutSettings, WriteBackFile, WriteMode
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
 from tagpin.domain.messages import Trigger, VerificationKind
 from tagpin.ports.git import Author
@@ -339,3 +339,15 @@ def test_a_revert_writes_the_previous_reference_back(world: World) -> None:
     # a target that moved to a newer digest meanwhile is not reverted
     world.claim([T_KUSTOMIZE], D2, observed_at=5_000)
     assert world.writer.write([revert])[0].outcome is WriteOutcome.SUPERSEDED
+
+
+def test_pull_request_mode_is_refused_on_its_targets_and_writes_nothing(world: World) -> None:
+    url = world.server.create("org/apps", FILES)
+    world.claim([T_KUSTOMIZE, T_HELM], D1)
+    review = request(url, [T_KUSTOMIZE]).model_copy(update={"mode": WriteMode.PULL_REQUEST})
+    results = world.writer.write([review, request(url, [T_HELM])])
+    assert [r.outcome for r in results] == [WriteOutcome.FAILED, WriteOutcome.COMMITTED]
+    status, _, detail = world.status(T_KUSTOMIZE)
+    assert status is TargetStatus.FAILED and "mode pull-request is not built yet" in detail
+    assert world.server.show("org/apps", "apps/web/kustomization.yaml") == KUSTOMIZATION
+    assert world.server.branches("org/apps") == ["main"]

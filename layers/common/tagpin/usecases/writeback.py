@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tagpin.domain.config import RolloutSettings, WriteBackFile
+from tagpin.domain.config import RolloutSettings, WriteBackFile, WriteMode
 from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import WriteKind, WriteOutcome, WriteRequest, Written, edit_file
 from tagpin.domain.gitops.yamltext import EditError
@@ -100,8 +100,13 @@ class Writer:
     def _group(self, requests: list[WriteRequest]) -> list[Written]:
         states = self._state.targets.get_many(list({t for r in requests for t in r.targets}))
         group = [self._plan(r, states) for r in requests]
+        for g in group:  # not built yet: said so on the targets, nothing written (docs/gitops.md)
+            if g.request.mode is WriteMode.PULL_REQUEST and g.files:
+                g.error = "mode pull-request is not built yet; set mode: commit (docs/gitops.md)"
+                g.files = []
+        failed = {id(g): self._failed(g) for g in group if g.error is not None}
         if not any(g.files for g in group):
-            return [_superseded(g) for g in group]
+            return [failed.get(id(g)) or _superseded(g) for g in group]
         first = requests[0]
         branch = Branch(first.repository, first.branch)
         paths = list(dict.fromkeys(f.path for g in group for f in g.files))
@@ -120,13 +125,15 @@ class Writer:
         except (EditError, GitNotFound) as exc:  # the repository, not this request: all of them
             for g in group:
                 g.error = g.error or str(exc)
-            return [self._failed(g) if g.files else _superseded(g) for g in group]
+            return [failed.get(id(g)) or (self._failed(g) if g.files else _superseded(g)) for g in group]
         except GitError as exc:
             logger.warning(
                 "not written to Git, tried again later", extra={"branch": str(branch), "error": str(exc)}
             )
-            return [self._retry(g, str(exc)) if g.files else _superseded(g) for g in group]
-        return [self._done(g, branch, done) for g in group]
+            return [
+                failed.get(id(g)) or (self._retry(g, str(exc)) if g.files else _superseded(g)) for g in group
+            ]
+        return [failed.get(id(g)) or self._done(g, branch, done) for g in group]
 
     def _plan(self, request: WriteRequest, states: Mapping[str, TargetState]) -> _Request:
         """The targets the request still moves, and the files it may write for them."""

@@ -167,7 +167,8 @@ class WriteBack(Strict):
     mode: WriteMode = Field(
         default=WriteMode.COMMIT,
         description="`commit`: to the branch; `pull-request`: to a branch `tagpin/...` and a pull "
-        "(merge) request to the branch.",
+        "(merge) request to the branch (not built yet: its targets are recorded failed, nothing is "
+        "written; docs/gitops.md).",
     )
     files: list[WriteBackFile] = Field(min_length=1, max_length=100, description="The files to edit.")
 
