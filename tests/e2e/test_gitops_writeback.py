@@ -179,7 +179,9 @@ def test_a_push_is_committed_and_the_gitops_tool_brings_the_cluster_to_it(world:
     wait_for("the target applied through Git", lambda: world.status(digest) is TargetStatus.APPLIED)
     assert f"committed {commit} to {world.url}#main" in world.detail()
     assert world.running() == before  # tagpin never patched the workload behind Git's back
-    # the verifier waits for the GitOps tool: still applied, not failed, while nothing syncs
+    # the verifier waits for the GitOps tool: still applied, not failed, while nothing syncs; a
+    # reconcile meanwhile takes the workload still on the old digest for no person's change
+    world.st.run_reconciler()
     assert world.status(digest) is TargetStatus.APPLIED
     assert world.syncer.sync() == commit  # Argo CD syncs the commit
     assert world.running() == f"{world.image}@{digest}"

@@ -296,3 +296,27 @@ def test_a_target_of_one_image_is_written_to_one_repository() -> None:
             ]
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "drift"), [(TargetStatus.APPLIED, "undecided"), (TargetStatus.VERIFIED, "person")]
+)
+def test_a_reconcile_before_the_gitops_tool_applies_the_commit_holds_nothing(
+    store: State, status: TargetStatus, drift: str
+) -> None:
+    """Committed (applied) and not synced yet: no person's change; verified, then another image:
+    someone's (a commit reverted in Git, say), held as for any target."""
+    from tagpin.usecases.audit import Audit
+    from tagpin.usecases.drift import PeopleFirst
+    from tagpin.usecases.running import Observed
+
+    world = World(store, ["web"], gitops())
+    store.tags.record(IMAGE, D1, 1_000, "poll")
+    target = "dev/demo/Deployment/web/app"
+    store.targets.claim(target, IMAGE, D1, 1_000, Trigger.POLL, 1)
+    store.targets.finish(target, D1, status, 2, trigger=Trigger.POLL)
+    people = PeopleFirst(store, world.clusters, Audit(store, None), world.clock, lambda: gitops())
+    tag = store.tags.get(IMAGE)
+    assert tag is not None
+    seen = Observed(world.followed[IMAGE].targets[0], IMAGE, D0, "pinned")
+    assert people.recheck(seen, tag, store.targets.get(target)).drift.value == drift
