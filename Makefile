@@ -6,6 +6,7 @@
 #   make bench-check       the generated figures match bench/results/*.json (CI); lists stale results
 #   make bench-poll        poll throughput vs the registry's ceiling and skopeo: steady, settling, every tag moved
 #   make bench-latency     one push -> patch on the local stack: the first after a start, warm ones, where the time goes
+#   make bench-gitops      one push moving 500 Argo-owned workloads in 50 Git repositories: push -> commit per repository
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 local clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
 #   make bench-concurrency 50 tags pushed at once through the local stack, 1 vs 3 containers per function
@@ -104,7 +105,7 @@ docs: venv
 # the machine and the load average at start and end (bench/catalog.py: what each covers, how long).
 STAMP := $(PY) -m bench.runinfo
 
-bench: bench-poll bench-latency bench-concurrency bench-coldstart bench-webhook bench-reconcile bench-tags bench-versions bench-console bench-hanging bench-fanout bench-cost
+bench: bench-poll bench-latency bench-gitops bench-concurrency bench-coldstart bench-webhook bench-reconcile bench-tags bench-versions bench-console bench-hanging bench-fanout bench-cost
 	$(PY) bench/figures.py --write
 
 # The README's performance table and docs/cost.md from bench/results/*.json (bench/figures.py).
@@ -146,6 +147,11 @@ bench-latency: venv tools
 bench-concurrency: venv tools
 	$(STAMP) concurrency -- $(PY) -m bench.concurrency
 
+# the Git layer's size and the write-back cold start first (--size), then the 500 workloads
+bench-gitops: venv tools
+	$(PY) -m bench.gitops --size
+	$(STAMP) gitops -- $(PY) -m bench.gitops
+
 bench-fanout: venv tools
 	$(STAMP) fanout -- $(PY) -m bench.fanout
 
@@ -163,4 +169,4 @@ bench-hanging: venv tools
 bench-console: venv tools
 	$(STAMP) console -- $(PY) bench/console.py
 
-.PHONY: help venv tools kube-tools demo local test lint validate build bench bench-check figures bench-latency bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-tags bench-versions bench-console bench-hanging
+.PHONY: help venv tools kube-tools demo local test lint validate build bench bench-check figures bench-latency bench-poll bench-coldstart docs bench-reconcile bench-cost bench-webhook bench-fanout bench-concurrency bench-gitops bench-tags bench-versions bench-console bench-hanging

@@ -68,6 +68,13 @@ BENCHES: tuple[Bench, ...] = (
     ),
     Bench("concurrency", "bench-concurrency", (*STACK, "bench/concurrency.py"), 5, "50 tags pushed at once"),
     Bench(
+        "gitops",
+        "bench-gitops",
+        (*STACK, "bench/gitops.py"),
+        4,
+        "one push moving 500 Argo-owned workloads in 50 Git repositories: push -> commit per repository",
+    ),
+    Bench(
         "latency",
         "bench-latency",
         (*STACK, "bench/latency.py"),

@@ -34,7 +34,7 @@ from tests.support.iam import ACCOUNT, Call, Request, Underivable, make_arn, req
 ENVIRONMENT = (
     "TAGPIN_CONFIG_PARAMETER", "TAGPIN_STATE_TABLE", "TAGPIN_IDEMPOTENCY_TABLE", "TAGPIN_QUEUE_URL",
     "TAGPIN_VERIFICATION_QUEUE_URL", "TAGPIN_NOTIFY_TOPIC_ARN", "TAGPIN_WEBHOOK_SECRET",
-    "TAGPIN_SECRET_STORE", "TAGPIN_DEAD_LETTER_QUEUE_URL",
+    "TAGPIN_SECRET_STORE", "TAGPIN_DEAD_LETTER_QUEUE_URL", "TAGPIN_WRITEBACK_QUEUE_URL",
 )  # fmt: skip
 _PRODUCTION = (str(ROOT / "layers" / "common" / "tagpin"), str(ROOT / "functions"))
 _MANIFESTS = re.compile(r"^/v2/(?P<name>.+)/manifests/[^/]+$")

@@ -77,6 +77,14 @@ def physical(
         "Arn": make_arn("iam", "", ACCOUNT, f"role/{function}Role"),
     }
     for name, value in props.get("Environment", {}).get("Variables", {}).items():
+        if isinstance(value, dict) and set(value) == {"Fn::If"} and name in environment:
+            # set only under a condition (the consumer's TAGPIN_WRITEBACK_QUEUE_URL): carried, so the
+            # condition held; a parameter it compares is taken to have the value that makes it so
+            condition, value, _ = value["Fn::If"]
+            test = template.get("Conditions", {}).get(condition, {})
+            left, right = test.get("Fn::Equals", [None, None])
+            if isinstance(left, dict) and set(left) == {"Ref"} and isinstance(right, str):
+                params.setdefault(left["Ref"], right)
         if not (isinstance(value, dict) and set(value) == {"Ref"} and name in environment):
             continue
         ref, actual = value["Ref"], environment[name]

@@ -61,6 +61,7 @@ def test_the_local_stack_reads_each_functions_setting_from_the_template() -> Non
         "consumer": RecursiveLoop.ALLOW,
         "reconciler": RecursiveLoop.TERMINATE,
         "console": RecursiveLoop.TERMINATE,
+        "writeback": RecursiveLoop.TERMINATE,
     }
 
 

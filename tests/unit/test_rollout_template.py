@@ -25,15 +25,23 @@ CHANGES_ARN = {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
 
 
 def test_one_queue_is_read_by_one_function(template: dict[str, Any]) -> None:  # noqa: F811
-    """Each queue an event source reads costs about $0.33 a month idle (docs/cost.md): one."""
+    """Each queue an event source reads costs about $0.33 a month idle (docs/cost.md): one in a
+    default stack; a second, the write-back queue, only with GitWriteBack=enabled."""
+    res = resources(template)
     sources = [
-        (name, event["Queue"])
+        (name, event["Queue"], res[name].get("Condition"))
         for name in FUNCTIONS
         for event in events_of_type(function_props(template, name), "SQS")
     ]
-    assert sources == [("ConsumerFunction", CHANGES_ARN)]
-    queues = [k for k, v in resources(template).items() if v["Type"] == "AWS::SQS::Queue"]
+    assert sources == [
+        ("ConsumerFunction", CHANGES_ARN, None),
+        ("WriteBackFunction", {"Fn::GetAtt": ["WriteBackQueue", "Arn"]}, "WriteBackEnabled"),
+    ]
+    queues = [k for k, v in res.items() if v["Type"] == "AWS::SQS::Queue" and "Condition" not in v]
     assert sorted(queues) == ["ChangesDeadLetterQueue", "ChangesQueue", "EventsDeadLetterQueue"]
+    optional = [k for k, v in res.items() if v["Type"] == "AWS::SQS::Queue" and "Condition" in v]
+    assert sorted(optional) == ["WriteBackDeadLetterQueue", "WriteBackQueue"]
+    assert template["Parameters"]["GitWriteBack"]["Default"] == "disabled"
     queue = resources(template)["ChangesQueue"]["Properties"]
     assert queue["FifoQueue"] is True
     assert queue["RedrivePolicy"] == {
@@ -51,8 +59,8 @@ def test_one_queue_is_read_by_one_function(template: dict[str, Any]) -> None:  #
 
 def test_rollout_permissions_are_scoped(template: dict[str, Any]) -> None:  # noqa: F811
     props = function_props(template, "ConsumerFunction")
-    (send,) = statements_for(props, "sqs:SendMessage")
-    assert send["Resource"] == CHANGES_ARN
+    send, writes = statements_for(props, "sqs:SendMessage")  # writes: GitWriteBack=enabled only
+    assert send["Resource"] == CHANGES_ARN and writes["Resource"] == {"Fn::GetAtt": ["WriteBackQueue", "Arn"]}
     # hides a verification received early until it is due, sets a failed record's next attempt
     (receive,) = statements_for(props, "sqs:ReceiveMessage")
     assert "sqs:ChangeMessageVisibility" in receive["Action"] and receive["Resource"] == CHANGES_ARN

@@ -13,6 +13,7 @@ EVERYTHING = {
     "TAGPIN_VERIFICATION_QUEUE_URL": "https://sqs.example/verifications",
     "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
     "TAGPIN_DEAD_LETTER_QUEUE_URL": "https://sqs.example/changes-dlq.fifo",
+    "TAGPIN_WRITEBACK_QUEUE_URL": "https://sqs.example/writeback.fifo",
 }
 
 
@@ -90,3 +91,14 @@ def test_each_function_names_what_it_misses(clean_env: pytest.MonkeyPatch, funct
 def test_require_names_the_variable(clean_env: pytest.MonkeyPatch) -> None:
     with pytest.raises(SettingsError, match="TAGPIN_WEBHOOK_SECRET is not set"):
         Settings.from_env().require("webhook_secret")
+
+
+def test_the_write_back_queue_is_optional_for_the_consumer_and_needed_by_the_write_back_function(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    for name, value in EVERYTHING.items():
+        if name != "TAGPIN_WRITEBACK_QUEUE_URL":
+            clean_env.setenv(name, value)
+    assert Settings.for_function("consumer").writeback_queue_url is None  # GitWriteBack=disabled
+    with pytest.raises(SettingsError, match="the writeback function needs TAGPIN_WRITEBACK_QUEUE_URL"):
+        Settings.for_function("writeback")

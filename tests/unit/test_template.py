@@ -58,6 +58,10 @@ VISIBILITY_FACTOR = 6  # AWS: an SQS source queue's VisibilityTimeout >= 6 x the
 HTTP_API_MAX_TIMEOUT = 30  # seconds an HTTP API waits for its integration, at most
 COMMON_LAYER = {"Ref": "CommonLayer"}
 KUBERNETES_LAYER = {"Ref": "KubernetesLayer"}
+GIT_LAYER = {"Ref": "GitLayer"}
+# The function that writes to Git (docs/gitops.md): the only one with the Git client's layer and
+# the Git tokens (tagpin/git/...).
+GIT_FUNCTIONS = frozenset({"writeback"})
 # The functions that talk to clusters: the only ones that get the kubernetes client layer, EKS
 # permissions, the cluster roles of other accounts and an EKS access entry.
 KUBERNETES_FUNCTIONS = frozenset({"consumer", "reconciler"})
@@ -97,6 +101,7 @@ REGISTRY_SECRETS = secrets_under(config.REGISTRY_SECRETS)
 CLUSTER_SECRETS = secrets_under(config.CLUSTER_SECRETS)
 NOTIFICATION_SECRETS = secrets_under(config.NOTIFICATION_SECRETS)
 SIGNING_SECRETS = secrets_under(config.SIGNING_SECRETS)
+GIT_SECRETS = secrets_under(config.GIT_SECRETS)
 # The webhook's own secret (parameter WebhookSecretName); Secrets Manager appends "-" + 6 characters.
 WEBHOOK_SECRET = {"Fn::Sub": SECRET_ARN + "${WebhookSecretName}-??????"}
 # The same secrets in SSM: the parameter "/" + the name.
@@ -104,6 +109,7 @@ REGISTRY_PARAMETERS = parameters_under(config.REGISTRY_SECRETS)
 CLUSTER_PARAMETERS = parameters_under(config.CLUSTER_SECRETS)
 NOTIFICATION_PARAMETERS = parameters_under(config.NOTIFICATION_SECRETS)
 SIGNING_PARAMETERS = parameters_under(config.SIGNING_SECRETS)
+GIT_PARAMETERS = parameters_under(config.GIT_SECRETS)
 WEBHOOK_PARAMETER = {"Fn::Sub": PARAMETER_ARN + "${WebhookSecretName}"}
 CONFIG_PARAMETER = {
     "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${ConfigParameterName}"
@@ -123,6 +129,13 @@ VARIABLE_VALUES: dict[str, Any] = {
     "TAGPIN_SECRET_STORE": {"Ref": "SecretStore"},
     "TAGPIN_POLL_PARTS": {"Ref": "PollParts"},
     "TAGPIN_DEAD_LETTER_QUEUE_URL": {"Ref": "ChangesDeadLetterQueue"},
+    "TAGPIN_WRITEBACK_QUEUE_URL": {"Ref": "WriteBackQueue"},
+}
+# A function that carries a variable only when a condition holds (the resource it names is conditional).
+CONDITIONAL_VALUES: dict[tuple[str, str], Any] = {
+    ("consumer", "TAGPIN_WRITEBACK_QUEUE_URL"): {
+        "Fn::If": ["WriteBackEnabled", {"Ref": "WriteBackQueue"}, {"Ref": "AWS::NoValue"}]
+    },
 }
 # Variables that carry a setting, not a resource (no statement grants on them).
 SETTINGS_ONLY = frozenset({"TAGPIN_RECONCILE_RESOLVES", "TAGPIN_POLL_PARTS"})
@@ -295,6 +308,8 @@ def layer_problems(tpl: Template, fn: str) -> list[str]:
     layers = function_props(tpl, fn).get("Layers")
     # order matters: the kubernetes layer relies on pydantic & co. from the common layer
     expected = [COMMON_LAYER, KUBERNETES_LAYER] if key in KUBERNETES_FUNCTIONS else [COMMON_LAYER]
+    if key in GIT_FUNCTIONS:
+        expected = [COMMON_LAYER, GIT_LAYER]
     return [] if layers == expected else [f"{fn}: Layers {layers!r}, not {expected!r}"]
 
 
@@ -314,8 +329,8 @@ def environment_problems(tpl: Template, fn: str) -> list[str]:
             problems.append(
                 f"{fn}: no expected value for {name} in VARIABLE_VALUES (tests/unit/test_template.py)"
             )
-        elif env[name] != VARIABLE_VALUES[name]:
-            problems.append(f"{fn}: {name} is {env[name]!r}, not {VARIABLE_VALUES[name]!r}")
+        elif env[name] != (value := CONDITIONAL_VALUES.get((key, name), VARIABLE_VALUES[name])):
+            problems.append(f"{fn}: {name} is {env[name]!r}, not {value!r}")
     expected = POWERTOOLS_VARIABLES | {"POWERTOOLS_SERVICE_NAME": key}
     for name, value in expected.items():
         if env.get(name) != value:
@@ -459,6 +474,8 @@ def secret_problems(tpl: Template, fn: str) -> list[str]:
         kinds.append((NOTIFICATION_PARAMETERS, NOTIFICATION_SECRETS))
     if key in SIGNATURE_FUNCTIONS:
         kinds.append((SIGNING_PARAMETERS, SIGNING_SECRETS))
+    if key in GIT_FUNCTIONS:
+        kinds.append((GIT_PARAMETERS, GIT_SECRETS))
     if variable("webhook_secret") in props.get("Environment", {}).get("Variables", {}):
         kinds.append((WEBHOOK_PARAMETER, WEBHOOK_SECRET))
     problems = []
@@ -1064,9 +1081,13 @@ def test_consumer_permissions(template: Template) -> None:  # noqa: F811
         "secretsmanager:GetSecretValue",
         "eks:DescribeCluster",
     } <= actions
-    # sends only delayed verifications and a promotion's next wave, on the changes queue
-    (send,) = statements_for(props, "sqs:SendMessage")
+    # sends only delayed verifications and a promotion's next wave, on the changes queue, and (with
+    # GitWriteBack) write requests to the write-back queue
+    send, writes = statements_for(props, "sqs:SendMessage")
     assert send["Resource"] == {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
+    assert writes["Resource"] == {"Fn::GetAtt": ["WriteBackQueue", "Arn"]}
+    (stmt,) = [s for s in props["Policies"][0]["Statement"] if "Fn::If" in s and writes in s["Fn::If"]]
+    assert evaluate(template, stmt, {}) == {"Ref": "AWS::NoValue"}  # GitWriteBack=disabled: none
     # cross-account clusters: only the role ARNs given as a parameter, only when given
     (assume,) = [s for s in statements_for(props, "sts:AssumeRole") if s["Resource"] != REGISTRY_ROLES]
     assert assume["Resource"] == {"Ref": "ClusterRoleArns"}

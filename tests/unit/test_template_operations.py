@@ -37,7 +37,7 @@ DEFAULT_BUS = {"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::Ac
 # rule, no Invoke of another function): no asynchronous invocation of it can fail, so it has no
 # on-failure destination (and no events:PutEvents in its role) and the failed-invocations rule
 # does not list it.
-SYNCHRONOUS_ONLY = ("ConsoleFunction", "ConsumerFunction")
+SYNCHRONOUS_ONLY = ("ConsoleFunction", "ConsumerFunction", "WriteBackFunction")
 ASYNCHRONOUS = tuple(f for f in FUNCTIONS if f not in SYNCHRONOUS_ONLY)
 
 
@@ -124,11 +124,7 @@ def test_every_dead_letter_queue_of_work_has_an_alarm(template):  # noqa: F811
         if q["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in q.get("Properties", {})
     }
     work |= {t["Arn"]["Fn::GetAtt"][0] for t in res["FailedInvocationsRule"]["Properties"]["Targets"]}
-    watched = {
-        a["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
-        for a in _always_on_alarms(template)
-        if a["Namespace"] == "AWS/SQS" and isinstance(a["Dimensions"][0]["Value"], dict)
-    }
+    watched = _alarmed_queues(template)
     assert work, "no dead-letter queue found"
     assert work <= watched, f"dead-letter queues without an alarm: {sorted(work - watched)}"
     undelivered = {k for k in res if k.endswith("DeadLetterQueue") and res[k]["Type"] == "AWS::SQS::Queue"}
@@ -167,7 +163,8 @@ def test_with_detailed_monitoring_every_function_has_error_and_throttle_alarms(t
         for a in resources(template).values()
         if a["Type"] == "AWS::CloudWatch::Alarm"
         and a["Properties"]["Namespace"] == "AWS/Lambda"
-        and a.get("Condition") in ("Detailed", "WebhookErrorsAlarmed", "ConsoleDetailed", None)
+        and a.get("Condition")
+        in ("Detailed", "WebhookErrorsAlarmed", "ConsoleDetailed", "WriteBackDetailed", None)
     }
     for metric in ("Errors", "Throttles"):
         assert (name, metric) in watched, f"{name} has no {metric} alarm"
@@ -181,6 +178,21 @@ def _always_on_alarms(template) -> list[dict]:  # noqa: F811
     ]
 
 
+def _alarmed_queues(template) -> set[str]:  # noqa: F811
+    """The queues an alarm watches whenever the queue exists: an alarm without a condition, or
+    with the queue's own (GitWriteBack's dead-letter queue and its alarm exist together)."""
+    res = resources(template)
+    return {
+        queue
+        for a in res.values()
+        if a["Type"] == "AWS::CloudWatch::Alarm"
+        and a["Properties"]["Namespace"] == "AWS/SQS"
+        and isinstance(a["Properties"]["Dimensions"][0]["Value"], dict)
+        and (queue := a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0]) in res
+        and a.get("Condition") == res[queue].get("Condition")
+    }
+
+
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_every_function_failure_reaches_an_alarm_that_is_always_on(template, name):  # noqa: F811
     """Without detailed monitoring (the cheap default) a function's failure still reaches a person:
@@ -190,11 +202,7 @@ def test_every_function_failure_reaches_an_alarm_that_is_always_on(template, nam
     own Errors alarm (not the API's 5xx: the unconfigured webhook's 503 is by design)."""
     res = resources(template)
     props = function_props(template, name)
-    alarmed = {
-        a["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
-        for a in _always_on_alarms(template)
-        if a["Namespace"] == "AWS/SQS" and isinstance(a["Dimensions"][0]["Value"], dict)
-    }
+    alarmed = _alarmed_queues(template)
     for event in props.get("Events", {}).values():
         kind = event["Type"]
         if kind == "SQS":

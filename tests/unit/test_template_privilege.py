@@ -140,7 +140,10 @@ def test_the_queue_never_starts_more_batches_than_the_consumer_has_reserved(
         assert reservation == reserved and int(effective) <= int(reserved)
     generated = transformed(**params)
     (mapping,) = [
-        r for r in generated["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
+        r
+        for r in generated["Resources"].values()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping"
+        and r["Properties"]["FunctionName"] == {"Ref": "ConsumerFunction"}
     ]
     assert mapping["Properties"]["ScalingConfig"] == event["Properties"]["ScalingConfig"]
 

@@ -108,6 +108,9 @@ def _row(row: dict[str, Any], found: TargetPlan) -> dict[str, Any]:
         return row | {"action": "error", "detail": found.error}
     for warning in found.decision.warnings:
         row["detail"] = _and(row.get("detail"), warning.summary)
+    for note in found.decisions:  # a go that says how (the owner gate: "through Git: ...")
+        if note.goes and note.reason and not note.warn:
+            row["detail"] = _and(row.get("detail"), note.reason)
     return row | {"action": "roll" if found.rolls else "none"}
 
 

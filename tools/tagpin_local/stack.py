@@ -57,7 +57,7 @@ from tagpin_local.stack_aws import (
     _cache_moto_modules,
     cluster_secret,
 )
-from tagpin_local.stack_events import EventSources
+from tagpin_local.stack_git import WRITEBACK_TIMEOUT_S, GitWriteBack
 from tagpin_local.stack_options import StackOptions
 
 __all__ = [
@@ -72,7 +72,7 @@ __all__ = [
 log = logging.getLogger("tagpin.local")
 
 
-class LocalStack(EventSources):
+class LocalStack(GitWriteBack):
     """The stack: its lifecycle, endpoints and configuration here; its AWS side
     (:mod:`.stack_aws`) and event sources (:mod:`.stack_events`) in the classes it extends."""
 
@@ -105,6 +105,7 @@ class LocalStack(EventSources):
         self.alarm_topic_arn = ""
         self.observer_url = ""
         self.consumer_errors: list[str] = []
+        self.writeback_errors: list[str] = []
         self._saved_env: dict[str, str | None] = {}
         settings = recursive_loop_settings(REPO / "template.yaml")
         settings.update(self.options.recursive_loop or {})
@@ -142,6 +143,8 @@ class LocalStack(EventSources):
         httpx.post(f"{self.aws_endpoint}/moto-api/reset", timeout=10).raise_for_status()
         self._set_env()
         self._create_aws_resources()
+        if self.options.git_write_back:
+            self._create_writeback_queues()
         self._kube_clusters, self._starting = self._starting.result(), None
         for name, kube in self._kube_clusters.items():
             self.kubes[name] = cluster = LocalCluster(kube, name)
@@ -166,12 +169,17 @@ class LocalStack(EventSources):
         if self.options.consume:
             for n in range(self.options.containers):  # Lambda's pollers: batches side by side
                 self._spawn(self._sqs_loop, f"sqs-consumer-{n}")
+            for n in range(self.options.containers if self.options.git_write_back else 0):
+                self._spawn(self._writeback_loop, f"sqs-writeback-{n}")
         self._spawn(self._scheduler, "scheduler")
         self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
 
     def _start_functions(self) -> None:
         timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "console": 15.0}
-        scaled = {"webhook", "consumer", "console"}  # the scheduled ones run one at a time anyway
+        # the scheduled ones run one at a time anyway
+        scaled = {"webhook", "consumer", "console", "writeback"}
+        if self.options.git_write_back:
+            timeouts["writeback"] = WRITEBACK_TIMEOUT_S
 
         def start(name: str) -> Function:
             containers = self.options.containers if name in scaled else 1

@@ -48,3 +48,6 @@ class StackOptions:
     # Lambda's recursive loop detection (tagpin_local.recursion): each function's RecursiveLoop, as
     # template.yaml sets it (None), or as given here ({"consumer": RecursiveLoop.TERMINATE}: the guard on).
     recursive_loop: dict[str, RecursiveLoop] | None = None
+    # template.yaml's GitWriteBack=enabled: the write-back queue, TAGPIN_WRITEBACK_QUEUE_URL and the
+    # write-back function with its SQS loop (tagpin_local.stack_git); off, as the template's default
+    git_write_back: bool = False

@@ -18,7 +18,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PREFIX = "TAGPIN_"
-Function = Literal["poller", "webhook", "consumer", "reconciler", "console"]
+Function = Literal["poller", "webhook", "consumer", "reconciler", "console", "writeback"]
 CONFIG = "config"  # one of config_parameter or config_file
 
 
@@ -50,7 +50,15 @@ class SecretStore(StrEnum):
 NEEDS: dict[str, tuple[str, ...]] = {
     "poller": (CONFIG, "state_table", "queue_url", "secret_store", "poll_parts"),
     "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret", "secret_store"),
-    "consumer": (CONFIG, "state_table", "idempotency_table", "queue_url", "notify_topic_arn", "secret_store"),
+    "consumer": (
+        CONFIG,
+        "state_table",
+        "idempotency_table",
+        "queue_url",
+        "notify_topic_arn",
+        "secret_store",
+        "writeback_queue_url",
+    ),
     "reconciler": (
         CONFIG,
         "state_table",
@@ -70,10 +78,18 @@ NEEDS: dict[str, tuple[str, ...]] = {
         "notify_topic_arn",
         "secret_store",
     ),
+    # Writes owned targets' references to Git (docs/gitops.md): reads the write-back queue, records
+    # the commits in the state table and sends their verifications to the changes queue.
+    "writeback": (CONFIG, "state_table", "queue_url", "writeback_queue_url", "secret_store"),
 }
 # Read when set; absent means "not used" (the topic) or the field's default (reconcile_resolves,
-# secret_store, poll_parts). Every function reads secrets of some kind: each gets TAGPIN_SECRET_STORE.
-OPTIONAL = frozenset({"notify_topic_arn", "reconcile_resolves", "secret_store", "poll_parts"})
+# secret_store, poll_parts); without the write-back queue the consumer writes nothing to Git (an
+# owned target is refused, as before write-back existed), the write-back function needs it.
+# Every function reads secrets of some kind: each gets TAGPIN_SECRET_STORE.
+OPTIONAL = frozenset(
+    {"notify_topic_arn", "reconcile_resolves", "secret_store", "poll_parts", "writeback_queue_url"}
+)
+REQUIRED_HERE = frozenset({("writeback", "writeback_queue_url")})  # optional elsewhere, not here
 # Variables the template does not set, and who reads them: the registry client's limits (with a
 # default) in the functions that resolve tags; the console's local sign-in (the local stack sets them).
 TUNING: dict[str, tuple[str, ...]] = {
@@ -115,6 +131,13 @@ class Settings(BaseSettings):
         default=None,
         min_length=1,
         description="URL of the changes queue (SQS FIFO): changes and delayed rollout verifications.",
+    )
+    writeback_queue_url: str | None = Field(
+        default=None,
+        min_length=1,
+        description="URL of the write-back queue (SQS FIFO, one message group per Git repository): "
+        "the consumer sends the references of targets Argo CD or Flux owns there, the write-back "
+        "function commits them (docs/gitops.md).",
     )
     webhook_secret: str | None = Field(
         default=None,
@@ -203,7 +226,8 @@ class Settings(BaseSettings):
     def for_function(cls, function: Function) -> Settings:
         """The settings, with every variable ``function`` needs present."""
         settings = cls.from_env()
-        missing = [name for name in NEEDS[function] if name not in OPTIONAL and not settings.has(name)]
+        required = [n for n in NEEDS[function] if n not in OPTIONAL or (function, n) in REQUIRED_HERE]
+        missing = [name for name in required if not settings.has(name)]
         if missing:
             names = ", ".join(
                 f"{variable('config_parameter')} (or {variable('config_file')})"

@@ -119,6 +119,9 @@ class Verification(BaseModel):
     attempt: int = Field(default=0, ge=0)
     trigger: Trigger | None = None
     correlation_id: str | None = Field(default=None, max_length=256)
+    # verify: the Git commit that moved the target (write-back, docs/gitops.md): the workload
+    # reaches the digest once the GitOps tool applies it, so until then it is waited for
+    commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{40,64}$")
     # When it is due (epoch ms, the sender's clock); None: at once. Set by the queue when sent.
     due_at: int | None = Field(default=None, ge=0)
 

@@ -63,6 +63,7 @@ class ApplyOutcome(StrEnum):
     PAUSED = "paused"  # the workload is annotated tagpin.dev/paused
     HELD = "held"  # a person stepped in (a rollout undone, tagpin hold, tagpin.dev/hold): left alone
     OWNED = "owned"  # Argo CD or Flux owns the workload: not patched live (docs/gitops.md)
+    WRITE_BACK = "write-back"  # owned, and moved through Git instead: sent to the write-back function
     AWAITING_APPROVAL = "awaiting-approval"  # its wave waits for a person's decision
     PLANNED = "planned"  # dry run: recorded what would be done
     NOT_FOLLOWED = "not-followed"  # the image is no longer followed

@@ -1,6 +1,7 @@
-"""Git repositories, as the write-back use case (issue 28, still to come) needs them:
+"""Git repositories, as the write-back use case (``tagpin.usecases.writeback``) needs them:
 read files at a branch's head, write one commit of edits on top of it and push it with that head
-as the precondition, and open a pull (merge) request for a branch.
+as the precondition, and open a pull (merge) request for a branch; and the queue that carries
+the write requests to the function that writes (``WriteQueue``).
 
 ``tagpin.adapters.git`` implements ``GitRepositories`` with dulwich (pure Python: Lambda has no
 ``git`` binary); ``ReviewRequests`` (GitHub and GitLab REST APIs) has no adapter yet. Errors say whether
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+from tagpin.domain.gitops.writes import WriteRequest
 
 
 @dataclass(frozen=True)
@@ -104,3 +107,10 @@ class ReviewRequests(Protocol):
         """Open a request to merge branch ``source`` into ``target`` of the repository at ``url``,
         or find the one already open for ``source``."""
         ...
+
+
+class WriteQueue(Protocol):
+    """The write-back queue (SQS FIFO): one message group per repository, so the writes of one
+    repository are made one after the other and never wait for another repository's."""
+
+    def send(self, request: WriteRequest) -> None: ...

@@ -35,6 +35,7 @@ class ImageEvent(StrEnum):
     REJECTED = "rejected"
     LAPSED = "lapsed"  # nobody decided in time
     CLEARED = "cleared"  # a person cleared a version marked bad (tagpin clear)
+    COMMITTED = "committed"  # a commit to Git moved targets a GitOps tool owns (docs/gitops.md)
 
 
 @dataclass(frozen=True)

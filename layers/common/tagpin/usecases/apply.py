@@ -47,6 +47,7 @@ from tagpin.usecases.apply_target import TargetApplier, TargetNotApplied
 from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.dryrun import DryRun
+from tagpin.usecases.gitroute import GitRoute
 from tagpin.usecases.waves import PlannedWave, plan
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class Applier:
         approvals: Approvals | None = None,
         gitops: Callable[[], GitOpsSettings] = GitOpsSettings,
         admission: Admission | None = None,
+        git: GitRoute | None = None,
     ) -> None:
         """Without ``verifications`` nothing is verified (``applied`` is final); without
         ``promoter`` waves do not advance by themselves; without ``admission`` tagpin's gates
@@ -89,6 +91,8 @@ class Applier:
         self._promoter = promoter
         self._audit = Audit(state, notifier)
         self._approvals = approvals
+        # owned targets gitops.write_back configures: moved through Git (tagpin.usecases.gitroute)
+        self._git = git or GitRoute(gitops, None)
         self._admission = admission or standard(state=state, settings=settings, gitops=gitops)
         self._targets = TargetApplier(
             state=state,
@@ -97,6 +101,8 @@ class Applier:
             settings=settings,
             verifications=verifications,
             admission=self._admission,
+            gitops=gitops,
+            git=self._git,
         )
         self._dry = DryRun(state, self._admission, workloads)
         self._apply_target = guard(self.apply_target) if guard else self.apply_target
@@ -183,6 +189,7 @@ class Applier:
         states = self._state.targets.get_many([t.id for w in active for t in w.targets])
         round_ = Round(self._state, self._audit, self._approvals, move, promotion)
         results: list[ApplyResult] = []
+        git = self._git.batch(change, [t.id for w in active for t in w.targets])
         for wave in active:
             for target in wave.targets:
                 if budget.exhausted():
@@ -193,7 +200,8 @@ class Applier:
                 known = Known(followed=followed, wave=wave, state=states.get(target.id), promotion=promotion)
                 decision = self._admission.decide(move, target, known, now, Stage.TARGET)
                 result = round_.record(target, wave, known.state, decision, now)
-                results.append(result or self._apply_one(change, target, settings, round_.failed))
+                results.append(git.done(result or self._apply_one(change, target, settings, round_.failed)))
+        git.flush()  # one write request per repository, each sent once its targets are decided
         if round_.deferred and self._verifications is not None:
             self._verifications.send(
                 Verification(
@@ -245,7 +253,11 @@ class Applier:
         except WorkloadError as exc:
             failed.append(f"{target.id}: {exc}")
             result = ApplyResult(outcome=ApplyOutcome.FAILED, target=target.id, error=str(exc))
-        rolled = result.outcome in (ApplyOutcome.PATCHED, ApplyOutcome.ALREADY_CURRENT)
+        rolled = result.outcome in (
+            ApplyOutcome.PATCHED,
+            ApplyOutcome.ALREADY_CURRENT,
+            ApplyOutcome.WRITE_BACK,
+        )
         if not (rolled and settings.verify and self._verifications is not None):
             release_slot(self._state, settings, target, change.digest)  # else the verifier does
         return result

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tagpin.domain.config import Kind, RolloutSettings, Target
+from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
 from tagpin.domain.messages import TargetChange, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
@@ -32,6 +32,8 @@ from tagpin.ports.workloads import (
     Workloads,
 )
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
+from tagpin.usecases.admission.owner import live_owner, not_live
+from tagpin.usecases.gitroute import GitRoute
 from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,8 @@ class TargetApplier:
         settings: Callable[[], RolloutSettings],
         verifications: VerificationQueue | None,
         admission: Admission,
+        gitops: Callable[[], GitOpsSettings] = GitOpsSettings,
+        git: GitRoute | None = None,
     ) -> None:
         self._state = state
         self._workloads = workloads
@@ -76,6 +80,8 @@ class TargetApplier:
         self._settings = settings
         self._verifications = verifications
         self._admission = admission
+        self._gitops = gitops
+        self._git = git or GitRoute(gitops, None)
 
     def apply_target(self, target_change: TargetChange) -> ApplyResult:
         tc = target_change
@@ -102,6 +108,8 @@ class TargetApplier:
         if outcome is ApplyOutcome.SUPERSEDED:  # claimed by a newer digest, or held, since: theirs
             logger.info("superseded before the patch", extra={"target": tc.target_id, "digest": tc.digest})
             return ApplyResult(outcome=outcome, target=tc.target_id)
+        if outcome is ApplyOutcome.WRITE_BACK:  # claimed (pending): the write-back function commits it
+            return ApplyResult(outcome=outcome, target=tc.target_id, previous_image=previous)
         # already-current: nothing was replaced, so the previous image stays the one last replaced.
         patched = outcome is ApplyOutcome.PATCHED
         self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=previous if patched else None)
@@ -126,7 +134,7 @@ class TargetApplier:
     def _patch(
         self, workloads: Workloads, tc: TargetChange, kind: Kind, now: int
     ) -> tuple[str, ApplyOutcome]:
-        """(the image the container ran, PATCHED or ALREADY_CURRENT)."""
+        """(the image the container ran, PATCHED, ALREADY_CURRENT or WRITE_BACK)."""
         move = Move.of(tc)
         target = Target(
             cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
@@ -138,6 +146,14 @@ class TargetApplier:
             if not decision.goes:
                 assert decision.gate is not None
                 raise REFUSED.get(decision.gate, WorkloadError)(f"{where} is {decision.reason}")
+            # An owned workload the owner gate let go because gitops.write_back configures it is
+            # written back through Git; without a write-back queue in this function (GitWriteBack
+            # disabled) it is refused as if nothing configured it.
+            gitops = self._gitops()
+            written = gitops.for_target(tc.image, tc.target_id)
+            owner = live_owner(gitops, workload, tc.target_id) if written else None
+            if owner is not None and not self._git.writes(tc.image, tc.target_id):
+                raise Owned(f"{where} is {not_live(owner)}")
             # The claim, read again after the workload: a newer digest claimed the target (or a
             # person held it) since this one did, and a patch now would roll it backwards (or
             # against the person). A claim made after this read patches after it: the
@@ -152,6 +168,8 @@ class TargetApplier:
             desired = pinned_image(current, tc.source, tc.digest)
             if current == desired:
                 return (current, ApplyOutcome.ALREADY_CURRENT), None
+            if owner is not None:  # written back through Git instead of patched
+                return (current, ApplyOutcome.WRITE_BACK), None
             notes = tagpin_annotations(workload, tc.container, tc.digest, self._clock(), tc.trigger)
             body = image_patch(kind, workload.resource_version, tc.container, init, desired, notes)
             return (current, ApplyOutcome.PATCHED), body

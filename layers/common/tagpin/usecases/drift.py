@@ -28,6 +28,11 @@ read the state again after each read of the workload, before they patch it. A se
 never "behind" here: held, stale, or left to the next run. ``tests/unit/test_drift.py`` generates
 the interleavings of listing, patching, restoring, holding, state reads and a person's edits, and
 checks exactly that.
+
+A target moved through Git (its workload owned by Argo CD or Flux, docs/gitops.md) is ``applied``
+once tagpin's commit is pushed, and runs the old image until the GitOps tool applies the commit:
+while it is ``applied`` that is no person's change (the verifier follows it, and fails it when the
+commit is not applied in time). Once ``verified``, another image is someone's, as for any target.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tagpin.domain.channels import repository_of
-from tagpin.domain.config import FollowedImage
+from tagpin.domain.config import FollowedImage, GitOpsSettings
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import ImageRef, InvalidReference
 from tagpin.ports.notify import RolloutEventKind
@@ -75,11 +80,13 @@ class PeopleFirst:
         clusters: Callable[[str], Inventory],
         audit: Audit,
         clock: Callable[[], int],
+        gitops: Callable[[], GitOpsSettings] = GitOpsSettings,
     ) -> None:
         self._state = state
         self._clusters = clusters
         self._audit = audit
         self._clock = clock
+        self._gitops = gitops
 
     def behind(
         self, behind: list[Observed], followed: FollowedImage, tag: TagState, run_id: str
@@ -103,14 +110,14 @@ class PeopleFirst:
                         seen.target.id, now, reason="the hold ended", trigger=Trigger.RECONCILE
                     )
             elif known is not None and known.status in SETTLED and known.settled_at(tag.digest):
-                verdict = self.recheck(seen, tag)
+                verdict = self.recheck(seen, tag, known)
                 if verdict.drift is Drift.PERSON and self._hold(seen, known, verdict, followed, tag, run_id):
                     held.append(seen.target.id)
                 continue
             really.append(seen)
         return really, held
 
-    def recheck(self, seen: Observed, tag: TagState) -> Verdict:
+    def recheck(self, seen: Observed, tag: TagState, known: TargetState | None = None) -> Verdict:
         """Steps 1 and 2: the workload, then the tag, read again. The decision is on the image in
         the workload's spec, never on its pods: tagpin wrote ``<name>:<tag>@<digest>`` when it
         settled the target, so an image pinned to another digest, an unpinned one (whatever its
@@ -129,6 +136,14 @@ class PeopleFirst:
             return Verdict(Drift.UNDECIDED, why=f"no container {target.container!r}")
         if _pinned_to(image, repository_of(seen.image)) == tag.digest:
             return Verdict(Drift.STALE, image, "listed before tagpin's own patch")
+        if (
+            known is not None
+            and known.status is TargetStatus.APPLIED
+            and self._gitops().owner_of(workload.labels, workload.annotations) is not None
+        ):
+            return Verdict(
+                Drift.UNDECIDED, image, "moved through Git: the GitOps tool has not applied it yet"
+            )
         now_tag = self._state.tags.get(seen.image)
         if now_tag is None or now_tag.digest != tag.digest or now_tag.blocked:
             return Verdict(Drift.UNDECIDED, image, "the tag moved or its digest was marked bad")

@@ -9,19 +9,27 @@ between is kept and the edit lands on top of it, after a backoff; after ``attemp
 error is raised. Files that already say what the edit writes make no commit (no empty commits).
 An edit that cannot be made (``EditError``), denied credentials or a missing repository are
 raised at once: trying again would not help.
+
+``commit_files`` is the same with one edit of all the files at once (``FilesEdit``: the texts by
+path, None for a file the branch does not have), for a caller that edits several files per
+request and keeps a request's edits all or nothing (``tagpin.usecases.writeback``); its message
+may be computed after the edit (a callable).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tagpin.domain.gitops.yamltext import EditError
 from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories
 
 type FileEdit = Callable[[str, str], str]  # (path, text) -> the new text
+# the texts by path (None: no such file at the head) -> the new texts of the files that change
+type FilesEdit = Callable[[Mapping[str, str | None]], Mapping[str, str]]
+type Message = str | Callable[[], str]
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,33 @@ def commit_edits(
     branch: Branch,
     paths: list[str],
     edit: FileEdit,
-    message: str,
+    message: Message,
+    author: Author,
+    *,
+    attempts: int = 5,
+    backoff_s: float = 0.5,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Committed:
+    def each(texts: Mapping[str, str | None]) -> dict[str, str]:
+        out = {}
+        for path in paths:
+            text = texts.get(path)
+            if text is None:
+                raise GitNotFound(f"{branch}: no file {path}")
+            out[path] = edit(path, text)
+        return out
+
+    return commit_files(
+        repos, branch, paths, each, message, author, attempts=attempts, backoff_s=backoff_s, sleep=sleep
+    )
+
+
+def commit_files(
+    repos: GitRepositories,
+    branch: Branch,
+    paths: list[str],
+    edit: FilesEdit,
+    message: Message,
     author: Author,
     *,
     attempts: int = 5,
@@ -61,25 +95,24 @@ def _once(
     repos: GitRepositories,
     branch: Branch,
     paths: list[str],
-    edit: FileEdit,
-    message: str,
+    edit: FilesEdit,
+    message: Message,
     author: Author,
     attempt: int,
 ) -> Committed:
     snapshot = repos.read(branch, paths)
-    changes: dict[str, bytes] = {}
+    texts: dict[str, str | None] = {}
     for path in paths:
         data = snapshot.files.get(path)
-        if data is None:
-            raise GitNotFound(f"{branch}: no file {path} at {snapshot.commit[:12]}")
         try:
-            text = data.decode("utf-8")
+            texts[path] = None if data is None else data.decode("utf-8")
         except UnicodeDecodeError:
             raise EditError(f"{path}: not UTF-8 text") from None
-        new = edit(path, text)
-        if new != text:
-            changes[path] = new.encode("utf-8")
+    changes = {
+        path: new.encode("utf-8") for path, new in edit(texts).items() if path in texts and new != texts[path]
+    }
     if not changes:
         return Committed(None, snapshot.commit, (), attempt)
-    commit = repos.write(snapshot, changes, message, author)
+    text = message if isinstance(message, str) else message()
+    commit = repos.write(snapshot, changes, text, author)
     return Committed(commit, snapshot.commit, tuple(sorted(changes)), attempt)

@@ -137,7 +137,7 @@ class Reconciler:
         self._clock = clock
         self._concurrency = concurrency
         self._channels = channels
-        self._people = PeopleFirst(state, clusters, Audit(state, notifier), clock)
+        self._people = PeopleFirst(state, clusters, Audit(state, notifier), clock, lambda: config().gitops)
 
     def run(self, run_id: str | None = None) -> ReconcileReport:
         report = ReconcileReport(run_id or str(uuid.uuid4()))

@@ -42,7 +42,8 @@ from tagpin.usecases.admission.slot import release_slot
 from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.channels import mark_failed, return_to_previous
-from tagpin.usecases.health import Progress, evaluate
+from tagpin.usecases.gitrevert import GitReverts
+from tagpin.usecases.health import Health, Progress, evaluate
 from tagpin.usecases.patch import restore
 from tagpin.usecases.promote import Promoter
 from tagpin.usecases.waves import plan
@@ -79,8 +80,10 @@ class Verifier:
         notifier: Notifier | None,
         clock: Callable[[], int],
         approvals: Approvals | None = None,
+        git: GitReverts | None = None,
     ) -> None:
         self._approvals = approvals
+        self._git = git  # targets moved through Git: reverted through Git (docs/gitops.md)
         self._state = state
         self._workloads = workloads
         self._followed = followed
@@ -134,7 +137,13 @@ class Verifier:
                 self._promoter.evaluate(verification.image, digest)
             return VerificationResult(V.GONE)
         running = workload.image_of(target.container) or ""
-        if not running.endswith("@" + digest):
+        health = evaluate(target.kind, workload.generation, workload.spec, workload.status)
+        if not running.endswith("@" + digest) and verification.commit is not None:
+            # moved by a commit: the GitOps tool has not applied it yet (timed as a rollout)
+            health = Health(
+                Progress.PROGRESSING, f"waiting for commit {verification.commit[:12]} to be applied"
+            )
+        elif not running.endswith("@" + digest):
             # Changed by someone else since the patch: not this digest's fault. The reconciler
             # heals the target (and a new verification follows its patch).
             logger.warning(
@@ -143,7 +152,6 @@ class Verifier:
             )
             release_slot(self._state, settings, target, digest)
             return VerificationResult(V.CHANGED, running)
-        health = evaluate(target.kind, workload.generation, workload.spec, workload.status)
         now = self._clock()
         elapsed_s = (now - (verification.applied_at or st.updated_at)) / 1000
         if health.progress is Progress.COMPLETE:
@@ -299,7 +307,19 @@ class Verifier:
     ) -> None:
         now = self._clock()
         status, detail = TargetStatus.FAILED, f"digest failed: {why}"
-        if settings.rollback:
+        git = None
+        if settings.rollback and self._git is not None:  # moved through Git: reverted through Git
+            git = self._git.restore(
+                self._workloads(target.cluster),
+                target,
+                st,
+                verification.image,
+                why,
+                verification.correlation_id,
+            )
+        if git is not None:
+            detail = git
+        elif settings.rollback:
             outcome = restore(
                 self._workloads(target.cluster),
                 target,

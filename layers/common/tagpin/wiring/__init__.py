@@ -18,6 +18,8 @@ caller. Each cached factory is made with ``cached`` (``tagpin.wiring.cache``), w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tagpin.wiring.cache import cached, factories
 from tagpin.wiring.core import (
     SECRET_MAX_AGE,
@@ -58,6 +60,7 @@ from tagpin.wiring.rollout import (
     applier,
     approvals,
     console_admission,
+    git_route,
     idempotency_config,
     idempotency_guard,
     notifier,
@@ -68,7 +71,12 @@ from tagpin.wiring.rollout import (
     verifier,
 )
 
+# What a composition root above this package closes before ``reset`` clears the factories (the
+# write-back's repositories: tagpin.gitwiring registers itself here).
+RESETS: list[Callable[[], None]] = []
+
 __all__ = [
+    "RESETS",
     "SECRET_MAX_AGE",
     "admission",
     "applier",
@@ -92,6 +100,7 @@ __all__ = [
     "factories",
     "followed",
     "followed_images",
+    "git_route",
     "holds",
     "idempotency_config",
     "idempotency_guard",
@@ -129,6 +138,8 @@ def reset() -> None:
 
     if registry_client.cache_info().currsize:
         registry_client().close()  # its event loop thread and connections
+    for close in RESETS:  # what the composition roots above this one hold open (tagpin.gitwiring)
+        close()
     for factory in factories():
         factory.cache_clear()
     parameters.clear_caches()  # type: ignore[no-untyped-call]

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tagpin.usecases.admission import Admission
     from tagpin.usecases.apply import Applier, Guard
     from tagpin.usecases.approvals import Approvals
+    from tagpin.usecases.gitroute import GitRoute
     from tagpin.usecases.promote import Promoter
     from tagpin.usecases.reconcile import Reconciler
     from tagpin.usecases.verify import Verifier
@@ -174,11 +175,24 @@ def applier() -> Applier:
         notifier=wiring.notifier(),
         approvals=wiring.approvals(),
         admission=wiring.admission(),
+        gitops=lambda: wiring.config().gitops,
+        git=git_route(),
     )
 
 
 @cached
+def git_route() -> GitRoute:
+    """Owned targets to Git: the write-back queue, when this function has one (tagpin.gitwiring)."""
+    from tagpin.adapters.sqs_writes import SqsWriteQueue
+    from tagpin.usecases.gitroute import GitRoute
+
+    url = wiring.settings().writeback_queue_url
+    return GitRoute(lambda: wiring.config().gitops, SqsWriteQueue(wiring.aws("sqs"), url) if url else None)
+
+
+@cached
 def verifier() -> Verifier:
+    from tagpin.usecases.gitrevert import GitReverts
     from tagpin.usecases.verify import Verifier
 
     return Verifier(
@@ -191,6 +205,7 @@ def verifier() -> Verifier:
         notifier=wiring.notifier(),
         clock=now_ms,
         approvals=wiring.approvals(),
+        git=GitReverts(lambda: wiring.config().gitops, git_route()),
     )
 
 

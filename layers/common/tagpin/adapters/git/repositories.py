@@ -54,11 +54,15 @@ class DulwichRepositories:
     """One instance per container: the clients (a connection pool per origin) and the object
     stores (per repository URL) are reused across invocations."""
 
-    def __init__(self, token: TokenFor, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, token: TokenFor, *, timeout: float = 10.0, forget: Callable[[str], None] | None = None
+    ) -> None:
         self._token = token
+        self._forget = forget  # a refused token is read again next time
         self._timeout = timeout
         self._lock = threading.Lock()
         self._repos: dict[str, MemoryRepo] = {}
+        self._pools: dict[str, Any] = {}  # a urllib3 PoolManager per origin, its connections kept
         self.requests = 0  # fetches and pushes started (the benchmark reports them)
 
     # -- GitRepositories -------------------------------------------------------------------
@@ -148,12 +152,27 @@ class DulwichRepositories:
             raise GitError(f"{parts.hostname}: a repository URL carries no credentials (use a secret)")
         credentials = self._token(parts.netloc)
         user, token = credentials if credentials else (None, None)
-        import urllib3
-
-        pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=self._timeout))
         base = f"{parts.scheme}://{parts.netloc}/"
+        pool = self._pool(base)
         client = Urllib3HttpGitClient(base, pool_manager=pool, username=user, password=token)
         return client, parts.path
+
+    def _pool(self, origin: str) -> Any:
+        import urllib3
+
+        with self._lock:
+            pool = self._pools.get(origin)
+            if pool is None:
+                timeout = urllib3.Timeout(total=self._timeout)
+                pool = self._pools[origin] = urllib3.PoolManager(retries=False, timeout=timeout, maxsize=4)
+            return pool
+
+    def close(self) -> None:
+        """Close the kept connections (a new container, in effect)."""
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.clear()
 
     def _call(self, url: str, what: str, run: Callable[[], Any]) -> Any:
         import urllib3.exceptions
@@ -165,6 +184,7 @@ class DulwichRepositories:
         except GitError:
             raise
         except HTTPUnauthorized:
+            self._refused(url)
             raise GitDenied(
                 f"{url}: the server refused the credentials (401) on {what}; check the token in the "
                 "repository host's secret (docs/gitops.md, credentials)"
@@ -178,12 +198,17 @@ class DulwichRepositories:
             if _unreachable(exc):
                 raise GitUnavailable(f"{url}: {what} failed: the server cannot be reached") from None
             if "403" in text:
+                self._refused(url)
                 raise GitDenied(
                     f"{url}: the token may not {what} (403): it needs write access to the repository"
                 ) from None
             if any(f" {code} " in f" {text} " or f"resp {code}" in text for code in range(500, 600)):
                 raise GitUnavailable(f"{url}: {what} failed: the server answered {_status(text)}") from None
             raise GitError(f"{url}: {what} failed: {text[:300]}") from None
+
+    def _refused(self, url: str) -> None:
+        if self._forget is not None:
+            self._forget(urlsplit(url).netloc)
 
     @staticmethod
     def _file(repo: MemoryRepo, commit: bytes, path: str) -> bytes | None:

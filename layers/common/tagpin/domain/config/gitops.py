@@ -167,7 +167,8 @@ class WriteBack(Strict):
     mode: WriteMode = Field(
         default=WriteMode.COMMIT,
         description="`commit`: to the branch; `pull-request`: to a branch `tagpin/...` and a pull "
-        "(merge) request to the branch.",
+        "(merge) request to the branch (not built yet: its targets are recorded failed, nothing is "
+        "written; docs/gitops.md).",
     )
     files: list[WriteBackFile] = Field(min_length=1, max_length=100, description="The files to edit.")
 
@@ -216,6 +217,15 @@ class WriteBack(Strict):
     def applies_to(self, target: str) -> bool:
         """True for ``cluster/namespace/kind/name`` (a target id's first four parts)."""
         return not self.targets or any(_selects(s, target) for s in self.targets)
+
+
+def _overlap(these: list[str], those: list[str]) -> bool:
+    """True when a target may match a selector of both lists (an empty list matches every target)."""
+    return any(
+        all(a in ("*", b) or b == "*" for a, b in zip(x.split("/"), y.split("/"), strict=True))
+        for x in these or ["*/*/*/*"]
+        for y in those or ["*/*/*/*"]
+    )
 
 
 def _selects(selector: str, target: str) -> bool:
@@ -272,6 +282,17 @@ class GitOpsSettings(Strict):
                     f"write_back.{i}.mode: pull requests need a GitHub or GitLab host; set "
                     f"hosts.{entry.host}.kind"
                 )
+            for k, other in enumerate(self.write_back[:i]):
+                if (other.image, other.repository, other.branch) != (
+                    entry.image,
+                    entry.repository,
+                    entry.branch,
+                ) and (other.image == entry.image and _overlap(other.targets, entry.targets)):
+                    raise ValueError(
+                        f"write_back.{i}: a target's reference is written to one repository and branch, "
+                        f"and write_back.{k} already writes {entry.image} for some of its targets to "
+                        f"{other.repository}#{other.branch} (name the targets of each)"
+                    )
             for j, file in enumerate(entry.files):
                 for target in entry.targets or ["*/*/*/*"]:
                     key = (entry.image, target, entry.repository, entry.branch, file.path)

@@ -2,7 +2,9 @@
 it is not patched live unless ``gitops.patch_live`` names the target (docs/gitops.md).
 
 The one place that says so: the patch step (its workload as read), the dry run, ``tagpin plan``
-and the console ask this gate. Git write-back, where configured, is where such a move goes.
+and the console ask this gate. Where ``gitops.write_back`` configures the target, the move goes,
+through Git (its reason says where): the consumer hands it to the write-back
+(``tagpin.usecases.gitroute``) instead of patching it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from tagpin.domain.config import GitOpsSettings, Target
 from tagpin.domain.gitops.owners import Owner
 from tagpin.domain.moves import Move
 from tagpin.ports.workloads import Workload
-from tagpin.usecases.admission.decision import Decision, GateName, Known, Stage
+from tagpin.usecases.admission.decision import Decision, GateName, Known, Stage, Verdict
 from tagpin.usecases.admission.hold import NOT_READ
 
 
@@ -41,7 +43,12 @@ class OwnerGate:
     def decide(self, move: Move, target: Target, known: Known, now: int) -> Decision:
         if known.workload is None:
             return Decision.unknown(self.name, NOT_READ)
-        owner = live_owner(self._gitops(), known.workload, target.id)
-        if owner is not None:
-            return Decision.block(self.name, not_live(owner))
-        return Decision.go(self.name)
+        settings = self._gitops()
+        owner = live_owner(settings, known.workload, target.id)
+        if owner is None:
+            return Decision.go(self.name)
+        written = settings.for_target(move.image, target.id)
+        if written:  # a commit moves it (docs/gitops.md); the gates before decided as for a patch
+            where = ", ".join(f"{w.repository}#{w.branch}" for w in written)
+            return Decision(self.name, Verdict.GO, f"through Git: {where} ({owner} applies it)")
+        return Decision.block(self.name, not_live(owner))

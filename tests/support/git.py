@@ -1,0 +1,89 @@
+"""An in-memory Git host (``tagpin.ports.git.GitRepositories``), for tests that interleave many
+writers quickly; the real one is ``git http-backend`` (tools/tagpin_local/gitserver.py), which
+the integration tests use.
+
+Branches are lists of commits (each the whole tree: path -> text). ``write`` pushes only if the
+branch is still at the snapshot's head (else ``HeadMoved``), as a non-fast-forward push is refused.
+``before_push`` runs just before that check: a test lands a person's commit between tagpin's read
+and its push there. An empty commit (no file changed) fails the test that made it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from tagpin.ports.git import Author, Branch, GitNotFound, HeadMoved, Snapshot
+
+
+@dataclass
+class Commit:
+    id: str
+    files: dict[str, str]
+    message: str
+    author: str
+
+
+@dataclass
+class FakeGitRepositories:
+    branches: dict[tuple[str, str], list[Commit]] = field(default_factory=dict)
+    before_push: Callable[[], None] | None = None
+    reads: int = 0
+    pushes: int = 0
+
+    def create(self, url: str, files: Mapping[str, str], branch: str = "main") -> None:
+        self.branches[(url, branch)] = [
+            Commit(_id("", "initial", dict(files)), dict(files), "initial commit", "person")
+        ]
+
+    def head(self, url: str, branch: str = "main") -> Commit:
+        return self.branches[(url, branch)][-1]
+
+    def commit(self, url: str, files: Mapping[str, str], message: str, branch: str = "main") -> str:
+        """A person's commit of ``files`` on top of the branch."""
+        tree = {**self.head(url, branch).files, **files}
+        made = Commit(_id(self.head(url, branch).id, message, tree), tree, message, "person")
+        self.branches[(url, branch)].append(made)
+        return made.id
+
+    # -- GitRepositories -------------------------------------------------------------------
+
+    def read(self, branch: Branch, paths: list[str]) -> Snapshot:
+        self.reads += 1
+        commits = self.branches.get((branch.url, branch.name))
+        if not commits:
+            raise GitNotFound(f"{branch.url}: no branch {branch.name!r}")
+        head = commits[-1]
+        return Snapshot(
+            branch, head.id, {p: head.files[p].encode() if p in head.files else None for p in paths}
+        )
+
+    def write(
+        self,
+        snapshot: Snapshot,
+        changes: Mapping[str, bytes],
+        message: str,
+        author: Author,
+        *,
+        to: str | None = None,
+    ) -> str:
+        assert to is None, "review branches are not modelled here"
+        commits = self.branches[(snapshot.branch.url, snapshot.branch.name)]
+        base = next(c for c in commits if c.id == snapshot.commit)
+        tree = {**base.files, **{p: v.decode() for p, v in changes.items()}}
+        assert tree != base.files, "an empty commit"
+        if self.before_push is not None:
+            hook, self.before_push = self.before_push, None
+            hook()
+        if commits[-1].id != snapshot.commit:
+            raise HeadMoved(f"{snapshot.branch} moved from {snapshot.commit[:12]}")
+        self.pushes += 1
+        made = Commit(_id(snapshot.commit, message, tree), tree, message, author.name)
+        commits.append(made)
+        return made.id
+
+
+def _id(parent: str, message: str, tree: Mapping[str, str]) -> str:
+    text = repr((parent, message, sorted(tree.items())))
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
