@@ -111,7 +111,10 @@ def _console_approve(stack: LocalStack, image: str) -> tuple[dict[str, str], htt
     """Approve ``image``'s pending wave as a person does in the console: sign in with the local
     token, read the Approve form of the image's row on the overview, POST it (with the CSRF token)."""
     base = stack.console_url.removesuffix("/console")
-    with httpx.Client(base_url=base, timeout=10) as console:
+    # A person's browser waits as long as the console's own timeout (15 s locally, as in the
+    # template) and more: 10 s failed a full test run on 2 busy cores (ReadTimeout on sign-in or
+    # the overview, the console container's first call), so the demo waits 60 s.
+    with httpx.Client(base_url=base, timeout=60) as console:
         signin = console.post("/console/signin", data={"token": stack.console_token})
         if signin.status_code != 303 or "tagpin_session" not in console.cookies:
             raise SystemExit(f"FAILED: the console's sign-in answered {signin.status_code}")
