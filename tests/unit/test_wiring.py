@@ -16,11 +16,15 @@ from tagpin import wiring
 def cached_in_modules() -> dict[str, functools._lru_cache_wrapper[Any]]:
     """Every ``functools.cache`` wrapper a module of the composition root defines, by name."""
     found: dict[str, functools._lru_cache_wrapper[Any]] = {}
-    for info in pkgutil.iter_modules(wiring.__path__):
-        module = importlib.import_module(f"tagpin.wiring.{info.name}")
+    # the package's modules, and the write-back's composition root above it (tagpin.gitwiring),
+    # imported here so the answer does not depend on whether an earlier test imported it
+    names = [f"tagpin.wiring.{info.name}" for info in pkgutil.iter_modules(wiring.__path__)]
+    for full in [*names, "tagpin.gitwiring"]:
+        module = importlib.import_module(full)
+        short = full.removeprefix("tagpin.wiring.").removeprefix("tagpin.")
         for name, value in vars(module).items():
             if isinstance(value, functools._lru_cache_wrapper) and value.__module__ == module.__name__:
-                found[f"{info.name}.{name}"] = value
+                found[f"{short}.{name}"] = value
     return found
 
 
