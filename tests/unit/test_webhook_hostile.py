@@ -51,6 +51,22 @@ class Calls:
         self.names.append(model.name)
 
 
+@pytest.fixture(autouse=True)
+def info_level() -> Iterator[None]:
+    """These tests read INFO lines. The function logger is made once per process, at the level of
+    whoever imported it first (the local stack runs at WARNING), and gives its level to the
+    library's "tagpin" logger: ask both for INFO, and give back what they had."""
+    from tagpin.observability import logger as function_logger
+
+    library = logging.getLogger("tagpin")
+    levels = function_logger.log_level, library.level
+    function_logger.setLevel("INFO")
+    library.setLevel(logging.INFO)
+    yield
+    function_logger.setLevel(levels[0])
+    library.setLevel(levels[1])
+
+
 @pytest.fixture
 def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Calls]]:
     db = boto3.client("dynamodb", region_name=REGION)

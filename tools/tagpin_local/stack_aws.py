@@ -85,7 +85,10 @@ class AwsResources:
             "TAGPIN_CONFIG_PARAMETER": CONFIG_PARAMETER,
             "TAGPIN_WEBHOOK_SECRET": WEBHOOK_SECRET,
             "TAGPIN_SECRET_STORE": self.options.secret_store,
-            "POWERTOOLS_SERVICE_NAME": "tagpin",
+            # Not "tagpin": powertools names its logger after the service, and a logger named
+            # "tagpin" is the library's own, which then gets no JSON format of its own and no
+            # "name" key (copy_config_to_registered_loggers skips the source logger's name).
+            "POWERTOOLS_SERVICE_NAME": "tagpin-local",
             "POWERTOOLS_METRICS_NAMESPACE": "tagpin",
             "POWERTOOLS_LOG_LEVEL": self.options.log_level,
             "POWERTOOLS_METRICS_DISABLED": "true",
