@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tagpin.domain.config import Kind, Target
+from tagpin.domain.config import Target
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 from tagpin.ports.workloads import Pod, Workload
 
@@ -81,8 +81,8 @@ def running_digest(
         return None, f"runs another repository ({ref.name})"
     if ref.digest is not None:
         return ref.digest, "pinned"
-    if workload.kind is Kind.CRONJOB:
-        return None, "unpinned CronJob"
+    if not workload.runs_pods:  # a CronJob between runs
+        return None, f"unpinned {workload.kind.value}"
     digests: set[str | None] = set()
     for pod in pods():
         if pod.namespace == workload.namespace and selector_matches(workload.selector, pod.labels):
