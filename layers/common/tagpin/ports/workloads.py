@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from tagpin.domain.annotations import ANNOTATION_HOLD, ANNOTATION_PAUSED, is_true
 from tagpin.domain.kinds import DEFAULT_KIND, Health, ImageChange, Kind, Progress
+from tagpin.domain.kinds.profile import selector_matches
 from tagpin.domain.platforms import Platform
 
 __all__ = [
@@ -127,6 +128,10 @@ class Workload:
     def runs_pods(self) -> bool:
         """Whether pods say what it runs (not a CronJob between runs)."""
         return self.kind.profile.selector is not None
+
+    def runs(self, pod: Pod) -> bool:
+        """Whether ``pod`` is one of its own (its namespace, its selector)."""
+        return pod.namespace == self.namespace and selector_matches(self.selector, pod.labels)
 
     @property
     def manages_own_rollback(self) -> bool:

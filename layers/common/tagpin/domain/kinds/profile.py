@@ -77,6 +77,32 @@ def spec_selector(data: Json) -> dict[str, Any] | None:
     return dict(selector) if selector else None
 
 
+def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A LabelSelector (``matchLabels`` and ``matchExpressions``) against a pod's labels. An empty
+    or missing selector matches nothing here: the pods of a workload are never guessed."""
+    if not selector:
+        return False
+    match_labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not match_labels and not expressions:
+        return False
+    if any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for expression in expressions:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = expression.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
 def never(spec: Json) -> bool:
     return False
 
