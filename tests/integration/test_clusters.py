@@ -187,11 +187,16 @@ def test_unpinned_workload_already_running_the_digest_is_not_behind(st, world):
         fresh, f"docker-pullable://{fresh.rsplit(':', 1)[0]}@{digest}"
     )  # what the kubelet pulled
     local.create(deployment("fresh", "shop", fresh, container="web", labels=FOLLOW))
+    # Both replicas (a pod without its status yet makes what runs unknown: behind, rightly)
     wait_for(
-        "the pods report their imageID",
-        lambda: [
-            p for p in local.pods_for("Deployment", "shop", "fresh") if p["status"].get("containerStatuses")
-        ],
+        "both pods report their imageID",
+        lambda: (
+            sum(
+                bool(p["status"].get("containerStatuses"))
+                for p in local.pods_for("Deployment", "shop", "fresh")
+            )
+            == 2
+        ),
     )
     result = reconcile(st)
     assert "local/shop/Deployment/fresh/web" not in result["behind_targets"], result

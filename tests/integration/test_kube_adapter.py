@@ -17,11 +17,12 @@ import pytest
 from kubernetes.client import ApiException
 from tagpin.adapters.kubernetes.auth import kubeconfig_api_client
 from tagpin.adapters.kubernetes.clusters import ClusterConnector
-from tagpin.adapters.kubernetes.rollouts import json_patch
+from tagpin.adapters.kubernetes.jsonpatch import json_patch
 from tagpin.adapters.kubernetes.workloads import KubeWorkloads
 from tagpin.domain.config import Kind, parse_config
+from tagpin.domain.kinds import ImageChange
 from tagpin.ports.workloads import Conflict, Forbidden, Pod, Unreachable, Workload
-from tagpin.usecases.patch import image_patch, patch_with_retries, tagpin_annotations
+from tagpin.usecases.patch import patch_with_retries, tagpin_annotations
 from tagpin_local.kube.front import RequestRecord
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.manifests import cronjob, deployment, rollout
@@ -130,9 +131,9 @@ def test_a_rule_taken_out_of_docs_rbac_is_the_real_403_naming_the_verb_and_resou
     kube.revoke("patch", "deployments")
     kube.create(deployment("web", ns, "nginx:1.27", replicas=0))
     workload = client(kube).get(ns, Kind.DEPLOYMENT, "web")
-    body = image_patch(Kind.DEPLOYMENT, workload.resource_version, "app", False, f"nginx@{D1}", {})
+    change = ImageChange(workload.resource_version, "app", False, f"nginx@{D1}", {})
     with pytest.raises(Forbidden, match=r"'patch' on deployments.apps"):
-        client(kube).patch(ns, Kind.DEPLOYMENT, "web", body)
+        client(kube).set_image(ns, Kind.DEPLOYMENT, "web", change)
 
 
 def test_argo_rollouts_are_listed_by_label_through_the_custom_objects_api(kube, ns):
@@ -171,12 +172,12 @@ def healthy(kube: LocalCluster, ns: str, name: str) -> None:
     wait_for(f"Rollout {ns}/{name} Healthy", done)
 
 
-def _pin(container: str, image: str) -> Callable[[Workload], tuple[None, dict[str, Any]]]:
+def _pin(container: str, image: str) -> Callable[[Workload], tuple[None, ImageChange]]:
     """The step of a use case that pins one container (tagpin.usecases.apply)."""
 
-    def step(workload: Workload) -> tuple[None, dict[str, Any]]:
+    def step(workload: Workload) -> tuple[None, ImageChange]:
         notes = tagpin_annotations(workload, container, D1, 1_800_000_000_000, "poll")
-        return None, image_patch(workload.kind, workload.resource_version, container, False, image, notes)
+        return None, ImageChange(workload.resource_version, container, False, image, notes)
 
     return step
 
@@ -228,10 +229,10 @@ def test_an_argo_rollout_is_patched_by_a_json_patch_with_the_resource_version_as
     healthy(kube, ns, "web")
 
     # A read that is stale already: a Conflict, and no PATCH is sent.
-    stale = image_patch(Kind.ROLLOUT, "1", "app", False, "nginx:1.28", {})
+    stale = ImageChange("1", "app", False, "nginx:1.28", {})
     kube.clear_requests()
     with pytest.raises(Conflict):
-        workloads.patch(ns, Kind.ROLLOUT, "web", stale)
+        workloads.set_image(ns, Kind.ROLLOUT, "web", stale)
     assert kube.count("PATCH") == 0
 
     # Another writer between the adapter's read and its PATCH: the server's 409, then the use
@@ -273,11 +274,9 @@ def test_the_json_patch_of_a_rollout_does_what_the_strategic_merge_patch_does_to
         kube.create(obj)
     notes = {"tagpin.dev/digests": '{"app":"' + D1 + '"}', "tagpin.dev/trigger": "poll"}
 
-    def pin(workload: Workload) -> tuple[None, dict[str, Any]]:
+    def pin(workload: Workload) -> tuple[None, ImageChange]:
         image = f"nginx:1.27@{D1}"
-        return None, image_patch(
-            workload.kind, workload.resource_version, container, container == "migrate", image, notes
-        )
+        return None, ImageChange(workload.resource_version, container, container == "migrate", image, notes)
 
     for kind in (Kind.DEPLOYMENT, Kind.ROLLOUT):  # read again when a controller wrote its status first
         patch_with_retries(client(kube), kind, ns, "web", pin, "t")
@@ -300,12 +299,14 @@ def test_the_json_patch_of_a_rollout_does_what_the_strategic_merge_patch_does_to
 
 
 def test_a_json_patch_that_replaces_a_stale_resource_version_is_a_conflict(kube, ns):
-    """The precondition tagpin's JSON patch of a Rollout carries (tagpin.adapters.kubernetes.rollouts)
+    """The precondition tagpin's JSON patch of a Rollout carries (tagpin.adapters.kubernetes.jsonpatch)
     is the API server's optimistic concurrency: a 409, as for a strategic merge patch."""
     kube.create(rollout("web", ns, "nginx:1.27", replicas=0))
     current = kube.get("Rollout", ns, "web")
     kube.patch("Rollout", ns, "web", {"metadata": {"labels": {"other": "writer"}}})  # someone else
-    body = image_patch(Kind.ROLLOUT, current["metadata"]["resourceVersion"], "app", False, "nginx:2", {})
+    body = Kind.ROLLOUT.profile.patch_body(
+        ImageChange(current["metadata"]["resourceVersion"], "app", False, "nginx:2", {})
+    )
     ops = json_patch(body, current)
     with pytest.raises(ApiException) as refused:
         kube.patch("Rollout", ns, "web", ops, content_type="application/json-patch+json")

@@ -1,6 +1,7 @@
 """Argo Rollouts in the local clusters (tools/tagpin_local/kube/argo.py): its published CRD served by
 the real API server, and the stand-in for its controller moving ``status.phase`` through the cases
-tagpin handles, read back as tagpin reads it (tagpin.usecases.health) and as kubectl shows it."""
+tagpin handles, read back as tagpin reads it (its profile, tagpin.domain.kinds.rollout) and as kubectl
+shows it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiException
+from tagpin.adapters.kubernetes.workloads import workload_from
 from tagpin.domain.config import Kind
-from tagpin.usecases.health import Progress, evaluate
+from tagpin.ports.workloads import Progress
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.manifests import rollout
 
@@ -42,9 +44,7 @@ def ns(kube: LocalCluster) -> Iterator[str]:
 
 def health(kube: LocalCluster, ns: str) -> Progress:
     obj = kube.get("Rollout", ns, "cart")
-    return evaluate(
-        Kind.ROLLOUT, obj["metadata"]["generation"], obj["spec"], obj.get("status") or {}
-    ).progress
+    return workload_from(Kind.ROLLOUT, obj).health.progress
 
 
 def at(obj: dict[str, Any], wanted: str, generation: int) -> bool:

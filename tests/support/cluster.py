@@ -10,7 +10,16 @@ from typing import Any
 
 from tagpin.domain.config import Kind
 from tagpin.domain.platforms import Platform
-from tagpin.ports.workloads import Conflict, Inventory, NotFound, Pod, Unreachable, Workload, Workloads
+from tagpin.ports.workloads import (
+    Conflict,
+    ImageChange,
+    Inventory,
+    NotFound,
+    Pod,
+    Unreachable,
+    Workload,
+    Workloads,
+)
 
 type Key = tuple[str, Kind, str]  # (namespace, kind, name)
 
@@ -28,14 +37,15 @@ def matches(selector: str, labels: dict[str, str]) -> bool:
 
 class FakeCluster:
     """One cluster. ``items`` holds its workloads by (namespace, kind, name) and ``pod_list`` its pods;
-    reads answer copies, as the API server does. A patch must carry the workload's current
-    resourceVersion (else 409 ``Conflict``); it updates the images and template annotations and
+    reads answer copies, as the API server does. A ``set_image`` must carry the workload's current
+    resourceVersion (else 409 ``Conflict``); it updates the image and template annotations and
     bumps the resourceVersion, unless ``remember`` is off (accepted, never shown: a forgetful
     workload). ``conflicts``: that many patches find that someone else wrote first.
     ``list_error``/``get_error``/``patch_error`` are raised by those calls (``list_errors``: by the
     LIST of one kind only). ``calls`` records every
     call (``list Deployment``, ``pods shop``, ``get shop/web``, ``patch shop/web``); ``gets`` and
-    ``patches`` the arguments of those."""
+    ``patches`` the arguments of those (the body as the adapter would send it: the kind's profile's
+    ``patch_body``)."""
 
     def __init__(self, workloads: Iterable[Workload] = (), pods: Iterable[Pod] = ()) -> None:
         self.items: dict[Key, Workload] = {}
@@ -86,9 +96,9 @@ class FakeCluster:
             raise NotFound(f"{kind.value} {namespace}/{name} not found")
         return copy.deepcopy(workload)
 
-    def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None:
+    def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
         self.calls.append(f"patch {namespace}/{name}")
-        self.patches.append((namespace, kind, name, body))
+        self.patches.append((namespace, kind, name, kind.profile.patch_body(change)))
         if self.patch_error is not None:
             raise self.patch_error
         workload = self.items.get((namespace, kind, name))
@@ -97,21 +107,12 @@ class FakeCluster:
         if self.conflicts:
             self.conflicts -= 1
             workload.resource_version = str(int(workload.resource_version) + 1)  # someone else wrote
-        expected = body.get("metadata", {}).get("resourceVersion")
-        if expected is not None and expected != workload.resource_version:
+        if change.resource_version != workload.resource_version:
             raise Conflict("the object has been modified")
         if not self.remember:
             return
-        template = body["spec"]
-        for step in ["jobTemplate", "spec", "template"] if kind is Kind.CRONJOB else ["template"]:
-            template = template[step]
-        for field, containers in (
-            ("containers", workload.containers),
-            ("initContainers", workload.init_containers),
-        ):
-            for container in template["spec"].get(field, []):
-                containers[container["name"]] = container["image"]
-        workload.template_annotations.update(template["metadata"]["annotations"])
+        (workload.init_containers if change.init else workload.containers)[change.container] = change.image
+        workload.template_annotations.update(change.annotations)
         workload.resource_version = str(int(workload.resource_version) + 1)
 
     def image(self, namespace: str, kind: Kind, name: str, container: str) -> str:

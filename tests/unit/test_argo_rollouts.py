@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tagpin.adapters.kubernetes.rollouts import json_patch
+from tagpin.adapters.kubernetes.jsonpatch import json_patch
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
+from tagpin.domain.kinds import ImageChange, Progress
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome
 from tagpin.ports.state import PromotionStatus, State, TargetStatus
 from tagpin.ports.workloads import Workload
-from tagpin.usecases.health import Progress, evaluate
-from tagpin.usecases.patch import image_patch, restore
+from tagpin.usecases.patch import restore
 from tagpin.usecases.promote import Promoter
 from tagpin.usecases.verify import Verifier
 from tagpin_local.kube.manifests import rollout
@@ -57,7 +57,9 @@ def test_the_json_patch_addresses_the_container_by_index_guarded_by_its_name(tem
     """What the API server then does with it, beside a strategic merge patch of a Deployment:
     tests/integration/test_kube_adapter.py."""
     current = manifest(**template_metadata)
-    body = image_patch(Kind.ROLLOUT, "41", container, container == "migrate", f"nginx:1.27@{D1}", NOTES)
+    body = Kind.ROLLOUT.profile.patch_body(
+        ImageChange("41", container, container == "migrate", f"nginx:1.27@{D1}", NOTES)
+    )
     ops = json_patch(body, current)
     assert ops[-1] == {
         "op": "replace",
@@ -77,7 +79,7 @@ def test_the_json_patch_addresses_the_container_by_index_guarded_by_its_name(tem
 
 def test_annotation_keys_are_escaped_and_added_one_by_one_when_the_map_exists():
     current = manifest(annotations={"team": "a"})
-    ops = json_patch(image_patch(Kind.ROLLOUT, "41", "app", False, "x", NOTES), current)
+    ops = json_patch(Kind.ROLLOUT.profile.patch_body(ImageChange("41", "app", False, "x", NOTES)), current)
     assert {
         "op": "add",
         "path": "/spec/template/metadata/annotations/tagpin.dev~1digests",
@@ -174,7 +176,7 @@ def status(**fields: Any) -> dict[str, Any]:
     ],
 )
 def test_rollout_health_of_each_phase(fields: dict[str, Any], progress: Progress, reason: str) -> None:
-    health = evaluate(Kind.ROLLOUT, 2, {"replicas": 2}, status(**fields))
+    health = Kind.ROLLOUT.profile.rollout_health(2, {"replicas": 2}, status(**fields))
     assert health.progress is progress and reason in health.reason
 
 

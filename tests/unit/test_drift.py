@@ -39,7 +39,7 @@ from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target, parse_config
 from tagpin.domain.messages import TargetChange, Trigger, Verification, VerificationKind
 from tagpin.ports.state import State, TargetStatus
-from tagpin.ports.workloads import Workload
+from tagpin.ports.workloads import ImageChange, Workload
 from tagpin.usecases.apply import Applier
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.promote import Promoter
@@ -97,10 +97,10 @@ class WhoWroteCluster(FakeCluster):
         self.world = world
         self.writer: dict[Key, str] = {key(name): "tagpin" for name in NAMES}
 
-    def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None:
-        super().patch(namespace, kind, name, body)
+    def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
+        super().set_image(namespace, kind, name, change)
         self.writer[(namespace, kind, name)] = "tagpin"
-        written = body["spec"]["template"]["spec"]["containers"][0]["image"]
+        written = change.image
         st = self.world.store.targets.get(target(name).id)
         now = self.world.clock.now
         if (st is not None and st.holds(written.rpartition("@")[2], now)) or (
@@ -396,7 +396,7 @@ def test_step_2_a_restore_by_another_targets_rollback(world: World) -> None:
     world.park_before(reconcile, "WhoWroteCluster.get")  # tag D2, states applied at D2: candidates
     rollback = world.roll_back("web")
     assert rollback is not None
-    world.step_until(rollback, "WhoWroteCluster.patch")  # api (the other target first) restored
+    world.step_until(rollback, "WhoWroteCluster.set_image")  # api (the other target first) restored
     assert world.cluster.image("shop", Kind.DEPLOYMENT, "api", "api").endswith(DIGESTS[0])
     assert world.store.targets.get(target("api").id).status is TargetStatus.APPLIED  # type: ignore[union-attr]
     assert world.baton.finish(reconcile).held == []

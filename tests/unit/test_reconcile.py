@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from tagpin.domain.config import Kind, parse_config
+from tagpin.domain.kinds.profile import selector_matches
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import IndexEntry, State, TargetStatus
@@ -15,7 +16,7 @@ from tagpin.usecases.detect import Detector
 from tagpin.usecases.discover import discovered_targets
 from tagpin.usecases.followed import Followed
 from tagpin.usecases.reconcile import Reconciler
-from tagpin.usecases.running import image_id_digest, running_digest, selector_matches
+from tagpin.usecases.running import image_id_digest, running_digest
 
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters

@@ -16,6 +16,7 @@ from kubernetes.client import Configuration
 from tagpin.adapters.kubernetes.auth import TOKEN_LIFETIME_S, TOKEN_MARGIN_S, EksToken, aws_credentials
 from tagpin.adapters.kubernetes.clusters import ClusterConnector
 from tagpin.domain.config import parse_config
+from tagpin.domain.kinds import PROFILES
 from tagpin.ports.workloads import Unreachable
 
 from tests.support.clock import FakeClock
@@ -105,13 +106,8 @@ def _rules() -> dict[str, set[tuple[str, str, str]]]:
 
 
 def test_rbac_is_exactly_what_the_code_calls():
-    kinds = {
-        ("apps", "deployments"),
-        ("apps", "statefulsets"),
-        ("apps", "daemonsets"),
-        ("batch", "cronjobs"),
-        ("argoproj.io", "rollouts"),
-    }
+    kinds = {(p.group, p.plural) for p in PROFILES}  # the adapter addresses every kind by its profile
+    assert ("apps", "deployments") in kinds and ("argoproj.io", "rollouts") in kinds
     roles = _rules()
     assert roles["tagpin-reconciler"] == {(g, r, v) for g, r in kinds for v in ("get", "list")} | {
         ("", "pods", "list")

@@ -10,12 +10,13 @@ import pytest
 from tagpin import wiring
 from tagpin.domain.annotations import ANNOTATION_APPLIED_AT, ANNOTATION_DIGESTS, ANNOTATION_TRIGGER
 from tagpin.domain.config import Kind, parse_config
+from tagpin.domain.kinds import ImageChange
 from tagpin.domain.messages import Change
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import Forbidden, Unreachable, Workload
 from tagpin.usecases.apply import Applier, ChangeFailed
-from tagpin.usecases.patch import CONFLICT_RETRIES, image_patch, pinned_image, template_path
+from tagpin.usecases.patch import CONFLICT_RETRIES, pinned_image
 
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters
@@ -99,11 +100,13 @@ def test_pinned_image(current: str, image: str, expected: str) -> None:
     assert pinned_image(current, image, D1) == expected
 
 
-# -- image_patch ------------------------------------------------------------------------------------
+# -- the patch body (a kind's profile) ------------------------------------------------------------
 
 
 def test_image_patch_for_a_deployment() -> None:
-    body = image_patch(Kind.DEPLOYMENT, "4711", "app", False, f"web:stable@{D1}", {"a": "b"})
+    body = Kind.DEPLOYMENT.profile.patch_body(
+        ImageChange("4711", "app", False, f"web:stable@{D1}", {"a": "b"})
+    )
     assert body == {
         "metadata": {"resourceVersion": "4711"},
         "spec": {
@@ -116,7 +119,7 @@ def test_image_patch_for_a_deployment() -> None:
 
 
 def test_image_patch_for_a_cronjob_init_container() -> None:
-    body = image_patch(Kind.CRONJOB, "12", "init-nginx", True, f"nginx:1.27@{D1}", {})
+    body = Kind.CRONJOB.profile.patch_body(ImageChange("12", "init-nginx", True, f"nginx:1.27@{D1}", {}))
     assert body["metadata"] == {"resourceVersion": "12"}
     template = body["spec"]["jobTemplate"]["spec"]["template"]
     assert template["spec"] == {"initContainers": [{"name": "init-nginx", "image": f"nginx:1.27@{D1}"}]}
@@ -126,12 +129,12 @@ def test_image_patch_for_a_cronjob_init_container() -> None:
 
 @pytest.mark.parametrize("kind", [Kind.DEPLOYMENT, Kind.STATEFULSET, Kind.DAEMONSET])
 def test_template_path_of_pod_controllers(kind: Kind) -> None:
-    assert template_path(kind) == ["spec", "template"]
-    assert "template" in image_patch(kind, "1", "c", False, "x", {})["spec"]
+    assert kind.profile.template == ("spec", "template")
+    assert "template" in kind.profile.patch_body(ImageChange("1", "c", False, "x", {}))["spec"]
 
 
 def test_template_path_of_a_cronjob() -> None:
-    assert template_path(Kind.CRONJOB) == ["spec", "jobTemplate", "spec", "template"]
+    assert Kind.CRONJOB.profile.template == ("spec", "jobTemplate", "spec", "template")
 
 
 # -- Applier ----------------------------------------------------------------------------------------

@@ -18,10 +18,10 @@ from tagpin.domain.config import (
     Target,
     parse_config,
 )
+from tagpin.domain.kinds import Progress
 from tagpin.ports.notify import RolloutEvent
 from tagpin.ports.state import PromotionStatus, State
 from tagpin.usecases.admission.window import window_decision
-from tagpin.usecases.health import Progress, evaluate
 from tagpin.usecases.waves import plan
 
 from tests.support.constants import D1, D2
@@ -64,14 +64,14 @@ def deployment_status(**status: Any) -> dict[str, Any]:
     ],
 )
 def test_deployment_rollout(status: dict[str, Any], progress: Progress) -> None:
-    assert evaluate(Kind.DEPLOYMENT, 2, {"replicas": 3}, status).progress is progress
+    assert Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, status).progress is progress
 
 
 def test_a_paused_deployment_is_paused_before_its_controller_says_so() -> None:
     status = deployment_status(updatedReplicas=0)
-    health = evaluate(Kind.DEPLOYMENT, 2, {"replicas": 3, "paused": True}, status)
+    health = Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3, "paused": True}, status)
     assert health.progress is Progress.PAUSED and health.reason.startswith("Paused: DeploymentPaused")
-    assert evaluate(Kind.DEPLOYMENT, 2, {"replicas": 3}, status).progress is Progress.PROGRESSING
+    assert Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, status).progress is Progress.PROGRESSING
 
 
 def test_statefulset_and_daemonset_and_cronjob() -> None:
@@ -82,25 +82,33 @@ def test_statefulset_and_daemonset_and_cronjob() -> None:
         "currentRevision": "a",
         "updateRevision": "a",
     }
-    assert evaluate(Kind.STATEFULSET, 1, {"replicas": 2}, done).progress is Progress.COMPLETE
+    assert Kind.STATEFULSET.profile.rollout_health(1, {"replicas": 2}, done).progress is Progress.COMPLETE
     moving = {**done, "updateRevision": "b", "updatedReplicas": 1}
-    assert evaluate(Kind.STATEFULSET, 1, {"replicas": 2}, moving).progress is Progress.PROGRESSING
+    assert (
+        Kind.STATEFULSET.profile.rollout_health(1, {"replicas": 2}, moving).progress is Progress.PROGRESSING
+    )
     partitioned = {
         "replicas": 2,
         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}},
     }
-    assert evaluate(Kind.STATEFULSET, 1, partitioned, moving).progress is Progress.COMPLETE
+    assert Kind.STATEFULSET.profile.rollout_health(1, partitioned, moving).progress is Progress.COMPLETE
     on_delete = {"replicas": 2, "updateStrategy": {"type": "OnDelete"}}
-    assert evaluate(Kind.STATEFULSET, 1, on_delete, {"observedGeneration": 1}).progress is Progress.COMPLETE
+    assert (
+        Kind.STATEFULSET.profile.rollout_health(1, on_delete, {"observedGeneration": 1}).progress
+        is Progress.COMPLETE
+    )
     ds = {
         "observedGeneration": 3,
         "desiredNumberScheduled": 2,
         "updatedNumberScheduled": 2,
         "numberAvailable": 1,
     }
-    assert evaluate(Kind.DAEMONSET, 3, {}, ds).progress is Progress.PROGRESSING
-    assert evaluate(Kind.DAEMONSET, 3, {}, {**ds, "numberAvailable": 2}).progress is Progress.COMPLETE
-    assert evaluate(Kind.CRONJOB, 5, {}, {}).progress is Progress.COMPLETE
+    assert Kind.DAEMONSET.profile.rollout_health(3, {}, ds).progress is Progress.PROGRESSING
+    assert (
+        Kind.DAEMONSET.profile.rollout_health(3, {}, {**ds, "numberAvailable": 2}).progress
+        is Progress.COMPLETE
+    )
+    assert Kind.CRONJOB.profile.rollout_health(5, {}, {}).progress is Progress.COMPLETE
 
 
 # -- waves and windows -------------------------------------------------------------------------------

@@ -28,15 +28,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tagpin.domain.kinds import PROFILES
+
 from tagpin_cli.doctor import CLUSTER_READERS, Result, Seat, Status, short
 
-KINDS = {
-    "Deployment": ("apps", "deployments"),
-    "StatefulSet": ("apps", "statefulsets"),
-    "DaemonSet": ("apps", "daemonsets"),
-    "CronJob": ("batch", "cronjobs"),
-    "Rollout": ("argoproj.io", "rollouts"),  # Argo Rollouts: listed in every cluster, like the others
-}
+# (API group, resource) of every kind: its profile's (custom ones are listed in every cluster, too)
+KINDS = {p.kind: (p.group, p.plural) for p in PROFILES}
 Need = tuple[str, str, str, str]  # verb, API group, resource, namespace ("" = all namespaces)
 Review = Callable[[Need], bool]
 RBAC_FIX = "kubectl apply -f docs/rbac.yaml, bound to {who} (docs/deploying.md, docs/rbac.yaml)"

@@ -1,5 +1,11 @@
-"""The cluster side of tagpin, as the use cases see it: workloads to read and patch (``Workloads``,
+"""The cluster side of tagpin, as the use cases see it: workloads to read and change (``Workloads``,
 the consumer and the verifier), and what the reconciler lists (``Inventory``).
+
+The port speaks intents, the same for every kind: read a workload (its containers' images, its
+annotations, which pods it runs), read its rollout's ``health``, and ``set_image`` of one
+container (an ``ImageChange``). What that means for one kind (where its pod template sits, how the
+change is sent, how its status is read) is its profile's (``tagpin.domain.kinds``), asked by the
+adapter and by ``Workload``; a use case never builds a patch body or reads a raw status.
 
 ``tagpin.adapters.kubernetes`` implements both with the official client; tests use the API
 simulator through that same adapter, or the in-memory fakes of ``tests/support``.
@@ -16,8 +22,28 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tagpin.domain.annotations import ANNOTATION_HOLD, ANNOTATION_PAUSED, is_true
-from tagpin.domain.config import Kind
+from tagpin.domain.kinds import DEFAULT_KIND, Health, ImageChange, Kind, Progress
+from tagpin.domain.kinds.profile import selector_matches
 from tagpin.domain.platforms import Platform
+
+__all__ = [
+    "Conflict",
+    "Forbidden",
+    "Health",
+    "Held",
+    "ImageChange",
+    "Inventory",
+    "MissingContainer",
+    "NotFound",
+    "Owned",
+    "Paused",
+    "Pod",
+    "Progress",
+    "Unreachable",
+    "Workload",
+    "WorkloadError",
+    "Workloads",
+]
 
 
 class WorkloadError(Exception):
@@ -65,20 +91,21 @@ class Owned(WorkloadError):
 
 @dataclass
 class Workload:
-    """A workload as tagpin reads it: its containers' images, annotations and pod selector."""
+    """A workload as tagpin reads it: its containers' images, annotations and pods' selector; its
+    ``spec`` and ``status`` hold what its kind's profile reads (``health``), as served."""
 
     resource_version: str
     containers: dict[str, str]
     init_containers: dict[str, str] = field(default_factory=dict)
     template_annotations: dict[str, str] = field(default_factory=dict)
-    kind: Kind = Kind.DEPLOYMENT
+    kind: Kind = DEFAULT_KIND
     namespace: str = ""
     name: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
-    selector: dict[str, Any] | None = None  # spec.selector (LabelSelector); None for CronJobs
+    selector: dict[str, Any] | None = None  # its pods (a LabelSelector); None: no pods to read
     generation: int = 0  # metadata.generation
-    spec: dict[str, Any] = field(default_factory=dict)  # as served (replicas, update strategy)
+    spec: dict[str, Any] = field(default_factory=dict)  # the profile's spec_fields, as served
     status: dict[str, Any] = field(default_factory=dict)  # as served (the rollout's progress)
 
     @property
@@ -93,16 +120,25 @@ class Workload:
         return self.containers.get(container, self.init_containers.get(container))
 
     @property
+    def health(self) -> Health:
+        """Has the rollout of its current generation finished (its kind's rule)?"""
+        return self.kind.profile.rollout_health(self.generation, self.spec, self.status)
+
+    @property
+    def runs_pods(self) -> bool:
+        """Whether pods say what it runs (not a CronJob between runs)."""
+        return self.kind.profile.selector is not None
+
+    def runs(self, pod: Pod) -> bool:
+        """Whether ``pod`` is one of its own (its namespace, its selector)."""
+        return pod.namespace == self.namespace and selector_matches(self.selector, pod.labels)
+
+    @property
     def manages_own_rollback(self) -> bool:
-        """Its own controller undoes a failed rollout: an Argo Rollout with canary steps or analysis,
-        or blue-green, aborts and sends traffic back to its stable ReplicaSet. tagpin then records
-        the failure and never patches the previous image over it (``tagpin.usecases.patch.restore``).
-        A canary without steps or analysis rolls like a Deployment, and is rolled back like one."""
-        if self.kind is not Kind.ROLLOUT:
-            return False
-        strategy = self.spec.get("strategy") or {}
-        canary = strategy.get("canary") or {}
-        return "blueGreen" in strategy or bool(canary.get("steps") or canary.get("analysis"))
+        """Its own controller undoes a failed rollout (an Argo Rollout with canary steps or
+        analysis, or blue-green): tagpin then records the failure and never patches the previous
+        image over it (``tagpin.usecases.patch.restore``)."""
+        return self.kind.profile.own_rollback(self.spec)
 
 
 @dataclass(frozen=True)
@@ -114,11 +150,14 @@ class Pod:
 
 
 class Workloads(Protocol):
-    """Read and patch workloads in one cluster (consumer, verifier)."""
+    """Read and change workloads in one cluster (consumer, verifier)."""
 
     def get(self, namespace: str, kind: Kind, name: str) -> Workload: ...
 
-    def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None: ...
+    def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
+        """Set one container's image (and tagpin's annotations); ``Conflict`` when the workload is
+        no longer at ``change.resource_version``."""
+        ...
 
     def platforms(self) -> frozenset[Platform] | None:
         """The platforms the cluster's nodes run; None when its nodes may not be listed."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
 from tagpin.domain.messages import TargetChange, Verification, VerificationKind
@@ -23,6 +22,7 @@ from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import (
     Held,
+    ImageChange,
     MissingContainer,
     NotFound,
     Owned,
@@ -34,7 +34,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
 from tagpin.usecases.admission.owner import live_owner, not_live
 from tagpin.usecases.gitroute import GitRoute
-from tagpin.usecases.patch import image_patch, patch_with_retries, pinned_image, tagpin_annotations
+from tagpin.usecases.patch import patch_with_retries, pinned_image, tagpin_annotations
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class TargetApplier:
             cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
         )
 
-        def step(workload: Workload) -> tuple[tuple[str, ApplyOutcome], dict[str, Any] | None]:
+        def step(workload: Workload) -> tuple[tuple[str, ApplyOutcome], ImageChange | None]:
             where = f"{kind.value} {tc.namespace}/{tc.name}"
             decision = self._admission.decide(move, target, Known(workload=workload), now, Stage.WORKLOAD)
             if not decision.goes:
@@ -171,8 +171,8 @@ class TargetApplier:
             if owner is not None:  # written back through Git instead of patched
                 return (current, ApplyOutcome.WRITE_BACK), None
             notes = tagpin_annotations(workload, tc.container, tc.digest, self._clock(), tc.trigger)
-            body = image_patch(kind, workload.resource_version, tc.container, init, desired, notes)
-            return (current, ApplyOutcome.PATCHED), body
+            change = ImageChange(workload.resource_version, tc.container, init, desired, notes)
+            return (current, ApplyOutcome.PATCHED), change
 
         return patch_with_retries(workloads, kind, tc.namespace, tc.name, step, tc.target_id)
 

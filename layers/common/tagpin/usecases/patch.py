@@ -1,10 +1,11 @@
-"""What tagpin writes on a workload: the pinned image of one container, as a strategic merge patch
-with ``resourceVersion`` as a precondition, and the annotations that make the change visible with
+"""What tagpin writes on a workload: the pinned image of one container (an ``ImageChange``, made
+only at the ``resourceVersion`` read), and the annotations that make the change visible with
 ``kubectl describe``. Also the inverse: putting the previous image back (a rollback), except on a
-workload whose own controller does that (``Workload.manages_own_rollback``: Argo Rollouts).
+workload whose own controller does that (``Workload.manages_own_rollback``: Argo Rollouts). How
+the change reaches a workload of one kind is its profile's (``tagpin.domain.kinds``).
 
-Containers merge by name, so the others are untouched. A 409 (the workload changed between read
-and patch) is retried with a fresh read, ``CONFLICT_RETRIES`` times.
+A 409 (the workload changed between read and patch) is retried with a fresh read,
+``CONFLICT_RETRIES`` times.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from tagpin.domain.annotations import (
     ANNOTATION_APPLIED_AT,
@@ -24,7 +24,7 @@ from tagpin.domain.annotations import (
 from tagpin.domain.config import Kind, Target
 from tagpin.domain.outcomes import RestoreOutcome
 from tagpin.domain.refs import ImageRef, InvalidReference, familiar
-from tagpin.ports.workloads import Conflict, Workload, Workloads
+from tagpin.ports.workloads import Conflict, ImageChange, Workload, Workloads
 
 logger = logging.getLogger(__name__)
 
@@ -50,31 +50,6 @@ def pinned_image(current: str, image: str, digest: str) -> str:
     return f"{name}:{followed.tag}@{digest}"
 
 
-def template_path(kind: Kind) -> list[str]:
-    """Where the pod template sits in a workload of this kind."""
-    return ["spec", "jobTemplate", "spec", "template"] if kind is Kind.CRONJOB else ["spec", "template"]
-
-
-def image_patch(
-    kind: Kind,
-    resource_version: str,
-    container: str,
-    init: bool,
-    image: str,
-    annotations: dict[str, str],
-) -> dict[str, Any]:
-    """A strategic merge patch for one container's image, with resourceVersion as a precondition."""
-    template: dict[str, Any] = {
-        "metadata": {"annotations": annotations},
-        "spec": {("initContainers" if init else "containers"): [{"name": container, "image": image}]},
-    }
-    body: dict[str, Any] = template
-    for part in reversed(template_path(kind)):
-        body = {part: body}
-    body["metadata"] = {"resourceVersion": resource_version}
-    return body
-
-
 def tagpin_annotations(
     workload: Workload, container: str, digest: str | None, now_ms: int, trigger: str, **more: str
 ) -> dict[str, str]:
@@ -98,17 +73,17 @@ def patch_with_retries[T](
     kind: Kind,
     namespace: str,
     name: str,
-    step: Callable[[Workload], tuple[T, dict[str, Any] | None]],
+    step: Callable[[Workload], tuple[T, ImageChange | None]],
     what: str,
 ) -> T:
-    """Read the workload, let ``step`` decide (its answer, and the patch to send or None), send it;
-    on a 409 read again. ``what`` names the target in the log."""
+    """Read the workload, let ``step`` decide (its answer, and the change to make or None), make
+    it; on a 409 read again. ``what`` names the target in the log."""
     for _attempt in range(CONFLICT_RETRIES):
-        answer, body = step(workloads.get(namespace, kind, name))
-        if body is None:
+        answer, change = step(workloads.get(namespace, kind, name))
+        if change is None:
             return answer
         try:
-            workloads.patch(namespace, kind, name, body)
+            workloads.set_image(namespace, kind, name, change)
             return answer
         except Conflict:
             logger.info("conflict; re-reading", extra={"target": what})
@@ -127,7 +102,7 @@ def restore(
     ``held`` (asked after each read of the workload, as the consumer asks its claim) says a person
     put the target on hold since its state was read."""
 
-    def step(workload: Workload) -> tuple[RestoreOutcome, dict[str, Any] | None]:
+    def step(workload: Workload) -> tuple[RestoreOutcome, ImageChange | None]:
         if held():
             return RestoreOutcome.HELD, None
         current = workload.image_of(target.container)
@@ -152,8 +127,9 @@ def restore(
             **{ANNOTATION_ROLLED_BACK: digest},
         )
         init = target.container not in workload.containers
-        body = image_patch(target.kind, workload.resource_version, target.container, init, previous, notes)
-        return RestoreOutcome.RESTORED, body
+        return RestoreOutcome.RESTORED, ImageChange(
+            workload.resource_version, target.container, init, previous, notes
+        )
 
     return patch_with_retries(workloads, target.kind, target.namespace, target.name, step, target.id)
 

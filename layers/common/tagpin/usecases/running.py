@@ -1,14 +1,14 @@
 """What a target runs: the digest in its image field when pinned, else the ``imageID`` its pods
-report (``running_digest``); unknown (no pods, a CronJob between runs, pods that disagree) is None
-and counts as behind. Used by the reconciler's compare step."""
+report (``running_digest``: the workload says which pods are its own, by its kind's profile);
+unknown (no pods, a CronJob between runs, pods that disagree) is None and counts as behind. Used
+by the reconciler's compare step."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from tagpin.domain.config import Kind, Target
+from tagpin.domain.config import Target
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 from tagpin.ports.workloads import Pod, Workload
 
@@ -29,32 +29,6 @@ def image_id_digest(image_id: str, followed: ImageRef) -> str | None:
     except InvalidReference:
         return None
     return digest if ref.name == followed.name else None
-
-
-def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    """A LabelSelector (``matchLabels`` and ``matchExpressions``) against a pod's labels. An empty
-    or missing selector matches nothing here: the pods of a workload are never guessed."""
-    if not selector:
-        return False
-    match_labels = selector.get("matchLabels") or {}
-    expressions = selector.get("matchExpressions") or []
-    if not match_labels and not expressions:
-        return False
-    if any(labels.get(k) != v for k, v in match_labels.items()):
-        return False
-    for expression in expressions:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = expression.get("values") or []
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -81,11 +55,11 @@ def running_digest(
         return None, f"runs another repository ({ref.name})"
     if ref.digest is not None:
         return ref.digest, "pinned"
-    if workload.kind is Kind.CRONJOB:
-        return None, "unpinned CronJob"
+    if not workload.runs_pods:  # a CronJob between runs
+        return None, f"unpinned {workload.kind.value}"
     digests: set[str | None] = set()
     for pod in pods():
-        if pod.namespace == workload.namespace and selector_matches(workload.selector, pod.labels):
+        if workload.runs(pod):
             digests.add(image_id_digest(pod.image_ids.get(container, ""), followed))
     if not digests:
         return None, "no pods"

@@ -2,8 +2,8 @@
 
 The consumer runs it for each verification on the changes queue once it is due
 (``tagpin.domain.messages.Verification``).
-A ``verify`` verification reads the workload and asks ``tagpin.usecases.health`` whether the
-rollout is complete, progressing or failed:
+A ``verify`` verification reads the workload and its ``health`` (its kind's rule,
+``tagpin.domain.kinds``): whether the rollout is complete, progressing or failed:
 
 - complete: the target becomes ``verified`` (applied -> verified, conditional), its concurrency
   slot is released, and the promotion may move on (``tagpin.usecases.promote``);
@@ -37,13 +37,12 @@ from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome, Verifica
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, VerificationQueue
 from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetState, TargetStatus
-from tagpin.ports.workloads import NotFound, Workloads
+from tagpin.ports.workloads import Health, NotFound, Progress, Workloads
 from tagpin.usecases.admission.slot import release_slot
 from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.channels import mark_failed, return_to_previous
 from tagpin.usecases.gitrevert import GitReverts
-from tagpin.usecases.health import Health, Progress, evaluate
 from tagpin.usecases.patch import restore
 from tagpin.usecases.promote import Promoter
 from tagpin.usecases.waves import plan
@@ -137,7 +136,7 @@ class Verifier:
                 self._promoter.evaluate(verification.image, digest)
             return VerificationResult(V.GONE)
         running = workload.image_of(target.container) or ""
-        health = evaluate(target.kind, workload.generation, workload.spec, workload.status)
+        health = workload.health
         if not running.endswith("@" + digest) and verification.commit is not None:
             # moved by a commit: the GitOps tool has not applied it yet (timed as a rollout)
             health = Health(

@@ -1,10 +1,12 @@
 """The ``Workloads`` port (consumer, verifier) and the ``Inventory`` port (reconciler) over the
-official client: read, patch and list workloads and pods, and turn the API's answers into the
+official client: read, change and list workloads and pods, and turn the API's answers into the
 ports' errors (``Unreachable``, ``Conflict``, ``NotFound``, ``Forbidden``).
 
-The built-in kinds go through ``AppsV1Api`` and ``BatchV1Api`` (a patch is a strategic merge
-patch); Argo Rollouts through ``CustomObjectsApi``, patched with a JSON patch
-(``tagpin.adapters.kubernetes.rollouts`` says why).
+Every kind goes the same way, by its profile (``tagpin.domain.kinds``): its group, version and
+plural address it (``CustomObjectsApi`` builds the same URLs for built-in kinds as for custom
+ones), its pod template is read at the profile's path, and an image change is sent as the
+profile's patch type: a strategic merge patch, or a JSON patch for custom resources
+(``tagpin.adapters.kubernetes.jsonpatch`` says why).
 """
 
 from __future__ import annotations
@@ -17,13 +19,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient, AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi
+from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
-from tagpin.adapters.kubernetes import rollouts
-from tagpin.domain.config import Kind
+from tagpin.adapters.kubernetes import jsonpatch
+from tagpin.domain.kinds import ImageChange, Kind, PatchType, profile_of
+from tagpin.domain.kinds.profile import dig
 from tagpin.domain.platforms import Platform
-from tagpin.ports.workloads import Conflict, Forbidden, NotFound, Pod, Unreachable, Workload, WorkloadError
+from tagpin.ports.workloads import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    Pod,
+    Unreachable,
+    Workload,
+    WorkloadError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,38 +51,27 @@ RETRY_AFTER_MAX_S = 5.0  # a longer Retry-After is not waited for here: the queu
 RETRY_SLEEP_MAX_S = 6.0  # all the waiting one call may do
 PAGE_SIZE = 500  # items per LIST page (the API server's own default chunk size)
 
-_RESOURCES = {
-    Kind.DEPLOYMENT: "deployments.apps",
-    Kind.STATEFULSET: "statefulsets.apps",
-    Kind.DAEMONSET: "daemonsets.apps",
-    Kind.CRONJOB: "cronjobs.batch",
-    Kind.ROLLOUT: f"{rollouts.PLURAL}.{rollouts.GROUP}",
-}
-
 
 def workload_from(kind: Kind, data: dict[str, Any]) -> Workload:
-    """A workload (as the API serves it, JSON) in the form tagpin reads."""
-    spec = data.get("spec") or {}
-    template = (
-        ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
-        if kind is Kind.CRONJOB
-        else spec.get("template")
-    ) or {}
-    pod = template.get("spec") or {}
-    meta = data.get("metadata") or {}
+    """A workload (as the API serves it, JSON) in the form tagpin reads, by its kind's profile."""
+    profile = profile_of(kind)
+    template = dig(data, profile.template)
+    pod = dig(template, ("spec",))
+    spec = dig(data, ("spec",))
+    meta = dig(data, ("metadata",))
     return Workload(
         resource_version=str(meta.get("resourceVersion", "")),
         containers={c["name"]: c.get("image", "") for c in pod.get("containers") or []},
         init_containers={c["name"]: c.get("image", "") for c in pod.get("initContainers") or []},
-        template_annotations=dict((template.get("metadata") or {}).get("annotations") or {}),
+        template_annotations=dict(dig(template, ("metadata", "annotations"))),
         kind=kind,
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
-        selector=None if kind is Kind.CRONJOB else spec.get("selector"),
+        selector=profile.selector(data) if profile.selector is not None else None,
         generation=int(meta.get("generation") or 0),
-        spec={k: v for k, v in spec.items() if k in ("replicas", "updateStrategy", "strategy", "paused")},
+        spec={k: v for k, v in spec.items() if k in profile.spec_fields},
         status=dict(data.get("status") or {}),
     )
 
@@ -108,33 +108,7 @@ class KubeWorkloads:
         self._sleep = sleep
         self._rng = rng
         self.rejected = False  # the cluster answered 401: rebuild the client before the next use
-        apps, batch, self._core = AppsV1Api(api), BatchV1Api(api), CoreV1Api(api)
-        custom, argo = CustomObjectsApi(api), (rollouts.GROUP, rollouts.VERSION)
-        self._read: dict[Kind, Callable[..., Any]] = {
-            Kind.DEPLOYMENT: apps.read_namespaced_deployment,
-            Kind.STATEFULSET: apps.read_namespaced_stateful_set,
-            Kind.DAEMONSET: apps.read_namespaced_daemon_set,
-            Kind.CRONJOB: batch.read_namespaced_cron_job,
-            Kind.ROLLOUT: lambda name, namespace, **kw: custom.get_namespaced_custom_object(
-                *argo, namespace, rollouts.PLURAL, name, **kw
-            ),
-        }
-        self._patch: dict[Kind, Callable[..., Any]] = {
-            Kind.DEPLOYMENT: apps.patch_namespaced_deployment,
-            Kind.STATEFULSET: apps.patch_namespaced_stateful_set,
-            Kind.DAEMONSET: apps.patch_namespaced_daemon_set,
-            Kind.CRONJOB: batch.patch_namespaced_cron_job,
-            Kind.ROLLOUT: lambda name, namespace, body, **kw: custom.patch_namespaced_custom_object(
-                *argo, namespace, rollouts.PLURAL, name, body, _content_type=rollouts.JSON_PATCH, **kw
-            ),
-        }
-        self._list: dict[Kind, Callable[..., Any]] = {
-            Kind.DEPLOYMENT: apps.list_deployment_for_all_namespaces,
-            Kind.STATEFULSET: apps.list_stateful_set_for_all_namespaces,
-            Kind.DAEMONSET: apps.list_daemon_set_for_all_namespaces,
-            Kind.CRONJOB: batch.list_cron_job_for_all_namespaces,
-            Kind.ROLLOUT: lambda **kw: custom.list_cluster_custom_object(*argo, rollouts.PLURAL, **kw),
-        }
+        self._core, self._custom = CoreV1Api(api), CustomObjectsApi(api)
 
     @property
     def api(self) -> ApiClient:
@@ -142,34 +116,51 @@ class KubeWorkloads:
         return self._api
 
     def get(self, namespace: str, kind: Kind, name: str) -> Workload:
-        what = f"get {_RESOURCES[kind]} in namespace {namespace}"
-        return workload_from(kind, self._read_json(what, kind, name, namespace))
+        return workload_from(kind, self._read_json(namespace, kind, name))
 
-    def _read_json(self, what: str, kind: Kind, name: str, namespace: str) -> dict[str, Any]:
-        response = self._call(what, self._read[kind], name, namespace, _preload_content=False)
+    def _read_json(self, namespace: str, kind: Kind, name: str) -> dict[str, Any]:
+        p = profile_of(kind)
+        what = f"get {p.resource} in namespace {namespace}"
+        read = self._custom.get_namespaced_custom_object
+        response = self._call(
+            what, read, p.group, p.version, namespace, p.plural, name, _preload_content=False
+        )
         data = json.loads(response.data)
         return data if isinstance(data, dict) else {}
 
-    def patch(self, namespace: str, kind: Kind, name: str, body: dict[str, Any]) -> None:
-        # A dict body is sent as application/strategic-merge-patch+json by the client; a custom
-        # resource refuses that, so a Rollout gets the same change as a JSON patch.
-        what = f"patch {_RESOURCES[kind]} in namespace {namespace}"
-        payload: dict[str, Any] | list[rollouts.Operation] = body
-        if kind is Kind.ROLLOUT:
-            current = self._read_json(
-                f"get {_RESOURCES[kind]} in namespace {namespace}", kind, name, namespace
-            )
-            expected = (body.get("metadata") or {}).get("resourceVersion")
+    def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
+        p = profile_of(kind)
+        body = p.patch_body(change)
+        payload: dict[str, Any] | list[jsonpatch.Operation] = body
+        if p.patch is PatchType.JSON:
+            # A JSON patch addresses the container by its index in the object as it is now.
+            current = self._read_json(namespace, kind, name)
             found = (current.get("metadata") or {}).get("resourceVersion")
-            if expected and expected != found:  # the server would answer 409: not worth asking
-                raise Conflict(f"the object has been modified (resourceVersion {found}, read {expected})")
-            payload = rollouts.json_patch(body, current)
-        self._call(what, self._patch[kind], name, namespace, payload, field_manager="tagpin")
+            if change.resource_version and change.resource_version != found:
+                # the server would answer 409: not worth asking
+                raise Conflict(
+                    f"the object has been modified (resourceVersion {found}, read {change.resource_version})"
+                )
+            payload = jsonpatch.json_patch(body, current)
+        self._call(
+            f"patch {p.resource} in namespace {namespace}",
+            self._custom.patch_namespaced_custom_object,
+            p.group,
+            p.version,
+            namespace,
+            p.plural,
+            name,
+            payload,
+            field_manager="tagpin",
+            _content_type=p.patch.value,
+        )
 
     def workloads(self, kind: Kind, selector: str) -> Iterator[Workload]:
         """Every workload of ``kind`` in every namespace matching the label ``selector``, paged."""
-        what = f"list {_RESOURCES[kind]} in all namespaces"
-        for item in self._pages(what, self._list[kind], label_selector=selector):
+        p = profile_of(kind)
+        what = f"list {p.resource} in all namespaces"
+        listing = self._custom.list_cluster_custom_object
+        for item in self._pages(what, listing, p.group, p.version, p.plural, label_selector=selector):
             yield workload_from(kind, item)
 
     def pods(self, namespace: str) -> Iterator[Pod]:

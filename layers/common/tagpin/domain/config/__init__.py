@@ -39,7 +39,8 @@ from tagpin.domain.config.rollout import (
     Weekday,
 )
 from tagpin.domain.config.signatures import PublicKeySource, Signatures, TrustedRootSource, signatures_for
-from tagpin.domain.config.targets import FollowedImage, Kind, Target
+from tagpin.domain.config.targets import FollowedImage, Target
+from tagpin.domain.kinds import Kind
 
 __all__ = [
     "CLUSTER_SECRETS",

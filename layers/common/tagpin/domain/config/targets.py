@@ -3,7 +3,6 @@ run them."""
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
@@ -12,6 +11,7 @@ from tagpin.domain.channels import NAME_PATTERN as CHANNEL_PATTERN
 from tagpin.domain.channels import ChannelKey, is_channel
 from tagpin.domain.config.base import CONTAINER_PATTERN, LABEL_PATTERN, NAME_PATTERN
 from tagpin.domain.config.signatures import SignaturesField
+from tagpin.domain.kinds import DEFAULT_KIND, Kind
 from tagpin.domain.model import Strict
 from tagpin.domain.refs import ImageRef, InvalidReference
 from tagpin.domain.versions import InvalidPolicy, PolicyKind, VersionPolicy
@@ -27,20 +27,6 @@ def _policy(value: Any) -> Any:
     return value
 
 
-class Kind(StrEnum):
-    DEPLOYMENT = "Deployment"
-    STATEFULSET = "StatefulSet"
-    DAEMONSET = "DaemonSet"
-    CRONJOB = "CronJob"
-    ROLLOUT = "Rollout"  # Argo Rollouts: argoproj.io/v1alpha1 (docs/clusters.md)
-
-    @property
-    def custom(self) -> bool:
-        """A custom resource: served only where its CRD is installed, and granted to tagpin only
-        by a docs/rbac.yaml that knows it."""
-        return self is Kind.ROLLOUT
-
-
 class Target(Strict):
     """A container of a workload that runs the followed tag."""
 
@@ -48,7 +34,7 @@ class Target(Strict):
     namespace: Annotated[str, Field(pattern=LABEL_PATTERN, max_length=63)] = Field(
         default="default", description="Namespace of the workload."
     )
-    kind: Kind = Field(default=Kind.DEPLOYMENT, description="Workload kind.")
+    kind: Kind = Field(default=DEFAULT_KIND, description="Workload kind.")
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=253)] = Field(description="Workload name.")
     container: Annotated[str, Field(pattern=CONTAINER_PATTERN, max_length=63)] = Field(
         description="Container (or init container) whose image follows the tag."

@@ -1,25 +1,24 @@
-"""Argo Rollouts (``rollouts.argoproj.io``, ``argoproj.io/v1alpha1``): a custom resource, read, listed
-and patched through the official client's ``CustomObjectsApi`` (``tagpin.adapters.kubernetes.workloads``).
+"""How a custom resource (Argo Rollouts' Rollout; any kind whose profile says ``PatchType.JSON``)
+takes tagpin's change of one image (``tagpin.adapters.kubernetes.workloads``).
 
-**How a Rollout is patched.** The use cases write one body for every kind
-(``tagpin.usecases.patch.image_patch``): one container's image and tagpin's pod-template
-annotations, merged by container name, with the ``resourceVersion`` tagpin read as a precondition.
-The API server applies it as a strategic merge patch to the built-in kinds, but a custom resource
-has no patch strategies and answers a strategic merge patch with 415. Of the two patch types it
-accepts:
+Every kind's profile writes the change as one body (``tagpin.domain.kinds.Profile.patch_body``): one
+container's image and tagpin's pod-template annotations, merged by container name, with the
+``resourceVersion`` tagpin read as a precondition. The API server applies it as a strategic merge
+patch to the built-in kinds, but a custom resource has no patch strategies and answers a strategic
+merge patch with 415. Of the two patch types it accepts:
 
 - a JSON merge patch (RFC 7386) replaces a list whole: to change one image it would have to send
   every container of the pod template back, as tagpin last read them (their env, their secret
   references), which is far more than tagpin means to write;
 - a JSON patch (RFC 6902) addresses one field. So :func:`json_patch` turns the body into one, from
-  the Rollout as just read: the container is addressed by its index, and a ``test`` of the name at
+  the object as just read: the container is addressed by its index, and a ``test`` of the name at
   that index guards it; only the image and the annotations are written. The precondition is a
   ``replace`` of ``metadata.resourceVersion`` with the one tagpin read: the API server's
   optimistic concurrency answers a stale one with 409 Conflict, as it does for the built-in kinds,
   and the caller reads again (``tagpin.usecases.patch.patch_with_retries``). (A ``test`` of the
   resourceVersion would refuse it too, but with 422 Invalid, which reads like a malformed patch.)
 
-The adapter reads the Rollout right before patching it (one GET more than for the built-in kinds,
+The adapter reads the object right before patching it (one GET more than for the built-in kinds,
 for the container's index); a read that is already stale is a ``Conflict`` without a PATCH.
 """
 
@@ -28,8 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "rollouts"
-JSON_PATCH = "application/json-patch+json"
 # Lists of the pod template whose items are merged by name (their patch merge key)
 _BY_NAME = frozenset({"containers", "initContainers"})
 
