@@ -341,6 +341,26 @@ def test_a_revert_writes_the_previous_reference_back(world: World) -> None:
     assert world.writer.write([revert])[0].outcome is WriteOutcome.SUPERSEDED
 
 
+def test_a_revert_to_the_floating_tag_restores_the_file_as_it_was(world: World) -> None:
+    """The kustomization named the tag alone before tagpin's pin (the workload ran ``web:1.4``):
+    the revert's commit writes that back and takes out the digest the pin added."""
+    floating = KUSTOMIZATION.replace(f"    digest: {D0}\n", "").replace('"1.3"', '"1.4"')
+    url = world.server.create("org/apps", FILES | {"apps/web/kustomization.yaml": floating})
+    world.claim([T_KUSTOMIZE], D1)
+    pinned = request(url, [T_KUSTOMIZE]).model_copy(update={"previous": {T_KUSTOMIZE: IMAGE}})
+    world.writer.write([pinned])
+    assert f"digest: {D1}" in world.server.show("org/apps", "apps/web/kustomization.yaml")
+    assert world.state.targets.get(T_KUSTOMIZE).previous_image == IMAGE  # type: ignore[union-attr]
+    world.state.targets.finish(T_KUSTOMIZE, D1, TargetStatus.FAILED, world.clock(), trigger=Trigger.VERIFY)
+    revert = request(url, [T_KUSTOMIZE], D1, kind=WriteKind.REVERT, reference=IMAGE)
+    (written,) = world.writer.write([revert])
+    assert written.outcome is WriteOutcome.COMMITTED
+    assert world.server.show("org/apps", "apps/web/kustomization.yaml") == floating  # byte for byte
+    assert world.server.log("org/apps")[0] == "tagpin: revert web:1.4"
+    status, digest, detail = world.status(T_KUSTOMIZE)
+    assert (status, digest) == (TargetStatus.ROLLED_BACK, D1) and f"restored {IMAGE} through Git" in detail
+
+
 def test_pull_request_mode_is_refused_on_its_targets_and_writes_nothing(world: World) -> None:
     url = world.server.create("org/apps", FILES)
     world.claim([T_KUSTOMIZE, T_HELM], D1)

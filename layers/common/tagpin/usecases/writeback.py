@@ -328,9 +328,10 @@ def _message(group: list[_Request]) -> str:
 
 
 def _short(reference: str) -> str:
-    """``web:1.4@sha256:0123456789ab``: the last path part, the tag and 12 digits of the digest."""
-    name, _, digest = reference.partition("@")
-    return f"{name.rsplit('/', 1)[-1]}@{digest[:19]}"
+    """``web:1.4@sha256:0123456789ab``: the last path part, the tag and 12 digits of the digest
+    (``web:1.4``: a revert to the tag alone)."""
+    name, at, digest = reference.partition("@")
+    return f"{name.rsplit('/', 1)[-1]}{at}{digest[:19]}"
 
 
 def _superseded(g: _Request) -> Written:

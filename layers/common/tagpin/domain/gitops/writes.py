@@ -88,16 +88,17 @@ class WriteRequest(BaseModel):
     def _pinned(self) -> Self:
         if not is_digest(self.digest):
             raise ValueError(f"digest {self.digest!r} is not a valid digest")
-        self.pin()  # a reference with a tag and a digest
+        self.pin()  # a reference with a tag and a digest (a revert's: a tag at least)
         return self
 
     def pin(self) -> Pin:
-        """What the files are made to say."""
+        """What the files are made to say: a pin names a tag and a digest; a revert names what
+        the file said before, which may be the tag alone (``Pin.pinned`` False)."""
         try:
             ref = ImageRef.parse(self.reference)
         except InvalidReference as exc:
             raise ValueError(str(exc)) from None
-        if ref.tag is None or ref.digest is None:
+        if ref.tag is None or (ref.digest is None and self.kind is WriteKind.PIN):
             raise ValueError(f"{self.reference!r}: a reference written to Git names a tag and a digest")
         return Pin(ref)
 
