@@ -361,13 +361,14 @@ def test_a_revert_to_the_floating_tag_restores_the_file_as_it_was(world: World) 
     assert (status, digest) == (TargetStatus.ROLLED_BACK, D1) and f"restored {IMAGE} through Git" in detail
 
 
-def test_pull_request_mode_is_refused_on_its_targets_and_writes_nothing(world: World) -> None:
+def test_pull_request_mode_without_the_hosts_api_fails_alone_and_writes_nothing(world: World) -> None:
+    """A Writer given no API for pull requests (tests/integration/test_git_reviews.py has one)."""
     url = world.server.create("org/apps", FILES)
     world.claim([T_KUSTOMIZE, T_HELM], D1)
     review = request(url, [T_KUSTOMIZE]).model_copy(update={"mode": WriteMode.PULL_REQUEST})
     results = world.writer.write([review, request(url, [T_HELM])])
     assert [r.outcome for r in results] == [WriteOutcome.FAILED, WriteOutcome.COMMITTED]
     status, _, detail = world.status(T_KUSTOMIZE)
-    assert status is TargetStatus.FAILED and "mode pull-request is not built yet" in detail
+    assert status is TargetStatus.FAILED and "pull-request mode needs the Git host's API" in detail
     assert world.server.show("org/apps", "apps/web/kustomization.yaml") == KUSTOMIZATION
     assert world.server.branches("org/apps") == ["main"]

@@ -44,6 +44,7 @@ class WriteOutcome(StrEnum):
     SUPERSEDED = "superseded"  # no target still waits for it (a newer digest, already written)
     FAILED = "failed"  # cannot be written as configured: recorded on its targets, not retried
     RETRY = "retry"  # the server or the credentials refused, nothing written: delivered again later
+    REQUESTED = "requested"  # pull-request mode: pushed to tagpin's branch, a request to merge it open
 
 
 @dataclass(frozen=True)
