@@ -37,6 +37,7 @@ from tagpin.ports.state import ImageEvent, State, TargetStatus
 from tagpin.usecases.gitcommit import FilesEdit, texts_of
 
 SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+BODY_MAX = 60_000  # GitHub refuses a body over 65,536 characters
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def _once(
     else:
         commit = repos.write(snapshot, changes, text, author, to=source)
     subject, _, body = text.partition("\n")
-    opened = reviews.open(base.url, source, base.name, subject, body.strip())
+    opened = reviews.open(base.url, source, base.name, subject, body.strip()[:BODY_MAX])
     return Reviewed(source, commit, opened, snapshot.commit)
 
 
