@@ -126,6 +126,8 @@ def test_an_owned_target_with_write_back_is_claimed_and_sent_to_git_not_patched(
     assert st is not None and (st.status, st.digest) == (TargetStatus.PENDING, D1)  # claimed
     (request,) = world.writes.sent
     assert request.previous == {"dev/demo/Deployment/web/app": f"{IMAGE}@{D0}"}  # recorded with the commit
+    # who applies it, named by the consumer that read the workload (the targets' detail after the commit)
+    assert request.owners == {"dev/demo/Deployment/web/app": "Argo CD Application shop"}
     assert (request.kind, request.repository, request.branch) == (
         WriteKind.PIN,
         REPO.replace("apps", "apps-0"),

@@ -138,7 +138,7 @@ def record(
             waits,
             now,
             trigger=request.trigger,
-            detail=f"awaiting review: {said}",
+            detail=applies(f"awaiting review: {said}", request, target),
             correlation_id=request.correlation_id,
             expected=frozenset({waits}),
             extra=extra,
@@ -154,3 +154,10 @@ def record(
             correlation_id=request.correlation_id,
         )
     return said
+
+
+def applies(detail: str, request: WriteRequest, target: str) -> str:
+    """``detail`` and who applies the target's workload, when the consumer named its owner
+    (``tagpin status`` and the console show it): ``... (Argo CD Application shop applies it)``."""
+    owner = request.owners.get(target)
+    return f"{detail} ({owner} applies it)" if owner else detail

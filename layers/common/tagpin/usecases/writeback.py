@@ -44,7 +44,7 @@ from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositor
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, State, TargetState, TargetStatus
 from tagpin.usecases.gitcommit import Committed, commit_files
-from tagpin.usecases.gitreview import open_review, record, review_branch
+from tagpin.usecases.gitreview import applies, open_review, record, review_branch
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +251,7 @@ class Writer:
                 TargetStatus.APPLIED,
                 now,
                 trigger=request.trigger,
-                detail=detail,
+                detail=applies(detail, request, target),
                 previous_image=request.previous.get(target),
                 correlation_id=request.correlation_id,
                 expected=frozenset({TargetStatus.PENDING}),

@@ -83,6 +83,8 @@ class WriteRequest(BaseModel):
     reason: str | None = Field(default=None, max_length=2000)  # revert: why the digest failed
     # pin: what each target ran before (recorded with the commit: what a revert writes back)
     previous: dict[str, str] = Field(default_factory=dict, max_length=1000)
+    # pin: who applies each target's workload (``Argo CD Application shop``), for its detail
+    owners: dict[str, str] = Field(default_factory=dict, max_length=1000)
     files: tuple[FileWrite, ...] = Field(min_length=1, max_length=100)
 
     @model_validator(mode="after")
