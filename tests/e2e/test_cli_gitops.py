@@ -140,6 +140,51 @@ def test_polls_do_not_resend_an_owned_target_and_patch_live_takes_effect_at_the_
     assert target_status(st, FLUX, digest) is TargetStatus.OWNED and not running(st, FLUX).endswith(digest)
 
 
+def test_doctor_names_each_owner_and_what_to_configure(st: LocalStack, cli: Cli) -> None:
+    configure(st)
+    report = cli.json("doctor")
+    found = {c["subject"]: c for c in report["checks"] if c["check"] == "gitops"}
+    assert set(found) == {OWNED, FLUX}, found  # the free workload is nobody's
+    owned, flux = found[OWNED], found[FLUX]
+    assert owned["status"] == "warn" and flux["status"] == "warn"
+    assert owned["detail"].startswith(
+        "Deployment shop/owned is managed by Argo CD Application shop (label app.kubernetes.io/instance): "
+        "not patched live, and nothing writes it back through Git"
+    )
+    assert (
+        "gitops.write_back entry for " + image(st) in owned["fix"]
+        and f"{OWNED} in gitops.patch_live" in owned["fix"]
+    )
+    assert (
+        "managed by Flux Kustomization flux-system/apps (label kustomize.toolkit.fluxcd.io/name)"
+        in flux["detail"]
+    )
+    assert "Argo CD Application shop" in printed(cli("doctor"))  # the table names it too
+
+    repository = "https://git.example.com/org/shop.git"
+    write_back = {
+        "image": image(st),
+        "repository": repository,
+        "targets": ["prod/shop/Deployment/owned"],
+        "files": [{"path": "apps/shop/kustomization.yaml", "kind": "kustomize"}],
+    }
+    configure(st, {"patch_live": ["prod/shop/Deployment/flux"], "write_back": [write_back]})
+    found = {c["subject"]: c for c in cli.json("doctor")["checks"] if c["check"] == "gitops"}
+    assert (
+        found[FLUX]["status"] == "ok" and "patched live (gitops.patch_live names it)" in found[FLUX]["detail"]
+    )
+    moved = f"moved through Git, {repository}#main apps/shop/kustomization.yaml (kustomize), mode commit"
+    assert found[OWNED]["status"] == "warn" and moved in found[OWNED]["detail"]
+    assert "no token for git.example.com" in found[OWNED]["detail"]
+    assert "gitops.hosts.git.example.com.credentials_secret" in found[OWNED]["fix"]
+
+    hosts = {"git.example.com": {"credentials_secret": "tagpin/git/example"}}
+    configure(st, {"hosts": hosts, "write_back": [write_back]})
+    found = {c["subject"]: c for c in cli.json("doctor")["checks"] if c["check"] == "gitops"}
+    assert "the stack has no write-back queue" in found[OWNED]["detail"]  # this stack: GitWriteBack off
+    assert "GitWriteBack=enabled" in found[OWNED]["fix"]
+
+
 def _promotion(st: LocalStack) -> PromotionStatus | None:
     promotion = state_of(st).promotions.get(image(st))
     return promotion.status if promotion is not None else None

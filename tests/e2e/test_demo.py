@@ -75,6 +75,23 @@ def test_demo_rolls_the_deployment_through_both_paths():
     assert approval.prod_after.endswith(f"/demo/app:1.4.0@{approval.digest}")
     assert "awaiting_approval in wave prod" in out and "(not rolled)" in out
     assert "POST /console/actions/approve (session cookie, CSRF token) -> 303" in out
+    # GitOps: the Argo-owned Deployment moved by tagpin's commit, which the syncer stand-in applied;
+    # tagpin never patched it (no tagpin.dev/* annotation: those come with a live patch only)
+    gitops = SimpleNamespace(**result["gitops"])
+    assert gitops.owner == "Argo CD Application site"
+    assert "managed by Argo CD Application site (label app.kubernetes.io/instance)" in out
+    assert len(gitops.commit) == 40 and gitops.synced[-1] == gitops.commit
+    assert gitops.commit_message == f"tagpin: site:stable@{gitops.digest[:19]}"
+    assert f"newTag: stable\n    digest: {gitops.digest}\n" in gitops.kustomization_after
+    assert gitops.before.endswith("/demo/site:stable@" + gitops.before.rsplit("@", 1)[1])
+    assert gitops.digest not in gitops.before
+    assert gitops.after.endswith(f"/demo/site:stable@{gitops.digest}")
+    assert not any(key.startswith("tagpin.dev/") for key in gitops.annotations), gitops.annotations
+    assert gitops.status == "verified"
+    assert any(f"committed {gitops.commit} to {gitops.repository}#main" in d for d in gitops.recorded)
+    assert f"tagpin committed {gitops.commit}" in out and "kubectl apply -k" in out
+    summary = result["summary"]
+    assert 0 < summary["gitops_push_to_commit_ms"] <= summary["gitops_push_to_running_ms"]
 
 
 def endpoints_for_cli(line: str, saved: dict) -> dict:

@@ -68,6 +68,7 @@ def test_a_healthy_stack_passes(stack, endpoints, healthy, capsys):
         ("cluster", "local"): "ok",
         ("permissions", "local: consumer"): "ok",
         ("permissions", "local: reconciler"): "ok",
+        ("gitops", "-"): "ok",  # no followed workload is Argo CD's or Flux's
         ("webhook", stack.webhook_url + "/distribution"): "ok",
         ("console", stack.console_url): "ok",
         ("slack", "-"): "skip",  # no Slack signing secret: no approval buttons

@@ -12,15 +12,18 @@ marked bad and reverted by a second commit, which the syncer applies."""
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from tagpin import wiring
 from tagpin.ports.state import TargetStatus
 from tagpin_local.gitserver import GitServer
 from tagpin_local.oci import push_image
+from tagpin_local.reviewserver import ReviewServer
 from tagpin_local.stack import LocalStack, StackOptions
 from tagpin_local.syncer import Syncer
 
@@ -101,7 +104,7 @@ class World:
     def token(self, token: str) -> None:
         self.st.put_secret(SECRET, json.dumps({"token": token}))
 
-    def configure(self) -> None:
+    def configure(self, **entry: Any) -> None:
         target = {
             "cluster": "local",
             "namespace": "shop",
@@ -114,13 +117,17 @@ class World:
             ROLLOUT,
         )
         config = self.st.config_document()
+        host = {"credentials_secret": SECRET, "insecure": True}
+        if "api_url" in entry:  # pull-request mode: the stand-in for GitHub's API
+            host |= {"kind": "github", "api_url": entry.pop("api_url")}
         config["gitops"] = {
-            "hosts": {self.git.host: {"credentials_secret": SECRET, "insecure": True}},
+            "hosts": {self.git.host: host},
             "write_back": [
                 {
                     "image": self.image,
                     "repository": self.url,
                     "files": [{"path": KUSTOMIZATION, "kind": "kustomize"}],
+                    **entry,
                 }
             ],
         }
@@ -159,6 +166,15 @@ def cli(world: World, tmp_path_factory: pytest.TempPathFactory) -> Cli:
     return cli
 
 
+def console_target(st: LocalStack) -> str:
+    """The target's page as a person reads it: signed in with the local token, over HTTP."""
+    with httpx.Client(base_url=st.console_url.removesuffix("/console"), timeout=60) as console:
+        assert console.post("/console/signin", data={"token": st.console_token}).status_code == 303
+        answer = console.get("/console/target", params={"id": TARGET})
+        assert answer.status_code == 200, answer.text[:500]
+        return answer.text
+
+
 def row(cli: Cli, image: str) -> dict[str, Any]:
     (found,) = [r for r in document(cli("--json", "status")) if r["image"] == image]
     return {t["target"]: t for t in found["targets"]}[TARGET]
@@ -177,8 +193,15 @@ def test_a_push_is_committed_and_the_gitops_tool_brings_the_cluster_to_it(world:
     assert world.git.log("org/shop")[0] == f"tagpin: shop:stable@{digest[:19]}"
     assert world.git.show("org/shop", KUSTOMIZATION) == kustomization(world.registry.host, digest)
     wait_for("the target applied through Git", lambda: world.status(digest) is TargetStatus.APPLIED)
-    assert f"committed {commit} to {world.url}#main" in world.detail()
+    # the detail names the commit and the owner (tagpin status shows it)
+    assert world.detail().endswith(
+        f"committed {commit} to {world.url}#main (Argo CD Application shop applies it)"
+    )
     assert world.running() == before  # tagpin never patched the workload behind Git's back
+    page = console_target(world.st)  # the console's target page, signed in over HTTP
+    assert (
+        html.escape(f"committed {commit} to {world.url}#main (Argo CD Application shop applies it)") in page
+    )
     # the verifier waits for the GitOps tool: still applied, not failed, while nothing syncs; a
     # reconcile meanwhile takes the workload still on the old digest for no person's change
     world.st.run_reconciler()
@@ -237,3 +260,43 @@ def test_a_failed_rollout_marks_the_digest_bad_and_a_revert_commit_restores_the_
     finally:
         world.syncer.stop()
         world.st.kube.repair_image(bad)
+
+
+def test_pull_request_mode_opens_a_request_and_the_target_moves_once_it_is_merged(
+    world: World, cli: Cli
+) -> None:
+    """The stack's write-back function (its wiring, the host's token) opens the request through a
+    stand-in for GitHub's API (tools/tagpin_local/reviewserver.py); the deployed branch and the
+    cluster wait for a person's merge; after it the syncer applies it and the next reconcile records
+    the target verified."""
+    world.syncer.sync()
+    head, before = world.git.head("org/shop"), world.running()
+    with ReviewServer(world.git) as api:
+        world.configure(mode="pull-request", api_url=api.url)
+        try:
+            digest = push_image(world.registry.url, "demo/shop", "stable", content=b"reviewed")
+            world.st.run_poller()
+            wait_for("the pull request", lambda: api.posts == 1 and "awaiting review" in world.detail())
+            (review,) = api.reviews
+            branch = "tagpin/shop-stable-" + digest.split(":")[1][:12]
+            assert (review.source, review.target) == (branch, "main")
+            page = f"{world.git.url}/org/shop/pull/{review.number}"
+            assert world.git.head("org/shop") == head and world.running() == before  # nothing deployed
+            assert digest in world.git.show("org/shop", KUSTOMIZATION, rev=branch)
+            assert world.status(digest) is TargetStatus.PENDING
+            shown = row(cli, world.image)
+            assert f"awaiting review: pull request {page} opened for {branch}" in shown.get("detail", ""), (
+                shown
+            )
+            assert shown["detail"].endswith("(Argo CD Application shop applies it)"), shown
+            history = state_of(world.st).history.of_image(world.image)
+            assert any(e.event == "committed" and page in (e.detail or "") for e in history)
+            world.st.run_reconciler()  # the heal sends it again: no second request
+            wait_for("the heal written", lambda: f"pull request {page} open for" in world.detail())
+            assert api.posts == 1
+            merged = api.merge("org/shop", review.number)  # a person merges it
+            assert world.syncer.sync() == merged and world.running() == f"{world.image}@{digest}"
+            world.st.run_reconciler()
+            wait_for("verified after the merge", lambda: world.status(digest) is TargetStatus.VERIFIED)
+        finally:
+            world.configure()

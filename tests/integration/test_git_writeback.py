@@ -341,13 +341,34 @@ def test_a_revert_writes_the_previous_reference_back(world: World) -> None:
     assert world.writer.write([revert])[0].outcome is WriteOutcome.SUPERSEDED
 
 
-def test_pull_request_mode_is_refused_on_its_targets_and_writes_nothing(world: World) -> None:
+def test_a_revert_to_the_floating_tag_restores_the_file_as_it_was(world: World) -> None:
+    """The kustomization named the tag alone before tagpin's pin (the workload ran ``web:1.4``):
+    the revert's commit writes that back and takes out the digest the pin added."""
+    floating = KUSTOMIZATION.replace(f"    digest: {D0}\n", "").replace('"1.3"', '"1.4"')
+    url = world.server.create("org/apps", FILES | {"apps/web/kustomization.yaml": floating})
+    world.claim([T_KUSTOMIZE], D1)
+    pinned = request(url, [T_KUSTOMIZE]).model_copy(update={"previous": {T_KUSTOMIZE: IMAGE}})
+    world.writer.write([pinned])
+    assert f"digest: {D1}" in world.server.show("org/apps", "apps/web/kustomization.yaml")
+    assert world.state.targets.get(T_KUSTOMIZE).previous_image == IMAGE  # type: ignore[union-attr]
+    world.state.targets.finish(T_KUSTOMIZE, D1, TargetStatus.FAILED, world.clock(), trigger=Trigger.VERIFY)
+    revert = request(url, [T_KUSTOMIZE], D1, kind=WriteKind.REVERT, reference=IMAGE)
+    (written,) = world.writer.write([revert])
+    assert written.outcome is WriteOutcome.COMMITTED
+    assert world.server.show("org/apps", "apps/web/kustomization.yaml") == floating  # byte for byte
+    assert world.server.log("org/apps")[0] == "tagpin: revert web:1.4"
+    status, digest, detail = world.status(T_KUSTOMIZE)
+    assert (status, digest) == (TargetStatus.ROLLED_BACK, D1) and f"restored {IMAGE} through Git" in detail
+
+
+def test_pull_request_mode_without_the_hosts_api_fails_alone_and_writes_nothing(world: World) -> None:
+    """A Writer given no API for pull requests (tests/integration/test_git_reviews.py has one)."""
     url = world.server.create("org/apps", FILES)
     world.claim([T_KUSTOMIZE, T_HELM], D1)
     review = request(url, [T_KUSTOMIZE]).model_copy(update={"mode": WriteMode.PULL_REQUEST})
     results = world.writer.write([review, request(url, [T_HELM])])
     assert [r.outcome for r in results] == [WriteOutcome.FAILED, WriteOutcome.COMMITTED]
     status, _, detail = world.status(T_KUSTOMIZE)
-    assert status is TargetStatus.FAILED and "mode pull-request is not built yet" in detail
+    assert status is TargetStatus.FAILED and "pull-request mode needs the Git host's API" in detail
     assert world.server.show("org/apps", "apps/web/kustomization.yaml") == KUSTOMIZATION
     assert world.server.branches("org/apps") == ["main"]

@@ -274,7 +274,62 @@ def test_markers_that_do_not_fit_are_refused(text: str, marker: str, message: st
 
 
 def test_pin_needs_a_tag_and_a_digest() -> None:
-    with pytest.raises(ValueError, match="a pin needs a tag and a digest"):
+    with pytest.raises(ValueError, match="a reference written to Git needs a tag"):
         Pin(ImageRef.parse(f"{WEB}@{NEW}"))
     assert PIN.tag_at_digest == f"1.4@{NEW}" and PIN.name == WEB
     assert not PIN.matches(f"{WEB}-proxy:1.4") and not PIN.matches("team/web:1.4") and not PIN.matches(":::")
+
+
+BACK = Pin(ImageRef.parse(f"{WEB}:1.3"))  # a revert to what the file said before: the tag alone
+
+
+@pytest.mark.parametrize(
+    ("before", "edit"),
+    [
+        (KUSTOMIZATION, lambda text, pin: kustomize.edit(text, pin)),  # tagpin adds a digest: taken out
+        (
+            f'image:\n  repository: {WEB}\n  tag: "1.3" # kept\n  pullPolicy: Always\n',
+            lambda text, pin: helm.edit(text, pin, ValuesPaths(tag="image.tag", digest="image.digest")),
+        ),
+        ("image:\n  tag: v1.3\n", lambda text, pin: helm.edit(text, pin, ValuesPaths(tag="image.tag"))),
+        (
+            f"spec:\n  containers:\n    - name: web\n      image: {WEB}:1.3   # moved by tagpin\n",
+            lambda text, pin: manifest.edit_by_name(text, pin),
+        ),
+        (f'image: {WEB}:1.3 # {{"$tagpin": "web"}}\ntag: "1.3" # {{"$tagpin": "web:tag"}}\n', None),
+    ],
+)
+def test_a_revert_to_the_tag_alone_restores_the_file_byte_for_byte(before: str, edit: object) -> None:
+    """The file named the floating tag (no digest) before tagpin's pin: the revert writes back
+    exactly that, and takes out the digest field the pin added."""
+    change = edit or (lambda text, pin: manifest.edit_by_marker(text, pin, "web"))
+    assert callable(change)
+    back = Pin(ImageRef.parse(f"{WEB}:{'v1.3' if 'v1.3' in before else '1.3'}"))
+    assert not back.pinned and back.tag_at_digest == back.tag
+    pinned = change(before, PIN)
+    assert pinned.changed and NEW in pinned.text
+    reverted = change(pinned.text, back)
+    assert reverted.text == before, (pinned.text, reverted.text)
+    assert NEW not in reverted.text
+    idempotent(reverted, change(reverted.text, back))
+
+
+def test_a_revert_to_the_tag_alone_records_the_removed_digest() -> None:
+    pinned = kustomize.edit(KUSTOMIZATION, PIN).text
+    reverted = kustomize.edit(pinned, BACK)
+    assert [(c.path, c.line, c.old, c.new) for c in reverted.changes] == [
+        ("images[0].newTag", 10, "1.4", "1.3"),
+        ("images[0].digest", 11, NEW, None),
+    ]
+
+
+def test_a_revert_to_the_tag_alone_leaves_a_marked_digest_and_says_so() -> None:
+    with pytest.raises(EditError, match=r"line 5: the value marked 'web:digest' has no digest to go back to"):
+        manifest.edit_by_marker(MARKED, BACK, "web")
+    text = f"images:\n  - name: web\n    newName: {WEB}\n    digest: {OLD}   # a comment goes with it\n"
+    assert (
+        kustomize.edit(text, BACK).text == f'images:\n  - name: web\n    newName: {WEB}\n    newTag: "1.3"\n'
+    )
+    inline = f"images:\n  - {{name: web, newName: {WEB}, newTag: '1.3', digest: {OLD}}}\n"
+    with pytest.raises(EditError, match="does not start its line"):
+        kustomize.edit(inline, BACK)

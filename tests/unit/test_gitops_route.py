@@ -126,6 +126,8 @@ def test_an_owned_target_with_write_back_is_claimed_and_sent_to_git_not_patched(
     assert st is not None and (st.status, st.digest) == (TargetStatus.PENDING, D1)  # claimed
     (request,) = world.writes.sent
     assert request.previous == {"dev/demo/Deployment/web/app": f"{IMAGE}@{D0}"}  # recorded with the commit
+    # who applies it, named by the consumer that read the workload (the targets' detail after the commit)
+    assert request.owners == {"dev/demo/Deployment/web/app": "Argo CD Application shop"}
     assert (request.kind, request.repository, request.branch) == (
         WriteKind.PIN,
         REPO.replace("apps", "apps-0"),
@@ -254,12 +256,11 @@ def test_a_commit_never_applied_in_time_fails_the_digest_and_is_reverted_through
     assert tag is not None and tag.blocked and tag.digest == D1  # marked bad
     st = store.targets.get("dev/demo/Deployment/web/app")
     assert st is not None and st.status is TargetStatus.FAILED
-    if previous.endswith(D0):
-        (revert,) = world.writes.sent
-        assert (revert.kind, revert.reference, revert.digest) == (WriteKind.REVERT, previous, D1)
-        assert revert.trigger is Trigger.ROLLBACK and "waiting for commit" in (revert.reason or "")
-    else:  # the workload ran the floating tag before: no digest to write back, said so
-        assert world.writes.sent == []
+    # pinned before, or the floating tag alone (written back as it was: the file named no digest)
+    (revert,) = world.writes.sent
+    assert (revert.kind, revert.reference, revert.digest) == (WriteKind.REVERT, previous, D1)
+    assert revert.trigger is Trigger.ROLLBACK and "waiting for commit" in (revert.reason or "")
+    assert revert.pin().pinned is previous.endswith(D0)
 
 
 def test_a_target_of_one_image_is_written_to_one_repository() -> None:

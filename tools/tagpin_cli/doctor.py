@@ -20,6 +20,9 @@ What is decided where (docs/troubleshooting.md, "tagpin doctor"):
 - registries: one followed tag per registry resolved with its credentials, and each cross-account
   ECR role assumable by the functions: see :mod:`tagpin_cli.doctor_registries`.
 - clusters: see :mod:`tagpin_cli.doctor_clusters`.
+- gitops: each followed workload Argo CD or Flux owns, its owner and what is configured for it
+  (written back through Git, patched live by choice, or nothing: what to configure): see
+  :mod:`tagpin_cli.doctor_gitops`.
 - webhook, console, slack: what a stranger reaches (401 without credentials): see
   :mod:`tagpin_cli.doctor_http`.
 - alarms, dead letters: the alarm topic has a confirmed subscription; the dead-letter queue is
@@ -273,6 +276,7 @@ def checks() -> list[tuple[str, Check, bool]]:
     """(name, check, needs the configuration), in order."""
     from tagpin_cli.doctor_alarms import check_alarms, check_dead_letters
     from tagpin_cli.doctor_clusters import check_clusters
+    from tagpin_cli.doctor_gitops import check_gitops
     from tagpin_cli.doctor_http import check_console, check_slack, check_webhook
     from tagpin_cli.doctor_lambda import check_lambda
     from tagpin_cli.doctor_registries import check_registries
@@ -286,6 +290,7 @@ def checks() -> list[tuple[str, Check, bool]]:
         ("secret", check_secrets, True),
         ("registry", check_registries, True),
         ("cluster", check_clusters, True),
+        ("gitops", check_gitops, True),
         ("webhook", check_webhook, False),
         ("console", check_console, False),
         ("slack", check_slack, True),

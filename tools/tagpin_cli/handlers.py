@@ -239,20 +239,12 @@ def demo(args: argparse.Namespace, _stack: Stack | None) -> int:
     results of every step (``tagpin_local.demo``) and its figures (``summary``)."""
     import contextlib
     import json
-    from dataclasses import asdict
 
     from tagpin_local import demo as scenario
 
     if not args.json:
         return scenario.main([])
     with contextlib.redirect_stdout(sys.stderr):
-        steps, rolled_back, channel, approval = scenario.run()
-    document = {
-        "summary": scenario.figures(steps, rolled_back, channel, approval),
-        "steps": [asdict(step) for step in steps],
-        "rollback": asdict(rolled_back),
-        "channel": asdict(channel),
-        "approval": asdict(approval),
-    }
+        document = scenario.document(scenario.run())
     print(json.dumps(document, indent=2))
     return EXIT_OK

@@ -15,6 +15,11 @@
    soaks, and waits (``awaiting_approval``, prod unchanged); it is approved as the console's
    Approve button does it, over HTTP (sign in with the local token, the CSRF token read from the
    overview, ``POST /console/actions/approve``); prod rolls to 1.4.0.
+7. GitOps (docs/gitops.md): a Deployment ``site`` labelled as Argo CD's Application ``site`` is
+   moved by a commit, never patched: its manifests are in a repository on a real Git server (``git
+   http-backend``, token authentication), a push becomes tagpin's commit in the kustomization, and
+   a syncer standing in for Argo CD (``kubectl apply -k`` of the branch's head, nothing more)
+   brings the cluster to it; the commit id and the workload reaching the digest are shown.
 
 Prints the image before and after each step, the time from push to patch, and from push to
 verified. Exits non-zero if a step does not happen within its deadline.
@@ -25,13 +30,15 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tagpin_local.demo_channels import Approval, Channel, approval_scenario, versions_scenario
 from tagpin_local.demo_common import DEADLINE_S, ROLLOUT, SHOP, SOAK_S
+from tagpin_local.demo_gitops import GitOps, gitops_scenario
 from tagpin_local.demo_rollback import Rollback, rollback_scenario
 from tagpin_local.endpoints import LocalEndpoints
+from tagpin_local.gitserver import GitServer
 from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
@@ -43,11 +50,15 @@ __all__ = [
     "SOAK_S",
     "Approval",
     "Channel",
+    "GitOps",
+    "Results",
     "Rollback",
     "Step",
     "approval_scenario",
     "current_image",
+    "document",
     "figures",
+    "gitops_scenario",
     "main",
     "rollback_scenario",
     "run",
@@ -99,7 +110,16 @@ def report(step: Step) -> None:
     print(f"   pod-template annotations: {json.dumps(step.annotations, sort_keys=True)}")
 
 
-def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel, Approval]:
+@dataclass
+class Results:
+    steps: list[Step]
+    rollback: Rollback
+    channel: Channel
+    approval: Approval
+    gitops: GitOps
+
+
+def run(poll_interval: float = 1.0) -> Results:
     steps: list[Step] = []
     options = StackOptions(
         notifications=True,
@@ -108,8 +128,9 @@ def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel, Appr
         rollout=ROLLOUT,
         rollout_delay=0.3,
         log_level="CRITICAL",  # the rollback logs errors on purpose; the demo prints what happened
+        git_write_back=True,  # the write-back queue and function (template.yaml's GitWriteBack=enabled)
     )
-    with LocalStack(options) as stack:
+    with GitServer() as git, LocalStack(options) as stack:
         assert stack.registry is not None
         # its endpoints, not its secrets (the console's token: the demo signs in by itself)
         print("tagpin local stack:", json.dumps(LocalEndpoints.model_validate(stack.endpoints()).public()))
@@ -130,29 +151,33 @@ def run(poll_interval: float = 1.0) -> tuple[list[Step], Rollback, Channel, Appr
         rolled_back = rollback_scenario(stack)
         channel = versions_scenario(stack)
         approval = approval_scenario(stack)
+        gitops = gitops_scenario(stack, git)
         history = stack.functions["consumer"].invocations
         print(f"\nconsumer invocations: {history}; consumer errors: {len(stack.consumer_errors)}")
-        if stack.consumer_errors:
-            raise SystemExit("FAILED: consumer errors: " + "; ".join(stack.consumer_errors))
-    return steps, rolled_back, channel, approval
+        errors = stack.consumer_errors + stack.writeback_errors
+        if errors:
+            raise SystemExit("FAILED: consumer or write-back errors: " + "; ".join(errors))
+    return Results(steps, rolled_back, channel, approval, gitops)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    summary = figures(*run())
+    summary = figures(run())
     if "--json" in args:
         print(json.dumps(summary))
     print(
         "\nOK: both paths rolled the Deployment; the bad push was rolled back in stage; the version "
         "channel took prod from 1.0.0 straight to 1.3.0; 1.4.0 waited for approval and rolled to prod "
-        "once approved in the console.",
+        "once approved in the console; the Argo-owned Deployment was moved by a commit the syncer applied.",
         json.dumps(summary),
     )
     return 0
 
 
-def figures(steps: list[Step], rolled_back: Rollback, channel: Channel, approval: Approval) -> dict[str, Any]:
-    """The demo's figures: push to patch, push to verified, the channel's versions in prod."""
+def figures(results: Results) -> dict[str, Any]:
+    """The demo's figures: push to patch, push to verified, the channel's versions in prod, push to
+    commit and to the synced workload."""
+    steps, rolled_back, channel, approval = results.steps, results.rollback, results.channel, results.approval
     return {
         "webhook_push_to_patch_ms": round(steps[1].push_to_patch_s * 1000),
         "poll_push_to_patch_ms": round(steps[2].push_to_patch_s * 1000),
@@ -160,6 +185,20 @@ def figures(steps: list[Step], rolled_back: Rollback, channel: Channel, approval
         "push_to_verified_prod_ms": round(rolled_back.push_to_verified_s["prod"] * 1000),
         "version_channel_prod": " -> ".join(channel.prod),
         "approval_to_prod_verified_ms": round(approval.approval_to_prod_s * 1000),
+        "gitops_push_to_commit_ms": round(results.gitops.push_to_commit_s * 1000),
+        "gitops_push_to_running_ms": round(results.gitops.push_to_running_s * 1000),
+    }
+
+
+def document(results: Results) -> dict[str, Any]:
+    """``tagpin demo --json``'s document: the figures (``summary``) and every step's results."""
+    return {
+        "summary": figures(results),
+        "steps": [asdict(step) for step in results.steps],
+        "rollback": asdict(results.rollback),
+        "channel": asdict(results.channel),
+        "approval": asdict(results.approval),
+        "gitops": asdict(results.gitops),
     }
 
 

@@ -102,6 +102,31 @@ class AwsResources:
             self._saved_env.setdefault(key, os.environ.get(key))
             os.environ[key] = value
 
+    def queue_arn_of(self, url: str) -> str:
+        attributes = self.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        return str(attributes["Attributes"]["QueueArn"])
+
+    def _create_fifo_queue(self, name: str, dead_letter: dict[str, str]) -> tuple[str, str, str]:
+        """A FIFO queue ``<name>.fifo`` whose records go to ``<name>-dlq.fifo`` (its attributes
+        ``dead_letter``) after ``max_receive_count`` receives, as template.yaml's queues; deduplication
+        by the sender's id. Returns the queue's URL, its ARN and the dead-letter queue's URL."""
+        sqs = self.client("sqs")
+        arn = self.queue_arn_of
+        dlq_url = sqs.create_queue(
+            QueueName=f"{name}-dlq.fifo", Attributes={"FifoQueue": "true", **dead_letter}
+        )["QueueUrl"]
+        redrive = {"deadLetterTargetArn": arn(dlq_url), "maxReceiveCount": self.options.max_receive_count}
+        url = sqs.create_queue(
+            QueueName=f"{name}.fifo",
+            Attributes={
+                "FifoQueue": "true",
+                "ContentBasedDeduplication": "false",
+                "VisibilityTimeout": str(self.options.visibility_timeout),
+                "RedrivePolicy": json.dumps(redrive),
+            },
+        )["QueueUrl"]
+        return url, arn(url), dlq_url
+
     def _create_aws_resources(self) -> None:
         ddb = self.client("dynamodb")
         create_state_table(ddb, "tagpin-state")
@@ -115,32 +140,12 @@ class AwsResources:
             TableName="tagpin-idempotency",
             TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
         )
+        self.queue_url, self.queue_arn, self.dlq_url = self._create_fifo_queue(
+            "tagpin-changes",
+            # as the template's (FailedInvocationsRule files failed invocations in it)
+            {"ContentBasedDeduplication": "true", "MessageRetentionPeriod": "1209600"},
+        )
         sqs = self.client("sqs")
-        self.dlq_url = sqs.create_queue(
-            QueueName="tagpin-changes-dlq.fifo",
-            Attributes={
-                "FifoQueue": "true",
-                "ContentBasedDeduplication": "true",  # as the template's (FailedInvocationsRule)
-                "MessageRetentionPeriod": "1209600",
-            },
-        )["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        self.queue_url = sqs.create_queue(
-            QueueName="tagpin-changes.fifo",
-            Attributes={
-                "FifoQueue": "true",
-                "ContentBasedDeduplication": "false",
-                "VisibilityTimeout": str(self.options.visibility_timeout),
-                "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": self.options.max_receive_count}
-                ),
-            },
-        )["QueueUrl"]
-        self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
         os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
         self._saved_env.setdefault(
             "TAGPIN_DEAD_LETTER_QUEUE_URL", os.environ.get("TAGPIN_DEAD_LETTER_QUEUE_URL")
@@ -149,13 +154,10 @@ class AwsResources:
         self.topic_arn = self.client("sns").create_topic(Name="tagpin-notifications")["TopicArn"]
         os.environ["TAGPIN_NOTIFY_TOPIC_ARN"] = self.topic_arn
         self.observer_url = sqs.create_queue(QueueName="tagpin-notifications-observer")["QueueUrl"]
-        observer_arn = sqs.get_queue_attributes(QueueUrl=self.observer_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
         self.client("sns").subscribe(
             TopicArn=self.topic_arn,
             Protocol="sqs",
-            Endpoint=observer_arn,
+            Endpoint=self.queue_arn_of(self.observer_url),
             Attributes={"RawMessageDelivery": "true"},
         )
         self.alarm_topic_arn = self.client("sns").create_topic(Name="tagpin-alarms")["TopicArn"]
@@ -163,9 +165,7 @@ class AwsResources:
         self.client("sns").subscribe(
             TopicArn=self.alarm_topic_arn,
             Protocol="sqs",
-            Endpoint=sqs.get_queue_attributes(QueueUrl=alarms_url, AttributeNames=["QueueArn"])["Attributes"][
-                "QueueArn"
-            ],
+            Endpoint=self.queue_arn_of(alarms_url),
         )
         self._put_secret(WEBHOOK_SECRET, json.dumps({"distribution": self.webhook_token}))
 

@@ -94,16 +94,27 @@ class EventSources(AwsResources):
             self._poll_wake.wait(timeout=interval)
             self._poll_wake.clear()
 
-    def consume_once(self, wait_s: int = 1) -> int:
-        """Receive up to 10 messages, invoke the consumer as Lambda's SQS poller does, delete what
-        succeeded; failed records stay and reappear after the visibility timeout."""
+    def deliver(
+        self,
+        function: str,
+        queue_url: str,
+        queue_arn: str,
+        *,
+        receive: threading.Lock,
+        errors: list[str],
+        wait_s: int = 1,
+    ) -> int:
+        """Receive up to 10 messages from ``queue_url`` and invoke ``function`` with them as Lambda's
+        SQS poller does: delete what succeeded; failed records (the handler's partial batch
+        failures, or all of them when the invocation raised, whose error goes to ``errors``) stay
+        and reappear after their visibility timeout. Returns how many messages were received."""
         sqs = self.client("sqs")
-        # One receive at a time: moto's ReceiveMessage is not atomic (two concurrent calls can
-        # both take the same visible message), SQS's is; without this the pollers side by side
-        # would be given duplicates real SQS never gives.
-        with self._receive_lock:
+        # One receive per queue at a time: moto's ReceiveMessage is not atomic (two concurrent
+        # calls can both take the same visible message), SQS's is; without this the pollers side
+        # by side would be given duplicates real SQS never gives.
+        with receive:
             messages = sqs.receive_message(
-                QueueUrl=self.queue_url,
+                QueueUrl=queue_url,
                 MaxNumberOfMessages=10,
                 WaitTimeSeconds=wait_s,
                 MessageSystemAttributeNames=["All"],
@@ -111,34 +122,48 @@ class EventSources(AwsResources):
             ).get("Messages", [])
         if not messages:
             return 0
-        # Lambda's loop guard: a record past 16 invocations of the consumer in its chain is not
+        # Lambda's loop guard: a record past 16 invocations of the function in its chain is not
         # handed over (RecursiveLoop: Terminate); it stays on the queue, is delivered again, and the
         # redrive policy dead-letters it after max_receive_count, as SQS does.
-        admitted, lineage = self.loops.admit("consumer", messages)
+        admitted, lineage = self.loops.admit(function, messages)
         if not admitted:
             return len(messages)
         try:
             with delivering(lineage):
-                response = self.functions["consumer"].invoke(sqs_event(admitted, self.queue_arn)) or {}
+                response = self.functions[function].invoke(sqs_event(admitted, queue_arn)) or {}
             failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         except Exception as exc:  # the whole batch failed: Lambda lets every record reappear
-            log.warning("consumer invocation failed: %s", exc)
-            self.consumer_errors.append(f"{type(exc).__name__}: {exc}")
+            log.warning("%s invocation failed: %s", function, exc)
+            errors.append(f"{type(exc).__name__}: {exc}")
             failed = {m["MessageId"] for m in admitted}
         done = [m for m in admitted if m["MessageId"] not in failed]
         if done:
             sqs.delete_message_batch(
-                QueueUrl=self.queue_url,
+                QueueUrl=queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
         return len(messages)
 
-    def _sqs_loop(self) -> None:
+    def consume_once(self, wait_s: int = 1) -> int:
+        """One delivery from the changes queue (changes and delayed verifications) to the consumer."""
+        return self.deliver(
+            "consumer",
+            self.queue_url,
+            self.queue_arn,
+            receive=self._receive_lock,
+            errors=self.consumer_errors,
+            wait_s=wait_s,
+        )
+
+    def _delivery_loop(self, once: Callable[[], int], queue: str) -> None:
         while not self._stop.is_set():
             try:
-                self.consume_once()
+                once()
             except Exception:
                 if self._stop.is_set():
                     return
-                log.exception("receive_message failed")
+                log.exception("receive_message failed (%s)", queue)
                 time.sleep(0.5)
+
+    def _sqs_loop(self) -> None:
+        self._delivery_loop(self.consume_once, "changes queue")

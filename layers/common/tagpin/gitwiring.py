@@ -23,23 +23,41 @@ from tagpin.ports.git import Author
 from tagpin.redelivery import back_off
 
 if TYPE_CHECKING:
+    from tagpin.adapters.git.credentials import GitTokens
     from tagpin.adapters.git.repositories import DulwichRepositories
+    from tagpin.adapters.git.reviews import RestReviews
     from tagpin.usecases.writeback import Writer
 
 logger = logging.getLogger(__name__)
 
 
 @wiring.cached
-def git_repositories() -> DulwichRepositories:
-    """The Git client: a token per host from ``tagpin/git/`` secrets, connections kept warm."""
+def git_tokens() -> GitTokens:
+    """A token per host from ``tagpin/git/`` secrets, for the pushes and the hosts' APIs alike."""
     from tagpin.adapters.git.credentials import GitTokens
-    from tagpin.adapters.git.repositories import DulwichRepositories
     from tagpin.adapters.secrets import Secrets
 
     # read uncached: GitTokens keeps each token a minute and forgets one the server refuses
     fresh = Secrets(wiring.settings().secret_store, max_age=0)
-    tokens = GitTokens(lambda: wiring.config().gitops.hosts, fresh.text)
+    return GitTokens(lambda: wiring.config().gitops.hosts, fresh.text)
+
+
+@wiring.cached
+def git_repositories() -> DulwichRepositories:
+    """The Git client: the host's token, connections kept warm."""
+    from tagpin.adapters.git.repositories import DulwichRepositories
+
+    tokens = git_tokens()
     return DulwichRepositories(tokens, forget=tokens.forget)
+
+
+@wiring.cached
+def review_requests() -> RestReviews:
+    """Pull (merge) requests through GitHub's or GitLab's REST API, with the host's token."""
+    from tagpin.adapters.git.reviews import RestReviews
+
+    tokens = git_tokens()
+    return RestReviews(lambda: wiring.config().gitops.hosts, tokens, forget=tokens.forget)
 
 
 def author() -> Author:
@@ -53,6 +71,7 @@ def writer() -> Writer:
 
     return Writer(
         repos=git_repositories(),
+        reviews=review_requests(),
         state=wiring.state(),
         verifications=wiring.verification_queue(),
         settings=wiring.rollout_settings,
@@ -100,6 +119,8 @@ def reset() -> None:
     """Close the repositories' connections (``wiring.reset`` then clears the cached factories)."""
     if git_repositories.cache_info().currsize:
         git_repositories().close()
+    if review_requests.cache_info().currsize:
+        review_requests().close()
 
 
 wiring.RESETS.append(reset)

@@ -4,8 +4,8 @@ as the precondition, and open a pull (merge) request for a branch; and the queue
 the write requests to the function that writes (``WriteQueue``).
 
 ``tagpin.adapters.git`` implements ``GitRepositories`` with dulwich (pure Python: Lambda has no
-``git`` binary); ``ReviewRequests`` (GitHub and GitLab REST APIs) has no adapter yet. Errors say whether
-trying again may help (``transient``); none carries a credential.
+``git`` binary) and ``ReviewRequests`` with GitHub's and GitLab's REST APIs (``reviews``). Errors
+say whether trying again may help (``transient``); none carries a credential.
 """
 
 from __future__ import annotations

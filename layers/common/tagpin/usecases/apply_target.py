@@ -91,8 +91,9 @@ class TargetApplier:
             tc.target_id, tc.image, tc.digest, tc.observed_at, tc.trigger, claimed_at
         ):
             return ApplyResult(outcome=ApplyOutcome.SUPERSEDED, target=tc.target_id)
+        owned: list[str] = []  # who applies a target written back through Git (for its detail)
         try:
-            previous, outcome = self._patch(self._workloads(tc.cluster), tc, kind, claimed_at)
+            previous, outcome = self._patch(self._workloads(tc.cluster), tc, kind, claimed_at, owned)
         except WorkloadError as exc:
             status = FAILED_STATUS.get(type(exc), TargetStatus.FAILED)
             detail = f"{type(exc).__name__}: {exc}"
@@ -109,7 +110,8 @@ class TargetApplier:
             logger.info("superseded before the patch", extra={"target": tc.target_id, "digest": tc.digest})
             return ApplyResult(outcome=outcome, target=tc.target_id)
         if outcome is ApplyOutcome.WRITE_BACK:  # claimed (pending): the write-back function commits it
-            return ApplyResult(outcome=outcome, target=tc.target_id, previous_image=previous)
+            owner = owned[-1] if owned else None
+            return ApplyResult(outcome=outcome, target=tc.target_id, previous_image=previous, detail=owner)
         # already-current: nothing was replaced, so the previous image stays the one last replaced.
         patched = outcome is ApplyOutcome.PATCHED
         self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=previous if patched else None)
@@ -132,7 +134,7 @@ class TargetApplier:
         return ApplyResult(outcome=outcome, target=tc.target_id, previous_image=previous)
 
     def _patch(
-        self, workloads: Workloads, tc: TargetChange, kind: Kind, now: int
+        self, workloads: Workloads, tc: TargetChange, kind: Kind, now: int, owned: list[str]
     ) -> tuple[str, ApplyOutcome]:
         """(the image the container ran, PATCHED, ALREADY_CURRENT or WRITE_BACK)."""
         move = Move.of(tc)
@@ -169,6 +171,7 @@ class TargetApplier:
             if current == desired:
                 return (current, ApplyOutcome.ALREADY_CURRENT), None
             if owner is not None:  # written back through Git instead of patched
+                owned.append(str(owner))
                 return (current, ApplyOutcome.WRITE_BACK), None
             notes = tagpin_annotations(workload, tc.container, tc.digest, self._clock(), tc.trigger)
             change = ImageChange(workload.resource_version, tc.container, init, desired, notes)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tagpin.domain.gitops.yamltext import EditError
-from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories
+from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories, Snapshot
 
 type FileEdit = Callable[[str, str], str]  # (path, text) -> the new text
 # the texts by path (None: no such file at the head) -> the new texts of the files that change
@@ -101,13 +101,7 @@ def _once(
     attempt: int,
 ) -> Committed:
     snapshot = repos.read(branch, paths)
-    texts: dict[str, str | None] = {}
-    for path in paths:
-        data = snapshot.files.get(path)
-        try:
-            texts[path] = None if data is None else data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise EditError(f"{path}: not UTF-8 text") from None
+    texts = texts_of(snapshot, paths)
     changes = {
         path: new.encode("utf-8") for path, new in edit(texts).items() if path in texts and new != texts[path]
     }
@@ -116,3 +110,15 @@ def _once(
     text = message if isinstance(message, str) else message()
     commit = repos.write(snapshot, changes, text, author)
     return Committed(commit, snapshot.commit, tuple(sorted(changes)), attempt)
+
+
+def texts_of(snapshot: Snapshot, paths: list[str]) -> dict[str, str | None]:
+    """The files' texts at the snapshot (None: no such file); ``EditError`` for one not UTF-8."""
+    texts: dict[str, str | None] = {}
+    for path in paths:
+        data = snapshot.files.get(path)
+        try:
+            texts[path] = None if data is None else data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise EditError(f"{path}: not UTF-8 text") from None
+    return texts

@@ -48,10 +48,10 @@ class GitReverts:
         if not gitops.for_target(image, target.id):
             return f"not rolled back: {not_live(owner)}"
         previous = st.previous_image
-        if not _pinned(previous):
+        if not _tagged(previous):
             return (
                 f"not rolled back through Git: the reference it ran before ({previous or 'unknown'}) "
-                "names no digest to write back; the digest is marked bad, so nothing more is written "
+                "names no tag to write back; the digest is marked bad, so nothing more is written "
                 "until the tag moves"
             )
         assert previous is not None
@@ -59,11 +59,14 @@ class GitReverts:
         return f"reverting through Git to {previous}: {why}"
 
 
-def _pinned(reference: str | None) -> bool:
+def _tagged(reference: str | None) -> bool:
+    """A reference a revert can write: a tag, with its digest (``repo:1.4@sha256:...``) or without
+    (``repo:1.4``, the floating tag the file named before tagpin pinned it: written back as it
+    was, the digest fields tagpin added taken out)."""
     if not reference:
         return False
     try:
         ref = ImageRef.parse(reference)
     except InvalidReference:
         return False
-    return ref.tag is not None and ref.digest is not None
+    return ref.tag is not None

@@ -51,6 +51,7 @@ class GitRoute:
         moved = [r for r in results if r.outcome is ApplyOutcome.WRITE_BACK and r.target]
         targets = [r.target for r in moved if r.target]
         previous = {r.target: r.previous_image for r in moved if r.target and r.previous_image}
+        owners = {r.target: r.detail[:200] for r in moved if r.target and r.detail}
         if not targets:
             return []
         reference = str(Pin.of(pinned_source(change.image, change.tag), change.digest).image)
@@ -68,6 +69,7 @@ class GitRoute:
                 correlation_id=change.correlation_id,
                 files=files,
                 previous={t: previous[t] for f in files for t in f.targets if t in previous},
+                owners={t: owners[t] for f in files for t in f.targets if t in owners},
             )
             for (repository, branch, mode), files in self._grouped(change.image, targets).items()
         ]

@@ -40,10 +40,11 @@ from tagpin.domain.gitops.writes import WriteKind, WriteOutcome, WriteRequest, W
 from tagpin.domain.gitops.yamltext import EditError
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.refs import Digest
-from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories
+from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories, ReviewRequests
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, State, TargetState, TargetStatus
 from tagpin.usecases.gitcommit import Committed, commit_files
+from tagpin.usecases.gitreview import applies, open_review, record, review_branch
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Writer:
         self,
         *,
         repos: GitRepositories,
+        reviews: ReviewRequests | None = None,
         state: State,
         verifications: VerificationQueue | None,
         settings: Callable[[], RolloutSettings],
@@ -76,6 +78,7 @@ class Writer:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._repos = repos
+        self._reviews = reviews
         self._state = state
         self._verifications = verifications
         self._settings = settings
@@ -101,10 +104,15 @@ class Writer:
     def _group(self, requests: list[WriteRequest]) -> list[Written]:
         states = self._state.targets.get_many(list({t for r in requests for t in r.targets}))
         group = [self._plan(r, states) for r in requests]
-        for g in group:  # not built yet: said so on the targets, nothing written (docs/gitops.md)
-            if g.request.mode is WriteMode.PULL_REQUEST and g.files:
-                g.error = "mode pull-request is not built yet; set mode: commit (docs/gitops.md)"
-                g.files = []
+        reviewed = {id(g): self._review(g) for g in group if g.request.mode is WriteMode.PULL_REQUEST}
+        if reviewed:  # each on its own branch for review (tagpin.usecases.gitreview); the rest committed
+            rest = [g for g in group if id(g) not in reviewed]
+            committed = iter(self._commit(rest) if rest else [])
+            return [reviewed.get(id(g)) or next(committed) for g in group]
+        return self._commit(group)
+
+    def _commit(self, group: list[_Request]) -> list[Written]:
+        requests = [g.request for g in group]
         failed = {id(g): self._failed(g) for g in group if g.error is not None}
         if not any(g.files for g in group):
             return [failed.get(id(g)) or _superseded(g) for g in group]
@@ -135,6 +143,42 @@ class Writer:
                 failed.get(id(g)) or (self._retry(g, str(exc)) if g.files else _superseded(g)) for g in group
             ]
         return [failed.get(id(g)) or self._done(g, branch, done) for g in group]
+
+    def _review(self, g: _Request) -> Written:
+        """Pull-request mode: the edit on tagpin's branch and a request to merge it
+        (``tagpin.usecases.gitreview``); the targets keep their claim until the merge."""
+        request = g.request
+        if g.error is not None or not g.files:
+            return self._failed(g) if g.error is not None else _superseded(g)
+        if self._reviews is None:
+            g.error = "pull-request mode needs the Git host's API, which this function was not given"
+            return self._failed(g)
+        base = Branch(request.repository, request.branch)
+        try:
+            done = open_review(
+                self._repos,
+                self._reviews,
+                base,
+                review_branch(request),
+                [f.path for f in g.files],
+                lambda texts: _edit([g], texts),
+                lambda: _message([g]),
+                self._author(),
+                attempts=self._attempts,
+                backoff_s=self._backoff_s,
+                sleep=self._sleep,
+            )
+        except (EditError, GitNotFound) as exc:
+            g.error = g.error or f"{request.repository}: {exc}"
+            return self._failed(g)
+        except GitError as exc:
+            return self._retry(g, str(exc))
+        if g.error is not None:
+            return self._failed(g)
+        if done.request is None or done.commit is None:  # the deployed branch already says it
+            return self._done(g, base, Committed(None, done.base_head, (), 1))
+        said = record(self._state, request, g.targets, done, WAITS_FOR[request.kind], self._clock())
+        return Written(WriteOutcome.REQUESTED, done.commit, said, g.targets)
 
     def _plan(self, request: WriteRequest, states: Mapping[str, TargetState]) -> _Request:
         """The targets the request still moves, and the files it may write for them."""
@@ -207,7 +251,7 @@ class Writer:
                 TargetStatus.APPLIED,
                 now,
                 trigger=request.trigger,
-                detail=detail,
+                detail=applies(detail, request, target),
                 previous_image=request.previous.get(target),
                 correlation_id=request.correlation_id,
                 expected=frozenset({TargetStatus.PENDING}),
@@ -328,9 +372,10 @@ def _message(group: list[_Request]) -> str:
 
 
 def _short(reference: str) -> str:
-    """``web:1.4@sha256:0123456789ab``: the last path part, the tag and 12 digits of the digest."""
-    name, _, digest = reference.partition("@")
-    return f"{name.rsplit('/', 1)[-1]}@{digest[:19]}"
+    """``web:1.4@sha256:0123456789ab``: the last path part, the tag and 12 digits of the digest
+    (``web:1.4``: a revert to the tag alone)."""
+    name, at, digest = reference.partition("@")
+    return f"{name.rsplit('/', 1)[-1]}{at}{digest[:19]}"
 
 
 def _superseded(g: _Request) -> Written:

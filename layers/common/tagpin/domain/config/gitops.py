@@ -166,9 +166,9 @@ class WriteBack(Strict):
     branch: str = Field(default="main", description="The branch the GitOps tool deploys.")
     mode: WriteMode = Field(
         default=WriteMode.COMMIT,
-        description="`commit`: to the branch; `pull-request`: to a branch `tagpin/...` and a pull "
-        "(merge) request to the branch (not built yet: its targets are recorded failed, nothing is "
-        "written; docs/gitops.md).",
+        description="`commit`: to the branch; `pull-request`: to a branch `tagpin/<image>-<digest>` "
+        "and a pull (merge) request to the branch through the GitHub or GitLab API, its URL recorded; "
+        "the targets move once a person merges it (docs/gitops.md).",
     )
     files: list[WriteBackFile] = Field(min_length=1, max_length=100, description="The files to edit.")
 

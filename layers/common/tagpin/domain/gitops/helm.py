@@ -28,6 +28,7 @@ from tagpin.domain.gitops.yamltext import (
     apply,
     documents,
     insert,
+    remove,
     replace,
     shown,
 )
@@ -75,6 +76,14 @@ def edit(text: str, pin: Pin, paths: ValuesPaths) -> Edit:
     splices += [s for s in [replace(tag, pin.tag, paths.tag)] if s]
     where = parse_path(paths.digest)
     digest = _lookup(root, index, where)
+    if not pin.pinned:  # a revert to the tag alone: the digest tagpin added goes
+        parent = _node(root, where[:-1])
+        if digest is not None and isinstance(parent, MappingNode) and not parent.flow_style:
+            key = next(k for k, v in parent.value if v is digest.node)
+            splices.append(remove(text, key, digest, paths.digest))
+        elif digest is not None:
+            raise EditError(f"{paths.digest}: the mapping is in flow style ({{...}}); remove the key by hand")
+        return apply(text, splices)
     if digest is not None:
         splices += [s for s in [replace(digest, pin.digest, paths.digest)] if s]
         return apply(text, splices)

@@ -25,6 +25,7 @@ from tagpin.domain.gitops.yamltext import (
     documents,
     get,
     insert,
+    remove,
     replace,
     shown,
 )
@@ -81,6 +82,19 @@ def _entry(text: str, entry: MappingNode, where: tuple[int | str, ...], pin: Pin
         return [s for s in [replace(tag, pin.tag_at_digest, shown(tag.path))] if s]
     if tag is not None:
         out += [s for s in [replace(tag, pin.tag, shown(tag.path))] if s]
+    if not pin.pinned:  # a revert to the tag alone: the digest tagpin added goes
+        if digest is not None:
+            key = get(entry, "digest")
+            assert key is not None
+            out.append(remove(text, key[0], digest, shown(digest.path)))
+        if tag is None:
+            anchor = _field(entry, "newName", where) or _field(entry, "name", where)
+            assert anchor is not None
+            path = (*where, "newTag")
+            out.append(
+                insert(text, anchor, _key_column(entry, anchor.node), "newTag", pin.tag, path, shown(path))
+            )
+        return out
     if digest is not None:
         out += [s for s in [replace(digest, pin.digest, shown(digest.path))] if s]
     anchor = tag or _field(entry, "newName", where) or _field(entry, "name", where)

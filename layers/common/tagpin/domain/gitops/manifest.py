@@ -88,6 +88,11 @@ def edit_by_marker(text: str, pin: Pin, marker: str) -> Edit:
             new = pin.written_as(name_part(scalar.value))
         elif field == "tag":
             new = pin.tag if has_digest else pin.tag_at_digest
+        elif field == "digest" and not pin.pinned:  # the marker stays: its line is not taken out
+            raise EditError(
+                f"line {scalar.line}: the value marked {name!r} has no digest to go back to "
+                f"({pin.image} names none); set it by hand"
+            )
         elif field == "digest":
             new = pin.digest
         else:

@@ -1,5 +1,9 @@
 """``Pin``: the reference a file is made to say: a repository, its tag (kept readable, as tagpin
-writes live workloads) and the digest the tag pointed to."""
+writes live workloads) and the digest the tag pointed to.
+
+A revert writes back what a file said before tagpin's commit; when that was the floating tag
+alone (no digest), the pin is *unpinned* (``pinned`` False): the editors write the tag and take
+out the digest fields tagpin had added."""
 
 from __future__ import annotations
 
@@ -10,11 +14,16 @@ from tagpin.domain.refs import ImageRef, InvalidReference
 
 @dataclass(frozen=True)
 class Pin:
-    image: ImageRef  # registry/repository:tag@digest, both tag and digest set
+    image: ImageRef  # registry/repository:tag@digest; a revert's may have no digest
 
     def __post_init__(self) -> None:
-        if self.image.tag is None or self.image.digest is None:
-            raise ValueError(f"a pin needs a tag and a digest: {self.image}")
+        if self.image.tag is None:
+            raise ValueError(f"a reference written to Git needs a tag: {self.image}")
+
+    @property
+    def pinned(self) -> bool:
+        """False for a revert to the floating tag alone (what the file said before)."""
+        return self.image.digest is not None
 
     @classmethod
     def of(cls, image: ImageRef | str, digest: str) -> Pin:
@@ -38,13 +47,13 @@ class Pin:
 
     @property
     def tag_at_digest(self) -> str:
-        """``1.4@sha256:...``: a tag field that pins."""
-        return f"{self.tag}@{self.digest}"
+        """``1.4@sha256:...``: a tag field that pins (``1.4`` when unpinned)."""
+        return f"{self.tag}@{self.digest}" if self.pinned else self.tag
 
     def written_as(self, name_text: str) -> str:
         """The whole reference, with the repository written as the file wrote it (``nginx``
         stays ``nginx``, not ``docker.io/library/nginx``)."""
-        return f"{name_text}:{self.tag}@{self.digest}"
+        return f"{name_text}:{self.tag_at_digest}"
 
     def matches(self, text: str) -> bool:
         """True when ``text`` names this repository (any tag or digest, any spelling of it)."""

@@ -44,6 +44,7 @@ class WriteOutcome(StrEnum):
     SUPERSEDED = "superseded"  # no target still waits for it (a newer digest, already written)
     FAILED = "failed"  # cannot be written as configured: recorded on its targets, not retried
     RETRY = "retry"  # the server or the credentials refused, nothing written: delivered again later
+    REQUESTED = "requested"  # pull-request mode: pushed to tagpin's branch, a request to merge it open
 
 
 @dataclass(frozen=True)
@@ -82,22 +83,25 @@ class WriteRequest(BaseModel):
     reason: str | None = Field(default=None, max_length=2000)  # revert: why the digest failed
     # pin: what each target ran before (recorded with the commit: what a revert writes back)
     previous: dict[str, str] = Field(default_factory=dict, max_length=1000)
+    # pin: who applies each target's workload (``Argo CD Application shop``), for its detail
+    owners: dict[str, str] = Field(default_factory=dict, max_length=1000)
     files: tuple[FileWrite, ...] = Field(min_length=1, max_length=100)
 
     @model_validator(mode="after")
     def _pinned(self) -> Self:
         if not is_digest(self.digest):
             raise ValueError(f"digest {self.digest!r} is not a valid digest")
-        self.pin()  # a reference with a tag and a digest
+        self.pin()  # a reference with a tag and a digest (a revert's: a tag at least)
         return self
 
     def pin(self) -> Pin:
-        """What the files are made to say."""
+        """What the files are made to say: a pin names a tag and a digest; a revert names what
+        the file said before, which may be the tag alone (``Pin.pinned`` False)."""
         try:
             ref = ImageRef.parse(self.reference)
         except InvalidReference as exc:
             raise ValueError(str(exc)) from None
-        if ref.tag is None or ref.digest is None:
+        if ref.tag is None or (ref.digest is None and self.kind is WriteKind.PIN):
             raise ValueError(f"{self.reference!r}: a reference written to Git names a tag and a digest")
         return Pin(ref)
 

@@ -48,7 +48,7 @@ class Change:
     path: str
     line: int
     old: str | None  # None: the key was added
-    new: str
+    new: str | None  # None: the key was removed
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ class Splice:
     end: int
     new: str
     path: Path
-    value: str
+    value: str | None  # None: the key is removed
     change: Change
 
 
@@ -221,6 +221,21 @@ def insert(text: str, after: Scalar, key_column: int, key: str, value: str, path
     line = newline + " " * key_column + f"{key}: {rendered}"
     change = Change(shown, after.line + 1, None, value)
     return Splice(at, at, line, path, value, change)
+
+
+def remove(text: str, key: ScalarNode, value: Scalar, shown: str) -> Splice:
+    """The splice that removes the ``key: value`` line of a block mapping (a key tagpin added,
+    taken back by a revert): the key alone on its line but for its indentation, the value ending
+    the line (a comment after it goes too), the line end included."""
+    start = text.rfind("\n", 0, key.start_mark.index) + 1
+    if text[start : key.start_mark.index].strip():
+        raise EditError(f"line {value.line}: {shown} does not start its line; remove it by hand")
+    end = text.find("\n", value.node.end_mark.index)
+    rest = text[value.node.end_mark.index : len(text) if end < 0 else end]
+    if rest.strip() and not rest.strip().startswith("#"):
+        raise EditError(f"line {value.line}: {shown} does not end its line; remove it by hand")
+    change = Change(shown, value.line, value.value, None)
+    return Splice(start, len(text) if end < 0 else end + 1, "", value.path, None, change)
 
 
 def apply(text: str, splices: list[Splice]) -> Edit:
@@ -257,11 +272,14 @@ def _load(text: str) -> list[Any]:
         raise EditError("the YAML is nested too deeply") from None
 
 
-def _set(data: list[Any], path: Path, value: str) -> None:
+def _set(data: list[Any], path: Path, value: str | None) -> None:
     target: Any = data
     for part in path[:-1]:
         target = target[part]
-    target[path[-1]] = value
+    if value is None:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
 
 
 def _short(exc: yaml.YAMLError) -> str:

@@ -1,0 +1,163 @@
+"""Pull-request mode (docs/gitops.md): a branch for review instead of a commit to the deployed
+branch.
+
+The edit is made on the deployed branch's head, as a commit would be, and pushed to tagpin's own
+branch, ``tagpin/<image>-<12 digits of the digest>`` (``tagpin/revert-…`` for a revert), whatever
+that branch held; then the host's API opens a pull (merge) request from it to the deployed branch,
+or finds the one already open (``ReviewRequests``). Idempotent: a request delivered again finds
+the branch already saying it (no second push) and the request open (no second request); the
+deployed branch already saying it needs no request at all. A transient failure (the server down,
+a 5xx) is tried again with backoff, as a commit is.
+
+Nothing reaches the cluster until a person merges: the targets keep their claim (``pending``)
+with the request's URL as their detail, and the image's history records the request. After the
+merge the GitOps tool applies it; the next reconcile finds the workload at the digest and records
+the target applied and verified, as for a workload already current.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tagpin.domain.gitops.writes import WriteKind, WriteRequest
+from tagpin.ports.git import (
+    Author,
+    Branch,
+    GitError,
+    GitNotFound,
+    GitRepositories,
+    PullRequest,
+    ReviewRequests,
+)
+from tagpin.ports.state import ImageEvent, State, TargetStatus
+from tagpin.usecases.gitcommit import FilesEdit, texts_of
+
+SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+BODY_MAX = 60_000  # GitHub refuses a body over 65,536 characters
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """The review branch's head and the request (both None: the deployed branch already says it)."""
+
+    branch: str
+    commit: str | None
+    request: PullRequest | None
+    base_head: str
+
+
+def review_branch(request: WriteRequest) -> str:
+    """``tagpin/web-0123456789ab``: one branch per image and digest (and kind)."""
+    name = SLUG.sub("-", request.image.rsplit("/", 1)[-1].replace(":", "-").replace("@", "-")).strip("-.")
+    digits = request.digest.split(":", 1)[-1][:12]
+    prefix = "revert-" if request.kind is WriteKind.REVERT else ""
+    return f"tagpin/{prefix}{name[:80]}-{digits}"
+
+
+def open_review(
+    repos: GitRepositories,
+    reviews: ReviewRequests,
+    base: Branch,
+    source: str,
+    paths: list[str],
+    edit: FilesEdit,
+    message: Callable[[], str],
+    author: Author,
+    *,
+    attempts: int = 5,
+    backoff_s: float = 0.5,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Reviewed:
+    for attempt in range(1, attempts + 1):
+        try:
+            return _once(repos, reviews, base, source, paths, edit, message, author)
+        except GitError as exc:
+            if not exc.transient or attempt == attempts:
+                raise
+            sleep(backoff_s * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))  # noqa: S311 (jitter)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _once(
+    repos: GitRepositories,
+    reviews: ReviewRequests,
+    base: Branch,
+    source: str,
+    paths: list[str],
+    edit: FilesEdit,
+    message: Callable[[], str],
+    author: Author,
+) -> Reviewed:
+    snapshot = repos.read(base, paths)
+    texts = texts_of(snapshot, paths)
+    changes = {p: new.encode() for p, new in edit(texts).items() if p in texts and new != texts[p]}
+    if not changes:
+        return Reviewed(source, None, None, snapshot.commit)
+    text = message()
+    try:
+        mine = repos.read(Branch(base.url, source), list(changes))
+    except GitNotFound:
+        mine = None
+    if mine is not None and all(mine.files.get(p) == c for p, c in changes.items()):
+        commit = mine.commit  # pushed before (a request delivered again): not pushed twice
+    else:
+        commit = repos.write(snapshot, changes, text, author, to=source)
+    subject, _, body = text.partition("\n")
+    opened = reviews.open(base.url, source, base.name, subject, body.strip()[:BODY_MAX])
+    return Reviewed(source, commit, opened, snapshot.commit)
+
+
+def record(
+    state: State,
+    request: WriteRequest,
+    targets: tuple[str, ...],
+    done: Reviewed,
+    waits: TargetStatus,
+    now: int,
+) -> str:
+    """The targets keep their claim (``waits``), the request's URL as detail and in their history;
+    the image's history gets the request once, when it is opened. What was done, in words."""
+    assert done.request is not None and done.commit is not None
+    opened = done.request
+    verb = "opened" if opened.created else "open"
+    said = f"pull request {opened.url} {verb} for {done.branch} at {done.commit}"
+    extra = {
+        "commit": done.commit,
+        "repository": request.repository,
+        "branch": done.branch,
+        "review": opened.url,
+    }
+    for target in targets:
+        state.targets.finish(
+            target,
+            request.digest,
+            waits,
+            now,
+            trigger=request.trigger,
+            detail=applies(f"awaiting review: {said}", request, target),
+            correlation_id=request.correlation_id,
+            expected=frozenset({waits}),
+            extra=extra,
+        )
+    if opened.created:
+        state.history.image_event(
+            request.image,
+            request.digest,
+            ImageEvent.COMMITTED,
+            now,
+            detail=f"{request.kind.value} {request.reference}: {said} ({', '.join(targets)})",
+            trigger=request.trigger,
+            correlation_id=request.correlation_id,
+        )
+    return said
+
+
+def applies(detail: str, request: WriteRequest, target: str) -> str:
+    """``detail`` and who applies the target's workload, when the consumer named its owner
+    (``tagpin status`` and the console show it): ``... (Argo CD Application shop applies it)``."""
+    owner = request.owners.get(target)
+    return f"{detail} ({owner} applies it)" if owner else detail
