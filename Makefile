@@ -26,6 +26,8 @@ PY313 := $(shell tools/find-python 3.13)
 NO_PY313 := echo "error: Python 3.13 not found (python3.13 on PATH, or pyenv install 3.13)" >&2; exit 1
 VENV := .venv
 PY := $(VENV)/bin/python
+# make test: one pytest worker per core (pytest-xdist); TEST_WORKERS=0 runs in one process
+TEST_WORKERS ?= 2
 SAM_VENV := .venv-sam
 # sam build looks for python3.13 on PATH (the functions' builder): .venv-sam/bin has it (a venv of
 # PY313); the layer Makefiles run PYTHON, the interpreter itself (not the venv: its packages would
@@ -83,7 +85,7 @@ local: venv tools
 
 # The SAM transform tests (tests/support/sam_transform.py) run aws-sam-translator from .venv-sam.
 test: venv tools $(SAM_VENV)/.installed
-	$(PY) -m pytest tests/unit tests/integration tests/e2e $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit tests/integration tests/e2e -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: venv
 	$(PY) -m ruff check .
