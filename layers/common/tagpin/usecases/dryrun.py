@@ -70,7 +70,7 @@ class DryRun:
                     self._admission,
                     move,
                     target,
-                    Known(followed, wave, tag, states.get(target.id), promotion),
+                    Known(followed, wave, tag, states.get(target.id), promotion, waves=tuple(waves)),
                     now,
                     self._workloads,
                 ),

@@ -18,6 +18,7 @@ from tagpin.usecases.admission.owner import OwnerGate
 from tagpin.usecases.admission.paused import PausedGate
 from tagpin.usecases.admission.slot import SlotGate
 from tagpin.usecases.admission.superseded import SupersededGate
+from tagpin.usecases.admission.wave import WaveGate
 from tagpin.usecases.admission.window import WindowGate
 
 
@@ -54,7 +55,7 @@ class Admission:
     def __init__(self, move_gates: Sequence[MoveGate], gates: Sequence[Gate]) -> None:
         stages = [g.stage for g in gates]
         if stages != sorted(stages):
-            raise ValueError("gates must be given stage by stage (TARGET before WORKLOAD)")
+            raise ValueError("gates must be given stage by stage (WAVE, TARGET, then WORKLOAD)")
         self.move_gates = tuple(move_gates)
         self.gates = tuple(gates)
 
@@ -101,6 +102,7 @@ def standard(
     return Admission(
         [SupersededGate(), BadDigestGate()],
         [
+            WaveGate(settings),
             ApprovalGate(),
             HoldGate(),
             *trust,
