@@ -5,7 +5,7 @@ wave of an image (``images[].approval``). docs/approvals.md.
   the promotion records the waiting wave (``awaiting_approval``, conditional: once), the request is
   announced (SNS, chat and HTTP webhooks; Slack with Approve / Reject buttons), and an ``expire``
   verification is scheduled for when it lapses.
-- **Decision.** ``decide`` (the CLI, the console, Slack): a conditional write on the promotion's
+- **ApprovalOutcome.** ``decide`` (the CLI, the console, Slack): a conditional write on the promotion's
   digest and waiting wave, so a double click decides once, an old digest's approval after a newer
   one arrived does nothing and says so, and a lapsed request cannot be approved. Every decision is
   recorded with who, when, through what and for which digest. An approval sends the change again
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tagpin.domain.channels import ChannelKey
-from tagpin.domain.config import RolloutSettings
+from tagpin.domain.config import FollowedImage, RolloutSettings
 from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
@@ -37,7 +37,9 @@ from tagpin.usecases.waves import PlannedWave, plan
 logger = logging.getLogger(__name__)
 
 
-class Decision(StrEnum):
+class ApprovalOutcome(StrEnum):
+    """What a person's approval or rejection did (admission's ``Decision`` is a gate's answer)."""
+
     APPROVED = "approved"
     REJECTED = "rejected"
     NOTHING_WAITING = "nothing-waiting"  # no wave of this image waits for a decision
@@ -45,9 +47,17 @@ class Decision(StrEnum):
     ALREADY_DECIDED = "already-decided"  # a double click, or the request lapsed meanwhile
 
 
+class Via(StrEnum):
+    """Where a person decided: recorded with the decision (``approved by ana via slack``)."""
+
+    CLI = "cli"
+    CONSOLE = "console"
+    SLACK = "slack"
+
+
 @dataclass(frozen=True)
 class Decided:
-    decision: Decision
+    decision: ApprovalOutcome
     image: str
     digest: str | None = None
     wave: str | None = None
@@ -111,19 +121,22 @@ class Approvals:
         )
         return True
 
-    def decide(self, image: str, approve: bool, who: str, via: str, digest: str | None = None) -> Decided:
-        """A person's decision on the wave of ``image`` waiting now (for ``digest``, when given)."""
+    def decide(self, image: str, approve: bool, who: str, via: Via, digest: str | None = None) -> Decided:
+        """A person's decision on the wave of ``image`` waiting now (for ``digest``, when given):
+        the one way the CLI, the console and Slack approve or reject."""
         promotion = self._state.promotions.get(image)
         if promotion is None or not promotion.awaiting_approval:
             waiting_for = None if promotion is None else promotion.digest
             if digest is not None and waiting_for is not None and digest != waiting_for:
                 return Decided(
-                    Decision.STALE, image, digest, detail=f"a newer digest {waiting_for} supersedes it"
+                    ApprovalOutcome.STALE, image, digest, detail=f"a newer digest {waiting_for} supersedes it"
                 )
-            return Decided(Decision.NOTHING_WAITING, image, digest, detail="no wave waits for a decision")
+            return Decided(
+                ApprovalOutcome.NOTHING_WAITING, image, digest, detail="no wave waits for a decision"
+            )
         if digest is not None and digest != promotion.digest:
             return Decided(
-                Decision.STALE,
+                ApprovalOutcome.STALE,
                 image,
                 digest,
                 detail=f"a newer digest {promotion.digest} supersedes it: nothing done",
@@ -137,7 +150,7 @@ class Approvals:
             image, promotion.digest, promotion.awaiting_wave, approve, now, detail
         ):
             return Decided(
-                Decision.ALREADY_DECIDED, image, promotion.digest, wave, "decided already, or lapsed"
+                ApprovalOutcome.ALREADY_DECIDED, image, promotion.digest, wave, "decided already, or lapsed"
             )
         self._audit.record(
             image,
@@ -164,9 +177,9 @@ class Approvals:
                     tag=promotion.tag,
                 )
             )
-            return Decided(Decision.APPROVED, image, promotion.digest, wave, detail)
+            return Decided(ApprovalOutcome.APPROVED, image, promotion.digest, wave, detail)
         self._reject(image, promotion, detail, now)
-        return Decided(Decision.REJECTED, image, promotion.digest, wave, detail)
+        return Decided(ApprovalOutcome.REJECTED, image, promotion.digest, wave, detail)
 
     def expire(self, verification: Verification) -> VerificationResult:
         """The ``expire`` verification: the request lapses if still unanswered at its time."""
@@ -199,6 +212,15 @@ class Approvals:
             trigger=Trigger.MANUAL,
         )
         return VerificationResult(VerificationOutcome.FAILED, "the approval request lapsed")
+
+    def awaiting_targets(self, followed: FollowedImage) -> frozenset[str]:
+        """The targets of the wave of ``followed`` that waits for a person's approval now."""
+        promotion = self._state.promotions.get(followed.image)
+        if promotion is None or not promotion.awaiting_approval or promotion.awaiting_wave is None:
+            return frozenset()
+        waves = plan(self._settings(), list(followed.targets))
+        index = promotion.awaiting_wave
+        return frozenset(t.id for t in waves[index].targets) if index < len(waves) else frozenset()
 
     def wave_name(self, index: int) -> str:
         """The name of wave ``index`` (a promotion's ``awaiting_wave``)."""
