@@ -158,6 +158,13 @@ def test_a_target_waits_until_the_promotion_reaches_its_wave() -> None:
     assert gate.decide(MOVE, TARGET, Known(followed), NOW).goes  # no waves known: nothing to wait for
 
 
+def test_a_wave_wait_answers_only_when_nothing_else_stops_the_move() -> None:
+    wait = Decision.wait("wave prod waits for wave stage to be verified")
+    held_ = Decision.block(GateName.HOLD, "held by alice")
+    assert first_stop([Decision.go(GateName.BAD_DIGEST), wait, Decision.go(GateName.HOLD)]) == wait
+    assert first_stop([wait, held_]) == held_  # what stops it when its wave comes says more
+
+
 def held(digest: str, until: int | None = None, detail: str = "held by alice via cli") -> TargetState:
     return TargetState(
         TARGET.id, WEB, D0, 1, TargetStatus.HELD, 1, detail=detail, held_digest=digest, held_until=until

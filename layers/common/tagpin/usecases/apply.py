@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from tagpin.domain.budget import UNLIMITED, Budget
 from tagpin.domain.config import FollowedImage, GitOpsSettings, RolloutSettings, Target
-from tagpin.domain.messages import Change, TargetChange, Verification, VerificationKind
+from tagpin.domain.messages import Change, TargetChange, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
@@ -162,15 +162,12 @@ class Applier:
             last = reached_wave(move, promotion)
             wave = waves[len(waves) - 1 if last is None else min(last, len(waves) - 1)]
             self._audit.record(
-                change.image,
-                change.digest,
+                move,
                 ImageEvent.APPLIED,
                 now,
                 once=f"applied_{wave.index}",
                 detail=", ".join(t.id for t in wave.targets),
                 wave=wave.name,
-                trigger=change.trigger,
-                correlation_id=change.correlation_id,
                 announce=RolloutEventKind.APPLIED,
                 targets=[t.id for t in wave.targets],
             )
@@ -210,17 +207,7 @@ class Applier:
             results.append(git.done(result or self._apply_one(change, target, settings, round_.failed)))
         git.flush()  # one write request per repository, each sent once its targets are decided
         if round_.deferred and self._verifications is not None:
-            self._verifications.send(
-                Verification(
-                    kind=VerificationKind.RETRY,
-                    image=change.image,
-                    digest=change.digest,
-                    observed_at=change.observed_at,
-                    trigger=change.trigger,
-                    correlation_id=change.correlation_id,
-                ),
-                min(round_.deferred),
-            )
+            self._verifications.send(move.verification(VerificationKind.RETRY), min(round_.deferred))
         return results, round_.failed
 
     def _started(self, move: Move, promotion: Promotion, waves: list[PlannedWave], now: int) -> None:

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from tagpin.domain.channels import ChannelKey
 from tagpin.domain.config import FollowedImage, RolloutSettings
-from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
+from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
-from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
 from tagpin.ports.state import BadVersion, ImageEvent, Promotion, State
-from tagpin.usecases.audit import Audit
+from tagpin.usecases.audit import Audit, move_of
 from tagpin.usecases.waves import PlannedWave, plan
 
 logger = logging.getLogger(__name__)
@@ -93,27 +92,17 @@ class Approvals:
             return False
         version = f" (version {change.tag})" if change.tag else ""
         self._audit.record(
-            change.image,
-            change.digest,
+            change,
             ImageEvent.AWAITING_APPROVAL,
             now,
             detail=f"wave {wave.name}{version}: waiting for a person until {expires_at}",
             wave=wave.name,
-            trigger=change.trigger,
-            correlation_id=change.correlation_id,
             announce=RolloutEventKind.AWAITING_APPROVAL,
             targets=[t.id for t in wave.targets],
             extra={"wave_index": wave.index, "expires_at": expires_at, "tag": change.tag or ""},
         )
         self._verifications.send(
-            Verification(
-                kind=VerificationKind.EXPIRE,
-                image=change.image,
-                digest=change.digest,
-                observed_at=change.observed_at,
-                attempt=wave.index,
-                correlation_id=change.correlation_id,
-            ),
+            change.verification(VerificationKind.EXPIRE, attempt=wave.index),
             min(MAX_DELAY_S, -(-(expires_at - now) // 1000)),
         )
         logger.info(
@@ -153,29 +142,17 @@ class Approvals:
                 ApprovalOutcome.ALREADY_DECIDED, image, promotion.digest, wave, "decided already, or lapsed"
             )
         self._audit.record(
-            image,
-            promotion.digest,
+            replace(move_of(promotion), trigger=Trigger.MANUAL),
             ImageEvent.APPROVED if approve else ImageEvent.REJECTED,
             now,
             detail=f"wave {wave}: {detail}",
             wave=wave,
-            trigger=Trigger.MANUAL,
-            correlation_id=promotion.correlation_id,
             announce=RolloutEventKind.APPROVED if approve else RolloutEventKind.REJECTED,
             message=detail,
         )
         if approve:
             self._changes.send(
-                Change(
-                    image=image,
-                    digest=Digest(promotion.digest),
-                    observed_at=promotion.observed_at,
-                    changed_at=promotion.observed_at,
-                    trigger=Trigger.MANUAL,
-                    correlation_id=promotion.correlation_id,
-                    round=f"approved-{promotion.awaiting_wave}",
-                    tag=promotion.tag,
-                )
+                move_of(promotion).change(Trigger.MANUAL, f"approved-{promotion.awaiting_wave}")
             )
             return Decided(ApprovalOutcome.APPROVED, image, promotion.digest, wave, detail)
         self._reject(image, promotion, detail, now)
@@ -203,13 +180,11 @@ class Approvals:
             return VerificationResult(VerificationOutcome.ALREADY_DECIDED)
         wave = self._wave(verification.attempt)
         self._audit.record(
-            verification.image,
-            verification.digest,
+            replace(Move.of(verification), trigger=Trigger.MANUAL),
             ImageEvent.LAPSED,
             now,
             detail=f"wave {wave}: nobody decided; nothing rolled",
             wave=wave,
-            trigger=Trigger.MANUAL,
         )
         return VerificationResult(VerificationOutcome.FAILED, "the approval request lapsed")
 
