@@ -57,7 +57,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Guard = Callable[[Callable[..., ApplyResult]], Callable[..., ApplyResult]]
+# Wraps the one-target step so that a change with a ``TargetChange.key`` seen before (a duplicate or
+# replayed message) is answered from the first result instead of rolled again.
+ApplyTarget = Callable[[TargetChange], ApplyResult]
+Guard = Callable[[ApplyTarget], ApplyTarget]
 
 
 class ChangeFailed(Exception):
@@ -241,7 +244,7 @@ class Applier:
             tag=change.tag,
         )
         try:
-            result = self._apply_target(target_change=work)
+            result = self._apply_target(work)
         except TargetNotApplied as exc:
             result = exc.result
         except WorkloadError as exc:
