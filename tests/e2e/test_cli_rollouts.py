@@ -222,3 +222,43 @@ def test_status_shows_why_a_blocked_target_is_blocked(st, cli, signer):
     (planned,) = [r for r in document(plan) if r["target"] == SIGNED]
     assert planned["action"] == "none" and planned["detail"].startswith("blocked: signature: unsigned")
     assert running(st, SIGNED).endswith("@" + good)
+
+
+def test_plan_says_a_later_wave_waits_for_the_wave_before_it(st, cli):
+    """``tagpin plan`` asks the wave gate as the consumer does: a target of a wave the promotion
+    has not reached waits (and says for which wave, and for what), it does not "roll"."""
+    image = f"{host(st)}/demo/waves:stable"
+    first_wave, second_wave = "stage/app/Deployment/waves/app", "prod/app/Deployment/waves/app"
+    push_image(st.registry.url, "demo/waves", "stable")
+    for cluster in ("stage", "prod"):
+        st.kubes[cluster].create(deployment("waves", "app", image, container="app"))
+    configure(
+        st,
+        [{"image": image, "targets": [target(first_wave), target(second_wave)]}],
+        {
+            "verify_interval_seconds": 1,
+            "soak_seconds": 3600,
+            "waves": [{"name": "stage", "clusters": ["stage"]}, {"name": "prod", "clusters": ["prod"]}],
+        },
+    )
+    rows, table = cli.many(["--json", "plan"], ["plan"])
+    by_target = {r["target"]: r for r in document(rows, 4) if r["image"] == image}
+    assert by_target[first_wave]["action"] == "roll"
+    assert by_target[second_wave]["action"] == "wait", by_target[second_wave]
+    assert (
+        by_target[second_wave]["detail"]
+        == "waiting: wave prod waits for wave stage, where its promotion starts"
+    )
+    assert "wave prod waits for wave stage" in printed(table, 4)
+
+    st.run_poller()
+    digest = by_target[first_wave]["digest"]
+    wait_for("stage verified", lambda: target_status(st, first_wave, digest) is TargetStatus.VERIFIED)
+    wait_for("stage soaking", lambda: (p := state_of(st).promotions.get(image)) and p.wave_verified_at)
+    by_target = {r["target"]: r for r in cli.json("plan") if r["image"] == image}
+    assert by_target[first_wave]["action"] == "none"  # it runs the digest
+    assert by_target[second_wave]["action"] == "wait"
+    assert by_target[second_wave]["detail"].startswith(
+        "waiting: wave prod waits for wave stage to soak (until "
+    )
+    assert running(st, second_wave) == image  # the consumer did not touch it either

@@ -28,6 +28,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 from tests.conftest import require_binary
 from tests.support.constants import ROOT
 from tests.support.stack import drain, state_of
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -39,22 +40,12 @@ PAGES = ["/console", "/console/images", "/console/targets", "/console/holds", "/
          "/console/target?id=" + TARGET, "/console/static/nothing.css", "/console/anything"]  # fmt: skip
 
 
-def wait_for(what: str, condition: Callable[[], Any], step: Callable[[], Any] = lambda: None) -> Any:
-    """Poll ``condition``; a page that navigates while it is read (a form's redirect: a stale
+def wait_for_page(what: str, condition: Callable[[], Any], step: Callable[[], Any] | None = None) -> Any:
+    """``wait_for`` on a page: one that navigates while it is read (a form's redirect: a stale
     element, a node no longer in the document, no element yet) is "not yet"."""
     from selenium.common.exceptions import WebDriverException
 
-    started = time.monotonic()
-    while time.monotonic() - started < DEADLINE_S:
-        try:
-            found = condition()
-        except WebDriverException:
-            found = None
-        if found:
-            return found
-        step()
-        time.sleep(0.3)
-    raise AssertionError(f"not within {DEADLINE_S:.0f} s: {what}")
+    return wait_for(what, condition, DEADLINE_S, step=step, every_s=0.3, not_yet=(WebDriverException,))
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +114,7 @@ def sign_in(driver: Any, st: LocalStack, token: str | None = None) -> None:
     driver.get(st.console_url + "/signin")
     driver.find_element("id", "token").send_keys(token or st.console_token)
     driver.find_element("id", "signin").click()
-    wait_for("the overview", lambda: "Overview" in driver.title)
+    wait_for_page("the overview", lambda: "Overview" in driver.title)
 
 
 def target_row(driver: Any) -> Any:
@@ -149,7 +140,7 @@ def roll(st: LocalStack) -> str:
 def rolled(st: LocalStack) -> str:
     """The tag's first digest, applied: the target exists in tagpin's state."""
     digest = roll(st)
-    wait_for("the workload at the tag's digest", lambda: digest in deployed_image(st))
+    wait_for_page("the workload at the tag's digest", lambda: digest in deployed_image(st))
     return digest
 
 
@@ -160,7 +151,7 @@ def unheld(st: LocalStack, rolled: str) -> None:
     stored = state_of(st).targets.get(TARGET)
     if stored is not None and stored.status is TargetStatus.HELD:
         commands.release(TARGET)
-    wait_for(
+    wait_for_page(
         "the target released and current",
         lambda: (
             (t := state_of(st).targets.get(TARGET)) is not None
@@ -188,10 +179,10 @@ def test_without_the_token_every_page_is_401(st: LocalStack, browser: Any) -> No
     browser.get(st.console_url + "/targets")
     assert "401 Unauthorized" in text(browser) and "demo/web" not in text(browser)
     browser.find_element("id", "signin-link").click()
-    wait_for("the sign-in page", lambda: browser.find_elements("id", "token"))
+    wait_for_page("the sign-in page", lambda: browser.find_elements("id", "token"))
     browser.find_element("id", "token").send_keys("not the token")
     browser.find_element("id", "signin").click()
-    wait_for("the refusal", lambda: browser.find_elements("id", "signin-error"))
+    wait_for_page("the refusal", lambda: browser.find_elements("id", "signin-error"))
     assert browser.get_cookie("tagpin_session") is None
     shot(browser, "signin")
 
@@ -207,7 +198,7 @@ def test_signing_in_shows_the_followed_image_and_its_target(
     assert "demo/web:stable" in text(browser) and "Pending approvals" in text(browser)
     shot(browser, "overview")
     browser.find_element("link text", "Targets").click()
-    wait_for("the targets", lambda: "Targets" in browser.title)
+    wait_for_page("the targets", lambda: "Targets" in browser.title)
     row = target_row(browser)
     assert "current" in row.text and digest[7:19] in row.text
     shot(browser, "targets")
@@ -217,7 +208,7 @@ def test_hold_keeps_it_release_rolls_it(st: LocalStack, signed_in: Any) -> None:
     browser = signed_in
     browser.get(st.console_url + "/targets")
     target_row(browser).find_element("css selector", 'button[data-action="hold"]').click()
-    wait_for("the held target", lambda: "Held: tagpin leaves" in text(browser))
+    wait_for_page("the held target", lambda: "Held: tagpin leaves" in text(browser))
     row = target_row(browser)
     assert "held" in row.text and "held by local" in row.text
     before = deployed_image(st)
@@ -229,18 +220,18 @@ def test_hold_keeps_it_release_rolls_it(st: LocalStack, signed_in: Any) -> None:
     assert "held" in target_row(browser).text
     shot(browser, "held")
     browser.find_element("link text", "Holds").click()
-    wait_for("the holds page", lambda: "Holds" in browser.title)
+    wait_for_page("the holds page", lambda: "Holds" in browser.title)
     assert TARGET in text(browser)
     browser.get(st.console_url + "/target?id=" + TARGET)
     target_row(browser).find_element("css selector", 'button[data-action="release"]').click()
-    wait_for("the release", lambda: "Released: the tag" in text(browser))
-    wait_for("the workload at the new digest", lambda: moved in deployed_image(st), lambda: drain(st))
+    wait_for_page("the release", lambda: "Released: the tag" in text(browser))
+    wait_for_page("the workload at the new digest", lambda: moved in deployed_image(st), lambda: drain(st))
 
     def current() -> bool:
         browser.refresh()
         return "current" in target_row(browser).text
 
-    wait_for("the target current again", current, lambda: drain(st))
+    wait_for_page("the target current again", current, lambda: drain(st))
     assert "released by local" in text(browser)
     shot(browser, "released")
 
@@ -256,7 +247,7 @@ def test_a_pending_approval_is_approved_with_one_click_and_the_workload_rolls(
     st.run_poller()
     drain(st)
     browser.get(st.console_url)
-    row = wait_for(
+    row = wait_for_page(
         "the pending approval",
         lambda: browser.find_elements("css selector", f'tr[data-approval="{gated}"]'),
         lambda: browser.refresh(),
@@ -264,8 +255,8 @@ def test_a_pending_approval_is_approved_with_one_click_and_the_workload_rolls(
     assert digest[:19] in row.text and gated_image(st) == before  # waits: nothing rolled
     shot(browser, "approval")
     row.find_element("css selector", 'button[data-action="approve"]').click()
-    wait_for("the decision", lambda: "Approved: the wave starts" in text(browser))
-    wait_for("the workload at the approved digest", lambda: digest in gated_image(st), lambda: drain(st))
+    wait_for_page("the decision", lambda: "Approved: the wave starts" in text(browser))
+    wait_for_page("the workload at the approved digest", lambda: digest in gated_image(st), lambda: drain(st))
     assert not browser.find_elements("css selector", f'tr[data-approval="{gated}"]')
     history = state_of(st).history.of_image(gated)
     assert [e.detail for e in history if e.event == "approved"] == ["wave all: approved by local via console"]
@@ -309,7 +300,7 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(st: LocalStack, signed_i
     assert not browser.find_elements("css selector", 'img[src="x"]')
     shot(browser, "dead-letters")
     browser.find_element("css selector", 'button[data-action="redrive"]').click()
-    wait_for("the redrive", lambda: "Messages sent back" in text(browser))
+    wait_for_page("the redrive", lambda: "Messages sent back" in text(browser))
     no_alert(browser)
 
 
@@ -327,7 +318,7 @@ def test_a_post_without_the_csrf_token_or_with_anothers_is_403(st: LocalStack, s
         "document.querySelector(arguments[0]).form.querySelector('input[name=csrf]').remove()", hold
     )
     target_row(browser).find_element("css selector", hold).click()
-    wait_for("the refusal", lambda: "403 Forbidden" in text(browser))
+    wait_for_page("the refusal", lambda: "403 Forbidden" in text(browser))
     browser.get(st.console_url + "/targets")
     browser.execute_script(
         "document.querySelector(arguments[0]).form.querySelector('input[name=csrf]').value = arguments[1]",
@@ -335,7 +326,7 @@ def test_a_post_without_the_csrf_token_or_with_anothers_is_403(st: LocalStack, s
         theirs.group(1),
     )
     target_row(browser).find_element("css selector", hold).click()
-    wait_for("the refusal", lambda: "403 Forbidden" in text(browser))
+    wait_for_page("the refusal", lambda: "403 Forbidden" in text(browser))
     shot(browser, "csrf-403")
     browser.get(st.console_url + "/targets")
     assert ("held" in target_row(browser).text) == held_before  # nothing was done
@@ -374,7 +365,7 @@ def test_signing_out_ends_the_session_for_a_copy_of_its_cookie(st: LocalStack, b
     copied = browser.get_cookie("tagpin_session")["value"]
     csrf = browser.find_element("css selector", 'input[name="csrf"]').get_attribute("value")
     browser.find_element("css selector", 'form[action="/console/signout"] button').click()
-    wait_for("the sign-in page", lambda: browser.title.startswith("Sign in"))
+    wait_for_page("the sign-in page", lambda: browser.title.startswith("Sign in"))
     assert browser.get_cookie("tagpin_session") is None
     cookie = {"cookie": f"tagpin_session={copied}"}
     assert httpx.get(st.console_url + "/targets", headers=cookie, timeout=10).status_code == 401

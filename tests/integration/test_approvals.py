@@ -6,7 +6,7 @@ request nobody answers lapses."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.stack import state_of
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -59,15 +60,6 @@ def st() -> Iterator[LocalStack]:
 def image(st: LocalStack) -> str:
     assert st.registry is not None
     return f"{st.registry.host}/demo/app:stable"
-
-
-def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 45.0) -> Any:
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        if value := condition():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
 
 
 def push(st: LocalStack) -> str:

@@ -12,7 +12,7 @@ notifications into the webhook, moto, real Kubernetes control planes), the SQS l
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,11 +28,11 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.stack import state_of
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 ROLLOUT_DELAY = 0.4
-DEADLINE_S = 60.0
 WAVES: dict[str, Any] = {
     "verify_interval_seconds": 1,
     "verify_timeout_seconds": 20,
@@ -72,15 +72,6 @@ def running(st: LocalStack, target_id: str) -> str:
     obj = st.kubes[cluster].get(kind, namespace, name)
     (found,) = [c for c in obj["spec"]["template"]["spec"]["containers"] if c["name"] == container]
     return str(found["image"])
-
-
-def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        if value := condition():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
 
 
 def channel(

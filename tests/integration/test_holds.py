@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from tagpin.ports.state import TargetStatus
@@ -29,6 +28,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.stack import state_of
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -50,15 +50,6 @@ def st() -> Iterator[LocalStack]:
 def image(st: LocalStack) -> str:
     obj = st.kube.get("Deployment", "default", "web")
     return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
-
-
-def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 30.0) -> None:
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
 
 
 def roll(st: LocalStack) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,11 +38,11 @@ from tests.support.iamroles import denied, unused
 from tests.support.iamsession import RECORDER
 from tests.support.iamworld import PARTS, World, build_world
 from tests.support.stack import state_of
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 FUNCTIONS = ("poller", "webhook", "consumer", "reconciler", "console")
-DEADLINE_S = 60.0
 
 
 @pytest.fixture(scope="module", params=["ssm", "secretsmanager"])
@@ -50,16 +50,6 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
     require_binary("docker-registry", "/usr/bin/docker-registry")
     with build_world(request.param) as built:
         yield built
-
-
-def wait_for(what: str, condition: Callable[[], Any], step: Callable[[], Any]) -> None:
-    started = time.monotonic()
-    while time.monotonic() - started < DEADLINE_S:
-        if condition():
-            return
-        step()
-        time.sleep(0.2)
-    raise AssertionError(f"not within {DEADLINE_S:.0f} s: {what}")
 
 
 def notify(w: World, kind: str, digest: str, delivery: str) -> dict[str, Any]:
@@ -124,7 +114,7 @@ def run_everything(w: World) -> None:
             for target in targets
         )
 
-    wait_for("every image verified in the second wave", verified, step)
+    wait_for("every image verified in the second wave", verified, step=step, every_s=0.2)
     # poller again: every tag unchanged with its targets settled, so their digests are settled
     # (a transaction checked against each tag's item); then a steady poll reads only those
     st.run_poller()

@@ -8,8 +8,7 @@ back to its configured ``platforms``; where nodes exist they take precedence ove
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from tagpin.ports.state import TargetStatus
@@ -21,6 +20,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.stack import state_of
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -56,15 +56,6 @@ def st() -> Iterator[LocalStack]:
         document["clusters"]["amd"]["platforms"] = ["linux/arm64"]  # its node says amd64, and wins
         stack.write_config(document)
         yield stack
-
-
-def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 30.0) -> None:
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
 
 
 def running(st: LocalStack, target: str) -> str:

@@ -282,9 +282,14 @@ def test_dry_run_records_the_plan_and_patches_nothing(st: LocalStack) -> None:
     (plan,) = [e for e in state_of(st).history.of_image(image) if e.event == "dry-run"]
     assert f'"desired": "{image}@{digest}"'.replace(":stable@", ":stable@") in (plan.detail or "")
     assert '"wave": "stage"' in (plan.detail or "") and '"wave": "prod"' in (plan.detail or "")
-    for target, wave in ((stage, "stage"), (prod, "prod")):
+    # stage is patched when the promotion starts; prod waits for stage (what the consumer does)
+    for target, action in (
+        (stage, "wave stage: patch"),
+        (prod, "wave prod: wait: wave prod waits for wave stage"),
+    ):
         (note,) = patches_of(st, target, digest)
-        assert note.status == "planned" and f"wave {wave}: patch" in (note.detail or "")
+        assert note.status == "planned" and action in (note.detail or ""), note.detail
+        assert f"-> {image}@{digest}" in (note.detail or "")  # what it would be patched to
 
 
 def test_a_paused_deployment_waits_for_its_resume_and_is_then_verified(st: LocalStack) -> None:

@@ -13,7 +13,7 @@ next reconcile. An image whose wave's gate is ``warn`` rolls an unsigned digest 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,6 +29,7 @@ from tests.support.iam import Call
 from tests.support.iamroles import denied
 from tests.support.iamsession import RECORDER
 from tests.support.stack import state_of
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -101,15 +102,6 @@ def kms_signer(st: LocalStack) -> KmsSigner:
     """The KMS key the gate lists (its public key read with kms:GetPublicKey by the consumer)."""
     key = st.options.images[0]["signatures"]["keys"][1]["kms"]
     return KmsSigner(st.client("kms"), key)
-
-
-def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 30.0) -> None:
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
 
 
 def running(st: LocalStack, target: str) -> str:

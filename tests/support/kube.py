@@ -16,6 +16,8 @@ from tagpin_local.kube import KubeCluster, missing, procs
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.pool import ClusterPool, default_source, use
 
+from tests.support.waiting import wait_for  # noqa: F401  (the one wait_for, imported from here too)
+
 
 def report(config: pytest.Config, line: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -64,17 +66,6 @@ def cluster(name: str = "local") -> Iterator[KubeCluster]:
 
 
 SUMMARY: list[str] = []  # lines for the terminal summary (tests/conftest.py prints them)
-
-
-def wait_for[T](what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def watch_until(

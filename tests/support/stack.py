@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from collections.abc import Callable
-from typing import Any
 
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import State, TargetStatus
 from tagpin_local.stack import LocalStack
 
 from tests.support.constants import STATE_TABLE
+from tests.support.waiting import wait_for  # noqa: F401  (the one wait_for, imported from here too)
 
 
 def drain(st: LocalStack) -> None:
@@ -69,17 +67,6 @@ def messages_on(st: LocalStack, queue_url: str) -> int:
         ],
     )["Attributes"]
     return sum(int(value) for value in attributes.values())
-
-
-def wait_for(what: str, condition: Callable[[], Any], deadline_s: float = 45.0) -> Any:
-    """Poll ``condition`` every 0.1 s; its first truthy value, or an AssertionError naming ``what``."""
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
 
 
 def target_status(st: LocalStack, target_id: str, digest: str) -> TargetStatus | None:

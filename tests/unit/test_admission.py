@@ -4,7 +4,7 @@ and how ``Admission`` asks them (in order, lazily, warnings carried, explain cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from tagpin.domain.config import FollowedImage, GitOpsSettings, RolloutSettings, Target, Wave
@@ -30,6 +30,7 @@ from tagpin.usecases.admission.owner import OwnerGate
 from tagpin.usecases.admission.paused import PausedGate
 from tagpin.usecases.admission.slot import SlotGate
 from tagpin.usecases.admission.superseded import SupersededGate
+from tagpin.usecases.admission.wave import WaveGate
 from tagpin.usecases.admission.window import WindowGate
 from tagpin.usecases.waves import PlannedWave
 
@@ -121,6 +122,47 @@ def test_approval_waits_until_the_wave_is_approved_for_this_digest() -> None:
     assert ask(stage, promotion()).goes  # its wave needs no approval
     image_wide = FOLLOWED.model_copy(update={"approval": True})
     assert gate.decide(MOVE, TARGET, Known(image_wide, stage), NOW).verdict is Verdict.AWAIT_APPROVAL
+
+
+def test_a_target_waits_until_the_promotion_reaches_its_wave() -> None:
+    settings = RolloutSettings.model_validate({"soak_seconds": 600})
+    gate = WaveGate(lambda: settings)
+    followed, stage, prod = waves(approval=False)
+    empty = PlannedWave(1, "qa", Wave(name="qa", clusters=["qa"]), [])
+    last = PlannedWave(3, "rest", None, [TARGET])
+    plan = (stage, empty, replace(prod, index=2), last)
+    ask = lambda wave, p: gate.decide(MOVE, TARGET, Known(followed, wave, promotion=p, waves=plan), NOW)  # noqa: E731
+    assert ask(stage, None).goes  # a new promotion starts at the first wave
+    assert verdict(ask(last, None)) == (
+        Verdict.WAIT,
+        "wave rest waits for wave stage, where its promotion starts",
+    )
+    assert ask(last, promotion(D2, wave=3)).verdict is Verdict.WAIT  # another digest's: starts anew
+    assert ask(last, promotion(status=PromotionStatus.DRY_RUN)).verdict is Verdict.WAIT
+    rolling = ask(last, promotion(wave=0))
+    assert (rolling.gate, *verdict(rolling)) == (
+        GateName.WAVE,
+        Verdict.WAIT,
+        "wave rest waits for wave stage to be verified",
+    )
+    # an empty wave is passed over: the wave named is the next with targets
+    assert ask(last, promotion(wave=1)).reason == "wave rest waits for wave prod to be verified"
+    soaking = ask(last, promotion(wave=2, wave_verified_at=NOW))
+    assert soaking.reason == "wave rest waits for wave prod to soak (until 2027-01-15T08:10:00Z)"
+    asking = ask(last, promotion(wave=2, awaiting_wave=2))
+    assert asking.reason == "wave rest waits for wave prod, which awaits a person's approval"
+    assert asking.summary == f"waiting: {asking.reason}"
+    assert ask(replace(prod, index=2), promotion(wave=2)).goes  # its wave is reached
+    assert ask(stage, promotion(wave=2)).goes  # and every wave before it
+    assert ask(last, promotion(status=PromotionStatus.COMPLETE)).goes  # a complete one heals all
+    assert gate.decide(MOVE, TARGET, Known(followed), NOW).goes  # no waves known: nothing to wait for
+
+
+def test_a_wave_wait_answers_only_when_nothing_else_stops_the_move() -> None:
+    wait = Decision.wait("wave prod waits for wave stage to be verified")
+    held_ = Decision.block(GateName.HOLD, "held by alice")
+    assert first_stop([Decision.go(GateName.BAD_DIGEST), wait, Decision.go(GateName.HOLD)]) == wait
+    assert first_stop([wait, held_]) == held_  # what stops it when its wave comes says more
 
 
 def held(digest: str, until: int | None = None, detail: str = "held by alice via cli") -> TargetState:
@@ -283,6 +325,7 @@ def test_the_standard_order(store: State) -> None:
     assert [g.name for g in admission.move_gates] + [g.name for g in admission.gates] == [
         GateName.SUPERSEDED,
         GateName.BAD_DIGEST,
+        GateName.WAVE,
         GateName.APPROVAL,
         GateName.HOLD,
         GateName.PLATFORM,
@@ -293,7 +336,7 @@ def test_the_standard_order(store: State) -> None:
         GateName.HOLD,
         GateName.OWNER,
     ]
-    assert [g.name for g in standard(state=store, settings=RolloutSettings).gates][2] is GateName.WINDOW
+    assert [g.name for g in standard(state=store, settings=RolloutSettings).gates][3] is GateName.WINDOW
 
 
 def test_how_each_decision_reads() -> None:

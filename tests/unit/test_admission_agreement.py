@@ -1,10 +1,10 @@
 """The live path and explain agree: over generated situations (a newer or bad digest, a halted
 promotion, an approval waiting or given, holds of every kind, a missing platform, an unsigned
 digest under require or warn, a closed window, a full cluster, paused, hold and GitOps-owned
-workloads, patch_live, a target already current), what ``Admission.explain`` says first is what
-the consumer (``Applier.apply``) then does on that target. One admission answers "would this
-roll?" for the dry run, ``tagpin plan`` and the console: if it agrees with the consumer here, so
-do they."""
+workloads, patch_live, a target already current, a target whose wave is not reached yet), what
+``Admission.explain`` says first is what the consumer (``Applier.apply``) then does on that target.
+One admission answers "would this roll?" for the dry run, ``tagpin plan`` and the console: if it
+agrees with the consumer here, so do they."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tagpin.ports.registry import OCI_INDEX
 from tagpin.ports.signatures import SignatureProblem, SignatureVerdict
 from tagpin.ports.state import PromotionStatus, State, TargetStatus
 from tagpin.ports.workloads import Workload
-from tagpin.usecases.admission import GateName, Known, standard
+from tagpin.usecases.admission import GateName, Known, Verdict, standard
 from tagpin.usecases.admission.platform import PlatformGate
 from tagpin.usecases.admission.signature import SignatureGate
 from tagpin.usecases.apply import Applier
@@ -59,6 +59,7 @@ class Situation:
     patch_live: bool
     current: bool
     applied_before: bool
+    later_wave: bool = False  # the target is in a wave the promotion has not reached
 
 
 rare = st.integers(0, 5).map(lambda n: n == 5)  # each stop now and then: most examples reach late gates
@@ -79,6 +80,7 @@ situations = st.builds(
     patch_live=st.booleans(),
     current=rare,
     applied_before=st.booleans(),
+    later_wave=rare,
 )
 
 
@@ -149,13 +151,22 @@ def only(**changed: object) -> Situation:
 @example(s=only(owned=True))
 @example(s=only(signature=SignatureMode.WARN))
 @example(s=only(hold="lapsed"))
+@example(s=only(later_wave=True))
+@example(s=only(later_wave=True, approval="approved"))
+@example(s=only(later_wave=True, current=True))
+@example(s=only(later_wave=True, hold="this"))
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=situations)
 def test_explain_says_first_what_the_consumer_then_does(store: State, s: Situation) -> None:
     followed, target, clusters, registry, running = arrange(store, s)
     windows = [{"clusters": [target.cluster], "days": ["sat"], "start": "02:00", "end": "04:00"}]
+    first = [{"name": "first", "clusters": ["elsewhere"]}]  # a wave without this image's targets
     rollout = RolloutSettings.model_validate(
-        {"maintenance_windows": windows if s.window_closed else [], "max_concurrent_per_cluster": 1}
+        {
+            "maintenance_windows": windows if s.window_closed else [],
+            "max_concurrent_per_cluster": 1,
+            "waves": first if s.later_wave else [],
+        }
     )
     gitops = GitOpsSettings.model_validate(
         {"patch_live": [f"{target.cluster}/demo/Deployment/web"] if s.patch_live else []}
@@ -172,13 +183,15 @@ def test_explain_says_first_what_the_consumer_then_does(store: State, s: Situati
     )
     change = Change(image=followed.image, digest=D1, observed_at=OBSERVED, trigger=Trigger.POLL)
 
-    (wave,) = [w for w in plan(rollout, [target]) if w.targets]
+    waves = plan(rollout, [target])
+    (wave,) = [w for w in waves if w.targets]
     known = Known(
         followed,
         wave,
         store.tags.get(followed.image),
         store.targets.get(target.id),
         store.promotions.get(followed.image),
+        waves=tuple(waves),
     )
     explained = explain_target(admission, Move.of(change), target, known, NOW, clusters)
     decision = explained.decision
@@ -193,12 +206,20 @@ def test_explain_says_first_what_the_consumer_then_does(store: State, s: Situati
         settings=lambda: rollout,
         admission=admission,
     )
-    (result,) = applier.apply(change)
-
+    results = applier.apply(change)
     if explained.current_already:  # nothing to roll: explain asks no gate, the consumer patches nothing
-        event(f"current: {result.outcome}")
-        assert result.outcome is not ApplyOutcome.PATCHED and not clusters[target.cluster].patches
+        event(f"current: {[r.outcome for r in results]}")
+        assert ApplyOutcome.PATCHED not in [r.outcome for r in results]
+        assert not clusters[target.cluster].patches
         return
+    waits = any(d.verdict is Verdict.WAIT for d in explained.decisions)
+    if waits and decision.gate not in (GateName.SUPERSEDED, GateName.BAD_DIGEST):
+        # its wave is not reached: not touched, not reported (explain says what else would stop
+        # it once the wave comes, or that it waits)
+        event(f"wait: {decision.gate}")
+        assert results == [] and not clusters[target.cluster].patches, (s, decision, results)
+        return
+    (result,) = results
     if decision.goes:
         expected = ApplyOutcome.PATCHED
     else:

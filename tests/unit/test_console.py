@@ -430,6 +430,7 @@ def test_a_targets_page_says_whether_its_digest_would_start_now_and_why_not(worl
     assert gates == [
         ("superseded", "go"),
         ("bad-digest", "go"),
+        ("wave", "go"),
         ("approval", "go"),
         ("hold", "go"),
         ("platform", "unknown"),

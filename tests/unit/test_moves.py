@@ -4,12 +4,20 @@ a reference parsed, a move built) and is the text it is everywhere else; a ``Mov
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from tagpin.domain.messages import Change, TargetChange, Trigger, parse_message
+from tagpin.domain.messages import (
+    Change,
+    TargetChange,
+    Trigger,
+    Verification,
+    VerificationKind,
+    parse_message,
+)
 from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest, ImageRef, InvalidReference, is_digest
 
@@ -77,3 +85,32 @@ def test_a_move_is_of_a_change_and_validates_its_digest() -> None:
     assert isinstance(Move(WEB, D1, 1, Trigger.POLL).digest, Digest)  # a text given: validated
     with pytest.raises(InvalidReference):
         Move(WEB, "sha256:short", 1, Trigger.POLL)
+
+
+def test_a_move_sends_its_verifications_and_changes_with_every_field_of_it() -> None:
+    """The verifications and changes a move sends (a retry, a wave advanced, an approved wave) are
+    built from it, so none forgets its trigger, correlation id, changed_at or version."""
+    move = Move(WEB, D1, 5, Trigger.WEBHOOK, changed_at=4, correlation_id="c-1", tag="1.4.2")
+    verification = move.verification(
+        VerificationKind.VERIFY, target_id="dev/demo/Deployment/web/app", applied_at=9
+    )
+    assert (verification.image, verification.digest, verification.observed_at) == (WEB, D1, 5)
+    assert (verification.trigger, verification.correlation_id) == (Trigger.WEBHOOK, "c-1")
+    assert (verification.target_id, verification.applied_at, verification.attempt) == (
+        "dev/demo/Deployment/web/app",
+        9,
+        0,
+    )
+    back = Move.of(verification)
+    assert (back.image, back.digest, back.observed_at, back.trigger, back.correlation_id) == (
+        WEB,
+        D1,
+        5,
+        Trigger.WEBHOOK,
+        "c-1",
+    )
+    change = move.change(Trigger.PROMOTE, "wave-1")
+    assert Move.of(change) == replace(move, trigger=Trigger.PROMOTE) and change.round == "wave-1"
+    # a verification sent before verifications carried their trigger: the verifier's
+    old = Verification(kind=VerificationKind.ADVANCE, image=WEB, digest=D1, observed_at=5)
+    assert Move.of(old).trigger is Trigger.VERIFY

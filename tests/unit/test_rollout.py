@@ -11,7 +11,7 @@ from tagpin import wiring
 from tagpin.domain.annotations import ANNOTATION_APPLIED_AT, ANNOTATION_DIGESTS, ANNOTATION_TRIGGER
 from tagpin.domain.config import Kind, parse_config
 from tagpin.domain.kinds import ImageChange
-from tagpin.domain.messages import Change
+from tagpin.domain.messages import Change, TargetChange
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import Forbidden, Unreachable, Workload
@@ -432,6 +432,49 @@ def test_guard_applies_the_same_change_once(
     applier.apply(change(digest=D2, observed_at=2_000))
     assert len(clusters["dev"].patches) == 2
     assert len(dynamodb.scan(TableName=idempotency_table)["Items"]) == 2
+
+
+def test_a_record_the_deployed_guard_stored_answers_the_typed_key(
+    store: State, clusters: FakeClusters, guard: Any, dynamodb, idempotency_table: str
+) -> None:
+    """Deployed stacks keyed each record on the JMESPath ``[target_id, digest, changed_at,
+    reconcile_run]`` of the parameter named ``target_change``; the guard now hashes the change's
+    typed key (``TargetChange.key``) to the same record, so a change applied before an update is
+    not rolled again after it."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+    from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
+    clusters["dev"].remember = False  # only a guard stops a re-patch
+    config = IdempotencyConfig(
+        event_key_jmespath="[target_id, digest, changed_at, reconcile_run]", expires_after_seconds=24 * 3600
+    )
+    config.register_lambda_context(FakeLambdaContext())
+    persistence = DynamoDBPersistenceLayer(table_name=idempotency_table, boto3_client=dynamodb)
+
+    def deployed_guard(fn: Any) -> Any:  # the guard as deployed stacks built it
+        def apply_target(target_change: TargetChange) -> ApplyResult:
+            return fn(target_change)
+
+        wrapped = idempotent_function(
+            apply_target,
+            data_keyword_argument="target_change",
+            persistence_store=persistence,
+            config=config,
+            output_serializer=PydanticSerializer(model=ApplyResult),
+            key_prefix="tagpin.apply_target",
+        )
+        return lambda change: wrapped(target_change=change)
+
+    healing = change(trigger="reconcile", reconcile_run="run-7", changed_at=900)
+    assert make_applier(store, clusters, deployed_guard).apply(healing)[0].outcome == "patched"
+    assert len(dynamodb.scan(TableName=idempotency_table)["Items"]) == 1
+    again = make_applier(store, clusters, guard).apply(healing)  # after the update: the new guard
+    assert again[0].outcome == "patched" and len(clusters["dev"].patches) == 1  # answered, not rolled
+    assert len(dynamodb.scan(TableName=idempotency_table)["Items"]) == 1
 
 
 def test_without_the_guard_the_same_change_patches_twice(store: State, clusters: FakeClusters) -> None:

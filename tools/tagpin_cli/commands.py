@@ -43,7 +43,7 @@ def status() -> list[dict[str, Any]]:
     for image in followed():
         tag = store.tags.get(image.image)
         targets = store.targets.get_many([t.id for t in image.targets])
-        waiting = _waiting(image)
+        waiting = wiring.approvals().awaiting_targets(image)
         target_rows = []
         for target in image.targets:
             st = targets.get(target.id)
@@ -82,7 +82,7 @@ def status() -> list[dict[str, Any]]:
     return rows
 
 
-def _condition(target_id: str, st: TargetState | None, tag: TagState | None, waiting: set[str]) -> str:
+def _condition(target_id: str, st: TargetState | None, tag: TagState | None, waiting: frozenset[str]) -> str:
     if st is None:
         return "awaiting-approval" if target_id in waiting else "unknown"
     if st.status in SHOWN:
@@ -103,18 +103,6 @@ def _blocked(target_id: str, digest: str, depth: int = 20) -> str | None:
         if entry.digest == digest and entry.status == TargetNote.BLOCKED:
             return entry.detail or "blocked by a trust gate"
     return None
-
-
-def _waiting(image: FollowedImage) -> set[str]:
-    """The targets of the wave of ``image`` waiting for a person's approval now."""
-    from tagpin.usecases.waves import plan
-
-    promotion = wiring.state().promotions.get(image.image)
-    if promotion is None or not promotion.awaiting_approval or promotion.awaiting_wave is None:
-        return set()
-    waves = plan(wiring.rollout_settings(), list(image.targets))
-    index = promotion.awaiting_wave
-    return {t.id for t in waves[index].targets} if index < len(waves) else set()
 
 
 def history(selector: str | None, limit: int = 50) -> list[dict[str, Any]]:
@@ -245,7 +233,9 @@ def _image_of(selector: str) -> str:
 
 def decide(selector: str, approve: bool, digest: str | None = None) -> dict[str, Any]:
     """Approve or reject the wave of an image (or of a target's image) waiting for a person."""
-    decided = wiring.approvals().decide(_image_of(selector), approve, _who(), "cli", digest)
+    from tagpin.usecases.approvals import Via
+
+    decided = wiring.approvals().decide(_image_of(selector), approve, _who(), Via.CLI, digest)
     return {
         "image": decided.image,
         "digest": decided.digest,

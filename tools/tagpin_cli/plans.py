@@ -84,12 +84,13 @@ def _plan_targets(
     move = Move(followed.image, Digest(digest), now, Trigger.MANUAL, tag=tag)
     states = state.targets.get_many([t.id for t in followed.targets])
     promotion = state.promotions.get(followed.image)
-    wave_of = {
-        t.id: w for w in plan_waves(wiring.rollout_settings(), list(followed.targets)) for t in w.targets
-    }
+    waves = plan_waves(wiring.rollout_settings(), list(followed.targets))
+    wave_of = {t.id: w for w in waves for t in w.targets}
     rows = []
     for target in followed.targets:
-        known = Known(followed, wave_of[target.id], stored, states.get(target.id), promotion)
+        known = Known(
+            followed, wave_of[target.id], stored, states.get(target.id), promotion, waves=tuple(waves)
+        )
         found = explain_target(wiring.admission(), move, target, known, now, connector)
         rows.append(_row(base | {"target": target.id, "digest": digest}, found))
     return rows
@@ -97,13 +98,16 @@ def _plan_targets(
 
 def _row(row: dict[str, Any], found: TargetPlan) -> dict[str, Any]:
     """One target's row: what it runs, and whether the digest would roll there (and if not, the
-    first gate that stops it)."""
+    first gate that stops it; ``wait``: its wave is not reached yet, and which wave it waits for)."""
+    from tagpin.usecases.admission import Verdict
+
     if found.unreadable:
         return row | {"action": "skip", "detail": found.error}
     if found.current is not None:
         row = row | {"current": found.current, "to": found.desired}
     if not found.decision.goes:
-        return row | {"action": "none", "detail": found.decision.summary}
+        action = "wait" if found.decision.verdict is Verdict.WAIT else "none"
+        return row | {"action": action, "detail": found.decision.summary}
     if found.error is not None:
         return row | {"action": "error", "detail": found.error}
     for warning in found.decision.warnings:

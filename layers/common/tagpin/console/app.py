@@ -47,6 +47,7 @@ from tagpin.console.requests import (
     form,
     key_shaped,
 )
+from tagpin.usecases.approvals import Via
 from tagpin.usecases.console import PAGE_SIZE, Console, overview
 from tagpin.usecases.console_actions import ACTIONS, HOLD_FOR, NOTICES, REDRIVE_LIMIT, ActionError
 
@@ -306,7 +307,7 @@ class ConsoleApp:
             log.warning("Slack request refused", extra={"status": exc.status, "reason": exc.message})
             return Response(exc.status, "text/plain; charset=utf-8", exc.message)
         decided = self.console.approvals().decide(
-            click.image, click.approve, click.user, via="slack", digest=click.digest
+            click.image, click.approve, click.user, via=Via.SLACK, digest=click.digest
         )
         log.info(
             "Slack decision", extra={"decision": decided.decision, "who": click.user, "image": click.image}

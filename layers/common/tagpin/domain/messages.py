@@ -4,7 +4,7 @@ the changes queue (the one queue the consumer reads), and the per-target unit of
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
@@ -55,8 +55,21 @@ class Change(BaseModel):
     tag: str | None = Field(default=None, min_length=1, max_length=128)
 
 
+class OnceKey(NamedTuple):
+    """What makes one target's move happen once (the consumer's idempotency guard hashes it): the
+    target and digest, the move (``changed_at``: a tag come back to an earlier digest is a new one)
+    and a reconcile run's healing. Its order and values are those the guard hashed when it read
+    them from the message with the JMESPath ``[target_id, digest, changed_at, reconcile_run]``, so
+    the records deployed stacks stored keep answering."""
+
+    target_id: str
+    digest: Digest
+    changed_at: int | None
+    reconcile_run: str | None
+
+
 class TargetChange(BaseModel):
-    """One target to move to one digest: the unit that is made idempotent (key: target_id + digest)."""
+    """One target to move to one digest: the unit that is made idempotent (``key``)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -80,6 +93,11 @@ class TargetChange(BaseModel):
         """What the target is pinned to (before ``@digest``): the followed tag, or the channel's
         repository at its chosen version."""
         return pinned_source(self.image, self.tag)
+
+    @property
+    def key(self) -> OnceKey:
+        """Its idempotency key: one roll per key."""
+        return OnceKey(self.target_id, self.digest, self.changed_at, self.reconcile_run)
 
 
 class VerificationKind(StrEnum):

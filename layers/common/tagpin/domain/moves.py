@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tagpin.domain.channels import pinned_source
-from tagpin.domain.messages import Change, TargetChange, Trigger
+from tagpin.domain.messages import Change, TargetChange, Trigger, Verification, VerificationKind
 from tagpin.domain.refs import Digest
 
 
@@ -28,8 +28,17 @@ class Move:
         object.__setattr__(self, "digest", Digest(self.digest))
 
     @classmethod
-    def of(cls, change: Change | TargetChange) -> Move:
-        """The move a change (or one target's part of it) carries."""
+    def of(cls, change: Change | TargetChange | Verification) -> Move:
+        """The move a change (or one target's part of it, or a verification of it) carries; a
+        verification sent before triggers were carried is the verifier's."""
+        if isinstance(change, Verification):
+            return cls(
+                change.image,
+                change.digest,
+                change.observed_at,
+                change.trigger or Trigger.VERIFY,
+                correlation_id=change.correlation_id,
+            )
         return cls(
             image=change.image,
             digest=change.digest,
@@ -38,6 +47,42 @@ class Move:
             changed_at=change.changed_at,
             correlation_id=change.correlation_id,
             tag=change.tag,
+        )
+
+    def verification(
+        self,
+        kind: VerificationKind,
+        *,
+        target_id: str | None = None,
+        applied_at: int | None = None,
+        attempt: int = 0,
+    ) -> Verification:
+        """A verification of this move (a rollout to look at again, a wave to advance, a deferred
+        target to retry, an approval request to lapse)."""
+        return Verification(
+            kind=kind,
+            image=self.image,
+            digest=self.digest,
+            observed_at=self.observed_at,
+            target_id=target_id,
+            applied_at=applied_at,
+            attempt=attempt,
+            trigger=self.trigger,
+            correlation_id=self.correlation_id,
+        )
+
+    def change(self, trigger: Trigger, round: str) -> Change:
+        """This move sent again as a change (the next wave, a deferred retry, an approved wave):
+        ``round`` joins only the queue's deduplication id."""
+        return Change(
+            image=self.image,
+            digest=self.digest,
+            observed_at=self.observed_at,
+            trigger=trigger,
+            correlation_id=self.correlation_id,
+            round=round,
+            changed_at=self.changed_at,
+            tag=self.tag,
         )
 
     @property

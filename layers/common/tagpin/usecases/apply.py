@@ -4,8 +4,8 @@
 
 1. admission of the move (``tagpin.usecases.admission``: superseded, bad digest); its promotion
    starts (or goes on), and a halted one stops it;
-2. the waves of ``rollout.waves`` it has reached (``tagpin.usecases.promote`` advances them): only
-   their targets are touched;
+2. the waves of ``rollout.waves`` it has reached (admission's wave gate; ``tagpin.usecases.promote``
+   advances them): only their targets are touched, a later wave's wait untouched and unreported;
 3. each target's admission (approval, hold, platform, signature, window, slot), its decision
    recorded once (``tagpin.usecases.apply_record``);
 4. each admitted target applied (``tagpin.usecases.apply_target``: claimed, its workload's gates
@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tagpin.domain.budget import UNLIMITED, Budget
 from tagpin.domain.config import FollowedImage, GitOpsSettings, RolloutSettings, Target
-from tagpin.domain.messages import Change, TargetChange, Verification, VerificationKind
+from tagpin.domain.messages import Change, TargetChange, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
@@ -42,6 +43,7 @@ from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State
 from tagpin.ports.workloads import WorkloadError, Workloads
 from tagpin.usecases.admission import Admission, Known, Stage, standard
 from tagpin.usecases.admission.slot import release_slot
+from tagpin.usecases.admission.wave import reached as reached_wave
 from tagpin.usecases.apply_record import Round, move_stopped
 from tagpin.usecases.apply_target import TargetApplier, TargetNotApplied
 from tagpin.usecases.approvals import Approvals
@@ -55,7 +57,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Guard = Callable[[Callable[..., ApplyResult]], Callable[..., ApplyResult]]
+# Wraps the one-target step so that a change with a ``TargetChange.key`` seen before (a duplicate or
+# replayed message) is answered from the first result instead of rolled again.
+ApplyTarget = Callable[[TargetChange], ApplyResult]
+Guard = Callable[[ApplyTarget], ApplyTarget]
 
 
 class ChangeFailed(Exception):
@@ -146,23 +151,26 @@ class Applier:
         stop = self._admission.decide_move(move, Known(tag=tag, promotion=promotion), now)
         if not stop.goes:  # its promotion was halted
             return [move_stopped(move, stop)]
-        # A complete promotion heals every target (a manual edit, a lost message); a rolling one
-        # touches only the waves it has reached.
-        last = len(waves) - 1 if promotion.status is PromotionStatus.COMPLETE else promotion.wave
-        active = [w for w in waves if w.index <= last]
+        # The waves the promotion has reached (a complete one heals every target): the wave gate
+        # says which, as it does for every "would this roll?" (tagpin.usecases.admission.wave)
+        reached = Known(followed=followed, promotion=promotion, waves=tuple(waves))
+        active = [
+            (wave, target)
+            for wave in waves
+            for target in wave.targets
+            if self._admission.decide(move, target, replace(reached, wave=wave), now, Stage.WAVE).goes
+        ]
         results, failed = self._admit(change, move, followed, promotion, active, settings, budget, now)
         if any(r.outcome is ApplyOutcome.PATCHED for r in results):
-            wave = waves[min(last, len(waves) - 1)]
+            last = reached_wave(move, promotion)
+            wave = waves[len(waves) - 1 if last is None else min(last, len(waves) - 1)]
             self._audit.record(
-                change.image,
-                change.digest,
+                move,
                 ImageEvent.APPLIED,
                 now,
                 once=f"applied_{wave.index}",
                 detail=", ".join(t.id for t in wave.targets),
                 wave=wave.name,
-                trigger=change.trigger,
-                correlation_id=change.correlation_id,
                 announce=RolloutEventKind.APPLIED,
                 targets=[t.id for t in wave.targets],
             )
@@ -178,42 +186,31 @@ class Applier:
         move: Move,
         followed: FollowedImage,
         promotion: Promotion,
-        active: list[PlannedWave],
+        active: list[tuple[PlannedWave, Target]],
         settings: RolloutSettings,
         budget: Budget,
         now: int,
     ) -> tuple[list[ApplyResult], list[str]]:
-        """Admit each target of the active waves, record its decision, apply the admitted ones;
+        """Admit each target of the waves reached, record its decision, apply the admitted ones;
         a deferred one is tried again by one ``retry`` verification (the shortest wait). The
         results, and the transient failures that make the change fail."""
-        states = self._state.targets.get_many([t.id for w in active for t in w.targets])
+        states = self._state.targets.get_many([t.id for _, t in active])
         round_ = Round(self._state, self._audit, self._approvals, move, promotion)
         results: list[ApplyResult] = []
-        git = self._git.batch(change, [t.id for w in active for t in w.targets])
-        for wave in active:
-            for target in wave.targets:
-                if budget.exhausted():
-                    results.append(
-                        round_.fail(target, "not started, out of time in this invocation", "out of time")
-                    )
-                    continue
-                known = Known(followed=followed, wave=wave, state=states.get(target.id), promotion=promotion)
-                decision = self._admission.decide(move, target, known, now, Stage.TARGET)
-                result = round_.record(target, wave, known.state, decision, now)
-                results.append(git.done(result or self._apply_one(change, target, settings, round_.failed)))
+        git = self._git.batch(change, [t.id for _, t in active])
+        for wave, target in active:
+            if budget.exhausted():
+                results.append(
+                    round_.fail(target, "not started, out of time in this invocation", "out of time")
+                )
+                continue
+            known = Known(followed=followed, wave=wave, state=states.get(target.id), promotion=promotion)
+            decision = self._admission.decide(move, target, known, now, Stage.TARGET)
+            result = round_.record(target, wave, known.state, decision, now)
+            results.append(git.done(result or self._apply_one(change, target, settings, round_.failed)))
         git.flush()  # one write request per repository, each sent once its targets are decided
         if round_.deferred and self._verifications is not None:
-            self._verifications.send(
-                Verification(
-                    kind=VerificationKind.RETRY,
-                    image=change.image,
-                    digest=change.digest,
-                    observed_at=change.observed_at,
-                    trigger=change.trigger,
-                    correlation_id=change.correlation_id,
-                ),
-                min(round_.deferred),
-            )
+            self._verifications.send(move.verification(VerificationKind.RETRY), min(round_.deferred))
         return results, round_.failed
 
     def _started(self, move: Move, promotion: Promotion, waves: list[PlannedWave], now: int) -> None:
@@ -247,7 +244,7 @@ class Applier:
             tag=change.tag,
         )
         try:
-            result = self._apply_target(target_change=work)
+            result = self._apply_target(work)
         except TargetNotApplied as exc:
             result = exc.result
         except WorkloadError as exc:

@@ -122,39 +122,27 @@ class Round:
             self._state.targets.claim(
                 target.id, move.image, move.digest, move.observed_at, move.trigger, now, detail=detail
             )
-        if self._audit.record(
-            move.image,
-            move.digest,
-            ImageEvent.DEFERRED,
-            now,
-            once=f"deferred_{target.id}",
-            detail=f"{target.id}: {reason}",
-            wave=wave.name,
-        ):
-            self._state.targets.note(target.id, move.digest, TargetNote.DEFERRED, now, detail, move.trigger)
+        self._once(
+            target, ImageEvent.DEFERRED, reason, now, note=(TargetNote.DEFERRED, detail), wave=wave.name
+        )
         self.deferred.append(decision.wait_s)
         return ApplyResult(outcome=ApplyOutcome.DEFERRED, target=target.id)
 
     def _blocked(self, target: Target, decision: Decision, now: int) -> ApplyResult:
         """A gate refused the digest for the target: recorded and announced once (per target and
         digest), shown by plan; a transient refusal (the registry could not say) is tried again."""
-        move = self._move
         detail = f"{decision.gate}: {decision.reason}"
         if decision.transient:
             return self.fail(target, detail, decision.reason)
-        if self._audit.record(
-            move.image,
-            move.digest,
+        self._once(
+            target,
             ImageEvent.BLOCKED,
+            detail,
             now,
-            once=f"blocked_{target.id}",
-            detail=f"{target.id}: {detail}",
-            trigger=move.trigger,
-            correlation_id=move.correlation_id,
+            note=(TargetNote.BLOCKED, detail),
             announce=RolloutEventKind.BLOCKED,
             targets=[target.id],
-        ):
-            self._state.targets.note(target.id, move.digest, TargetNote.BLOCKED, now, detail, move.trigger)
+        )
         logger.warning("not rolled: a trust gate blocks it", extra={"target": target.id, "detail": detail})
         return ApplyResult(outcome=ApplyOutcome.BLOCKED, target=target.id, detail=detail)
 
@@ -168,13 +156,32 @@ class Round:
         )
         if warning.transient:
             return
-        self._audit.record(
-            self._move.image,
-            self._move.digest,
-            ImageEvent.UNVERIFIED,
+        self._once(target, ImageEvent.UNVERIFIED, detail, now)
+
+    def _once(
+        self,
+        target: Target,
+        event: ImageEvent,
+        detail: str,
+        now: int,
+        *,
+        note: tuple[TargetNote, str] | None = None,
+        announce: RolloutEventKind | None = None,
+        targets: list[str] | None = None,
+        wave: str | None = None,
+    ) -> None:
+        """A decision on one target, recorded in the image's trail (and announced) once per
+        (target, digest), and with it ``note`` in the target's."""
+        move = self._move
+        recorded = self._audit.record(
+            move,
+            event,
             now,
-            once=f"unverified_{target.id}",
+            once=f"{event}_{target.id}",
             detail=f"{target.id}: {detail}",
-            trigger=self._move.trigger,
-            correlation_id=self._move.correlation_id,
+            wave=wave,
+            announce=announce,
+            targets=targets or (),
         )
+        if recorded and note is not None:
+            self._state.targets.note(target.id, move.digest, note[0], now, note[1], move.trigger)

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
-from tagpin.domain.messages import TargetChange, Verification, VerificationKind
+from tagpin.domain.messages import TargetChange, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.queues import VerificationQueue
@@ -119,15 +119,8 @@ class TargetApplier:
         settings = self._settings()
         if self._verifications is not None and settings.verify:
             self._verifications.send(
-                Verification(
-                    kind=VerificationKind.VERIFY,
-                    image=tc.image,
-                    digest=tc.digest,
-                    observed_at=tc.observed_at,
-                    target_id=tc.target_id,
-                    applied_at=self._clock(),
-                    trigger=tc.trigger,
-                    correlation_id=tc.correlation_id,
+                Move.of(tc).verification(
+                    VerificationKind.VERIFY, target_id=tc.target_id, applied_at=self._clock()
                 ),
                 settings.verify_interval_seconds if patched else 0,
             )

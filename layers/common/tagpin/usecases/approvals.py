@@ -5,7 +5,7 @@ wave of an image (``images[].approval``). docs/approvals.md.
   the promotion records the waiting wave (``awaiting_approval``, conditional: once), the request is
   announced (SNS, chat and HTTP webhooks; Slack with Approve / Reject buttons), and an ``expire``
   verification is scheduled for when it lapses.
-- **Decision.** ``decide`` (the CLI, the console, Slack): a conditional write on the promotion's
+- **ApprovalOutcome.** ``decide`` (the CLI, the console, Slack): a conditional write on the promotion's
   digest and waiting wave, so a double click decides once, an old digest's approval after a newer
   one arrived does nothing and says so, and a lapsed request cannot be approved. Every decision is
   recorded with who, when, through what and for which digest. An approval sends the change again
@@ -19,25 +19,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from tagpin.domain.channels import ChannelKey
-from tagpin.domain.config import RolloutSettings
-from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
+from tagpin.domain.config import FollowedImage, RolloutSettings
+from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
-from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
 from tagpin.ports.state import BadVersion, ImageEvent, Promotion, State
-from tagpin.usecases.audit import Audit
+from tagpin.usecases.audit import Audit, move_of
 from tagpin.usecases.waves import PlannedWave, plan
 
 logger = logging.getLogger(__name__)
 
 
-class Decision(StrEnum):
+class ApprovalOutcome(StrEnum):
+    """What a person's approval or rejection did (admission's ``Decision`` is a gate's answer)."""
+
     APPROVED = "approved"
     REJECTED = "rejected"
     NOTHING_WAITING = "nothing-waiting"  # no wave of this image waits for a decision
@@ -45,9 +46,17 @@ class Decision(StrEnum):
     ALREADY_DECIDED = "already-decided"  # a double click, or the request lapsed meanwhile
 
 
+class Via(StrEnum):
+    """Where a person decided: recorded with the decision (``approved by ana via slack``)."""
+
+    CLI = "cli"
+    CONSOLE = "console"
+    SLACK = "slack"
+
+
 @dataclass(frozen=True)
 class Decided:
-    decision: Decision
+    decision: ApprovalOutcome
     image: str
     digest: str | None = None
     wave: str | None = None
@@ -83,27 +92,17 @@ class Approvals:
             return False
         version = f" (version {change.tag})" if change.tag else ""
         self._audit.record(
-            change.image,
-            change.digest,
+            change,
             ImageEvent.AWAITING_APPROVAL,
             now,
             detail=f"wave {wave.name}{version}: waiting for a person until {expires_at}",
             wave=wave.name,
-            trigger=change.trigger,
-            correlation_id=change.correlation_id,
             announce=RolloutEventKind.AWAITING_APPROVAL,
             targets=[t.id for t in wave.targets],
             extra={"wave_index": wave.index, "expires_at": expires_at, "tag": change.tag or ""},
         )
         self._verifications.send(
-            Verification(
-                kind=VerificationKind.EXPIRE,
-                image=change.image,
-                digest=change.digest,
-                observed_at=change.observed_at,
-                attempt=wave.index,
-                correlation_id=change.correlation_id,
-            ),
+            change.verification(VerificationKind.EXPIRE, attempt=wave.index),
             min(MAX_DELAY_S, -(-(expires_at - now) // 1000)),
         )
         logger.info(
@@ -111,19 +110,22 @@ class Approvals:
         )
         return True
 
-    def decide(self, image: str, approve: bool, who: str, via: str, digest: str | None = None) -> Decided:
-        """A person's decision on the wave of ``image`` waiting now (for ``digest``, when given)."""
+    def decide(self, image: str, approve: bool, who: str, via: Via, digest: str | None = None) -> Decided:
+        """A person's decision on the wave of ``image`` waiting now (for ``digest``, when given):
+        the one way the CLI, the console and Slack approve or reject."""
         promotion = self._state.promotions.get(image)
         if promotion is None or not promotion.awaiting_approval:
             waiting_for = None if promotion is None else promotion.digest
             if digest is not None and waiting_for is not None and digest != waiting_for:
                 return Decided(
-                    Decision.STALE, image, digest, detail=f"a newer digest {waiting_for} supersedes it"
+                    ApprovalOutcome.STALE, image, digest, detail=f"a newer digest {waiting_for} supersedes it"
                 )
-            return Decided(Decision.NOTHING_WAITING, image, digest, detail="no wave waits for a decision")
+            return Decided(
+                ApprovalOutcome.NOTHING_WAITING, image, digest, detail="no wave waits for a decision"
+            )
         if digest is not None and digest != promotion.digest:
             return Decided(
-                Decision.STALE,
+                ApprovalOutcome.STALE,
                 image,
                 digest,
                 detail=f"a newer digest {promotion.digest} supersedes it: nothing done",
@@ -137,36 +139,24 @@ class Approvals:
             image, promotion.digest, promotion.awaiting_wave, approve, now, detail
         ):
             return Decided(
-                Decision.ALREADY_DECIDED, image, promotion.digest, wave, "decided already, or lapsed"
+                ApprovalOutcome.ALREADY_DECIDED, image, promotion.digest, wave, "decided already, or lapsed"
             )
         self._audit.record(
-            image,
-            promotion.digest,
+            replace(move_of(promotion), trigger=Trigger.MANUAL),
             ImageEvent.APPROVED if approve else ImageEvent.REJECTED,
             now,
             detail=f"wave {wave}: {detail}",
             wave=wave,
-            trigger=Trigger.MANUAL,
-            correlation_id=promotion.correlation_id,
             announce=RolloutEventKind.APPROVED if approve else RolloutEventKind.REJECTED,
             message=detail,
         )
         if approve:
             self._changes.send(
-                Change(
-                    image=image,
-                    digest=Digest(promotion.digest),
-                    observed_at=promotion.observed_at,
-                    changed_at=promotion.observed_at,
-                    trigger=Trigger.MANUAL,
-                    correlation_id=promotion.correlation_id,
-                    round=f"approved-{promotion.awaiting_wave}",
-                    tag=promotion.tag,
-                )
+                move_of(promotion).change(Trigger.MANUAL, f"approved-{promotion.awaiting_wave}")
             )
-            return Decided(Decision.APPROVED, image, promotion.digest, wave, detail)
+            return Decided(ApprovalOutcome.APPROVED, image, promotion.digest, wave, detail)
         self._reject(image, promotion, detail, now)
-        return Decided(Decision.REJECTED, image, promotion.digest, wave, detail)
+        return Decided(ApprovalOutcome.REJECTED, image, promotion.digest, wave, detail)
 
     def expire(self, verification: Verification) -> VerificationResult:
         """The ``expire`` verification: the request lapses if still unanswered at its time."""
@@ -190,15 +180,22 @@ class Approvals:
             return VerificationResult(VerificationOutcome.ALREADY_DECIDED)
         wave = self._wave(verification.attempt)
         self._audit.record(
-            verification.image,
-            verification.digest,
+            replace(Move.of(verification), trigger=Trigger.MANUAL),
             ImageEvent.LAPSED,
             now,
             detail=f"wave {wave}: nobody decided; nothing rolled",
             wave=wave,
-            trigger=Trigger.MANUAL,
         )
         return VerificationResult(VerificationOutcome.FAILED, "the approval request lapsed")
+
+    def awaiting_targets(self, followed: FollowedImage) -> frozenset[str]:
+        """The targets of the wave of ``followed`` that waits for a person's approval now."""
+        promotion = self._state.promotions.get(followed.image)
+        if promotion is None or not promotion.awaiting_approval or promotion.awaiting_wave is None:
+            return frozenset()
+        waves = plan(self._settings(), list(followed.targets))
+        index = promotion.awaiting_wave
+        return frozenset(t.id for t in waves[index].targets) if index < len(waves) else frozenset()
 
     def wave_name(self, index: int) -> str:
         """The name of wave ``index`` (a promotion's ``awaiting_wave``)."""

@@ -11,8 +11,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from tagpin.domain.messages import Trigger
+from tagpin.domain.moves import Move
+from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEvent, RolloutEventKind
-from tagpin.ports.state import ImageEvent, State
+from tagpin.ports.state import ImageEvent, Promotion, State
+
+
+def move_of(promotion: Promotion) -> Move:
+    """The move a promotion is of: its changed_at is its observation, which identifies the move (a
+    later promotion of the same digest, the tag come back to it, is a new move)."""
+    return Move(
+        promotion.image,
+        Digest(promotion.digest),
+        promotion.observed_at,
+        promotion.trigger or Trigger.PROMOTE,
+        changed_at=promotion.observed_at,
+        correlation_id=promotion.correlation_id,
+        tag=promotion.tag,
+    )
 
 
 class Audit:
@@ -22,25 +38,24 @@ class Audit:
 
     def record(
         self,
-        image: str,
-        digest: str,
+        move: Move,
         event: ImageEvent,
         now: int,
         *,
         once: str | None = None,
         detail: str = "",
         wave: str | None = None,
-        trigger: Trigger | None = None,
-        correlation_id: str | None = None,
         announce: RolloutEventKind | None = None,
         targets: Sequence[str] = (),
         message: str = "",
         complete: bool = False,
         extra: dict[str, Any] | None = None,
     ) -> bool:
-        """Record ``event`` in the image's history and, with ``announce``, notify (``targets`` and
-        ``message`` are the notification's). With ``once``, only the first caller for (the
-        promotion of ``digest``, ``once``) does either: False for the others."""
+        """Record ``event`` of ``move`` (its image, digest, trigger and correlation id) in the image's
+        history and, with ``announce``, notify (``targets`` and ``message`` are the notification's).
+        With ``once``, only the first caller for (the promotion of the digest, ``once``) does
+        either: False for the others."""
+        image, digest, trigger, correlation_id = move.image, move.digest, move.trigger, move.correlation_id
         if once is not None and not self._state.promotions.claim_notice(image, digest, once, now):
             return False
         self._state.history.image_event(

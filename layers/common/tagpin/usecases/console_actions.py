@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tagpin.usecases.approvals import Decision
+from tagpin.usecases.approvals import ApprovalOutcome, Via
 from tagpin.usecases.console import Console
 from tagpin.usecases.console_views import target_path
 
@@ -47,11 +47,13 @@ NOTICES: dict[str, str] = {
     "released-idle": "Released (the tag has no digest to apply yet, or it is blocked).",
     "not-held": "It was not held.",
     "redriven": "Messages sent back to the changes queue:",
-    Decision.APPROVED: "Approved: the wave starts (through every other gate).",
-    Decision.REJECTED: "Rejected: the digest is marked bad; nothing rolls.",
-    Decision.NOTHING_WAITING: "Nothing waits for a decision on this image (decided or lapsed already).",
-    Decision.STALE: "Not done: a newer digest supersedes the one you decided on.",
-    Decision.ALREADY_DECIDED: "Decided already (a second click, or the request lapsed): nothing done.",
+    ApprovalOutcome.APPROVED: "Approved: the wave starts (through every other gate).",
+    ApprovalOutcome.REJECTED: "Rejected: the digest is marked bad; nothing rolls.",
+    ApprovalOutcome.NOTHING_WAITING: (
+        "Nothing waits for a decision on this image (decided or lapsed already)."
+    ),
+    ApprovalOutcome.STALE: "Not done: a newer digest supersedes the one you decided on.",
+    ApprovalOutcome.ALREADY_DECIDED: "Decided already (a second click, or the request lapsed): nothing done.",
 }
 
 
@@ -106,7 +108,7 @@ def release(console: Console, who: str, form: Mapping[str, str]) -> Done:
 
 def _decide(console: Console, who: str, form: Mapping[str, str], approve: bool) -> Done:
     image, digest = _field(form, "image"), _field(form, "digest")
-    decided = console.approvals().decide(image, approve, who, via="console", digest=digest)
+    decided = console.approvals().decide(image, approve, who, via=Via.CONSOLE, digest=digest)
     return Done(decided.decision.value, "/console")
 
 

@@ -38,13 +38,13 @@ def admission_view(
         changed_at=tag.changed_at,
         tag=tag.version,
     )
-    wave = next(
-        w for w in plan(settings, list(followed.targets)) if any(t.id == target.id for t in w.targets)
-    )
-    decisions = admission.explain(
-        move, target, Known(followed, wave, tag, targets.get(target.id), promotion), now
-    )
-    stop = next((d for d in decisions if not d.goes and d.verdict is not Verdict.UNKNOWN), None)
+    waves = plan(settings, list(followed.targets))
+    wave = next(w for w in waves if any(t.id == target.id for t in w.targets))
+    known = Known(followed, wave, tag, targets.get(target.id), promotion, waves=tuple(waves))
+    decisions = admission.explain(move, target, known, now)
+    stops = [d for d in decisions if not d.goes and d.verdict is not Verdict.UNKNOWN]
+    # a wave's wait only when nothing else stops it (as ``first_stop`` answers for tagpin plan)
+    stop = next((d for d in stops if d.verdict is not Verdict.WAIT), stops[0] if stops else None)
     unknown = sorted({str(d.gate) for d in decisions if d.verdict is Verdict.UNKNOWN})
     if stop is not None:
         answer = f"would not start now: {stop.summary}"

@@ -45,7 +45,8 @@ from enum import StrEnum
 from tagpin.domain.channels import repository_of
 from tagpin.domain.config import FollowedImage, GitOpsSettings
 from tagpin.domain.messages import Trigger
-from tagpin.domain.refs import ImageRef, InvalidReference
+from tagpin.domain.moves import Move
+from tagpin.domain.refs import Digest, ImageRef, InvalidReference
 from tagpin.ports.notify import RolloutEventKind
 from tagpin.ports.state import SETTLED, ImageEvent, State, TagState, TargetState, TargetStatus
 from tagpin.ports.workloads import Inventory, NotFound, WorkloadError
@@ -170,15 +171,15 @@ class PeopleFirst:
             target_id, tag.digest, now, reason=reason, trigger=Trigger.RECONCILE, if_still=known
         ):
             return False
+        move = Move(
+            followed.image, Digest(tag.digest), tag.observed_at, Trigger.RECONCILE, correlation_id=run_id
+        )
         self._audit.record(
-            followed.image,
-            tag.digest,
+            move,
             ImageEvent.HELD,
             now,
             once=f"held_{target_id}",
             detail=f"{target_id}: {reason}",
-            trigger=Trigger.RECONCILE,
-            correlation_id=run_id,
             announce=RolloutEventKind.HELD,
             targets=[target_id],
         )

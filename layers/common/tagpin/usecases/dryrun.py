@@ -15,7 +15,7 @@ from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.state import ImageEvent, Promotion, State, TagState, TargetNote
 from tagpin.ports.workloads import Workloads
-from tagpin.usecases.admission import Admission, GateName, Known
+from tagpin.usecases.admission import Admission, GateName, Known, Verdict
 from tagpin.usecases.explain import TargetPlan, explain_target
 from tagpin.usecases.waves import PlannedWave
 
@@ -28,7 +28,9 @@ class PlannedTarget:
 
     target: str
     wave: str
-    action: str  # "patch", "none", "none: <why>", "unknown: <error>"
+    # "patch", "wait: <which wave>" (patched once its wave starts), "none", "none: <why>",
+    # "unknown: <error>"
+    action: str
     current: str | None = None
     desired: str | None = None
     window: str | None = None  # the maintenance window that would defer it
@@ -38,7 +40,9 @@ def planned(plan: TargetPlan, wave: str) -> PlannedTarget:
     window = plan.deferred_by(GateName.WINDOW)
     if plan.unreadable:
         return PlannedTarget(plan.target.id, wave, f"unknown: {plan.error}", window=window)
-    if not plan.decision.goes:
+    if plan.decision.verdict is Verdict.WAIT:  # nothing else stops it: patched once its wave starts
+        action = f"wait: {plan.decision.reason}" if plan.error is None else f"none: {plan.error}"
+    elif not plan.decision.goes:
         action = f"none: {plan.decision.summary}"
     elif plan.error is not None:
         action = f"none: {plan.error}"
@@ -70,7 +74,7 @@ class DryRun:
                     self._admission,
                     move,
                     target,
-                    Known(followed, wave, tag, states.get(target.id), promotion),
+                    Known(followed, wave, tag, states.get(target.id), promotion, waves=tuple(waves)),
                     now,
                     self._workloads,
                 ),

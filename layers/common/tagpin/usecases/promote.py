@@ -24,13 +24,13 @@ import logging
 from collections.abc import Callable, Mapping
 
 from tagpin.domain.config import FollowedImage, RolloutSettings
-from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
+from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
 from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
 from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State, TargetState, TargetStatus
-from tagpin.usecases.audit import Audit
+from tagpin.usecases.audit import Audit, move_of
 from tagpin.usecases.waves import PlannedWave, plan
 
 logger = logging.getLogger(__name__)
@@ -101,15 +101,12 @@ class Promoter:
             verified_at = now
             if wave.targets:
                 self._audit.record(
-                    image,
-                    digest,
+                    move_of(promotion),
                     ImageEvent.VERIFIED,
                     now,
                     once=f"verified_{index}",
                     detail=", ".join(t.id for t in wave.targets),
                     wave=wave.name,
-                    trigger=promotion.trigger,
-                    correlation_id=promotion.correlation_id,
                     announce=RolloutEventKind.VERIFIED,
                     targets=[t.id for t in wave.targets],
                     complete=following is None,
@@ -138,14 +135,7 @@ class Promoter:
         remaining_ms = verified_at + soak_ms - now
         if remaining_ms > 0:
             self._verifications.send(
-                Verification(
-                    kind=VerificationKind.ADVANCE,
-                    image=image,
-                    digest=digest,
-                    observed_at=promotion.observed_at,
-                    trigger=promotion.trigger,
-                    correlation_id=promotion.correlation_id,
-                ),
+                move_of(promotion).verification(VerificationKind.ADVANCE),
                 min(MAX_DELAY_S, -(-remaining_ms // 1000)),
             )
             return VerificationResult(
@@ -156,21 +146,7 @@ class Promoter:
             return VerificationResult(VerificationOutcome.RACED)
         self._state.history.image_event(image, digest, ImageEvent.WAVE_STARTED, now, wave=following.name)
         logger.info("promoting", extra={"image": image, "digest": digest, "wave": following.name})
-        self._changes.send(
-            Change(
-                image=image,
-                digest=digest,
-                observed_at=promotion.observed_at,
-                trigger=Trigger.PROMOTE,
-                correlation_id=promotion.correlation_id,
-                round=f"wave-{following.index}",
-                # identifies the move this promotion is of: a later promotion of the same digest
-                # (the tag came back to it, a downgrade) is a new move, not answered from the
-                # idempotency records of this one
-                changed_at=promotion.observed_at,
-                tag=promotion.tag,
-            )
-        )
+        self._changes.send(move_of(promotion).change(Trigger.PROMOTE, f"wave-{following.index}"))
         return VerificationResult(VerificationOutcome.WAVE_STARTED, following.name)
 
     def retry(self, verification: Verification) -> VerificationResult:
@@ -182,19 +158,5 @@ class Promoter:
             or promotion.status is not PromotionStatus.ROLLING
         ):
             return VerificationResult(VerificationOutcome.NOT_ROLLING)
-        self._changes.send(
-            Change(
-                image=verification.image,
-                digest=verification.digest,
-                observed_at=promotion.observed_at,
-                trigger=Trigger.PROMOTE,
-                correlation_id=promotion.correlation_id,
-                round=f"retry-{self._clock()}",
-                # identifies the move this promotion is of: a later promotion of the same digest
-                # (the tag came back to it, a downgrade) is a new move, not answered from the
-                # idempotency records of this one
-                changed_at=promotion.observed_at,
-                tag=promotion.tag,
-            )
-        )
+        self._changes.send(move_of(promotion).change(Trigger.PROMOTE, f"retry-{self._clock()}"))
         return VerificationResult(VerificationOutcome.RESENT)

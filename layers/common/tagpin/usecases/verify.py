@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome, VerificationResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, VerificationQueue
@@ -219,15 +220,12 @@ class Verifier:
         # Announced first (once per target and digest), then the state: a retry after a failure
         # between the two finds the target still applied and finishes it without a second notice.
         self._audit.record(
-            image,
-            digest,
+            Move.of(verification),
             ImageEvent.STALLED,
             now,
             once=f"stalled_{target.id}",
             detail=f"{target.id}: {why}",
             wave=next((w.name for w in waves if any(t.id == target.id for t in w.targets)), "?"),
-            trigger=verification.trigger,
-            correlation_id=verification.correlation_id,
             announce=RolloutEventKind.STALLED,
             targets=[target.id],
             message=why,
@@ -283,8 +281,7 @@ class Verifier:
         # A version channel whose targets were rolled back returns to the version before.
         back = return_to_previous(self._state, followed, digest, self._clock()) if rolled_back else None
         self._audit.record(
-            image,
-            digest,
+            Move.of(verification),
             ImageEvent.ROLLED_BACK if rolled_back else ImageEvent.FAILED,
             self._clock(),
             once="failed",
@@ -293,8 +290,6 @@ class Verifier:
             + (", ".join(restored) or "none")
             + ("" if back is None else f"; the channel is back on {back}"),
             wave=next((w.name for w in waves if any(t.id == culprit for t in w.targets)), "?"),
-            trigger=verification.trigger,
-            correlation_id=verification.correlation_id,
             announce=RolloutEventKind.ROLLED_BACK if rolled_back else RolloutEventKind.FAILED,
             targets=[culprit, *[t for t in restored if t != culprit]],
             message=why,

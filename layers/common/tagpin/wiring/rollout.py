@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from tagpin.adapters.notify import Notifier
     from tagpin.ports.signatures import SignatureChecker, TrustMaterial
     from tagpin.usecases.admission import Admission
-    from tagpin.usecases.apply import Applier, Guard
+    from tagpin.usecases.apply import Applier, ApplyTarget, Guard
     from tagpin.usecases.approvals import Approvals
     from tagpin.usecases.gitroute import GitRoute
     from tagpin.usecases.promote import Promoter
@@ -29,23 +29,33 @@ def idempotency_guard() -> Guard:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, idempotent_function
     from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
 
+    from tagpin.domain.messages import TargetChange
     from tagpin.domain.outcomes import ApplyResult
 
     persistence = DynamoDBPersistenceLayer(
         table_name=wiring.setting("idempotency_table"), boto3_client=wiring.aws("dynamodb")
     )
 
-    def guard(fn: Callable[..., ApplyResult]) -> Callable[..., ApplyResult]:
-        wrapped: Callable[..., ApplyResult] = idempotent_function(
-            fn,
-            data_keyword_argument="target_change",
+    def guard(fn: ApplyTarget) -> ApplyTarget:
+        # The key is the change's typed ``key`` (``TargetChange.key``), handed over as the data
+        # powertools hashes: nothing depends on what the use case names its parameter.
+        def once(key: list[Any], change: TargetChange) -> ApplyResult:
+            return fn(change)
+
+        once_only: Callable[..., ApplyResult] = idempotent_function(
+            once,
+            data_keyword_argument="key",
             persistence_store=persistence,
             config=wiring.idempotency_config(),
             output_serializer=PydanticSerializer(model=ApplyResult),
             # A stable prefix, not the function's module path: moving code never forgets results.
             key_prefix="tagpin.apply_target",
         )
-        return wrapped
+
+        def guarded(change: TargetChange) -> ApplyResult:
+            return once_only(key=list(change.key), change=change)
+
+        return guarded
 
     return guard
 
@@ -54,14 +64,10 @@ def idempotency_guard() -> Guard:
 def idempotency_config() -> Any:
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
-    # One roll per (target, digest). A day covers SQS retries and the DLQ redrive window that
-    # matters; after that the state's conditional claim and the "already current" check still hold.
-    # reconcile_run is null except on the reconciler's healing changes; changed_at identifies the
-    # move, so a tag returning to an earlier digest within the day is applied
-    # (tagpin.domain.messages.Change).
-    return IdempotencyConfig(
-        event_key_jmespath="[target_id, digest, changed_at, reconcile_run]", expires_after_seconds=24 * 3600
-    )
+    # One roll per key (tagpin.domain.messages.OnceKey: target, digest, the move, a reconcile
+    # run's healing). A day covers SQS retries and the DLQ redrive window that matters; after that
+    # the state's conditional claim and the "already current" check still hold.
+    return IdempotencyConfig(expires_after_seconds=24 * 3600)
 
 
 @cached

@@ -12,27 +12,34 @@ from tagpin.domain.moves import Move
 from tagpin.ports.state import State
 from tagpin.usecases.admission.approval import ApprovalGate
 from tagpin.usecases.admission.bad_digest import BadDigestGate
-from tagpin.usecases.admission.decision import Decision, Gate, GateName, Known, MoveGate, Stage
+from tagpin.usecases.admission.decision import Decision, Gate, GateName, Known, MoveGate, Stage, Verdict
 from tagpin.usecases.admission.hold import HoldAnnotationGate, HoldGate
 from tagpin.usecases.admission.owner import OwnerGate
 from tagpin.usecases.admission.paused import PausedGate
 from tagpin.usecases.admission.slot import SlotGate
 from tagpin.usecases.admission.superseded import SupersededGate
+from tagpin.usecases.admission.wave import WaveGate
 from tagpin.usecases.admission.window import WindowGate
 
 
 def first_stop(decisions: Iterable[Decision]) -> Decision:
     """The first decision that does not let the move go (an ``unknown`` one neither), carrying the
     warnings of the gates before it; else go with every warning. Lazy: no gate after the first
-    stop is asked (a window that defers takes no cluster slot; a hold asks no registry)."""
+    stop is asked (a window that defers takes no cluster slot; a hold asks no registry). A wave's
+    wait is the answer only when nothing after it stops the move: what will stop it once its wave
+    comes (a hold, a missing signature) says more than "later"."""
     warnings: list[Decision] = []
+    waiting: Decision | None = None
     for decision in decisions:
+        if decision.verdict is Verdict.WAIT:
+            waiting = waiting or decision
+            continue
         if decision.goes:
             if decision.warn:
                 warnings.append(decision)
             continue
         return decision.with_warnings(tuple(warnings))
-    return Decision.go().with_warnings(tuple(warnings))
+    return (waiting or Decision.go()).with_warnings(tuple(warnings))
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ class Admission:
     def __init__(self, move_gates: Sequence[MoveGate], gates: Sequence[Gate]) -> None:
         stages = [g.stage for g in gates]
         if stages != sorted(stages):
-            raise ValueError("gates must be given stage by stage (TARGET before WORKLOAD)")
+            raise ValueError("gates must be given stage by stage (WAVE, TARGET, then WORKLOAD)")
         self.move_gates = tuple(move_gates)
         self.gates = tuple(gates)
 
@@ -73,7 +80,7 @@ class Admission:
     ) -> list[Decision]:
         """Every gate's decision, in order, changing nothing (no slot taken, no request sent);
         ``until_stop``: up to the first that does not let the move go (no registry is asked for a
-        held target), as the live path asks them."""
+        held target), as the live path asks them; past a wave's wait (``first_stop``)."""
         looking = replace(known, live=False)
         asked = itertools.chain(
             (g.decide(move, looking, now) for g in self.move_gates),
@@ -82,7 +89,7 @@ class Admission:
         decisions = []
         for decision in asked:
             decisions.append(decision)
-            if until_stop and not decision.goes:
+            if until_stop and not decision.goes and decision.verdict is not Verdict.WAIT:
                 break
         return decisions
 
@@ -101,6 +108,7 @@ def standard(
     return Admission(
         [SupersededGate(), BadDigestGate()],
         [
+            WaveGate(settings),
             ApprovalGate(),
             HoldGate(),
             *trust,

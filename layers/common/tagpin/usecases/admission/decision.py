@@ -20,6 +20,7 @@ class Verdict(StrEnum):
     DEFER = "defer"  # not now: asked again after ``wait_s`` seconds
     BLOCK = "block"  # not this move here; ``transient``: could not be decided now, asked again
     AWAIT_APPROVAL = "await-approval"  # its wave waits for a person's decision
+    WAIT = "wait"  # its wave is not reached yet: the promotion brings the move when it is
     UNKNOWN = "unknown"  # explain only: what the gate reads was not read where it was asked
 
 
@@ -28,6 +29,7 @@ class GateName(StrEnum):
 
     SUPERSEDED = "superseded"
     BAD_DIGEST = "bad-digest"
+    WAVE = "wave"
     APPROVAL = "approval"
     HOLD = "hold"
     PLATFORM = "platform"
@@ -42,8 +44,9 @@ class Stage(IntEnum):
     """When the live path asks a gate. Explain asks every stage at once, in this order."""
 
     MOVE = 0  # the move as a whole, before its promotion starts
-    TARGET = 1  # a target, before it is claimed: the state, the configuration, the registry, the clock
-    WORKLOAD = 2  # a target's workload as the patch step reads it (again at every conflict retry)
+    WAVE = 1  # a target's wave, in the promotion's plan: asked before anything of the target is read
+    TARGET = 2  # a target, before it is claimed: the state, the configuration, the registry, the clock
+    WORKLOAD = 3  # a target's workload as the patch step reads it (again at every conflict retry)
 
 
 # How a stop reads in ``tagpin plan``, the dry run and the console: "<label>: <reason>". A gate not
@@ -91,6 +94,10 @@ class Decision:
         return cls(GateName.APPROVAL, Verdict.AWAIT_APPROVAL, reason)
 
     @classmethod
+    def wait(cls, reason: str) -> Decision:
+        return cls(GateName.WAVE, Verdict.WAIT, reason)
+
+    @classmethod
     def unknown(cls, gate: GateName, reason: str) -> Decision:
         return cls(gate, Verdict.UNKNOWN, reason)
 
@@ -113,7 +120,11 @@ class Decision:
             return f"{self.gate}: not known here: {self.reason}"
         label = _LABELS.get(self.gate)
         if label is None:
-            by_verdict = {Verdict.DEFER: "deferred", Verdict.AWAIT_APPROVAL: "awaiting approval"}
+            by_verdict = {
+                Verdict.DEFER: "deferred",
+                Verdict.AWAIT_APPROVAL: "awaiting approval",
+                Verdict.WAIT: "waiting",
+            }
             label = by_verdict.get(self.verdict, f"blocked: {self.gate}")
         return ": ".join(part for part in (label, self.reason) if part)
 
@@ -130,6 +141,7 @@ class Known:
     state: TargetState | None = None  # the target's state
     promotion: Promotion | None = None  # the image's promotion (of this digest, or of another)
     workload: Workload | None = None  # the target's workload, as read
+    waves: tuple[PlannedWave, ...] = ()  # the image's plan, every wave (names where a move waits)
     # The live path (``Admission.decide``): a gate that takes something to let the move go takes it
     # (the cluster slot). Explain only looks, and changes nothing.
     live: bool = False
