@@ -38,6 +38,7 @@ from hypothesis.stateful import (
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target, parse_config
 from tagpin.domain.messages import TargetChange, Trigger, Verification, VerificationKind
+from tagpin.domain.outcomes import ApplyOutcome
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import ImageChange, Workload
 from tagpin.usecases.apply import Applier
@@ -101,14 +102,27 @@ class WhoWroteCluster(FakeCluster):
         super().set_image(namespace, kind, name, change)
         self.writer[(namespace, kind, name)] = "tagpin"
         written = change.image
+        actor = self.world.baton.log[-1][0]  # the actor making this call (one runs at a time)
+        suspect = self.world.suspects.get(name)
+        if suspect is not None and suspect[0] == actor and suspect[1] != written:
+            del self.world.suspects[name]
+            return  # the patch that landed on a hold, put back by the actor that made it
         st = self.world.store.targets.get(target(name).id)
         now = self.world.clock.now
         if (st is not None and st.holds(written.rpartition("@")[2], now)) or (
             st is not None and st.holds("", now) and st.held_digest == ""
         ):
-            self.world.violations.append(f"{name}: patched to {written} while held ({st.detail})")
+            # A hold written after the applier's last read of its claim cannot stop its patch (the
+            # hold changes no resourceVersion): the applier must put the image back before it
+            # ends: a violation once that actor ended without doing so (the invariant below).
+            self.world.suspects[name] = (
+                actor,
+                written,
+                f"{name}: patched to {written} while held ({st.detail})",
+            )
 
     def set_by_hand(self, name: str, image: str) -> None:
+        self.world.suspects.pop(name, None)  # a person's change stands, whoever wrote before
         workload = self.items[key(name)]
         workload.containers[name] = image
         workload.resource_version = str(int(workload.resource_version) + 1)
@@ -127,6 +141,8 @@ class World:
         self.baton = Baton()
         self.actors = itertools.count()
         self.violations: list[str] = []
+        # a patch that landed on a hold: name -> (its actor, the image written, the finding)
+        self.suspects: dict[str, tuple[str, str, str]] = {}
         self.followed = {APP: FollowedImage(image=APP, targets=[target(n) for n in NAMES])}
 
     def applied(self, digest: str, previous: str | None = None) -> None:
@@ -338,6 +354,10 @@ class Interleavings(RuleBasedStateMachine):
     @invariant()
     def no_false_hold_and_no_patch_over_a_hold(self) -> None:
         assert self.world.violations == [], self.world.violations
+        ended = [
+            finding for actor, _, finding in self.world.suspects.values() if actor in self.world.baton.done
+        ]
+        assert ended == [], ended
 
     @invariant()
     def no_actor_failed(self) -> None:
@@ -347,6 +367,7 @@ class Interleavings(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.world.baton.finish_all()
         assert self.world.violations == [], self.world.violations
+        assert self.world.suspects == {}, self.world.suspects
 
 
 def test_generated_interleavings(dynamodb: Any) -> None:
@@ -464,3 +485,24 @@ def test_a_hold_written_after_the_verifier_read_the_states_wins_over_its_rollbac
     assert world.store.targets.get(api).status is TargetStatus.HELD  # type: ignore[union-attr]
     assert world.cluster.image("shop", Kind.DEPLOYMENT, "web", "web").endswith(DIGESTS[0])  # restored
     assert world.violations == []
+
+
+def test_a_hold_between_the_claims_last_read_and_the_patch_is_kept(world: World) -> None:
+    """Found by the generated interleavings: a person holds ``web`` after the applier read its claim
+    (pending) and before its PATCH lands. The hold changes no resourceVersion, so the PATCH goes
+    through; the applier then finds its claim no longer pending, puts the image the container ran
+    back, and leaves the hold recorded (it once wrote "applied" over it)."""
+    world.applied(D0)
+    moved = world.store.tags.record(APP, DIGESTS[0], world.clock(), Trigger.POLL)
+    apply = world.apply("web", DIGESTS[0], moved.current.observed_at)
+    world.park_before(apply, "WhoWroteCluster.set_image")
+    world.store.targets.hold(
+        target("web").id, "", world.clock(), reason="held by a person", trigger=Trigger.MANUAL
+    )
+    result = world.baton.finish(apply)
+    assert not isinstance(result, BaseException), result
+    assert result.outcome is ApplyOutcome.HELD
+    assert world.cluster.image("shop", Kind.DEPLOYMENT, "web", "web") == f"{APP}@{D0}"
+    state = world.store.targets.get(target("web").id)
+    assert state is not None and state.status is TargetStatus.HELD and state.detail == "held by a person"
+    assert world.violations == [] and world.suspects == {}

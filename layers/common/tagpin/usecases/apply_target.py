@@ -34,7 +34,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
 from tagpin.usecases.admission.owner import live_owner, not_live
 from tagpin.usecases.gitroute import GitRoute
-from tagpin.usecases.patch import patch_with_retries, pinned_image, tagpin_annotations
+from tagpin.usecases.patch import patch_with_retries, pinned_image, restore, tagpin_annotations
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,12 @@ class TargetApplier:
             return ApplyResult(outcome=outcome, target=tc.target_id, previous_image=previous, detail=owner)
         # already-current: nothing was replaced, so the previous image stays the one last replaced.
         patched = outcome is ApplyOutcome.PATCHED
-        self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=previous if patched else None)
+        last = previous if patched else None
+        if not self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last, claimed=True):
+            if patched and self._held_since(tc):
+                return self._put_back(tc, kind, previous)
+            # claimed by a newer digest since (its own patch follows this one): recorded as superseded
+            self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last)
         logger.info("applied", extra={"target": tc.target_id, "digest": tc.digest, "outcome": outcome})
         settings = self._settings()
         if self._verifications is not None and settings.verify:
@@ -172,10 +177,37 @@ class TargetApplier:
 
         return patch_with_retries(workloads, kind, tc.namespace, tc.name, step, tc.target_id)
 
+    def _held_since(self, tc: TargetChange) -> bool:
+        state = self._state.targets.get(tc.target_id)
+        return state is not None and state.status is TargetStatus.HELD
+
+    def _put_back(self, tc: TargetChange, kind: Kind, previous: str) -> ApplyResult:
+        """A person held the target between the claim's last read and the patch (a hold is a row in
+        the state table: it changes no resourceVersion, so the patch's precondition cannot see it).
+        The hold is kept where it was asked for: the image the container ran goes back on, unless
+        someone changed the workload since the patch (then theirs stands)."""
+        target = Target(
+            cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
+        )
+        put = restore(self._workloads(tc.cluster), target, previous, tc.digest, self._clock())
+        logger.warning(
+            "held during the patch; the image it ran is put back",
+            extra={"target": tc.target_id, "digest": tc.digest, "restore": put.value},
+        )
+        return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
+
     def _finish(
-        self, tc: TargetChange, status: TargetStatus, *, detail: str, previous: str | None = None
-    ) -> None:
-        self._state.targets.finish(
+        self,
+        tc: TargetChange,
+        status: TargetStatus,
+        *,
+        detail: str,
+        previous: str | None = None,
+        claimed: bool = False,
+    ) -> bool:
+        """Record ``status`` for the target's digest; ``claimed``: only while the target is still
+        as this claim left it (pending), else nothing is written and False is returned."""
+        return self._state.targets.finish(
             tc.target_id,
             tc.digest,
             status,
@@ -184,4 +216,5 @@ class TargetApplier:
             detail=detail,
             previous_image=previous,
             correlation_id=tc.correlation_id,
+            expected=frozenset({TargetStatus.PENDING}) if claimed else None,
         )
