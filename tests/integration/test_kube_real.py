@@ -154,6 +154,16 @@ def test_broken_image_exceeds_the_progress_deadline_and_rollout_undo_restores(ku
     # the deadline back first: the undo is a rollout too, and under load it takes more than 3 s
     kube.kubectl("patch", "deployment", "web", "-n", ns, "-p", '{"spec":{"progressDeadlineSeconds":600}}')
     kube.kubectl("rollout", "undo", "deployment/web", "-n", ns)
+
+    # The controller may record the undo's generation as observed before its next sync replaces
+    # the old ProgressDeadlineExceeded condition, and `kubectl rollout status` fails at once on that
+    # condition (seen once on 2 busy cores): wait for the controller to move on first.
+    def moved_on() -> bool:
+        status = apps.read_namespaced_deployment("web", ns).status
+        conditions = {c.type: c.reason for c in status.conditions or []}
+        return conditions.get("Progressing") != "ProgressDeadlineExceeded"
+
+    wait_for("the undo's rollout replaces the ProgressDeadlineExceeded condition", moved_on)
     assert "successfully rolled out" in rollout_status(kube, ns, "web")
     assert apps.read_namespaced_deployment("web", ns).spec.template.spec.containers[0].image == good
 
