@@ -14,7 +14,7 @@ from tagpin import wiring
 from tagpin.adapters.secrets import SecretNotFound, Secrets
 from tagpin.domain.config import parse_config
 from tagpin.settings import SecretStore
-from tagpin_cli import doctor, doctor_clusters, doctor_secrets
+from tagpin_cli import doctor, doctor_clusters, doctor_seat, doctor_secrets
 from tagpin_cli.doctor import Seat, Status
 from tagpin_cli.environment import Stack
 
@@ -184,7 +184,7 @@ def test_each_secret_is_checked_for_its_shape_and_each_readers_iam_access(
     lab = results["tagpin/clusters/lab"]
     assert lab.status is Status.FAIL and "reconciler may not read it" in lab.detail
     assert ("webhook", webhook_arn) in asked
-    assert {f for f, arn in asked if "registries" in arn} == set(doctor.REGISTRY_READERS)
+    assert {f for f, arn in asked if "registries" in arn} == set(doctor_seat.REGISTRY_READERS)
 
     SECRETS["tagpin/registries/example"] = '{"user": "robot"}'
     try:

@@ -4,7 +4,7 @@ confirmed subscription; the dead-letter queue is empty, and so is the queue of u
 
 from __future__ import annotations
 
-from tagpin_cli.doctor import Result, Seat, Status
+from tagpin_cli.doctor_seat import Result, Seat, Status
 
 
 def check_alarms(seat: Seat) -> list[Result]:

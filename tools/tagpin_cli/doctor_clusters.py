@@ -30,7 +30,7 @@ from typing import Any
 
 from tagpin.domain.kinds import PROFILES
 
-from tagpin_cli.doctor import CLUSTER_READERS, Result, Seat, Status, short
+from tagpin_cli.doctor_seat import CLUSTER_READERS, Result, Seat, Status, short
 
 # (API group, resource) of every kind: its profile's (custom ones are listed in every cluster, too)
 KINDS = {p.kind: (p.group, p.plural) for p in PROFILES}

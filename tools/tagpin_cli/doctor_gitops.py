@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tagpin_cli.doctor import Result, Seat, Status
+from tagpin_cli.doctor_seat import Result, Seat, Status
 
 WRITEBACK_QUEUE = "tagpin-writeback.fifo"  # the local stack's (tagpin_local.stack_git)
 CONFIGURE = (

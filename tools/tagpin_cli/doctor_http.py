@@ -8,7 +8,7 @@ webhook API's, before the console had an API of its own) gets 404s, and its appr
 
 from __future__ import annotations
 
-from tagpin_cli.doctor import Result, Seat, Status, short
+from tagpin_cli.doctor_seat import Result, Seat, Status, short
 
 
 def check_console(seat: Seat) -> list[Result]:

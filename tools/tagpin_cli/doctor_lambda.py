@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tagpin_cli.doctor import Result, Seat, Status, short
+from tagpin_cli.doctor_seat import Result, Seat, Status, short
 
 CHECK = "lambda"
 UNRESERVED_FLOOR = 100  # Lambda keeps this much of the quota unreserved (all of a smaller quota)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tagpin_cli.doctor import REGISTRY_READERS, Result, Seat, Status, allowed_by_iam, short
+from tagpin_cli.doctor_seat import REGISTRY_READERS, Result, Seat, Status, allowed_by_iam, short
 
 
 def check_registries(seat: Seat) -> list[Result]:

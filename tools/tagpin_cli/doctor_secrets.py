@@ -16,7 +16,7 @@ from typing import Any
 from tagpin.adapters.secrets import SecretDenied, SecretNotFound, parameter_name
 from tagpin.settings import SecretStore
 
-from tagpin_cli.doctor import (
+from tagpin_cli.doctor_seat import (
     CLUSTER_READERS,
     NOTIFIERS,
     REGISTRY_READERS,
