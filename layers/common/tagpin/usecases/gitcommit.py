@@ -81,9 +81,22 @@ def commit_files(
     backoff_s: float = 0.5,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Committed:
+    return with_retries(
+        lambda attempt: _once(repos, branch, paths, edit, message, author, attempt),
+        attempts,
+        backoff_s,
+        sleep,
+    )
+
+
+def with_retries[T](
+    call: Callable[[int], T], attempts: int, backoff_s: float, sleep: Callable[[float], None]
+) -> T:
+    """``call(attempt)``, again after a transient ``GitError`` (a non-fast-forward push, a server
+    that is down) with a doubling backoff and jitter; the last attempt's error is raised."""
     for attempt in range(1, attempts + 1):
         try:
-            return _once(repos, branch, paths, edit, message, author, attempt)
+            return call(attempt)
         except GitError as exc:
             if not exc.transient or attempt == attempts:
                 raise

@@ -17,7 +17,6 @@ the target applied and verified, as for a workload already current.
 
 from __future__ import annotations
 
-import random
 import re
 import time
 from collections.abc import Callable
@@ -27,14 +26,13 @@ from tagpin.domain.gitops.writes import WriteKind, WriteRequest
 from tagpin.ports.git import (
     Author,
     Branch,
-    GitError,
     GitNotFound,
     GitRepositories,
     PullRequest,
     ReviewRequests,
 )
 from tagpin.ports.state import ImageEvent, State, TargetStatus
-from tagpin.usecases.gitcommit import FilesEdit, texts_of
+from tagpin.usecases.gitcommit import FilesEdit, texts_of, with_retries
 
 SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 BODY_MAX = 60_000  # GitHub refuses a body over 65,536 characters
@@ -72,14 +70,12 @@ def open_review(
     backoff_s: float = 0.5,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Reviewed:
-    for attempt in range(1, attempts + 1):
-        try:
-            return _once(repos, reviews, base, source, paths, edit, message, author)
-        except GitError as exc:
-            if not exc.transient or attempt == attempts:
-                raise
-            sleep(backoff_s * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))  # noqa: S311 (jitter)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    return with_retries(
+        lambda _attempt: _once(repos, reviews, base, source, paths, edit, message, author),
+        attempts,
+        backoff_s,
+        sleep,
+    )
 
 
 def _once(
