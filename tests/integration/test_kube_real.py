@@ -9,11 +9,15 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
+from tagpin.adapters.kubernetes.workloads import workload_from
+from tagpin.domain.kinds import Kind, Progress
 from tagpin_local.kube import KubeCluster
 from tagpin_local.kube.manifests import cronjob, daemonset, deployment, statefulset
 
@@ -166,6 +170,42 @@ def test_broken_image_exceeds_the_progress_deadline_and_rollout_undo_restores(ku
     wait_for("the undo's rollout replaces the ProgressDeadlineExceeded condition", moved_on)
     assert "successfully rolled out" in rollout_status(kube, ns, "web")
     assert apps.read_namespaced_deployment("web", ns).spec.template.spec.containers[0].image == good
+
+
+def test_a_return_to_an_earlier_image_after_a_deadline_is_not_read_as_its_failure(kube, ns):
+    """The real deployment controller, given back a template whose ReplicaSet exists, records the
+    new generation as observed while its old ProgressDeadlineExceeded condition still stands (until
+    a sync sees progress). tagpin reads the rollout that began at the patch: that condition is an
+    earlier rollout's, not a failure of the image it returned to."""
+    good = f"{REGISTRY}/demo/web:stable@{OLD}"
+    bad = f"{REGISTRY}/demo/web:stable@{BAD}"
+    kube.kubectl("create", "deployment", "web", f"--image={good}", "-n", ns)
+    rollout_status(kube, ns, "web")
+    kube.kubectl("patch", "deployment", "web", "-n", ns, "-p", '{"spec":{"progressDeadlineSeconds":3}}')
+    kube.kubelet.break_image(BAD)
+    kube.kubectl("set", "image", "deployment/web", f"web={bad}", "-n", ns)
+    failed = kube.kubectl("rollout", "status", "deployment/web", "-n", ns, "--timeout=90s", check=False)
+    assert "exceeded its progress deadline" in failed.stderr
+    since = kube.objects.get("Deployment", ns, "web")["metadata"]["resourceVersion"]
+
+    began = int(time.time() * 1000)  # as the verifier's applied_at: the patch's time
+    kube.kubectl("set", "image", "deployment/web", f"web={good}", "-n", ns)  # its ReplicaSet exists
+    states: list[dict[str, Any]] = []  # every state the API server stored, by a WATCH
+    deadline = time.monotonic() + 60
+    while not states or workload_from(Kind.DEPLOYMENT, states[-1]).health.progress is not Progress.COMPLETE:
+        assert time.monotonic() < deadline, f"the return did not roll out ({len(states)} states seen)"
+        for state in kube.objects.watch("Deployment", ns, "web", since, timeout=5):
+            states.append(state)
+            since = state["metadata"]["resourceVersion"]
+            if workload_from(Kind.DEPLOYMENT, state).health.progress is Progress.COMPLETE:
+                break
+    observed = [workload_from(Kind.DEPLOYMENT, d) for d in states if d["metadata"]["generation"] > 2]
+    observed = [w for w in observed if w.status.get("observedGeneration") == w.generation]
+    stale = [w for w in observed if w.health.progress is Progress.FAILED]  # read without its start
+    print(f"states of the return: {len(states)}, observed: {len(observed)}, stale deadline: {len(stale)}")
+    assert stale, "the controller replaced the condition in the same write (the window is gone)"
+    assert all(w.health_since(began).progress is not Progress.FAILED for w in observed)
+    assert observed[-1].health_since(began).progress is Progress.COMPLETE
 
 
 def test_the_local_manifests_are_served_and_their_controllers_run(kube, ns):

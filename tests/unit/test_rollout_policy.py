@@ -67,6 +67,51 @@ def test_deployment_rollout(status: dict[str, Any], progress: Progress) -> None:
     assert Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, status).progress is progress
 
 
+# A deadline the controller recorded at 12:00:00 (as it serves it: whole seconds, UTC).
+DEADLINE_AT = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
+EXCEEDED = deployment_status(
+    updatedReplicas=1,
+    conditions=[
+        {
+            "type": "Progressing",
+            "status": "False",
+            "reason": "ProgressDeadlineExceeded",
+            "message": 'ReplicaSet "web-5d8" has timed out progressing.',
+            "lastUpdateTime": DEADLINE_AT.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    ("began_ms", "progress"),
+    [
+        # the patch came after the deadline was recorded (a return to an image whose ReplicaSet
+        # exists): the controller observed the generation but has not replaced the old condition
+        (int(DEADLINE_AT.timestamp() * 1000) + 700, Progress.PROGRESSING),
+        (int(DEADLINE_AT.timestamp() * 1000) + 60_000, Progress.PROGRESSING),
+        # the deadline came after the patch: this rollout's own failure
+        (int(DEADLINE_AT.timestamp() * 1000) - 600_000, Progress.FAILED),
+        (int(DEADLINE_AT.timestamp() * 1000), Progress.FAILED),
+        (None, Progress.FAILED),  # asked without the rollout's start (tagpin doctor, the console)
+    ],
+)
+def test_a_deadline_recorded_before_the_rollout_began_is_an_earlier_rollouts(
+    began_ms: int | None, progress: Progress
+) -> None:
+    health = Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, EXCEEDED, began_ms)
+    assert health.progress is progress
+    assert "ProgressDeadlineExceeded" in health.reason
+
+
+def test_a_deadline_without_its_time_is_a_failure_whenever_the_rollout_began() -> None:
+    undated = deployment_status(
+        conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]
+    )
+    health = Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, undated, 10**13)
+    assert health.progress is Progress.FAILED
+
+
 def test_a_paused_deployment_is_paused_before_its_controller_says_so() -> None:
     status = deployment_status(updatedReplicas=0)
     health = Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3, "paused": True}, status)

@@ -124,6 +124,11 @@ class Workload:
         """Has the rollout of its current generation finished (its kind's rule)?"""
         return self.kind.profile.rollout_health(self.generation, self.spec, self.status)
 
+    def health_since(self, began: int) -> Health:
+        """``health`` of the rollout begun at ``began`` (epoch ms): a failure recorded before it
+        belongs to an earlier rollout (``Profile.rollout_health``)."""
+        return self.kind.profile.rollout_health(self.generation, self.spec, self.status, began)
+
     @property
     def runs_pods(self) -> bool:
         """Whether pods say what it runs (not a CronJob between runs)."""

@@ -137,7 +137,7 @@ class Verifier:
                 self._promoter.evaluate(verification.image, digest)
             return VerificationResult(V.GONE)
         running = workload.image_of(target.container) or ""
-        health = workload.health
+        health = workload.health_since(verification.applied_at or st.updated_at)
         if not running.endswith("@" + digest) and verification.commit is not None:
             # moved by a commit: the GitOps tool has not applied it yet (timed as a rollout)
             health = Health(

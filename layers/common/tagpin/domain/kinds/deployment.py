@@ -1,7 +1,8 @@
 """Deployment (``apps/v1``).
 
 Its rollout is complete when the controller observed the new generation; ``Progressing`` is not
-``ProgressDeadlineExceeded`` (that is a failure, at once); every replica is updated, no old replica
+``ProgressDeadlineExceeded`` (that is a failure, at once, if the controller recorded it after the
+rollout began: ``Profile.rollout_health``); every replica is updated, no old replica
 is left and every updated replica is available. A Deployment a person paused (``kubectl rollout
 pause``: ``spec.paused``, ``Progressing`` ``DeploymentPaused``) rolls nothing out until it is
 resumed: ``PAUSED``, never a failure of the image.
@@ -9,7 +10,18 @@ resumed: ``PAUSED``, never a failure of the image.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from tagpin.domain.kinds.profile import Health, Json, Profile, Progress, as_int
+
+
+def recorded_at(condition: Json) -> int | None:
+    """When the controller last updated ``condition`` (epoch ms); None where it does not say."""
+    text = condition.get("lastUpdateTime")
+    try:
+        return int(datetime.fromisoformat(str(text)).timestamp() * 1000) if text else None
+    except ValueError:
+        return None
 
 
 def health(spec: Json, status: Json) -> Health:
@@ -17,7 +29,9 @@ def health(spec: Json, status: Json) -> Health:
     for condition in conditions:
         if condition.get("type") == "Progressing" and condition.get("reason") == "ProgressDeadlineExceeded":
             return Health(
-                Progress.FAILED, f"ProgressDeadlineExceeded: {condition.get('message', '')}".strip()
+                Progress.FAILED,
+                f"ProgressDeadlineExceeded: {condition.get('message', '')}".strip(),
+                recorded_at=recorded_at(condition),
             )
     want = as_int(spec.get("replicas"), 1)
     updated = as_int(status.get("updatedReplicas"))
