@@ -300,3 +300,39 @@ def test_pull_request_mode_opens_a_request_and_the_target_moves_once_it_is_merge
             wait_for("verified after the merge", lambda: world.status(digest) is TargetStatus.VERIFIED)
         finally:
             world.configure()
+
+
+def test_a_pull_request_closed_without_merge_holds_the_target_and_a_reconcile_opens_no_other(
+    world: World, cli: Cli
+) -> None:
+    """A person closes tagpin's request: the reconciler's heal delivers the pin again, and the
+    write-back reads the request back: the target is held on the digest with the request's URL
+    (``tagpin status`` shows it), nothing is pushed or opened again, the cluster is untouched.
+    ``tagpin release`` after reopening the request lets it go on."""
+    world.syncer.sync()
+    before = world.running()
+    with ReviewServer(world.git) as api:
+        world.configure(mode="pull-request", api_url=api.url)
+        try:
+            digest = push_image(world.registry.url, "demo/shop", "stable", content=b"declined")
+            world.st.run_poller()
+            wait_for("the pull request", lambda: api.posts == 1 and "awaiting review" in world.detail())
+            (review,) = api.reviews
+            page = f"{world.git.url}/org/shop/pull/{review.number}"
+            api.close("org/shop", review.number)  # a person declines it
+            world.st.run_reconciler()
+            wait_for("the target held", lambda: world.status(digest) is TargetStatus.HELD)
+            shown = row(cli, world.image)
+            assert shown["condition"] == "held", shown
+            assert f"pull request {page} was closed without merge" in shown["detail"], shown
+            world.st.run_reconciler()  # held: nothing sent again
+            assert api.posts == 1 and world.status(digest) is TargetStatus.HELD
+            assert world.running() == before  # the cluster untouched
+
+            api.reopen("org/shop", review.number)  # the person changes their mind
+            assert cli.json("release", TARGET)["released"] is True
+            world.st.run_reconciler()
+            wait_for("awaiting review again", lambda: f"pull request {page} open for" in world.detail())
+            assert api.posts == 1 and world.status(digest) is TargetStatus.PENDING
+        finally:
+            world.configure()

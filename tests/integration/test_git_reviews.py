@@ -145,3 +145,72 @@ def test_refused_credentials_open_nothing_and_the_request_comes_back(git: GitSer
         assert WRONG not in detail
         world.secrets["tagpin/git/local"] = json.dumps({"token": WRITE})  # fixed: the next delivery opens it
         assert world.writer.write([world.pin()])[0].outcome is WriteOutcome.REQUESTED and api.posts == 1
+
+
+@pytest.mark.parametrize("kind", [GitHostKind.GITHUB, GitHostKind.GITLAB])
+def test_a_request_closed_without_merge_holds_the_targets_and_is_not_opened_again(
+    git: GitServer, state: State, kind: GitHostKind
+) -> None:
+    """A person's "no" is an answer: delivered again (the reconciler's heal), nothing is pushed and
+    no request opened; the target is held on the digest with the request's URL and what to do. To
+    roll it after all, the person reopens the request and releases the target."""
+    with ReviewServer(git) as api:
+        world = World(git, api, state, kind)
+        world.claim()
+        (written,) = world.writer.write([world.pin()])
+        assert written.outcome is WriteOutcome.REQUESTED
+        (review,) = api.reviews
+        pushed = git.head("org/apps", BRANCH)
+        api.close("org/apps", review.number)  # a person declines it
+
+        (again,) = world.writer.write([world.pin()])
+        assert again.outcome is WriteOutcome.DECLINED
+        assert api.posts == 1 and git.head("org/apps", BRANCH) == pushed  # nothing opened or pushed
+        status, detail = world.target()
+        page = review_page(git, kind, review.number)
+        assert status is TargetStatus.HELD
+        assert detail == (
+            f"pull request {page} was closed without merge: held on this digest until the tag moves "
+            "(to roll it after all, reopen the request and run tagpin release)"
+        )
+        st = state.targets.get(T_KUSTOMIZE)
+        assert st is not None and st.holds(D1) and not st.holds("sha256:" + "e" * 64)  # this digest only
+
+        # the person changes their mind: reopens it and releases the target
+        api.reopen("org/apps", review.number)
+        assert state.targets.release(T_KUSTOMIZE, world.clock(), reason="reopened", trigger=Trigger.MANUAL)
+        world.claim()
+        (reopened,) = world.writer.write([world.pin()])
+        assert reopened.outcome is WriteOutcome.REQUESTED and api.posts == 1
+        assert world.target() == (
+            TargetStatus.PENDING,
+            f"awaiting review: pull request {page} open for {BRANCH} at {pushed}",
+        )
+        api.merge("org/apps", review.number)
+        (merged,) = world.writer.write([world.pin()])
+        assert merged.outcome is WriteOutcome.UNCHANGED and world.target()[0] is TargetStatus.APPLIED
+
+
+def test_a_merged_request_whose_edit_was_changed_back_is_not_opened_again(
+    git: GitServer, state: State
+) -> None:
+    """Merged, then the deployed branch changed back by a person (a revert commit): also their
+    answer; opening the same branch again would be refused by the host anyway."""
+    with ReviewServer(git) as api:
+        world = World(git, api, state, GitHostKind.GITHUB)
+        world.claim()
+        world.writer.write([world.pin()])
+        (review,) = api.reviews
+        api.merge("org/apps", review.number)
+        git.commit_files("org/apps", {PATH: KUSTOMIZATION}, "revert the pin")  # a person changes it back
+        (again,) = world.writer.write([world.pin()])
+        assert again.outcome is WriteOutcome.DECLINED and api.posts == 1
+        status, detail = world.target()
+        assert status is TargetStatus.HELD
+        assert "was merged, and the deployed branch was changed back since" in detail
+
+
+def review_page(git: GitServer, kind: GitHostKind, number: int) -> str:
+    if kind is GitHostKind.GITHUB:
+        return f"{git.url}/org/apps/pull/{number}"
+    return f"{git.url}/org/apps/-/merge_requests/{number}"

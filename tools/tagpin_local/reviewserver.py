@@ -3,19 +3,22 @@ GitHub or GitLab. It serves on 127.0.0.1 exactly the endpoints tagpin's adapter 
 (``tagpin.adapters.git.reviews``), with the fields it reads and sends as the real APIs document
 them, backed by the repositories of the real Git server (:mod:`tagpin_local.gitserver`):
 
-- GitHub: ``GET /repos/{owner}/{repo}/pulls?head={owner}:{branch}&base=…&state=open`` (a list)
+- GitHub: ``GET /repos/{owner}/{repo}/pulls?head={owner}:{branch}&base=…&state=open|closed|all``
+  (a list; ``state`` open or closed, a merged one closed with ``merged_at``)
   and ``POST /repos/{owner}/{repo}/pulls`` (``title``, ``head``, ``base``, ``body``; 201 with
   ``number`` and ``html_url``; 422 when the head branch does not exist or a request is already open
   for it). ``Authorization: Bearer <token>``. Configure ``api_url: <url>``.
-- GitLab: ``GET /api/v4/projects/{id}/merge_requests?source_branch=…&target_branch=…&state=opened``
-  and ``POST /api/v4/projects/{id}/merge_requests`` (``source_branch``, ``target_branch``,
-  ``title``, ``description``; 201 with ``iid`` and ``web_url``; 409 when one is open for the
-  branch). ``PRIVATE-TOKEN: <token>``. Configure ``api_url: <url>/api/v4``.
+- GitLab: ``GET /api/v4/projects/{id}/merge_requests?source_branch=…&target_branch=…&state=…``
+  (opened, closed, merged or all, the default) and ``POST /api/v4/projects/{id}/merge_requests``
+  (``source_branch``, ``target_branch``, ``title``, ``description``; 201 with ``iid`` and
+  ``web_url``; 409 when one is open for the branch). ``PRIVATE-TOKEN: <token>``. Configure
+  ``api_url: <url>/api/v4``.
 
 Tokens are the Git server's (``write`` ones may open requests); no token or an unknown one is 401,
 a ``read`` one 403, a repository the Git server does not have 404. ``merge(name, number)``
 fast-forwards the base branch to the request's head, as a person's merge would (a merge commit
-is not needed for what the tests show). ``posts`` counts the requests opened.
+is not needed for what the tests show); ``close`` closes one unmerged, as a person who declines it;
+``reopen`` opens it again. ``posts`` counts the requests opened.
 """
 
 from __future__ import annotations
@@ -97,6 +100,17 @@ class ReviewServer:
         review.state = "merged"
         return head
 
+    def close(self, name: str, number: int) -> None:
+        """Close the request without merging it (a person declines it)."""
+        (review,) = [r for r in self.reviews if r.repository == name and r.number == number]
+        review.state = "closed"
+
+    def reopen(self, name: str, number: int) -> None:
+        """Reopen a request closed without a merge."""
+        (review,) = [r for r in self.reviews if r.repository == name and r.number == number]
+        assert review.state == "closed"
+        review.state = "open"
+
     # -- HTTP ---------------------------------------------------------------------------------
 
     def _handle(self, http: BaseHTTPRequestHandler, method: str) -> None:
@@ -162,20 +176,30 @@ class ReviewServer:
             target, wanted = query.get("base"), query.get("state", "open")
         else:
             source, target = query.get("source_branch", ""), query.get("target_branch")
-            wanted = "open" if query.get("state") == "opened" else query.get("state", "open")
+            wanted = (
+                "open" if query.get("state") == "opened" else query.get("state", "all")
+            )  # GitLab's default
         return [
             r
             for r in self.reviews
             if r.repository == name
             and r.source == source
             and (target is None or r.target == target)
-            and r.state == wanted
+            and wanted in ("all", r.state, "closed" if kind == "github" and r.state == "merged" else "")
         ]
 
     def _shown(self, kind: str, review: Review) -> dict[str, Any]:
-        if kind == "github":
+        if kind == "github":  # open or closed; a merged one is closed, with merged_at
             page = f"{self.git.url}/{review.repository}/pull/{review.number}"
-            return {"number": review.number, "html_url": page, "state": review.state, "title": review.title}
+            merged = "2026-01-01T00:00:00Z" if review.state == "merged" else None
+            state = "open" if review.state == "open" else "closed"
+            return {
+                "number": review.number,
+                "html_url": page,
+                "state": state,
+                "merged_at": merged,
+                "title": review.title,
+            }
         page = f"{self.git.url}/{review.repository}/-/merge_requests/{review.number}"
         state = "opened" if review.state == "open" else review.state
         return {"iid": review.number, "web_url": page, "state": state, "title": review.title}

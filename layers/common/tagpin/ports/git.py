@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from tagpin.domain.gitops.writes import WriteRequest
@@ -43,13 +44,20 @@ class Author:
     email: str = "tagpin@users.noreply.invalid"
 
 
+class ReviewState(StrEnum):
+    OPEN = "open"
+    MERGED = "merged"
+    CLOSED = "closed"  # closed without a merge: a person declined it
+
+
 @dataclass(frozen=True)
 class PullRequest:
-    """An open pull (GitHub) or merge (GitLab) request: its number and the page a person reviews."""
+    """A pull (GitHub) or merge (GitLab) request: its number and the page a person reviews."""
 
     number: int
     url: str
-    created: bool  # False: one was already open for the branch
+    created: bool  # False: one was already there for the branch
+    state: ReviewState = ReviewState.OPEN
 
 
 class GitError(Exception):
@@ -103,6 +111,11 @@ class GitRepositories(Protocol):
 
 
 class ReviewRequests(Protocol):
+    def find(self, url: str, source: str, target: str) -> PullRequest | None:
+        """The request to merge branch ``source`` into ``target`` of the repository at ``url``, in
+        any state: the open one, else the latest one closed or merged; None: there never was one."""
+        ...
+
     def open(self, url: str, source: str, target: str, title: str, body: str) -> PullRequest:
         """Open a request to merge branch ``source`` into ``target`` of the repository at ``url``,
         or find the one already open for ``source``."""

@@ -6,7 +6,10 @@ branch, ``tagpin/<image>-<12 digits of the digest>`` (``tagpin/revert-…`` for 
 that branch held; then the host's API opens a pull (merge) request from it to the deployed branch,
 or finds the one already open (``ReviewRequests``). Idempotent: a request delivered again finds
 the branch already saying it (no second push) and the request open (no second request); the
-deployed branch already saying it needs no request at all. A transient failure (the server down,
+deployed branch already saying it needs no request at all. A request a person closed without
+merging is their answer for that digest: nothing is pushed or opened again, and the write-back
+holds the targets on it (a new digest is a new branch and a new request; to roll this one after
+all, a person reopens the request and releases the targets). A transient failure (the server down,
 a 5xx) is tried again with backoff, as a commit is.
 
 Nothing reaches the cluster until a person merges: the targets keep their claim (``pending``)
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tagpin.domain.gitops.writes import WriteKind, WriteRequest
+from tagpin.domain.messages import Trigger
 from tagpin.ports.git import (
     Author,
     Branch,
@@ -30,6 +34,7 @@ from tagpin.ports.git import (
     GitRepositories,
     PullRequest,
     ReviewRequests,
+    ReviewState,
 )
 from tagpin.ports.state import ImageEvent, State, TargetStatus
 from tagpin.usecases.gitcommit import FilesEdit, texts_of, with_retries
@@ -46,6 +51,12 @@ class Reviewed:
     commit: str | None
     request: PullRequest | None
     base_head: str
+
+    @property
+    def declined(self) -> bool:
+        """A person closed the request without merging it (or merged it and changed the deployed
+        branch back since): their answer for this digest, not asked again."""
+        return self.request is not None and self.request.state is not ReviewState.OPEN
 
 
 def review_branch(request: WriteRequest) -> str:
@@ -93,6 +104,9 @@ def _once(
     changes = {p: new.encode() for p, new in edit(texts).items() if p in texts and new != texts[p]}
     if not changes:
         return Reviewed(source, None, None, snapshot.commit)
+    found = reviews.find(base.url, source, base.name)
+    if found is not None and found.state is not ReviewState.OPEN:
+        return Reviewed(source, None, found, snapshot.commit)  # declined: nothing pushed or opened
     text = message()
     try:
         mine = repos.read(Branch(base.url, source), list(changes))
@@ -103,8 +117,50 @@ def _once(
     else:
         commit = repos.write(snapshot, changes, text, author, to=source)
     subject, _, body = text.partition("\n")
-    opened = reviews.open(base.url, source, base.name, subject, body.strip()[:BODY_MAX])
+    opened = found or reviews.open(base.url, source, base.name, subject, body.strip()[:BODY_MAX])
     return Reviewed(source, commit, opened, snapshot.commit)
+
+
+def decline(
+    state: State,
+    request: WriteRequest,
+    targets: tuple[str, ...],
+    done: Reviewed,
+    waits: TargetStatus,
+    now: int,
+) -> str:
+    """A person declined the request: a pin's targets are held on its digest (the consumer's hold
+    gate then sends nothing more for it, and the reconciler's heal neither); a revert's stay
+    failed, with why. What was done, in words."""
+    assert done.request is not None
+    how = (
+        "was closed without merge"
+        if done.request.state is ReviewState.CLOSED
+        else "was merged, and the deployed branch was changed back since"
+    )
+    said = (
+        f"pull request {done.request.url} {how}: held on this digest until the tag moves "
+        "(to roll it after all, reopen the request and run tagpin release)"
+    )
+    states = state.targets.get_many(list(targets))
+    for target in targets:
+        st = states.get(target)
+        if st is None or st.digest != request.digest or st.status is not waits:
+            continue  # moved on meanwhile
+        if request.kind is WriteKind.PIN:
+            state.targets.hold(target, request.digest, now, reason=said, trigger=request.trigger, if_still=st)
+        else:
+            state.targets.finish(
+                target,
+                request.digest,
+                TargetStatus.FAILED,
+                now,
+                trigger=Trigger.ROLLBACK,
+                detail=f"not restored through Git: the revert's {said}",
+                correlation_id=request.correlation_id,
+                expected=frozenset({waits}),
+            )
+    return said
 
 
 def record(

@@ -44,7 +44,7 @@ from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositor
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, State, TargetState, TargetStatus
 from tagpin.usecases.gitcommit import Committed, commit_files
-from tagpin.usecases.gitreview import applies, open_review, record, review_branch
+from tagpin.usecases.gitreview import applies, decline, open_review, record, review_branch
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +175,9 @@ class Writer:
             return self._retry(g, str(exc))
         if g.error is not None:
             return self._failed(g)
+        if done.declined:  # a person's answer: the targets held on the digest
+            said = decline(self._state, request, g.targets, done, WAITS_FOR[request.kind], self._clock())
+            return Written(WriteOutcome.DECLINED, None, said, g.targets)
         if done.request is None or done.commit is None:  # the deployed branch already says it
             return self._done(g, base, Committed(None, done.base_head, (), 1))
         said = record(self._state, request, g.targets, done, WAITS_FOR[request.kind], self._clock())

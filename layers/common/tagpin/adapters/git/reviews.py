@@ -10,6 +10,10 @@ pull-request mode): GitHub and GitLab, the endpoints below and nothing else.
   ``description`` (201: ``iid`` and ``web_url``); ``{id}`` is the project's path, URL-encoded.
   Authorization: ``PRIVATE-TOKEN``.
 
+``find`` asks the same lists with ``state=all`` (GitHub: ``state`` open or closed, a merged one
+with ``merged_at``; GitLab: ``state`` opened, closed, locked or merged): a request a person closed
+without merging is their answer, and is not opened again (``tagpin.usecases.gitreview``).
+
 The search first makes a request delivered again find the open one instead of opening a second;
 a create that loses a race (GitHub 422, GitLab 409: one is open for the branch) searches again.
 The token is the host's (``GitTokens``, the same secret as the pushes); the API's base URL is
@@ -28,10 +32,11 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from tagpin.domain.config import GitHost, GitHostKind
-from tagpin.ports.git import GitDenied, GitError, GitNotFound, GitUnavailable, PullRequest
+from tagpin.ports.git import GitDenied, GitError, GitNotFound, GitUnavailable, PullRequest, ReviewState
 
 MAX_BODY = 1024 * 1024
 GITHUB_VERSION = "2022-11-28"
+GITHUB_HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": GITHUB_VERSION}
 
 
 class RestReviews:
@@ -50,7 +55,25 @@ class RestReviews:
         self._forget = forget or (lambda _host: None)
         self._http = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=timeout), maxsize=4)
 
+    def find(self, url: str, source: str, target: str) -> PullRequest | None:
+        host, api, kind, path = self._where(url)
+        if kind is GitHostKind.GITHUB:
+            owner = path.partition("/")[0]
+            query = urlencode({"head": f"{owner}:{source}", "base": target, "state": "all"})
+            found = self._call(host, "GET", f"{_pulls(api, path)}?{query}", GITHUB_HEADERS, None, (200,))
+            return _latest(found, "number", "html_url")
+        query = urlencode({"source_branch": source, "target_branch": target, "state": "all"})
+        found = self._call(host, "GET", f"{_merge_requests(api, path)}?{query}", {}, None, (200,))
+        return _latest(found, "iid", "web_url")
+
     def open(self, url: str, source: str, target: str, title: str, body: str) -> PullRequest:
+        host, api, kind, path = self._where(url)
+        if kind is GitHostKind.GITHUB:
+            return self._github(host, api, path, source, target, title, body)
+        return self._gitlab(host, api, path, source, target, title, body)
+
+    def _where(self, url: str) -> tuple[str, str, GitHostKind, str]:
+        """The host, its API's base URL, its kind and the repository's path."""
         parts = urlsplit(url)
         host = parts.netloc
         configured = self._hosts().get(host, GitHost())
@@ -58,10 +81,7 @@ class RestReviews:
         kind = configured.kind_for(host)
         if api is None or kind is GitHostKind.GENERIC:
             raise GitError(f"{host}: pull requests need a GitHub or GitLab host (gitops.hosts.{host}.kind)")
-        path = parts.path.strip("/").removesuffix(".git")
-        if kind is GitHostKind.GITHUB:
-            return self._github(host, api, path, source, target, title, body)
-        return self._gitlab(host, api, path, source, target, title, body)
+        return host, api, kind, parts.path.strip("/").removesuffix(".git")
 
     def close(self) -> None:
         self._http.clear()
@@ -71,9 +91,8 @@ class RestReviews:
     def _github(
         self, host: str, api: str, path: str, source: str, target: str, title: str, body: str
     ) -> PullRequest:
-        owner, _, repo = path.partition("/")
-        pulls = f"{api}/repos/{quote(owner, safe='')}/{quote(repo, safe='')}/pulls"
-        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": GITHUB_VERSION}
+        owner = path.partition("/")[0]
+        pulls, headers = _pulls(api, path), GITHUB_HEADERS
 
         def find() -> PullRequest | None:
             query = urlencode({"head": f"{owner}:{source}", "base": target, "state": "open"})
@@ -97,7 +116,7 @@ class RestReviews:
     def _gitlab(
         self, host: str, api: str, path: str, source: str, target: str, title: str, body: str
     ) -> PullRequest:
-        requests = f"{api}/projects/{quote(path, safe='')}/merge_requests"
+        requests = _merge_requests(api, path)
 
         def find() -> PullRequest | None:
             query = urlencode({"source_branch": source, "target_branch": target, "state": "opened"})
@@ -181,11 +200,41 @@ def _one(found: Any, number: str, url: str, *, created: bool) -> PullRequest | N
     return _request(found[0], number, url, created=created) if found else None
 
 
+def _pulls(api: str, path: str) -> str:
+    owner, _, repo = path.partition("/")
+    return f"{api}/repos/{quote(owner, safe='')}/{quote(repo, safe='')}/pulls"
+
+
+def _merge_requests(api: str, path: str) -> str:
+    return f"{api}/projects/{quote(path, safe='')}/merge_requests"
+
+
+def _latest(found: Any, number: str, url: str) -> PullRequest | None:
+    """The open request of a list in any state, else the one with the highest number."""
+    if not isinstance(found, list):
+        raise GitError("the API's list of requests is not a list")
+    requests = [_request(item, number, url, created=False) for item in found[:100]]
+    requests.sort(key=lambda r: (r.state is ReviewState.OPEN, r.number))
+    return requests[-1] if requests else None
+
+
+def _state(value: dict[str, Any]) -> ReviewState:
+    """GitHub: ``open`` or ``closed``, merged when ``merged_at`` is set; GitLab: ``opened``,
+    ``closed``, ``locked`` (being merged: still open until it is) or ``merged``. Anything else is
+    taken as open: only a request closed without a merge declines."""
+    said = value.get("state")
+    if said == "merged" or value.get("merged_at"):
+        return ReviewState.MERGED
+    return ReviewState.CLOSED if said == "closed" else ReviewState.OPEN
+
+
 def _request(value: Any, number: str, url: str, *, created: bool) -> PullRequest:
-    n, link = (value.get(number), value.get(url)) if isinstance(value, dict) else (None, None)
+    if not isinstance(value, dict):
+        raise GitError(f"the API's request has no {number} and {url}")
+    n, link = value.get(number), value.get(url)
     if not isinstance(n, int) or not isinstance(link, str) or urlsplit(link).scheme not in ("http", "https"):
         raise GitError(f"the API's request has no {number} and {url}")
-    return PullRequest(number=n, url=link[:2000], created=created)
+    return PullRequest(number=n, url=link[:2000], created=created, state=_state(value))
 
 
 def _said(value: Any) -> str:

@@ -45,6 +45,7 @@ class WriteOutcome(StrEnum):
     FAILED = "failed"  # cannot be written as configured: recorded on its targets, not retried
     RETRY = "retry"  # the server or the credentials refused, nothing written: delivered again later
     REQUESTED = "requested"  # pull-request mode: pushed to tagpin's branch, a request to merge it open
+    DECLINED = "declined"  # pull-request mode: a person closed tagpin's request unmerged: targets held
 
 
 @dataclass(frozen=True)
