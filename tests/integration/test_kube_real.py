@@ -199,8 +199,12 @@ def test_a_return_to_an_earlier_image_after_a_deadline_is_not_read_as_its_failur
             since = state["metadata"]["resourceVersion"]
             if workload_from(Kind.DEPLOYMENT, state).health.progress is Progress.COMPLETE:
                 break
-    observed = [workload_from(Kind.DEPLOYMENT, d) for d in states if d["metadata"]["generation"] > 2]
-    observed = [w for w in observed if w.status.get("observedGeneration") == w.generation]
+    observed = [
+        workload_from(Kind.DEPLOYMENT, d)
+        for d in states
+        if d["metadata"]["generation"] > 2
+        and d["status"].get("observedGeneration") == d["metadata"]["generation"]
+    ]
     stale = [w for w in observed if w.health.progress is Progress.FAILED]  # read without its start
     print(f"states of the return: {len(states)}, observed: {len(observed)}, stale deadline: {len(stale)}")
     assert stale, "the controller replaced the condition in the same write (the window is gone)"

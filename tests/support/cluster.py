@@ -24,6 +24,21 @@ from tagpin.ports.workloads import (
 type Key = tuple[str, Kind, str]  # (namespace, kind, name)
 
 
+def served(
+    kind: Kind, spec: dict[str, Any], status: dict[str, Any], image: str = "x", generation: int = 2
+) -> dict[str, Any]:
+    """An object of ``kind`` as the API serves it (to read with the adapter's ``workload_from``):
+    ``shop/web`` at ``generation``, ``spec``'s fields beside its pod template (one container,
+    ``app``, running ``image``), and ``status``."""
+    node: dict[str, Any] = {"metadata": {}, "spec": {"containers": [{"name": "app", "image": image}]}}
+    for step in reversed(kind.profile.template):
+        node = {step: node}
+    node["spec"].update(spec)
+    node["metadata"] = {"name": "web", "namespace": "shop", "resourceVersion": "1", "generation": generation}
+    node["status"] = status
+    return node
+
+
 def key_of(workload: Workload) -> Key:
     return (workload.namespace, workload.kind, workload.name)
 

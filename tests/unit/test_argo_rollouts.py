@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from tagpin.adapters.kubernetes.jsonpatch import json_patch
+from tagpin.adapters.kubernetes.workloads import workload_from
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.kinds import ImageChange, Progress
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
@@ -22,7 +23,7 @@ from tagpin.usecases.verify import Verifier
 from tagpin_local.kube.manifests import rollout
 
 from tests.support.clock import FakeClock
-from tests.support.cluster import FakeCluster, FakeClusters
+from tests.support.cluster import FakeCluster, FakeClusters, served
 from tests.support.constants import D0, D1
 from tests.support.notify import RecordingNotifier
 from tests.support.queues import ListQueue, ListVerificationQueue
@@ -192,7 +193,7 @@ def test_rollout_health_of_each_phase(fields: dict[str, Any], progress: Progress
     ],
 )
 def test_who_rolls_back(kind: Kind, strategy: dict[str, Any], manages: bool) -> None:
-    workload = Workload("1", {"app": "x"}, kind=kind, spec={"strategy": strategy})
+    workload = workload_from(kind, served(kind, {"strategy": strategy}, {}))
     assert workload.manages_own_rollback is manages
 
 
@@ -205,16 +206,10 @@ CANARY = {"canary": {"steps": [{"setWeight": 20}, {"pause": {}}]}}
 
 
 def argo(strategy: dict[str, Any], **fields: Any) -> Workload:
-    return Workload(
-        "7",
-        {"app": PINNED},
-        kind=Kind.ROLLOUT,
-        namespace="shop",
-        name="web",
-        generation=2,
-        spec={"replicas": 2, "strategy": strategy},
-        status=status(**fields),
-    )
+    obj = served(Kind.ROLLOUT, {"replicas": 2, "strategy": strategy}, status(**fields))
+    obj["metadata"].update(namespace="shop", name="web", resourceVersion="7")
+    obj["spec"]["template"]["spec"]["containers"] = [{"name": "app", "image": PINNED}]
+    return workload_from(Kind.ROLLOUT, obj)
 
 
 @pytest.mark.parametrize(
@@ -292,7 +287,9 @@ class World:
         )
 
     def phase(self, **fields: Any) -> None:
-        self.cluster.items[("shop", Kind.ROLLOUT, "web")].status = status(**fields)
+        self.cluster.items[("shop", Kind.ROLLOUT, "web")].rollout = Kind.ROLLOUT.profile.rollout_health(
+            2, {}, status(**fields)
+        )
 
     def verify(self, after_s: int, verification: Verification | None = None) -> Any:
         self.clock.now = self.applied + after_s * 1000

@@ -20,7 +20,6 @@ each of the three confirmation steps exists for, so that each step is needed by 
 
 from __future__ import annotations
 
-import copy
 import itertools
 import os
 from typing import Any
@@ -91,7 +90,8 @@ class WhoWroteCluster(FakeCluster):
                 name=name,
                 labels=dict(FOLLOW),
                 selector={"matchLabels": {"app": name}},
-                status=copy.deepcopy(FAILED_STATUS),  # every verification finds the rollout failed
+                # every verification finds the rollout failed
+                rollout=Kind.DEPLOYMENT.profile.rollout_health(1, {}, FAILED_STATUS),
             )
             for name in NAMES
         )

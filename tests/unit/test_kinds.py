@@ -15,6 +15,8 @@ from tagpin.domain.refs import ImageRef
 from tagpin.ports.workloads import Workload
 from tagpin.usecases.running import running_digest
 
+from tests.support.cluster import served
+
 D1 = "sha256:" + "1" * 64
 
 
@@ -86,9 +88,10 @@ def test_a_cronjob_has_no_rollout_and_no_pods_to_read() -> None:
 
 def test_only_an_argo_rollout_with_steps_or_blue_green_rolls_itself_back() -> None:
     def rollout(strategy: dict[str, Any]) -> Workload:
-        return Workload("1", {"app": "x"}, kind=Kind.ROLLOUT, spec={"strategy": strategy})
+        return workload_from(Kind.ROLLOUT, served(Kind.ROLLOUT, {"strategy": strategy}, {}))
 
     assert rollout({"blueGreen": {}}).manages_own_rollback
     assert rollout({"canary": {"steps": [{"setWeight": 20}]}}).manages_own_rollback
     assert not rollout({"canary": {}}).manages_own_rollback
-    assert not Workload("1", {"app": "x"}, kind=Kind.DEPLOYMENT, spec={"strategy": {}}).manages_own_rollback
+    deployment = workload_from(Kind.DEPLOYMENT, served(Kind.DEPLOYMENT, {"strategy": {}}, {}))
+    assert not deployment.manages_own_rollback

@@ -99,7 +99,8 @@ EXCEEDED = deployment_status(
 def test_a_deadline_recorded_before_the_rollout_began_is_an_earlier_rollouts(
     began_ms: int | None, progress: Progress
 ) -> None:
-    health = Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, EXCEEDED, began_ms)
+    health = Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, EXCEEDED)
+    health = health if began_ms is None else health.after(began_ms)
     assert health.progress is progress
     assert "ProgressDeadlineExceeded" in health.reason
 
@@ -108,7 +109,7 @@ def test_a_deadline_without_its_time_is_a_failure_whenever_the_rollout_began() -
     undated = deployment_status(
         conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]
     )
-    health = Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, undated, 10**13)
+    health = Kind.DEPLOYMENT.profile.rollout_health(2, {"replicas": 3}, undated).after(10**13)
     assert health.progress is Progress.FAILED
 
 

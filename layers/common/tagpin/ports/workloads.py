@@ -91,8 +91,8 @@ class Owned(WorkloadError):
 
 @dataclass
 class Workload:
-    """A workload as tagpin reads it: its containers' images, annotations and pods' selector; its
-    ``spec`` and ``status`` hold what its kind's profile reads (``health``), as served."""
+    """A workload as tagpin reads it: its containers' images, annotations and pods' selector, and
+    what its kind's profile read of its spec and status (its rollout's health, who rolls back)."""
 
     resource_version: str
     containers: dict[str, str]
@@ -104,9 +104,11 @@ class Workload:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     selector: dict[str, Any] | None = None  # its pods (a LabelSelector); None: no pods to read
-    generation: int = 0  # metadata.generation
-    spec: dict[str, Any] = field(default_factory=dict)  # the profile's spec_fields, as served
-    status: dict[str, Any] = field(default_factory=dict)  # as served (the rollout's progress)
+    # Its rollout's health, as its kind's profile read it from the status the API served; None:
+    # nothing served (a workload made in memory): what the profile reads from an empty status.
+    rollout: Health | None = None
+    # Its own controller undoes a failed rollout (the profile's reading of its spec).
+    own_rollback: bool = False
 
     @property
     def paused(self) -> bool:
@@ -122,12 +124,12 @@ class Workload:
     @property
     def health(self) -> Health:
         """Has the rollout of its current generation finished (its kind's rule)?"""
-        return self.kind.profile.rollout_health(self.generation, self.spec, self.status)
+        return self.rollout or self.kind.profile.rollout_health(0, {}, {})
 
     def health_since(self, began: int) -> Health:
         """``health`` of the rollout begun at ``began`` (epoch ms): a failure recorded before it
-        belongs to an earlier rollout (``Profile.rollout_health``)."""
-        return self.kind.profile.rollout_health(self.generation, self.spec, self.status, began)
+        belongs to an earlier rollout (``Health.after``)."""
+        return self.health.after(began)
 
     @property
     def runs_pods(self) -> bool:
@@ -143,7 +145,7 @@ class Workload:
         """Its own controller undoes a failed rollout (an Argo Rollout with canary steps or
         analysis, or blue-green): tagpin then records the failure and never patches the previous
         image over it (``tagpin.usecases.patch.restore``)."""
-        return self.kind.profile.own_rollback(self.spec)
+        return self.own_rollback
 
 
 @dataclass(frozen=True)

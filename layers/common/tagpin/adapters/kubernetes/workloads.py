@@ -70,9 +70,8 @@ def workload_from(kind: Kind, data: dict[str, Any]) -> Workload:
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
         selector=profile.selector(data) if profile.selector is not None else None,
-        generation=int(meta.get("generation") or 0),
-        spec={k: v for k, v in spec.items() if k in profile.spec_fields},
-        status=dict(data.get("status") or {}),
+        rollout=profile.rollout_health(int(meta.get("generation") or 0), spec, dig(data, ("status",))),
+        own_rollback=profile.own_rollback(spec),
     )
 
 

@@ -19,7 +19,6 @@ PROFILE = Profile(
     plural="cronjobs",
     template=("spec", "jobTemplate", "spec", "template"),
     health=health,
-    spec_fields=frozenset(),
     selector=None,
     observes=False,
 )

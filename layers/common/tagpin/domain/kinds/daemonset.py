@@ -31,5 +31,4 @@ PROFILE = Profile(
     plural="daemonsets",
     template=("spec", "template"),
     health=health,
-    spec_fields=frozenset({"updateStrategy"}),
 )

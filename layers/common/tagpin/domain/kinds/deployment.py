@@ -62,5 +62,4 @@ PROFILE = Profile(
     plural="deployments",
     template=("spec", "template"),
     health=health,
-    spec_fields=frozenset({"replicas", "paused", "strategy"}),
 )

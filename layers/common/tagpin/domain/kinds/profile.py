@@ -33,9 +33,28 @@ class Health:
     progress: Progress
     reason: str
     # When the controller recorded what this health rests on (epoch ms, the cluster's clock, whole
-    # seconds as the API serves them), where the status says: ``rollout_health`` trusts a failure
-    # only if it was recorded after the rollout it is asked about began.
+    # seconds as the API serves them), where the status says: ``after`` trusts a failure only if
+    # it was recorded after the rollout it is asked about began.
     recorded_at: int | None = None
+
+    def after(self, began: int) -> Health:
+        """This health, read for the rollout begun at ``began`` (epoch ms).
+
+        A failure the controller recorded before ``began`` belongs to an earlier rollout: the real
+        deployment controller records a new generation as observed without replacing its old
+        ``ProgressDeadlineExceeded`` condition when the new template's ReplicaSet already exists
+        (a return to an earlier image), until its next sync sees progress. Read as a failure, it
+        would mark a good digest bad; it is read as progressing, so the verifier looks again (and
+        its own timeout still ends a rollout that never progresses). A failure recorded at or
+        after ``began`` is one: a genuine deadline comes ``progressDeadlineSeconds`` (at least a
+        second) after the patch, so whole seconds and a skew under that do not hide it."""
+        if self.progress is Progress.FAILED and self.recorded_at is not None and self.recorded_at < began:
+            return Health(
+                Progress.PROGRESSING,
+                f"an earlier rollout's failure, recorded before this one began ({self.reason}): "
+                "waiting for the controller's next sync",
+            )
+        return self
 
 
 class PatchType(StrEnum):
@@ -123,7 +142,6 @@ class Profile:
     plural: str
     template: tuple[str, ...]  # the pod template's path in the object
     health: Callable[[Json, Json], Health]  # (spec, status) once observed
-    spec_fields: frozenset[str]  # what of ``spec`` the health (and rollback) rules read
     patch: PatchType = PatchType.STRATEGIC_MERGE
     custom: bool = False  # a custom resource: served only where its CRD is installed
     # the LabelSelector of its pods, from the object; None: no pods say what it runs
@@ -140,30 +158,11 @@ class Profile:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def rollout_health(self, generation: int, spec: Json, status: Json, began: int | None = None) -> Health:
-        """The health of the rollout of ``generation`` (begun at ``began``, epoch ms, where known):
-        waiting for the controller first.
-
-        A failure the controller recorded before ``began`` belongs to an earlier rollout: the real
-        deployment controller records a new generation as observed without replacing its old
-        ``ProgressDeadlineExceeded`` condition when the new template's ReplicaSet already exists
-        (a return to an earlier image), until its next sync sees progress. Read as a failure, it
-        would mark a good digest bad; it is read as progressing, so the verifier looks again (and
-        its own timeout still ends a rollout that never progresses). A failure recorded at or
-        after ``began`` is one: a genuine deadline comes ``progressDeadlineSeconds`` (at least a
-        second) after the patch, so whole seconds and a skew under that do not hide it."""
+    def rollout_health(self, generation: int, spec: Json, status: Json) -> Health:
+        """The health of the rollout of ``generation``: waiting for the controller first."""
         if self.observes and as_int(status.get("observedGeneration"), -1) < generation:
             return Health(Progress.PROGRESSING, f"waiting for the controller (generation {generation})")
-        health = self.health(spec, status)
-        recorded = health.recorded_at
-        earlier = began is not None and recorded is not None and recorded < began
-        if health.progress is Progress.FAILED and earlier:
-            return Health(
-                Progress.PROGRESSING,
-                f"an earlier rollout's failure, recorded before this one began ({health.reason}): "
-                "waiting for the controller's next sync",
-            )
-        return health
+        return self.health(spec, status)
 
     def patch_body(self, change: ImageChange) -> dict[str, Any]:
         """The change as a strategic-merge-style body: the container merged by name in the pod

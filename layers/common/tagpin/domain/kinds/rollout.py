@@ -54,7 +54,6 @@ PROFILE = Profile(
     plural="rollouts",
     template=("spec", "template"),
     health=health,
-    spec_fields=frozenset({"replicas", "strategy", "paused"}),
     patch=PatchType.JSON,
     custom=True,
     own_rollback=own_rollback,

@@ -41,5 +41,4 @@ PROFILE = Profile(
     plural="statefulsets",
     template=("spec", "template"),
     health=health,
-    spec_fields=frozenset({"replicas", "updateStrategy"}),
 )
