@@ -62,7 +62,8 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> Any:
 
 def apply(change: Change, budget: Budget) -> list[dict[str, Any]]:
     # The id of the webhook delivery or the poll run that saw the change, carried by the message.
-    record_keys(change.correlation_id, image=change.image, digest=change.digest, trigger=change.trigger)
+    move = change.move
+    record_keys(move.correlation_id, image=move.image, digest=move.digest, trigger=move.trigger)
     metrics.add_metric(name="ChangesReceived", unit=MetricUnit.Count, value=1)
     results = wiring.applier().apply(change, budget)
     for outcome, count in Counter(r.outcome for r in results).items():
@@ -76,9 +77,9 @@ def apply(change: Change, budget: Budget) -> list[dict[str, Any]]:
 
 def verify(verification: Verification) -> str:
     record_keys(  # the change's correlation id, carried along
-        verification.correlation_id,
-        image=verification.image,
-        digest=verification.digest,
+        verification.move.correlation_id,
+        image=verification.move.image,
+        digest=verification.move.digest,
         target=verification.target_id,
     )
     result = wiring.verifier().handle(verification)

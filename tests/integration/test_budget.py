@@ -62,10 +62,10 @@ def batch(st: LocalStack, names: list[str]) -> list[dict[str, Any]]:
         for message in sqs.receive_message(
             QueueUrl=st.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
         ).get("Messages", []):
-            body = json.loads(message["Body"])
-            name = body["image"].rsplit("/", 1)[-1].split(":")[0]
+            move = json.loads(message["Body"])["move"]
+            name = move["image"].rsplit("/", 1)[-1].split(":")[0]
             tag = current.get(name)
-            if tag is not None and body["digest"] == tag.digest:
+            if tag is not None and move["digest"] == tag.digest:
                 wanted[name] = message
             else:  # another test's change, or a tag not in this batch
                 sqs.delete_message(QueueUrl=st.queue_url, ReceiptHandle=message["ReceiptHandle"])

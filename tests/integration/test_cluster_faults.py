@@ -98,7 +98,7 @@ def test_one_500_is_retried_in_the_invocation(live: LocalStack, monkeypatch: pyt
         for record in event.get("Records", []):
             message = parse_message(record["body"])
             if isinstance(message, Change):
-                delivered.append(message.digest)
+                delivered.append(message.move.digest)
         return invoke(event)
 
     monkeypatch.setattr(consumer, "invoke", invoke)

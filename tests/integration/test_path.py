@@ -8,7 +8,8 @@ import time
 import uuid
 
 import pytest
-from tagpin.domain.messages import Change
+from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin_local.lambda_runtime import sqs_event
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
@@ -42,18 +43,18 @@ def test_poll_then_consume_pins_the_digest(stack):
     assert stack.run_poller()["enqueued"] == 0
 
 
-def _change_event(st: LocalStack, change: Change, copies: int = 1) -> dict:
+def _change_event(st: LocalStack, change: Change, copies: int = 1, body: str | None = None) -> dict:
     messages = [
         {
             "MessageId": str(uuid.uuid4()),
             "ReceiptHandle": str(uuid.uuid4()),
-            "Body": change.model_dump_json(),
+            "Body": body or change.model_dump_json(),
             "MD5OfBody": "0" * 32,
             "Attributes": {
                 "ApproximateReceiveCount": "1",
                 "SentTimestamp": str(int(time.time() * 1000)),
                 "SequenceNumber": str(10**19 + i),
-                "MessageGroupId": change.image,
+                "MessageGroupId": change.move.image,
                 "MessageDeduplicationId": uuid.uuid4().hex,
                 "SenderId": "AIDAEXAMPLE",
                 "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000)),
@@ -67,13 +68,37 @@ def _change_event(st: LocalStack, change: Change, copies: int = 1) -> dict:
 def test_duplicated_and_replayed_messages_patch_once(stack):
     digest = push_image(stack.registry.url, "demo/web", "stable")
     image = f"{stack.registry.host}/demo/web:stable"
-    change = Change(image=image, digest=digest, observed_at=int(time.time() * 1000), trigger="manual")
+    change = Change(
+        move=Move(image=image, digest=digest, observed_at=int(time.time() * 1000), trigger=Trigger.MANUAL)
+    )
     before = patches(stack)
     consumer = stack.functions["consumer"]
     # The same change twice in one batch (a duplicate), then again later (a replay).
     assert consumer.invoke(_change_event(stack, change, copies=2)) == {"batchItemFailures": []}
     assert consumer.invoke(_change_event(stack, change)) == {"batchItemFailures": []}
     assert image_of(stack).endswith("@" + digest)
+    assert patches(stack) - before == 1
+
+
+def test_a_change_in_flight_from_before_the_update_is_applied_once(stack):
+    """A change a deployed stack sent in the flat shape (before messages carried the move), still
+    on the queue when the consumer is updated, is applied; the same move in the new shape after it
+    patches nothing more."""
+    digest = push_image(stack.registry.url, "demo/web", "stable")
+    image = f"{stack.registry.host}/demo/web:stable"
+    now = int(time.time() * 1000)
+    flat = (
+        f'{{"image":"{image}","digest":"{digest}","observed_at":{now},"trigger":"webhook",'
+        '"correlation_id":"deployed-1","reconcile_run":null,"changed_at":null,"round":null,"tag":null}'
+    )
+    move = Move(
+        image=image, digest=digest, observed_at=now, trigger=Trigger.WEBHOOK, correlation_id="deployed-1"
+    )
+    before = patches(stack)
+    consumer = stack.functions["consumer"]
+    assert consumer.invoke(_change_event(stack, Change(move=move), body=flat)) == {"batchItemFailures": []}
+    assert image_of(stack) == f"{image}@{digest}"
+    assert consumer.invoke(_change_event(stack, Change(move=move))) == {"batchItemFailures": []}
     assert patches(stack) - before == 1
 
 
@@ -84,12 +109,18 @@ def test_an_older_digest_never_replaces_a_newer_one(stack):
     t_new = int(time.time() * 1000)
     t_old = t_new - 1000  # observed a second earlier, delivered later
     consumer = stack.functions["consumer"]
-    consumer.invoke(_change_event(stack, Change(image=image, digest=new, observed_at=t_new, trigger="poll")))
+    consumer.invoke(
+        _change_event(
+            stack, Change(move=Move(image=image, digest=new, observed_at=t_new, trigger=Trigger.POLL))
+        )
+    )
     assert image_of(stack).endswith("@" + new)
     before = patches(stack)
     # The older observation arrives late (out of order): nothing changes.
     result = consumer.invoke(
-        _change_event(stack, Change(image=image, digest=old, observed_at=t_old, trigger="webhook"))
+        _change_event(
+            stack, Change(move=Move(image=image, digest=old, observed_at=t_old, trigger=Trigger.WEBHOOK))
+        )
     )
     assert result == {"batchItemFailures": []}
     assert image_of(stack).endswith("@" + new)
@@ -139,10 +170,16 @@ def test_an_unreachable_cluster_fails_only_its_record(stack):
         api = push_image(stack.registry.url, "demo/api", "stable")
         now = int(time.time() * 1000)
         event = _change_event(
-            stack, Change(image=f"{host}/demo/web:stable", digest=web, observed_at=now, trigger="poll")
+            stack,
+            Change(
+                move=Move(image=f"{host}/demo/web:stable", digest=web, observed_at=now, trigger=Trigger.POLL)
+            ),
         )
         event["Records"] += _change_event(
-            stack, Change(image=f"{host}/demo/api:stable", digest=api, observed_at=now, trigger="poll")
+            stack,
+            Change(
+                move=Move(image=f"{host}/demo/api:stable", digest=api, observed_at=now, trigger=Trigger.POLL)
+            ),
         )["Records"]
         result = stack.functions["consumer"].invoke(event)
         assert result["batchItemFailures"] == [{"itemIdentifier": event["Records"][1]["messageId"]}]

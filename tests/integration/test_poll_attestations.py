@@ -113,7 +113,9 @@ def test_attestation_only_change_is_ignored_when_the_option_is_on(
 def test_attestation_only_change_rolls_when_the_option_is_off(registry: RegistryServer, state: State) -> None:
     _first, second, queue, summary = run_scenario(registry, state, "attest/off", ignore=False)
     assert (summary.ignored, summary.changed, summary.enqueued) == (0, 1, 1)
-    assert [(c.image, c.digest) for c in queue.sent] == [(f"{registry.host}/attest/off:stable", second)]
+    assert [(c.move.image, c.move.digest) for c in queue.sent] == [
+        (f"{registry.host}/attest/off:stable", second)
+    ]
 
 
 def test_a_platform_change_rolls_even_with_the_option_on(registry: RegistryServer, state: State) -> None:
@@ -133,7 +135,7 @@ def test_a_platform_change_rolls_even_with_the_option_on(registry: RegistryServe
             [FollowedImage(image=image, targets=[Target(cluster="c", name="web", container="app")])]
         )
     assert (summary.ignored, summary.changed, summary.enqueued) == (0, 1, 1)
-    assert [(c.image, c.digest) for c in queue.sent] == [(image, rebuilt)]
+    assert [(c.move.image, c.move.digest) for c in queue.sent] == [(image, rebuilt)]
 
 
 @pytest.mark.parametrize("ignore", [True, False])
@@ -160,4 +162,4 @@ def test_the_webhook_path_applies_the_same_filter(
         stored = state.tags.get(image)
         assert stored is not None and stored.digest == first
     else:
-        assert result.outcome == "changed" and [c.digest for c in queue.sent] == [second]
+        assert result.outcome == "changed" and [c.move.digest for c in queue.sent] == [second]

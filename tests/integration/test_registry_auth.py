@@ -179,7 +179,7 @@ def test_wrong_credentials_fail_only_their_registry(
     with client(registries, wrong) as c:
         summary = Poller(Detector(c, state, queue), c, state, lambda h: registries[h]).run(followed)
     assert (summary.resolved, summary.errors, summary.changed, summary.enqueued) == (4, 2, 2, 2)
-    assert {ch.image for ch in queue.sent} == {f"{open_registry.host}/auth/{n}:stable" for n in names}
+    assert {ch.move.image for ch in queue.sent} == {f"{open_registry.host}/auth/{n}:stable" for n in names}
     for n in names:
         stored = state.tags.get(f"{auth_registry.host}/auth/{n}:stable")
         assert stored is not None and not stored.digest  # never resolved: nothing to roll to

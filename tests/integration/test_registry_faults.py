@@ -100,7 +100,7 @@ def test_every_change_enqueued_exactly_once_under_faults(
         proxy.clear()
         third = poller.run(items)
         assert third.errors == 0
-    sent = [(ch.image, ch.digest) for ch in queue.sent]
+    sent = [(ch.move.image, ch.move.digest) for ch in queue.sent]
     # Every target is still "behind" (no consumer here), so the level check re-enqueues them each
     # run; the FIFO queue's dedup id (image + digest) makes those one message. Distinct changes:
     assert len(set(sent)) == 13
@@ -135,7 +135,7 @@ def test_failing_registry_is_skipped_and_does_not_hold_up_the_others(
         elapsed = time.monotonic() - started
     assert summary.resolved == 80
     assert summary.errors == 40 and summary.changed == 40
-    assert {ch.image for ch in queue.sent} == {f.image for f in healthy}
+    assert {ch.move.image for ch in queue.sent} == {f.image for f in healthy}
     errors = [r.error or "" for r in summary.results if r.outcome == "error"]
     assert sum("skipped" in e for e in errors) >= 30  # the circuit opened after the first few
     # Bounded: a few rounds of 4 timed-out requests (2 attempts x 0.5 s), not 40 x 1 s.
@@ -211,7 +211,7 @@ def test_a_frozen_registry_holds_a_poll_no_longer_than_one_request_timeout(
         for f in stuck:
             error = state.tags.get(f.image).last_error or ""  # type: ignore[union-attr]
             assert f"{frozen.host}: no answer to any request in this poll" in error, error
-        assert {ch.image for ch in queue.sent} == {f.image for f in healthy}
+        assert {ch.move.image for ch in queue.sent} == {f.image for f in healthy}
         reached = frozen.accepted
         assert reached >= 1
 
@@ -219,7 +219,7 @@ def test_a_frozen_registry_holds_a_poll_no_longer_than_one_request_timeout(
         second = poller.run(healthy + stuck, remaining_ms=lambda: 20_000)
         assert (second.resolved, second.not_reached, second.changed, second.errors) == (8, 0, 1, 2)
         assert (f"{registry.host}/faults/beside3:stable", moved) in {
-            (ch.image, ch.digest) for ch in queue.sent
+            (ch.move.image, ch.move.digest) for ch in queue.sent
         }
         assert frozen.accepted == reached  # skipped: the breaker is open
         errors = {r.image: r.error or "" for r in second.results if r.outcome == "error"}
@@ -276,7 +276,7 @@ def test_frozen_registries_holding_every_slot_do_not_starve_the_real_one(
         first = poller.run(stuck + healthy, remaining_ms=lambda: 5_000)
         assert (first.resolved, first.not_reached, first.cursor) == (10, 0, None)
         assert (first.changed, first.errors) == (4, 6)
-        assert {ch.image for ch in queue.sent} == {f.image for f in healthy}
+        assert {ch.move.image for ch in queue.sent} == {f.image for f in healthy}
         for f in stuck:
             error = state.tags.get(f.image).last_error or ""  # type: ignore[union-attr]
             assert "no answer to any request in this poll" in error, error

@@ -38,7 +38,7 @@ from tests.support.constants import D0, D1, D2, WEB
 
 NOW = 1_800_000_000_000  # Friday 2027-01-15 08:00 UTC
 TARGET = Target(cluster="dev", namespace="demo", name="web", container="app")
-MOVE = Move(WEB, D1, 1_000, Trigger.POLL)
+MOVE = Move(image=WEB, digest=D1, observed_at=1_000, trigger=Trigger.POLL)
 FOLLOWED = FollowedImage(image=WEB, targets=[TARGET])
 ARGO = {"app.kubernetes.io/instance": "shop"}
 

@@ -181,7 +181,7 @@ def test_explain_says_first_what_the_consumer_then_does(store: State, s: Situati
         ),
         signatures=SignatureGate(lambda: checker, FixedMaterial, lambda: rollout),
     )
-    change = Change(image=followed.image, digest=D1, observed_at=OBSERVED, trigger=Trigger.POLL)
+    change = Change(move=Move(image=followed.image, digest=D1, observed_at=OBSERVED, trigger=Trigger.POLL))
 
     waves = plan(rollout, [target])
     (wave,) = [w for w in waves if w.targets]
@@ -193,9 +193,9 @@ def test_explain_says_first_what_the_consumer_then_does(store: State, s: Situati
         store.promotions.get(followed.image),
         waves=tuple(waves),
     )
-    explained = explain_target(admission, Move.of(change), target, known, NOW, clusters)
+    explained = explain_target(admission, change.move, target, known, NOW, clusters)
     decision = explained.decision
-    every = explain_target(admission, Move.of(change), target, known, NOW, clusters, every=True)
+    every = explain_target(admission, change.move, target, known, NOW, clusters, every=True)
     assert (every.decision.gate, every.decision.verdict) == (decision.gate, decision.verdict)
 
     applier = Applier(

@@ -70,7 +70,9 @@ def test_a_pause_longer_than_the_maximum_is_stalled_once_and_nothing_is_rolled_b
     assert len(looks) == 723  # docs/rollouts.md: "about 720 verifications"
 
     st = store.targets.get(world.target.id)
-    assert st is not None and st.status is TargetStatus.STALLED and st.digest == world.verification.digest
+    assert (
+        st is not None and st.status is TargetStatus.STALLED and st.digest == world.verification.move.digest
+    )
     assert st.detail is not None and st.detail.startswith("stalled: paused for 168.0 h (Paused:")
     assert "rollout.max_pause_seconds (604800 s)" in st.detail and "not rolled back" in st.detail
     # a person's pause is not a failure: nothing patched back, nothing marked bad, nothing halted
@@ -89,7 +91,7 @@ def test_a_pause_longer_than_the_maximum_is_stalled_once_and_nothing_is_rolled_b
     assert again.outcome is VerificationOutcome.ALREADY_DECIDED and world.queue.sent == []
     assert len(world.notifier.sent) == 1
     # nothing re-applies the digest: a stalled target is settled for the level checks
-    assert st.settled_at(world.verification.digest)
+    assert st.settled_at(world.verification.move.digest)
 
 
 def test_a_new_pause_counts_from_its_own_start(store):

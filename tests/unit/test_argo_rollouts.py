@@ -14,6 +14,7 @@ from tagpin.adapters.kubernetes.workloads import workload_from
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.kinds import ImageChange, Progress
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome
 from tagpin.ports.state import PromotionStatus, State, TargetStatus
 from tagpin.ports.workloads import Workload
@@ -278,12 +279,9 @@ class World:
         )
         self.verification = Verification(
             kind=VerificationKind.VERIFY,
-            image=IMAGE,
-            digest=D1,
-            observed_at=self.applied,
+            move=Move(image=IMAGE, digest=D1, observed_at=self.applied, trigger=Trigger.POLL),
             target_id=self.target.id,
             applied_at=self.applied,
-            trigger=Trigger.POLL,
         )
 
     def phase(self, **fields: Any) -> None:

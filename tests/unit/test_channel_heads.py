@@ -254,9 +254,9 @@ def test_clear_lets_a_head_that_stayed_blocked_and_its_halted_promotion_roll_aga
         FOLLOWED, trigger=Trigger.POLL, ref=FOLLOWED.channel_key.at("1.1.0")
     )  # type: ignore[union-attr]
     (change,) = queue.sent
-    assert (change.tag, change.digest) == ("1.1.0", d(2))
+    assert (change.move.tag, change.move.digest) == ("1.1.0", d(2))
     started = store.promotions.start(
-        KEY, d(2), change.observed_at, 400, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+        KEY, d(2), change.move.observed_at, 400, trigger=Trigger.POLL, correlation_id=None, dry_run=False
     )
     assert started is not None and started.started and started.status is PromotionStatus.ROLLING
 

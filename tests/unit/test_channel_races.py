@@ -128,8 +128,8 @@ def race(store: State, repository: str, pause: Callable[[str], None]) -> ListQue
     stored = store.tags.get(followed.image)
     assert stored is not None
     assert (stored.version, stored.digest) == ("1.6.0", digest_of("1.6.0")), f"head moved down: {stored}"
-    newest = max(queue.sent, key=lambda c: c.observed_at)
-    assert (newest.tag, newest.digest) == ("1.6.0", digest_of("1.6.0")), queue.sent
+    newest = max(queue.sent, key=lambda c: c.move.observed_at)
+    assert (newest.move.tag, newest.move.digest) == ("1.6.0", digest_of("1.6.0")), queue.sent
     return queue
 
 
@@ -145,7 +145,7 @@ def test_the_older_version_recorded_last_does_not_move_the_head_down(store: Stat
             time.sleep(0.2)  # 1.6.0's thread records meanwhile
 
     queue = race(store, "team/forced", pause)
-    assert [c.tag for c in queue.sent] == ["1.4.0", "1.6.0"]  # 1.5.0's record is stale: not enqueued
+    assert [c.move.tag for c in queue.sent] == ["1.4.0", "1.6.0"]  # 1.5.0's record is stale: not enqueued
 
 
 def test_notifications_raced_many_times_never_move_the_head_down(store: State) -> None:

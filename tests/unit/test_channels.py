@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from tagpin.domain.config import FollowedImage, Registry, Target
 from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.registry import OCI_MANIFEST, RegistryUnavailable
 from tagpin.ports.state import BadVersion, State
@@ -63,8 +64,12 @@ def test_the_newest_allowed_version_is_pinned_and_only_it_is_resolved(store: Sta
     assert scripted.listed == [REPO]  # one listing
     assert scripted.calls == [f"{REPO}:1.4.1"]  # only the head is resolved, not every tag
     (change,) = queue.sent
-    assert change.image == f"{REPO}@semver:~1.4" and change.tag == "1.4.1" and change.digest == digest(2)
-    assert change.model_copy().tag == "1.4.1"
+    assert (
+        change.move.image == f"{REPO}@semver:~1.4"
+        and change.move.tag == "1.4.1"
+        and change.move.digest == digest(2)
+    )
+    assert change.model_copy().move.tag == "1.4.1"
     stored = store.tags.get(followed.image)
     assert stored is not None and stored.version == "1.4.1" and stored.digest == digest(2)
 
@@ -83,7 +88,7 @@ def test_one_listing_serves_every_channel_of_a_repository(store: State) -> None:
     )
     poll(scripted, store, queue, candidate, stable)
     assert scripted.listed == [REPO]
-    assert {(c.image, c.tag) for c in queue.sent} == {
+    assert {(c.move.image, c.move.tag) for c in queue.sent} == {
         (f"{REPO}@candidate", "2.0.0"),
         (f"{REPO}@stable", "1.4.1"),
     }
@@ -92,7 +97,7 @@ def test_one_listing_serves_every_channel_of_a_repository(store: State) -> None:
 def test_the_head_never_moves_back_when_the_newest_is_deleted(store: State) -> None:
     queue = ListQueue()
     poll(registry({"1.4.1": 2, "1.4.2": 3}), store, queue, channel())
-    assert [c.tag for c in queue.sent] == ["1.4.2"]
+    assert [c.move.tag for c in queue.sent] == ["1.4.2"]
     gone = registry({"1.4.1": 2})  # 1.4.2 deleted from the registry
     heads = Channels(gone, store).heads([channel()])
     head = heads[channel().image]
@@ -103,7 +108,7 @@ def test_a_version_marked_bad_is_never_chosen_again(store: State) -> None:
     store.versions.mark_bad(REPO, BadVersion("1.4.2", digest(3), "rolled back", 1))
     queue = ListQueue()
     poll(registry({"1.4.1": 2, "1.4.2": 3}), store, queue, channel())
-    assert [c.tag for c in queue.sent] == ["1.4.1"]
+    assert [c.move.tag for c in queue.sent] == ["1.4.1"]
     # cleared by a person: chosen on the next check
     assert store.versions.clear(REPO, "1.4.2")
     head = Channels(registry({"1.4.1": 2, "1.4.2": 3}), store).heads([channel()])[channel().image]
@@ -171,14 +176,14 @@ def test_a_push_of_a_version_marked_bad_moves_nothing(store: State) -> None:
 
 def test_a_change_pins_the_repository_at_the_chosen_version() -> None:
     change = Change(
-        image=f"{REPO}@stable", digest=digest(1), observed_at=1, trigger=Trigger.POLL, tag="1.4.2"
+        move=Move(image=f"{REPO}@stable", digest=digest(1), observed_at=1, trigger=Trigger.POLL, tag="1.4.2")
     )
     from tagpin.domain.channels import pinned_source
 
-    assert pinned_source(change.image, change.tag) == f"{REPO}:1.4.2"
+    assert pinned_source(change.move.image, change.move.tag) == f"{REPO}:1.4.2"
     assert pinned_source(f"{REPO}:stable", None) == f"{REPO}:stable"
     with pytest.raises(ValueError, match="names the version"):
-        pinned_source(change.image, None)
+        pinned_source(change.move.image, None)
 
 
 def test_a_downgrade_holds_back_every_newer_allowed_version_and_only_those(store: State) -> None:
@@ -192,7 +197,7 @@ def test_a_downgrade_holds_back_every_newer_allowed_version_and_only_those(store
     queue = ListQueue()
     stable = channel("^1", "stable")
     poll(scripted, store, queue, stable)
-    assert [c.tag for c in queue.sent] == ["1.3.0"]
+    assert [c.move.tag for c in queue.sent] == ["1.3.0"]
     store.versions.mark_bad(REPO, BadVersion("1.2.1", digest(4), "rolled back", 1))
     done = Downgrades(Channels(scripted, store), scripted, queue, FakeClock(10**13, step=1)).downgrade(
         stable, "1.0.0", "a person"
@@ -200,9 +205,11 @@ def test_a_downgrade_holds_back_every_newer_allowed_version_and_only_those(store
     assert done.held_back == ("1.1.0", "1.2.0", "1.3.0")
     marked = store.versions.bad([REPO])[REPO]
     assert set(marked) == {"1.1.0", "1.2.0", "1.2.1", "1.3.0"} and marked["1.2.1"].reason == "rolled back"
-    assert [c.tag for c in queue.sent] == ["1.3.0", "1.0.0"]
+    assert [c.move.tag for c in queue.sent] == ["1.3.0", "1.0.0"]
     poll(scripted, store, queue, stable)  # the next check keeps the head down
     stored = store.tags.get(stable.image)
-    assert stored is not None and stored.version == "1.0.0" and [c.tag for c in queue.sent][-1] == "1.0.0"
+    assert (
+        stored is not None and stored.version == "1.0.0" and [c.move.tag for c in queue.sent][-1] == "1.0.0"
+    )
     head = Channels(scripted, store).heads([channel("^2", "next")])[channel("^2", "next").image]
     assert head.tag == "2.0.0"  # another channel of the repository still chooses 2.0.0

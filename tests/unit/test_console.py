@@ -231,7 +231,7 @@ def test_hold_then_release_sends_the_tags_digest_again(world: World) -> None:
     assert "Released: the tag" in target and "released by local" in target
     assert TARGET not in world.get("/console/holds", cookie=cookie)["body"]
     (message,) = world.sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=10)["Messages"]
-    assert json.loads(message["Body"])["digest"] == D2
+    assert json.loads(message["Body"])["move"]["digest"] == D2
     unknown = world.post("/console/actions/hold", form | {"target": "x/y/Deployment/z/c"}, cookie=cookie)
     assert unknown["statusCode"] == 400
     assert world.post("/console/actions/nothing", form, cookie=cookie)["statusCode"] == 404
@@ -274,7 +274,7 @@ def test_dead_letters_are_summarised_and_redriven(world: World) -> None:
     done = world.post("/console/actions/redrive", {"csrf": csrf}, cookie=cookie)
     assert done["headers"]["Location"] == "/console/dead-letters?notice=redriven&n=2"
     (message,) = world.sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=10)["Messages"]
-    assert json.loads(message["Body"])["digest"] == D1
+    assert json.loads(message["Body"])["digest"] == D1  # sent back as it was (a deployed stack's shape)
     assert "none" in world.get("/console/dead-letters", cookie=cookie)["body"]
 
 
@@ -337,7 +337,7 @@ def test_a_pending_approval_is_listed_and_approved_once(world: World) -> None:
     again = world.post("/console/actions/approve", form, cookie=cookie)  # a double click
     assert "notice=nothing-waiting" in again["headers"]["Location"]
     (message,) = world.sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=10)["Messages"]
-    assert json.loads(message["Body"])["digest"] == D2  # the wave's change, sent once
+    assert json.loads(message["Body"])["move"]["digest"] == D2  # the wave's change, sent once
     history = world.state.history.of_image(IMAGE)
     assert [e.detail for e in history if e.event == "approved"] == ["wave all: approved by local via console"]
     assert 'data-approval="' not in world.get("/console", cookie=cookie)["body"]

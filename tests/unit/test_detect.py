@@ -74,13 +74,13 @@ def test_changed_enqueues_with_the_states_observed_at(detector: Detector, store,
     (change,) = queue.sent
     stored = store.tags.get(FOLLOWED_NGINX.image)
     assert stored is not None
-    assert (change.image, change.digest, change.trigger, change.correlation_id) == (
+    assert (change.move.image, change.move.digest, change.move.trigger, change.move.correlation_id) == (
         FOLLOWED_NGINX.image,
         D1,
         "poll",
         "sched-1",
     )
-    assert change.observed_at == stored.observed_at
+    assert change.move.observed_at == stored.observed_at
     assert result.as_dict() == {
         "image": FOLLOWED_NGINX.image,
         "outcome": "changed",
@@ -92,18 +92,18 @@ def test_changed_enqueues_with_the_states_observed_at(detector: Detector, store,
 
 def test_moved_tag_reports_the_previous_digest(detector: Detector, resolver, store, queue) -> None:
     detector.detect(FOLLOWED_NGINX, trigger="poll")
-    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].observed_at)
+    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].move.observed_at)
     resolver.answers[FOLLOWED_NGINX.image] = D2
     result = detector.detect(FOLLOWED_NGINX, trigger="poll")
     assert (result.outcome, result.digest, result.previous_digest) == ("changed", D2, D1)
     assert result.enqueued is True
-    assert [c.digest for c in queue.sent] == [D1, D2]
-    assert queue.sent[1].observed_at > queue.sent[0].observed_at
+    assert [c.move.digest for c in queue.sent] == [D1, D2]
+    assert queue.sent[1].move.observed_at > queue.sent[0].move.observed_at
 
 
 def test_unchanged_and_all_applied_enqueues_nothing(detector: Detector, store, queue) -> None:
     detector.detect(FOLLOWED_NGINX, trigger="poll")
-    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].observed_at)
+    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].move.observed_at)
     result = detector.detect(FOLLOWED_NGINX, trigger="poll")
     assert result.outcome == "unchanged"
     assert result.enqueued is False
@@ -116,12 +116,12 @@ def test_unchanged_with_a_target_on_an_older_digest_enqueues_again(
 ) -> None:
     # Both targets were applied at D1; the tag moves to D2 but only one target gets there.
     detector.detect(FOLLOWED_NGINX, trigger="poll")
-    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].observed_at)
+    apply_all(store, FOLLOWED_NGINX, D1, queue.sent[0].move.observed_at)
     resolver.answers[FOLLOWED_NGINX.image] = D2
     detector.detect(FOLLOWED_NGINX, trigger="poll")
     moved = queue.sent[-1]
     first, second = FOLLOWED_NGINX.targets
-    store.targets.claim(first.id, FOLLOWED_NGINX.image, D2, moved.observed_at, "poll", now=1)
+    store.targets.claim(first.id, FOLLOWED_NGINX.image, D2, moved.move.observed_at, "poll", now=1)
     store.targets.finish(first.id, D2, TargetStatus.APPLIED, 2, trigger="poll")
 
     result = detector.detect(FOLLOWED_NGINX, trigger="poll")
@@ -129,8 +129,8 @@ def test_unchanged_with_a_target_on_an_older_digest_enqueues_again(
     assert result.enqueued is True
     assert result.behind == 1
     healing = queue.sent[-1]
-    assert healing.digest == D2
-    assert healing.observed_at == store.tags.get(FOLLOWED_NGINX.image).observed_at  # type: ignore[union-attr]
+    assert healing.move.digest == D2
+    assert healing.move.observed_at == store.tags.get(FOLLOWED_NGINX.image).observed_at  # type: ignore[union-attr]
     assert store.targets.get(second.id).digest == D1  # type: ignore[union-attr]
 
 
@@ -140,14 +140,14 @@ def test_unchanged_with_a_target_not_applied_enqueues_again(
 ) -> None:
     detector.detect(API, trigger="poll")
     (target,) = API.targets
-    store.targets.claim(target.id, API.image, D1, queue.sent[0].observed_at, "poll", now=1)
+    store.targets.claim(target.id, API.image, D1, queue.sent[0].move.observed_at, "poll", now=1)
     if status is not TargetStatus.PENDING:
         store.targets.finish(target.id, D1, status, 2, trigger="poll", detail="Unreachable: timeout")
     result = detector.detect(API, trigger="poll")
     assert result.outcome == "unchanged"
     assert result.enqueued is True
     assert result.behind == 1
-    assert [c.digest for c in queue.sent] == [D1, D1]
+    assert [c.move.digest for c in queue.sent] == [D1, D1]
 
 
 def test_unchanged_with_a_lost_message_enqueues_again(detector: Detector, queue) -> None:
@@ -156,7 +156,7 @@ def test_unchanged_with_a_lost_message_enqueues_again(detector: Detector, queue)
     queue.sent.clear()
     result = detector.detect(WORKER, trigger="poll")
     assert result.outcome == "unchanged"
-    assert [(c.digest, c.trigger) for c in queue.sent] == [(D2, "poll")]
+    assert [(c.move.digest, c.move.trigger) for c in queue.sent] == [(D2, "poll")]
 
 
 def test_stale_observation_enqueues_nothing(resolver, store, queue) -> None:
@@ -176,7 +176,7 @@ def test_hint_confirmation(detector: Detector, queue) -> None:
     wrong = detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D2)
     assert wrong.hint_confirmed is False
     assert wrong.digest == D1
-    assert all(c.digest == D1 for c in queue.sent)
+    assert all(c.move.digest == D1 for c in queue.sent)
     assert detector.detect(FOLLOWED_NGINX, trigger="poll").hint_confirmed is None
 
 
@@ -199,10 +199,10 @@ def test_one_failing_registry_is_that_tags_error_only(detector: Detector, resolv
     results = [detector.detect(f, trigger="poll", correlation_id="sched-2") for f in DETECT_CONFIG.images]
     assert [r.image for r in results] == [FOLLOWED_NGINX.image, API.image, WORKER.image]
     assert [r.outcome for r in results] == [TagOutcome.CHANGED, TagOutcome.ERROR, TagOutcome.CHANGED]
-    assert sorted((c.image, c.digest) for c in queue.sent) == sorted(
+    assert sorted((c.move.image, c.move.digest) for c in queue.sent) == sorted(
         [(FOLLOWED_NGINX.image, D1), (WORKER.image, D2)]
     )
-    assert all(c.correlation_id == "sched-2" for c in queue.sent)
+    assert all(c.move.correlation_id == "sched-2" for c in queue.sent)
     assert store.tags.get(API.image).last_error == "TimeoutError: ghcr.io timed out"  # type: ignore[union-attr]
     assert store.tags.get(API.image).digest == ""  # type: ignore[union-attr]  # never resolved yet
 
@@ -211,7 +211,7 @@ def test_one_failing_registry_is_that_tags_error_only(detector: Detector, resolv
     again = detector.detect(API, trigger="poll")
     assert again.outcome is TagOutcome.CHANGED
     assert again.enqueued is True
-    assert (queue.sent[-1].image, queue.sent[-1].digest) == (API.image, D1)
+    assert (queue.sent[-1].move.image, queue.sent[-1].move.digest) == (API.image, D1)
 
 
 def test_a_hint_not_yet_served_is_asked_again_until_the_registry_confirms(store, queue):
@@ -222,7 +222,7 @@ def test_a_hint_not_yet_served_is_asked_again_until_the_registry_confirms(store,
     result = detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D2)
     assert len(resolver.calls) == 3 and len(sleeps) == 2
     assert result.digest == D2 and result.hint_confirmed is True
-    assert [c.digest for c in queue.sent] == [D2]
+    assert [c.move.digest for c in queue.sent] == [D2]
 
 
 def test_a_hint_the_registry_never_confirms_is_ignored(store, queue):
@@ -232,7 +232,7 @@ def test_a_hint_the_registry_never_confirms_is_ignored(store, queue):
     result = detector.detect(FOLLOWED_NGINX, trigger="webhook", hint_digest=D2)
     assert len(resolver.calls) == 3 and sleeps == [0.1, 0.2]
     assert result.digest == D1 and result.hint_confirmed is False
-    assert [c.digest for c in queue.sent] == [D1]  # the registry's answer, never the payload's
+    assert [c.move.digest for c in queue.sent] == [D1]  # the registry's answer, never the payload's
 
 
 def test_without_a_hint_there_is_no_retry(store, queue):

@@ -37,6 +37,7 @@ from hypothesis.stateful import (
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target, parse_config
 from tagpin.domain.messages import TargetChange, Trigger, Verification, VerificationKind
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import ImageChange, Workload
@@ -213,10 +214,7 @@ class World:
             kind=t.kind.value,
             name=t.name,
             container=t.container,
-            image=APP,
-            digest=digest,
-            observed_at=observed_at,
-            trigger=Trigger.POLL,
+            move=Move(image=APP, digest=digest, observed_at=observed_at, trigger=Trigger.POLL),
         )
         self.baton.start(actor, lambda: applier.apply_target(change))
         return actor
@@ -249,12 +247,11 @@ class World:
         )
         verification = Verification(
             kind=VerificationKind.VERIFY,
-            image=APP,
-            digest=applied.digest,
-            observed_at=applied.observed_at,
+            move=Move(
+                image=APP, digest=applied.digest, observed_at=applied.observed_at, trigger=Trigger.POLL
+            ),
             target_id=target(name).id,
             applied_at=applied.updated_at,
-            trigger=Trigger.POLL,
         )
         self.baton.start(actor, lambda: verifier.verify(verification))
         return actor

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, parse_config
 from tagpin.domain.gitops.owners import MAX_SHOWN, GitOpsTool, owner_of
-from tagpin.domain.messages import Change
+from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import Workload
@@ -129,7 +130,7 @@ def applier(store: State, fake: FakeClusters, gitops: GitOpsSettings, dry_run: b
 
 
 def change(digest: str = D1) -> Change:
-    return Change(image=WEB, digest=digest, observed_at=1_000, trigger="poll")
+    return Change(move=Move(image=WEB, digest=digest, observed_at=1_000, trigger=Trigger.POLL))
 
 
 @pytest.mark.parametrize(

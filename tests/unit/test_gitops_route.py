@@ -13,6 +13,7 @@ import pytest
 from tagpin.domain.config import GitOpsSettings, RolloutSettings, parse_config
 from tagpin.domain.gitops.writes import WriteKind, WriteRequest
 from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, VerificationOutcome
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import Workload
@@ -114,7 +115,9 @@ class World:
 
 def change(digest: str = D1, observed_at: int = 1_000) -> Change:
     return Change(
-        image=IMAGE, digest=digest, observed_at=observed_at, trigger=Trigger.POLL, correlation_id="c-1"
+        move=Move(
+            image=IMAGE, digest=digest, observed_at=observed_at, trigger=Trigger.POLL, correlation_id="c-1"
+        )
     )
 
 
@@ -203,12 +206,9 @@ def test_the_gates_decide_first_a_digest_marked_bad_or_a_dry_run_writes_nothing(
 def verification(commit: str | None = COMMIT, applied_at: int = 1_800_000_000_000) -> Verification:
     return Verification(
         kind=VerificationKind.VERIFY,
-        image=IMAGE,
-        digest=D1,
-        observed_at=1_000,
+        move=Move(image=IMAGE, digest=D1, observed_at=1_000, trigger=Trigger.POLL),
         target_id="dev/demo/Deployment/web/app",
         applied_at=applied_at,
-        trigger=Trigger.POLL,
         commit=commit,
     )
 

@@ -4,7 +4,6 @@ a reference parsed, a move built) and is the text it is everywhere else; a ``Mov
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -60,57 +59,50 @@ def test_digest_agrees_with_is_digest(text: str) -> None:
 
 
 def test_messages_carry_digests_and_name_a_bad_one() -> None:
-    change = parse_message(
-        Change(image=WEB, digest=D1, observed_at=1, trigger=Trigger.POLL).model_dump_json()
-    )
-    assert isinstance(change.digest, Digest) and change.digest == D1
-    assert json.loads(change.model_dump_json())["digest"] == D1  # written as the text it is
+    move = Move(image=WEB, digest=D1, observed_at=1, trigger=Trigger.POLL)
+    change = parse_message(Change(move=move).model_dump_json())
+    assert isinstance(change.move.digest, Digest) and change.move.digest == D1
+    assert json.loads(change.model_dump_json())["move"]["digest"] == D1  # written as the text it is
     with pytest.raises(ValidationError, match="digest"):
-        Change(image=WEB, digest="sha256:nothex", observed_at=1, trigger=Trigger.POLL)
+        Change.model_validate({"move": {**move.model_dump(), "digest": "sha256:nothex"}})
     work = TargetChange(
         target_id="a/b/Deployment/c/d", cluster="a", namespace="b", kind="Deployment", name="c",
-        container="d", image=WEB, digest=D1, observed_at=1, trigger=Trigger.POLL,
+        container="d", move=move,
     )  # fmt: skip
-    assert isinstance(work.digest, Digest) and work.model_dump()["digest"] == D1
+    assert isinstance(work.move.digest, Digest) and work.model_dump()["move"]["digest"] == D1
     assert isinstance(ImageRef.parse(f"{WEB}@{D1}").digest, Digest)
 
 
-def test_a_move_is_of_a_change_and_validates_its_digest() -> None:
-    change = Change(image=WEB, digest=D1, observed_at=7, trigger=Trigger.WEBHOOK, changed_at=5, tag=None)
-    move = Move.of(change)
+def test_a_move_validates_its_digest() -> None:
+    change = Change(
+        move=Move(image=WEB, digest=D1, observed_at=7, trigger=Trigger.WEBHOOK, changed_at=5, tag=None)
+    )
+    move = change.move
     assert (move.image, move.digest, move.observed_at, move.changed_at, move.trigger) == (
         WEB, D1, 7, 5, Trigger.WEBHOOK,
     )  # fmt: skip
     assert move.source == WEB
-    assert isinstance(Move(WEB, D1, 1, Trigger.POLL).digest, Digest)  # a text given: validated
-    with pytest.raises(InvalidReference):
-        Move(WEB, "sha256:short", 1, Trigger.POLL)
+    assert isinstance(Move(image=WEB, digest=D1, observed_at=1, trigger=Trigger.POLL).digest, Digest)
+    with pytest.raises(ValidationError, match="digest"):
+        Move(image=WEB, digest="sha256:short", observed_at=1, trigger=Trigger.POLL)
 
 
-def test_a_move_sends_its_verifications_and_changes_with_every_field_of_it() -> None:
-    """The verifications and changes a move sends (a retry, a wave advanced, an approved wave) are
-    built from it, so none forgets its trigger, correlation id, changed_at or version."""
-    move = Move(WEB, D1, 5, Trigger.WEBHOOK, changed_at=4, correlation_id="c-1", tag="1.4.2")
-    verification = move.verification(
-        VerificationKind.VERIFY, target_id="dev/demo/Deployment/web/app", applied_at=9
+def test_the_verifications_and_changes_a_move_sends_carry_every_field_of_it() -> None:
+    """The verifications and changes a move sends (a retry, a wave advanced, an approved wave)
+    carry it whole, so none forgets its trigger, correlation id, changed_at or version."""
+    move = Move(
+        image=WEB, digest=D1, observed_at=5, trigger=Trigger.WEBHOOK, changed_at=4, correlation_id="c-1",
+        tag="1.4.2",
+    )  # fmt: skip
+    verification = Verification(
+        kind=VerificationKind.VERIFY, move=move, target_id="dev/demo/Deployment/web/app", applied_at=9
     )
-    assert (verification.image, verification.digest, verification.observed_at) == (WEB, D1, 5)
-    assert (verification.trigger, verification.correlation_id) == (Trigger.WEBHOOK, "c-1")
-    assert (verification.target_id, verification.applied_at, verification.attempt) == (
-        "dev/demo/Deployment/web/app",
-        9,
-        0,
-    )
-    back = Move.of(verification)
-    assert (back.image, back.digest, back.observed_at, back.trigger, back.correlation_id) == (
-        WEB,
-        D1,
-        5,
-        Trigger.WEBHOOK,
-        "c-1",
-    )
-    change = move.change(Trigger.PROMOTE, "wave-1")
-    assert Move.of(change) == replace(move, trigger=Trigger.PROMOTE) and change.round == "wave-1"
+    back = parse_message(verification.model_dump_json(exclude_none=True))
+    assert isinstance(back, Verification) and back.move == move
+    assert (back.target_id, back.applied_at, back.attempt) == ("dev/demo/Deployment/web/app", 9, 0)
+    change = Change(move=move.by(Trigger.PROMOTE), round="wave-1")
+    assert change.move == move.model_copy(update={"trigger": Trigger.PROMOTE}) and change.round == "wave-1"
+    assert move.trigger is Trigger.WEBHOOK  # by() is a new move; the move is a value
     # a verification sent before verifications carried their trigger: the verifier's
-    old = Verification(kind=VerificationKind.ADVANCE, image=WEB, digest=D1, observed_at=5)
-    assert Move.of(old).trigger is Trigger.VERIFY
+    old = Verification.model_validate({"kind": "advance", "image": WEB, "digest": D1, "observed_at": 5})
+    assert old.move.trigger is Trigger.VERIFY

@@ -68,7 +68,10 @@ def test_each_distinct_tag_resolved_once(store: State) -> None:
     summary = poller(registry, store, queue, chunk=1).run(followed)
     assert sorted(registry.calls) == sorted([shared, other])
     assert (summary.resolved, summary.changed, summary.enqueued) == (2, 2, 2)
-    assert sorted((c.image, c.digest) for c in queue.sent) == [(other, digest(2)), (shared, digest(1))]
+    assert sorted((c.move.image, c.move.digest) for c in queue.sent) == [
+        (other, digest(2)),
+        (shared, digest(1)),
+    ]
     shared_result = next(r for r in summary.results if r.image == shared)
     assert shared_result.behind == 3  # web-1, web-2, web-3: the targets of every listing
 
@@ -91,7 +94,7 @@ def test_only_real_changes_are_enqueued(store: State) -> None:
     registry.answers[images[3]] = digest(33)  # one tag moves
     moved = p.run(followed)
     assert (moved.unchanged, moved.changed, moved.enqueued) == (4, 1, 1)
-    assert [(c.image, c.digest) for c in queue.sent] == [(images[3], digest(33))]
+    assert [(c.move.image, c.move.digest) for c in queue.sent] == [(images[3], digest(33))]
     stored = store.tags.get(images[3])
     assert stored is not None and stored.digest == digest(33)
 
@@ -124,7 +127,7 @@ def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: State) 
     assert (full.cursor, full.not_reached, full.resolved) == (None, 0, 10)
     assert store.cursor.get() is None
     # Every tag was enqueued once while the budget was short, and the full run adds nothing new.
-    assert sorted({c.image for c in queue.sent}) == images
+    assert sorted({c.move.image for c in queue.sent}) == images
 
 
 def test_out_of_time_before_anything_resolves_keeps_the_cursor(store: State) -> None:
@@ -163,7 +166,7 @@ def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: State) -
     for i, image in enumerate(healthy):
         stored = store.tags.get(image)
         assert stored is not None and stored.digest == digest(100 + i) and not stored.last_error
-    assert {c.image for c in queue.sent} == set(healthy)
+    assert {c.move.image for c in queue.sent} == set(healthy)
     errors = {r.image: r.error for r in summary.results if r.outcome == "error"}
     assert set(errors) == set(down) and all("RegistryUnavailable" in (e or "") for e in errors.values())
 
@@ -187,7 +190,7 @@ class FlakyQueue(ListQueue):
         self.refuse = refuse
 
     def send(self, change) -> None:  # type: ignore[no-untyped-def]
-        if change.image == self.refuse:
+        if change.move.image == self.refuse:
             raise RuntimeError("ThrottlingException")
         super().send(change)
 
@@ -199,7 +202,7 @@ def test_a_failing_send_for_one_tag_does_not_end_the_run(store: State) -> None:
     queue = FlakyQueue(refuse=images[1])
     summary = poller(registry, store, queue, chunk=2).run(followed)
     assert summary.resolved == 4 and summary.errors == 1 and summary.enqueued == 3
-    assert sorted(c.image for c in queue.sent) == sorted(set(images) - {images[1]})
+    assert sorted(c.move.image for c in queue.sent) == sorted(set(images) - {images[1]})
     (failed,) = [r for r in summary.results if r.outcome == "error"]
     assert failed.image == images[1] and "ThrottlingException" in (failed.error or "")
 
@@ -241,7 +244,7 @@ def test_a_settled_tag_costs_no_read_of_its_own_until_it_moves_or_fails(store: S
     registry.answers[images[2]] = digest(50)
     queue.sent.clear()
     moved = poller(registry, counted, queue, chunk=4).run(followed)
-    assert (moved.changed, moved.unchanged, [c.digest for c in queue.sent]) == (1, 5, [digest(50)])
+    assert (moved.changed, moved.unchanged, [c.move.digest for c in queue.sent]) == (1, 5, [digest(50)])
     assert tag_reads.read == [images[2]]
     assert set(target_reads.read) == {followed[2].targets[0].id}  # by the poll, then the level check
     assert images[2] not in store.digests.all()
@@ -408,7 +411,7 @@ def test_a_poll_of_moved_tags_reads_nothing_twice_and_writes_each_move_once(stor
     table.client = _Counting(table.client, calls)
     summary = poller(scripted(after), store, queue).run(followed)
     assert (summary.changed, summary.enqueued) == (len(images), len(images))
-    assert sorted(c.image for c in queue.sent) == sorted(images)
+    assert sorted(c.move.image for c in queue.sent) == sorted(images)
     assert calls.count("update_item") == 2 * len(images)  # the move and its tombstone
     assert calls.count("batch_get_item") == 1 + 2  # the settled digests; the tags and targets, once
     assert all((t := store.tags.get(i)) is not None and t.digest == digest(2) for i in images)

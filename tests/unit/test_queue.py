@@ -8,7 +8,8 @@ import hashlib
 import pytest
 from pydantic import ValidationError
 from tagpin.adapters.sqs import SqsChangeQueue, SqsVerificationQueue, deduplication_id, group_id
-from tagpin.domain.messages import Change, Verification, VerificationKind, parse_message
+from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind, parse_message
+from tagpin.domain.moves import Move
 from tagpin.ports.queues import MAX_DELAY_S
 
 from tests.support.constants import D1, D2, NGINX_LATEST
@@ -31,7 +32,9 @@ def _receive_all(sqs, url: str) -> list[dict]:
 
 
 def test_send_sets_group_and_deduplication_ids(sqs, queues) -> None:
-    change = Change(image=NGINX_LATEST, digest=D1, observed_at=1234, trigger="webhook", correlation_id="c-1")
+    change = Change(
+        move=Move(image=NGINX_LATEST, digest=D1, observed_at=1234, trigger="webhook", correlation_id="c-1")
+    )
     SqsChangeQueue(sqs, queues.url).send(change)
     (message,) = _receive_all(sqs, queues.url)
     attributes = message["Attributes"]
@@ -43,32 +46,32 @@ def test_send_sets_group_and_deduplication_ids(sqs, queues) -> None:
 
 def test_the_same_change_twice_is_one_message(sqs, queues) -> None:
     queue = SqsChangeQueue(sqs, queues.url)
-    queue.send(Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="webhook"))
+    queue.send(Change(move=Move(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="webhook")))
     # Another observation of the same digest (poll a moment later) deduplicates too.
-    queue.send(Change(image=NGINX_LATEST, digest=D1, observed_at=2, trigger="poll"))
+    queue.send(Change(move=Move(image=NGINX_LATEST, digest=D1, observed_at=2, trigger="poll")))
     messages = _receive_all(sqs, queues.url)
     assert len(messages) == 1
-    assert Change.model_validate_json(messages[0]["Body"]).observed_at == 1
+    assert Change.model_validate_json(messages[0]["Body"]).move.observed_at == 1
 
 
 def test_a_different_digest_is_another_message_in_the_same_group(sqs, queues) -> None:
     queue = SqsChangeQueue(sqs, queues.url)
-    queue.send(Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll"))
-    queue.send(Change(image=NGINX_LATEST, digest=D2, observed_at=2, trigger="poll"))
+    queue.send(Change(move=Move(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll")))
+    queue.send(Change(move=Move(image=NGINX_LATEST, digest=D2, observed_at=2, trigger="poll")))
     # FIFO: within one group, the second is delivered after the first is deleted.
     first = sqs.receive_message(QueueUrl=queues.url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
     for message in first:
         sqs.delete_message(QueueUrl=queues.url, ReceiptHandle=message["ReceiptHandle"])
     rest = _receive_all(sqs, queues.url)
-    digests = [Change.model_validate_json(m["Body"]).digest for m in [*first, *rest]]
+    digests = [Change.model_validate_json(m["Body"]).move.digest for m in [*first, *rest]]
     assert digests == [D1, D2]
 
 
 def test_other_images_are_other_groups(sqs, queues) -> None:
     queue = SqsChangeQueue(sqs, queues.url)
     other = "ghcr.io/acme/api:stable"
-    queue.send(Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll"))
-    queue.send(Change(image=other, digest=D1, observed_at=1, trigger="poll"))
+    queue.send(Change(move=Move(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll")))
+    queue.send(Change(move=Move(image=other, digest=D1, observed_at=1, trigger="poll")))
     messages = _receive_all(sqs, queues.url)
     assert sorted(m["Attributes"]["MessageGroupId"] for m in messages) == sorted([NGINX_LATEST, other])
     assert len({m["Attributes"]["MessageDeduplicationId"] for m in messages}) == 2
@@ -77,12 +80,14 @@ def test_other_images_are_other_groups(sqs, queues) -> None:
 def test_long_image_names_hash_the_group_id(sqs, queues) -> None:
     image = "registry.example.com/" + "/".join(["team-" + "x" * 40] * 5) + ":stable"
     assert len(image) > 128
-    SqsChangeQueue(sqs, queues.url).send(Change(image=image, digest=D1, observed_at=1, trigger="poll"))
+    SqsChangeQueue(sqs, queues.url).send(
+        Change(move=Move(image=image, digest=D1, observed_at=1, trigger="poll"))
+    )
     (message,) = _receive_all(sqs, queues.url)
     group = message["Attributes"]["MessageGroupId"]
     assert len(group) <= 128
     assert group == hashlib.sha256(image.encode()).hexdigest()
-    assert Change.model_validate_json(message["Body"]).image == image
+    assert Change.model_validate_json(message["Body"]).move.image == image
 
 
 @pytest.mark.parametrize(("length", "hashed"), [(127, False), (128, False), (129, True)])
@@ -101,8 +106,8 @@ def test_deduplication_id_depends_on_image_and_digest() -> None:
 
 def test_list_queue_records_in_order() -> None:
     queue = ListQueue()
-    a = Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll")
-    b = Change(image=NGINX_LATEST, digest=D2, observed_at=2, trigger="poll")
+    a = Change(move=Move(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll"))
+    b = Change(move=Move(image=NGINX_LATEST, digest=D2, observed_at=2, trigger="poll"))
     queue.send(a)
     queue.send(b)
     assert queue.sent == [a, b]
@@ -112,9 +117,7 @@ def test_list_queue_records_in_order() -> None:
 def _verification(**more: object) -> Verification:
     return Verification(
         kind=VerificationKind.VERIFY,
-        image=NGINX_LATEST,
-        digest=D1,
-        observed_at=1,
+        move=Move(image=NGINX_LATEST, digest=D1, observed_at=1, trigger=Trigger.POLL),
         target_id="c/ns/Deployment/w/w",
         **more,
     )
@@ -122,7 +125,9 @@ def _verification(**more: object) -> Verification:
 
 def test_a_verification_is_due_after_its_delay_in_a_group_of_its_own(sqs, queues) -> None:
     SqsVerificationQueue(sqs, queues.url, clock=lambda: 1_000_000).send(_verification(), 30)
-    SqsChangeQueue(sqs, queues.url).send(Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll"))
+    SqsChangeQueue(sqs, queues.url).send(
+        Change(move=Move(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll"))
+    )
     messages = _receive_all(sqs, queues.url)
     assert len(messages) == 2  # neither waits behind the other
     (message,) = [m for m in messages if m["Attributes"]["MessageGroupId"].startswith("verify-")]
@@ -133,10 +138,10 @@ def test_a_verification_is_due_after_its_delay_in_a_group_of_its_own(sqs, queues
         and received.wait_ms(1_000_000) == 30_000
         and received.wait_ms(1_030_000) == 0
     )
-    assert (
-        message["Attributes"]["MessageDeduplicationId"]
-        == hashlib.sha256(message["Body"].encode()).hexdigest()
-    )
+    # the id is the hash of the body in the flat shape deployed stacks sent (pinned in test_wire)
+    key = message["Attributes"]["MessageDeduplicationId"]
+    assert key == hashlib.sha256(received.flat_json().encode()).hexdigest()
+    assert message["Attributes"]["MessageGroupId"] == "verify-" + key
 
 
 def test_the_same_verification_sent_twice_at_once_is_one_message_and_later_another(sqs, queues) -> None:
@@ -159,7 +164,10 @@ def test_a_delay_is_bounded_by_the_longest_wait(sqs, queues) -> None:
 @pytest.mark.parametrize(
     ("body", "kind"),
     [
-        (Change(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll").model_dump_json(), Change),
+        (
+            Change(move=Move(image=NGINX_LATEST, digest=D1, observed_at=1, trigger="poll")).model_dump_json(),
+            Change,
+        ),
         # a change sent before verifications shared the queue: no marker, told apart by its shape
         (
             '{"image": "'

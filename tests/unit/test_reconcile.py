@@ -248,7 +248,7 @@ def test_with_polling_on_only_new_tags_are_resolved_and_steady_runs_write_nothin
     store.tags.record(APP, D2, world.clock(), Trigger.POLL)  # the poller saw the tag move
     report = world.reconciler.run("run-3")
     assert world.registry.calls == [] and report.behind == ["east/shop/Deployment/web/web"]
-    assert [(c.digest, c.reconcile_run) for c in world.heals()] == [(D2, "run-3")]
+    assert [(c.move.digest, c.reconcile_run) for c in world.heals()] == [(D2, "run-3")]
 
 
 def test_with_polling_on_a_steady_run_reads_the_settled_digests_not_each_tag(store, dynamodb):
@@ -282,7 +282,7 @@ def test_with_polling_on_a_steady_run_reads_the_settled_digests_not_each_tag(sto
         f"TAG#{APP}",
         "TARGET#east/shop/Deployment/web/web",
     ]
-    assert [(c.image, c.digest) for c in world.heals()] == [(APP, D1)]
+    assert [(c.move.image, c.move.digest) for c in world.heals()] == [(APP, D1)]
 
 
 def test_one_list_per_kind_per_cluster_and_one_resolve_per_tag(world):
@@ -312,8 +312,13 @@ def test_pods_are_listed_once_per_namespace_with_unpinned_targets(world):
     # a runs D1 (current); b has no pods and c's namespace none: unknown counts as behind
     assert sorted(report.behind) == ["east/other/Deployment/c/web", "east/shop/Deployment/b/web"]
     (heal,) = world.heals()
-    assert (heal.image, heal.digest, heal.trigger, heal.reconcile_run) == (APP, D1, "reconcile", "run-1")
-    assert heal.observed_at == world.store.tags.get(APP).observed_at
+    assert (heal.move.image, heal.move.digest, heal.move.trigger, heal.reconcile_run) == (
+        APP,
+        D1,
+        "reconcile",
+        "run-1",
+    )
+    assert heal.move.observed_at == world.store.tags.get(APP).observed_at
 
 
 def test_a_person_changing_what_tagpin_applied_puts_the_target_on_hold(world, store):
@@ -328,16 +333,16 @@ def test_a_person_changing_what_tagpin_applied_puts_the_target_on_hold(world, st
     world.queue.sent.clear()
     report = world.reconciler.run("run-2")  # the workload still runs D0: someone put it back
     assert report.behind == [] and report.held == [target]
-    assert [c for c in world.queue.sent if c.image == SIDE] == []  # not patched back
+    assert [c for c in world.queue.sent if c.move.image == SIDE] == []  # not patched back
     held = store.targets.get(target)
     assert held is not None and held.status is TargetStatus.HELD and held.held_digest == D2
     assert held.settled_at(D2) and not held.settled_at(D1)  # the level checks leave it alone
     assert world.reconciler.run("run-3").held == []  # recorded once
-    assert [c for c in world.queue.sent if c.image == SIDE] == []
+    assert [c for c in world.queue.sent if c.move.image == SIDE] == []
     # released by a person: the next run heals it
     assert store.targets.release(target, 3, reason="released", trigger="manual")
     world.reconciler.run("run-4")
-    assert "run-4" in [c.reconcile_run for c in world.queue.sent if c.image == SIDE]
+    assert "run-4" in [c.reconcile_run for c in world.queue.sent if c.move.image == SIDE]
 
 
 def test_unreachable_cluster_is_skipped_recorded_and_its_index_kept(world, store):
@@ -417,7 +422,7 @@ def test_registry_failure_enqueues_nothing_for_that_tag_only(world):
     world.registry.answers[SIDE] = ConnectionError("registry down")
     world.clusters["east"].add(wl("web", {"web": f"{APP}@{D0}"}), wl("db", {"db": f"{SIDE}@{D0}"}))
     report = world.reconciler.run("run-1")
-    assert [c.image for c in world.heals()] == [APP]
+    assert [c.move.image for c in world.heals()] == [APP]
     assert any(e.startswith(SIDE) for e in report.errors)
 
 

@@ -12,6 +12,7 @@ from tagpin.domain.annotations import ANNOTATION_APPLIED_AT, ANNOTATION_DIGESTS,
 from tagpin.domain.config import Kind, parse_config
 from tagpin.domain.kinds import ImageChange
 from tagpin.domain.messages import Change, TargetChange
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import Forbidden, Unreachable, Workload
@@ -183,9 +184,17 @@ def applier(store: State, clusters: FakeClusters) -> Applier:
     return make_applier(store, clusters)
 
 
-def change(image: str = WEB, digest: str = D1, observed_at: int = 1_000, **kwargs: Any) -> Change:
+def change(
+    image: str = WEB,
+    digest: str = D1,
+    observed_at: int = 1_000,
+    reconcile_run: str | None = None,
+    **move: Any,
+) -> Change:
+    """A change of ``image`` to ``digest``; ``move``: the move's other fields (a poll's by default)."""
+    move.setdefault("trigger", "poll")
     return Change(
-        image=image, digest=digest, observed_at=observed_at, trigger=kwargs.pop("trigger", "poll"), **kwargs
+        move=Move(image=image, digest=digest, observed_at=observed_at, **move), reconcile_run=reconcile_run
     )
 
 
@@ -434,6 +443,12 @@ def test_guard_applies_the_same_change_once(
     assert len(dynamodb.scan(TableName=idempotency_table)["Items"]) == 2
 
 
+def flat(change: TargetChange) -> dict[str, Any]:
+    """A target change in the shape deployed stacks had, before it carried the move: its fields
+    and its move's side by side."""
+    return {**change.model_dump(exclude={"move"}), **change.move.model_dump()}
+
+
 def test_a_record_the_deployed_guard_stored_answers_the_typed_key(
     store: State, clusters: FakeClusters, guard: Any, dynamodb, idempotency_table: str
 ) -> None:
@@ -456,8 +471,8 @@ def test_a_record_the_deployed_guard_stored_answers_the_typed_key(
     persistence = DynamoDBPersistenceLayer(table_name=idempotency_table, boto3_client=dynamodb)
 
     def deployed_guard(fn: Any) -> Any:  # the guard as deployed stacks built it
-        def apply_target(target_change: TargetChange) -> ApplyResult:
-            return fn(target_change)
+        def apply_target(target_change: dict[str, Any]) -> ApplyResult:
+            return fn(TargetChange.model_validate(target_change))
 
         wrapped = idempotent_function(
             apply_target,
@@ -467,7 +482,8 @@ def test_a_record_the_deployed_guard_stored_answers_the_typed_key(
             output_serializer=PydanticSerializer(model=ApplyResult),
             key_prefix="tagpin.apply_target",
         )
-        return lambda change: wrapped(target_change=change)
+        # what it read the JMESPath from: the target change as deployed stacks had it, flat
+        return lambda change: wrapped(target_change=flat(change))
 
     healing = change(trigger="reconcile", reconcile_run="run-7", changed_at=900)
     assert make_applier(store, clusters, deployed_guard).apply(healing)[0].outcome == "patched"
@@ -475,6 +491,38 @@ def test_a_record_the_deployed_guard_stored_answers_the_typed_key(
     again = make_applier(store, clusters, guard).apply(healing)  # after the update: the new guard
     assert again[0].outcome == "patched" and len(clusters["dev"].patches) == 1  # answered, not rolled
     assert len(dynamodb.scan(TableName=idempotency_table)["Items"]) == 1
+
+
+# One target's change as deployed stacks built it (flat; ``TargetChange.model_dump_json`` before it
+# carried the move), and the id of the record their guard stored for it (computed by that code).
+DEPLOYED_TARGET_CHANGE = (
+    '{"target_id":"dev/demo/Deployment/web/app","cluster":"dev","namespace":"demo","kind":"Deployment",'
+    '"name":"web","container":"app","image":"127.0.0.1:5000/demo/web:stable","digest":"' + D1 + '",'
+    '"observed_at":1763702400000,"trigger":"reconcile","correlation_id":"run-7","reconcile_run":"run-7",'
+    '"changed_at":900,"tag":null}'
+)
+DEPLOYED_RECORD_ID = "tagpin.apply_target#2c808154ee79600ce1775945f7768c79"
+
+
+def test_the_guard_keys_a_change_read_in_the_old_shape_on_the_record_id_deployed_stacks_stored(
+    guard: Any, dynamodb, idempotency_table: str
+) -> None:
+    """The same move, read from the flat shape or carried in the new one, hashes to the record id
+    the deployed guard wrote (a literal, not recomputed here): byte for byte."""
+    old = TargetChange.model_validate_json(DEPLOYED_TARGET_CHANGE)
+    new = TargetChange.model_validate_json(old.model_dump_json())
+    assert "move" in json.loads(old.model_dump_json()) and new == old
+    ran: list[TargetChange] = []
+
+    def apply_target(tc: TargetChange) -> ApplyResult:
+        ran.append(tc)
+        return ApplyResult(outcome=ApplyOutcome.PATCHED, target=tc.target_id)
+
+    applied = guard(apply_target)
+    assert applied(new).outcome is ApplyOutcome.PATCHED
+    (record,) = dynamodb.scan(TableName=idempotency_table)["Items"]
+    assert record["id"]["S"] == DEPLOYED_RECORD_ID
+    assert applied(old).outcome is ApplyOutcome.PATCHED and ran == [new]  # answered from the record
 
 
 def test_without_the_guard_the_same_change_patches_twice(store: State, clusters: FakeClusters) -> None:

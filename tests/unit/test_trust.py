@@ -104,7 +104,7 @@ def gate(
     return PlatformGate(registry, connector, lambda: config, FakeClock(0, step=1))
 
 
-MOVE = Move(WEB, D1, 1, Trigger.POLL)
+MOVE = Move(image=WEB, digest=D1, observed_at=1, trigger=Trigger.POLL)
 
 
 def blocks(decision: Decision) -> bool:

@@ -210,7 +210,7 @@ def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
     # One check for the tag (its unconfirmed hint is asked about again, then the registry wins).
     assert set(hook.resolver.calls) == {WEB}
     (change,) = hook.queue.sent
-    assert (change.image, change.digest, change.trigger, change.correlation_id) == (
+    assert (change.move.image, change.move.digest, change.move.trigger, change.move.correlation_id) == (
         WEB,
         D1,
         "webhook",
@@ -222,7 +222,7 @@ def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
     stored = hook.store.tags.get(WEB)
     assert stored is not None
     assert stored.digest == D1
-    assert change.observed_at == stored.observed_at
+    assert change.move.observed_at == stored.observed_at
 
 
 def test_followed_and_unfollowed_in_one_envelope(hook: Harness) -> None:
@@ -238,7 +238,7 @@ def test_replay_is_unchanged_and_enqueues_nothing_once_applied(hook: Harness) ->
     assert first.body["events"][0]["outcome"] == "changed"
     (change,) = hook.queue.sent
     # The consumer applied it.
-    assert hook.store.targets.claim(WEB_TARGET, WEB, D1, change.observed_at, "webhook", now=1)
+    assert hook.store.targets.claim(WEB_TARGET, WEB, D1, change.move.observed_at, "webhook", now=1)
     assert hook.store.targets.finish(WEB_TARGET, D1, TargetStatus.APPLIED, 2, trigger="webhook")
 
     second = hook.post(body)
@@ -257,7 +257,7 @@ def test_replay_before_the_target_is_applied_enqueues_again(hook: Harness) -> No
     second = hook.post(body)
     assert second.body["events"][0]["outcome"] == "unchanged"
     assert second.body["events"][0]["enqueued"] is True  # level-based: the target is still behind
-    assert [c.digest for c in hook.queue.sent] == [D1, D1]
+    assert [c.move.digest for c in hook.queue.sent] == [D1, D1]
 
 
 def test_hint_digest_is_not_trusted(hook: Harness) -> None:
@@ -266,7 +266,7 @@ def test_hint_digest_is_not_trusted(hook: Harness) -> None:
     assert check["hint_confirmed"] is False
     assert check["digest"] == D1
     (change,) = hook.queue.sent
-    assert change.digest == D1
+    assert change.move.digest == D1
     assert hook.store.tags.get(WEB).digest == D1  # type: ignore[union-attr]
 
 
@@ -274,7 +274,7 @@ def test_push_without_digest_still_resolves(hook: Harness) -> None:
     result = hook.post(envelope(push(digest=None)))
     check = result.body["events"][0]
     assert "hint_confirmed" not in check
-    assert [c.digest for c in hook.queue.sent] == [D1]
+    assert [c.move.digest for c in hook.queue.sent] == [D1]
 
 
 def test_registry_down_is_202_with_an_error_and_keeps_the_digest(hook: Harness) -> None:
@@ -387,5 +387,5 @@ def test_no_request_is_a_5xx_and_nothing_is_enqueued_without_the_token(
         assert result.status in (401, 404)
         assert len(hook.queue.sent) == sent_before
     for change in hook.queue.sent[sent_before:]:
-        assert change.image == WEB
-        assert change.digest == D1  # always the registry's answer
+        assert change.move.image == WEB
+        assert change.move.digest == D1  # always the registry's answer

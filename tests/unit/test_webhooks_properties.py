@@ -161,8 +161,8 @@ def test_service_never_answers_5xx_and_enqueues_only_the_registry_digest(
     if result.status != 202:
         assert len(hook.queue.sent) == before
     for change in hook.queue.sent[before:]:
-        assert change.image in FOLLOWED
-        assert change.digest == D1
+        assert change.move.image in FOLLOWED
+        assert change.move.digest == D1
 
 
 @PROPERTY_SETTINGS
@@ -170,7 +170,7 @@ def test_service_never_answers_5xx_and_enqueues_only_the_registry_digest(
 def test_eventbridge_path_never_raises(hook: Hook, body: bytes) -> None:
     result = hook.service.handle_trusted("ecr", body)
     assert result.status in (202, 400)
-    assert all(c.digest == D1 for c in hook.queue.sent)
+    assert all(c.move.digest == D1 for c in hook.queue.sent)
 
 
 @PROPERTY_SETTINGS

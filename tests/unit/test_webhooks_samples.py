@@ -51,15 +51,17 @@ def test_sample_is_accepted_through_the_service(hook: Hook, name: str) -> None:
     assert result.body["accepted"] == len(followed) >= 1
     assert result.body["ignored"] == len(expected) - len(followed)
     # the registry's answer is what is enqueued, never the payload's digest
-    assert [c.digest for c in hook.queue.sent] == [hook.resolver.default] * len(followed)
-    assert {c.image for c in hook.queue.sent} == {f"{e.registry}/{e.repository}:{e.tag}" for e in followed}
+    assert [c.move.digest for c in hook.queue.sent] == [hook.resolver.default] * len(followed)
+    assert {c.move.image for c in hook.queue.sent} == {
+        f"{e.registry}/{e.repository}:{e.tag}" for e in followed
+    }
 
 
 def test_ecr_sample_is_accepted_without_http_authentication(hook: Hook) -> None:
     _, event, _ = sample("ecr")
     result = hook.service.handle_trusted("ecr", json.dumps(event).encode())
     assert result.status == 202 and result.body["accepted"] == 1
-    assert [c.image for c in hook.queue.sent] == [FOLLOWED[-1]]
+    assert [c.move.image for c in hook.queue.sent] == [FOLLOWED[-1]]
 
 
 def test_ecr_is_never_accepted_over_http(hook: Hook) -> None:

@@ -81,7 +81,7 @@ def _plan_targets(
 
     state = wiring.state()
     now = int(time.time() * 1000)
-    move = Move(followed.image, Digest(digest), now, Trigger.MANUAL, tag=tag)
+    move = Move(image=followed.image, digest=Digest(digest), observed_at=now, trigger=Trigger.MANUAL, tag=tag)
     states = state.targets.get_many([t.id for t in followed.targets])
     promotion = state.promotions.get(followed.image)
     waves = plan_waves(wiring.rollout_settings(), list(followed.targets))

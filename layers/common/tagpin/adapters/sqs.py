@@ -52,12 +52,13 @@ class SqsChangeQueue:
         self._url = queue_url
 
     def send(self, change: Change) -> None:
+        move = change.move
         self._sqs.send_message(
             QueueUrl=self._url,
             MessageBody=change.model_dump_json(),
-            MessageGroupId=group_id(change.image),
+            MessageGroupId=group_id(move.image),
             MessageDeduplicationId=deduplication_id(
-                change.image, change.digest, change.reconcile_run, change.round, change.changed_at
+                move.image, move.digest, change.reconcile_run, change.round, move.changed_at
             ),
         )
 
@@ -79,13 +80,11 @@ class SqsVerificationQueue:
 
     def send(self, verification: Verification, delay_s: int) -> None:
         delay_ms = max(0, min(MAX_DELAY_S, int(delay_s))) * 1000
-        body = verification.model_copy(update={"due_at": self._clock() + delay_ms}).model_dump_json(
-            exclude_none=True
-        )
-        key = hashlib.sha256(body.encode()).hexdigest()
+        due = verification.model_copy(update={"due_at": self._clock() + delay_ms})
+        key = hashlib.sha256(due.flat_json().encode()).hexdigest()
         self._sqs.send_message(
             QueueUrl=self._url,
-            MessageBody=body,
+            MessageBody=due.model_dump_json(exclude_none=True),
             MessageGroupId="verify-" + key[:64],
             MessageDeduplicationId=key,
         )

@@ -4,55 +4,60 @@ the changes queue (the one queue the consumer reads), and the per-target unit of
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
+from pydantic_core import to_json
 
-from tagpin.domain.channels import pinned_source
+from tagpin.domain import moves
+from tagpin.domain.moves import Move, Trigger
 from tagpin.domain.refs import Digest
 
+# ``Trigger`` is the move's (``tagpin.domain.moves``); it is found here as it always was.
+__all__ = [
+    "Change",
+    "Message",
+    "OnceKey",
+    "TargetChange",
+    "Trigger",
+    "Verification",
+    "VerificationKind",
+    "parse_message",
+]
 
-class Trigger(StrEnum):
-    """What noticed a change (recorded on every target and history item)."""
 
-    WEBHOOK = "webhook"
-    POLL = "poll"
-    RECONCILE = "reconcile"
-    MANUAL = "manual"
-    ECR = "ecr"
-    PROMOTE = "promote"  # the verifier started the next wave of a promotion, or retried a deferred rollout
-    ROLLBACK = "rollback"  # the verifier restored the previous image
-    VERIFY = "verify"  # the verifier recorded the outcome of a rollout
+def _lifted(data: Any, default_trigger: Trigger | None = None) -> Any:
+    """A message as deployed stacks wrote it, before messages carried the move (still in flight on
+    the queue, or in its dead-letter queue): its flat move fields (``image``, ``digest``,
+    ``observed_at``, ...) read into ``move``. A message with a ``move`` is left as it is."""
+    if not isinstance(data, dict) or "move" in data or not any(k in data for k in moves.FIELDS):
+        return data
+    rest = {k: v for k, v in data.items() if k not in moves.FIELDS}
+    move = {k: data[k] for k in moves.FIELDS if data.get(k) is not None}
+    if default_trigger is not None:
+        move.setdefault("trigger", default_trigger)
+    return {**rest, "move": move}
 
 
 class Change(BaseModel):
-    """A followed tag was seen pointing at ``digest`` at ``observed_at`` (epoch ms, tagpin's clock).
-
-    The body of every message on the changes queue. ``image`` is the canonical tagged reference
-    (``registry/repository:tag``). ``observed_at`` orders observations: an older one never
-    replaces a newer one, in the state table or in a cluster.
-    """
+    """A followed tag was seen pointing at a digest: its ``move``. The body of every message on the
+    changes queue but the verifications."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    image: str = Field(min_length=3, max_length=512)
-    digest: Digest
-    observed_at: int = Field(ge=0)
-    trigger: Trigger
-    correlation_id: str | None = Field(default=None, max_length=256)
-    # Set by the reconciler when it saw a target NOT running ``digest`` although the consumer may
+    move: Move
+    # Set by the reconciler when it saw a target NOT running the digest although the consumer may
     # already have applied it (a manual edit, a rollback): the run's id joins the idempotency and
     # deduplication keys, so the change is applied again instead of being answered from the cache.
     reconcile_run: str | None = Field(default=None, max_length=128)
-    # When the tag moved to ``digest`` (the state's changed_at): identifies the move. A tag that
-    # returns to a digest it had before (B -> C -> B) is a new change, not a repeat of the first.
-    changed_at: int | None = Field(default=None, ge=0)
     # Set by the verifier on a promotion's own changes (the next wave, a deferred retry): joins the
     # deduplication id only, so the FIFO queue does not drop it as a repeat of the first change.
     round: str | None = Field(default=None, max_length=128)
-    # A version channel's change (``image`` is the channel's key): the version it chose, so the
-    # targets are pinned to ``repository:<tag>@<digest>`` (tagpin.domain.channels).
-    tag: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        return _lifted(data)
 
 
 class OnceKey(NamedTuple):
@@ -79,25 +84,18 @@ class TargetChange(BaseModel):
     kind: str
     name: str
     container: str
-    image: str
-    digest: Digest
-    observed_at: int
-    trigger: Trigger
-    correlation_id: str | None = None
+    move: Move
     reconcile_run: str | None = None
-    changed_at: int | None = None
-    tag: str | None = None  # a version channel's chosen version
 
-    @property
-    def source(self) -> str:
-        """What the target is pinned to (before ``@digest``): the followed tag, or the channel's
-        repository at its chosen version."""
-        return pinned_source(self.image, self.tag)
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        return _lifted(data)
 
     @property
     def key(self) -> OnceKey:
         """Its idempotency key: one roll per key."""
-        return OnceKey(self.target_id, self.digest, self.changed_at, self.reconcile_run)
+        return OnceKey(self.target_id, self.move.digest, self.move.changed_at, self.reconcile_run)
 
 
 class VerificationKind(StrEnum):
@@ -124,9 +122,7 @@ class Verification(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     kind: VerificationKind
-    image: str = Field(min_length=3, max_length=512)
-    digest: Digest
-    observed_at: int = Field(ge=0)
+    move: Move  # what is verified; the verifier's (``Trigger.VERIFY``) in one sent without a trigger
     target_id: str | None = None  # verify: the target
     applied_at: int | None = None  # verify: when the patch was made (epoch ms), for the timeout
     # verify: when the rollout was last seen paused (epoch ms): the timeout counts from then
@@ -135,13 +131,23 @@ class Verification(BaseModel):
     # rollout.max_pause_seconds and the look-again delay; None while it is not paused
     paused_since: int | None = None
     attempt: int = Field(default=0, ge=0)
-    trigger: Trigger | None = None
-    correlation_id: str | None = Field(default=None, max_length=256)
     # verify: the Git commit that moved the target (write-back, docs/gitops.md): the workload
     # reaches the digest once the GitOps tool applies it, so until then it is waited for
     commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{40,64}$")
     # When it is due (epoch ms, the sender's clock); None: at once. Set by the queue when sent.
     due_at: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        return _lifted(data, default_trigger=Trigger.VERIFY)
+
+    def flat_json(self) -> str:
+        """This verification as deployed stacks wrote it before the move was carried: its fields
+        flat, in their order then, ``None`` left out. The queue's deduplication id hashes this
+        (``tagpin.adapters.sqs``), so it is the same for the same verification before and after."""
+        fields = {**self.model_dump(mode="json"), **self.move.model_dump(mode="json")}
+        return to_json({k: fields[k] for k in _FLAT_VERIFICATION if fields.get(k) is not None}).decode()
 
     def again(self) -> Verification:
         """Again, for a rollout in progress (not paused: a later pause is a new one)."""
@@ -172,6 +178,13 @@ class Verification(BaseModel):
     def wait_ms(self, now_ms: int) -> int:
         """How long until it is due (0: due now)."""
         return max(0, (self.due_at or 0) - now_ms)
+
+
+# A verification's fields, flat, in the order deployed stacks wrote them (``Verification.flat_json``).
+_FLAT_VERIFICATION = (
+    *("kind", "image", "digest", "observed_at", "target_id", "applied_at", "paused_at", "paused_since"),
+    *("attempt", "trigger", "correlation_id", "commit", "due_at"),
+)
 
 
 def _message_kind(value: object) -> str:

@@ -1,89 +1,60 @@
 """A move: a followed image going to one digest, as tagpin noticed it.
 
 The value every gate of admission (``tagpin.usecases.admission``) is asked about, whichever path
-asks: the consumer's change (``Move.of``), the dry run, ``tagpin plan`` (a digest just resolved),
-the console (the tag's recorded digest).
+asks: the consumer's change (``Change.move``), the dry run, ``tagpin plan`` (a digest just
+resolved), the console (the tag's recorded digest). The messages (``tagpin.domain.messages``) carry
+it whole: a change, each target's part of it, and the verifications that follow it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from enum import StrEnum
 
-from tagpin.domain.channels import pinned_source
-from tagpin.domain.messages import Change, TargetChange, Trigger, Verification, VerificationKind
+from pydantic import BaseModel, ConfigDict, Field
+
+from tagpin.domain.channels import MAX_KEY, pinned_source
 from tagpin.domain.refs import Digest
 
 
-@dataclass(frozen=True)
-class Move:
-    image: str  # the followed tag (``registry/repository:tag``), or a version channel's key
-    digest: Digest  # validated: a text that is no digest is refused here (``InvalidReference``)
-    observed_at: int  # when it was seen (epoch ms, tagpin's clock): orders moves of one image
+class Trigger(StrEnum):
+    """What noticed a change (recorded on every target and history item)."""
+
+    WEBHOOK = "webhook"
+    POLL = "poll"
+    RECONCILE = "reconcile"
+    MANUAL = "manual"
+    ECR = "ecr"
+    PROMOTE = "promote"  # the verifier started the next wave of a promotion, or retried a deferred rollout
+    ROLLBACK = "rollback"  # the verifier restored the previous image
+    VERIFY = "verify"  # the verifier recorded the outcome of a rollout
+
+
+# The move's fields, by name: the keys messages sent before they carried the move wrote flat.
+FIELDS = ("image", "digest", "observed_at", "trigger", "changed_at", "correlation_id", "tag")
+
+
+class Move(BaseModel):
+    """``image`` is the canonical tagged reference (``registry/repository:tag``) or a version
+    channel's key; ``observed_at`` (epoch ms, tagpin's clock) orders the moves of one image: an
+    older one never replaces a newer one, in the state table or in a cluster."""
+
+    model_config = ConfigDict(frozen=True)
+
+    image: str = Field(min_length=3, max_length=MAX_KEY)
+    digest: Digest  # validated: a text that is no digest is refused here, naming the field
+    observed_at: int = Field(ge=0)
     trigger: Trigger
-    changed_at: int | None = None  # when the tag moved to ``digest``
-    correlation_id: str | None = None
-    tag: str | None = None  # a version channel's chosen version
+    # When the tag moved to ``digest`` (the state's changed_at): identifies the move. A tag that
+    # returns to a digest it had before (B -> C -> B) is a new move, not a repeat of the first.
+    changed_at: int | None = Field(default=None, ge=0)
+    correlation_id: str | None = Field(default=None, max_length=256)  # the delivery or run that saw it
+    # A version channel's move (``image`` is the channel's key): the version it chose, so the
+    # targets are pinned to ``repository:<tag>@<digest>`` (tagpin.domain.channels).
+    tag: str | None = Field(default=None, min_length=1, max_length=128)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "digest", Digest(self.digest))
-
-    @classmethod
-    def of(cls, change: Change | TargetChange | Verification) -> Move:
-        """The move a change (or one target's part of it, or a verification of it) carries; a
-        verification sent before triggers were carried is the verifier's."""
-        if isinstance(change, Verification):
-            return cls(
-                change.image,
-                change.digest,
-                change.observed_at,
-                change.trigger or Trigger.VERIFY,
-                correlation_id=change.correlation_id,
-            )
-        return cls(
-            image=change.image,
-            digest=change.digest,
-            observed_at=change.observed_at,
-            trigger=change.trigger,
-            changed_at=change.changed_at,
-            correlation_id=change.correlation_id,
-            tag=change.tag,
-        )
-
-    def verification(
-        self,
-        kind: VerificationKind,
-        *,
-        target_id: str | None = None,
-        applied_at: int | None = None,
-        attempt: int = 0,
-    ) -> Verification:
-        """A verification of this move (a rollout to look at again, a wave to advance, a deferred
-        target to retry, an approval request to lapse)."""
-        return Verification(
-            kind=kind,
-            image=self.image,
-            digest=self.digest,
-            observed_at=self.observed_at,
-            target_id=target_id,
-            applied_at=applied_at,
-            attempt=attempt,
-            trigger=self.trigger,
-            correlation_id=self.correlation_id,
-        )
-
-    def change(self, trigger: Trigger, round: str) -> Change:
-        """This move sent again as a change (the next wave, a deferred retry, an approved wave):
-        ``round`` joins only the queue's deduplication id."""
-        return Change(
-            image=self.image,
-            digest=self.digest,
-            observed_at=self.observed_at,
-            trigger=trigger,
-            correlation_id=self.correlation_id,
-            round=round,
-            changed_at=self.changed_at,
-            tag=self.tag,
-        )
+    def by(self, trigger: Trigger) -> Move:
+        """The same move, sent on by ``trigger`` (the next wave, a retry, a person's approval)."""
+        return self.model_copy(update={"trigger": trigger})
 
     @property
     def source(self) -> str:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from tagpin.domain.budget import UNLIMITED, Budget
 from tagpin.domain.config import FollowedImage, GitOpsSettings, RolloutSettings, Target
-from tagpin.domain.messages import Change, TargetChange, VerificationKind
+from tagpin.domain.messages import Change, TargetChange, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
@@ -115,38 +115,36 @@ class Applier:
     def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:
         """Apply ``change`` to every target it may touch now; a target is started only while
         ``budget`` lasts (the rest fail the change, so the queue delivers it again)."""
-        move = Move.of(change)
-        followed = self._followed().get(change.image)
+        move = change.move
+        followed = self._followed().get(move.image)
         if followed is None:
-            logger.info(
-                "change for an image no longer followed; nothing to do", extra={"image": change.image}
-            )
-            return [ApplyResult(outcome=ApplyOutcome.NOT_FOLLOWED, image=change.image)]
-        tag = self._state.tags.get(change.image)
+            logger.info("change for an image no longer followed; nothing to do", extra={"image": move.image})
+            return [ApplyResult(outcome=ApplyOutcome.NOT_FOLLOWED, image=move.image)]
+        tag = self._state.tags.get(move.image)
         settings = self._settings()
         now = self._clock()
         stop = self._admission.decide_move(move, Known(tag=tag), now)
         if not stop.goes:
             return [move_stopped(move, stop)]
         promotion = self._state.promotions.start(
-            change.image,
-            change.digest,
-            change.observed_at,
+            move.image,
+            move.digest,
+            move.observed_at,
             now,
-            trigger=change.trigger,
-            correlation_id=change.correlation_id,
+            trigger=move.trigger,
+            correlation_id=move.correlation_id,
             dry_run=settings.dry_run,
-            tag=change.tag,
+            tag=move.tag,
         )
         if promotion is None:
-            return [ApplyResult(outcome=ApplyOutcome.SUPERSEDED, image=change.image)]
+            return [ApplyResult(outcome=ApplyOutcome.SUPERSEDED, image=move.image)]
         waves = plan(settings, list(followed.targets))
         if promotion.started:
             self._started(move, promotion, waves, now)
         if promotion.status is PromotionStatus.DRY_RUN:
             if not promotion.started:
                 detail = "plan already recorded"
-                return [ApplyResult(outcome=ApplyOutcome.PLANNED, image=change.image, detail=detail)]
+                return [ApplyResult(outcome=ApplyOutcome.PLANNED, image=move.image, detail=detail)]
             return self._dry.record(move, followed, waves, tag, promotion, self._clock())
         stop = self._admission.decide_move(move, Known(tag=tag, promotion=promotion), now)
         if not stop.goes:  # its promotion was halted
@@ -175,7 +173,7 @@ class Applier:
                 targets=[t.id for t in wave.targets],
             )
         if self._promoter is not None:
-            self._promoter.evaluate(change.image, change.digest)
+            self._promoter.evaluate(move.image, move.digest)
         if failed:
             raise ChangeFailed("; ".join(failed))
         return results
@@ -210,7 +208,9 @@ class Applier:
             results.append(git.done(result or self._apply_one(change, target, settings, round_.failed)))
         git.flush()  # one write request per repository, each sent once its targets are decided
         if round_.deferred and self._verifications is not None:
-            self._verifications.send(move.verification(VerificationKind.RETRY), min(round_.deferred))
+            self._verifications.send(
+                Verification(kind=VerificationKind.RETRY, move=move), min(round_.deferred)
+            )
         return results, round_.failed
 
     def _started(self, move: Move, promotion: Promotion, waves: list[PlannedWave], now: int) -> None:
@@ -234,14 +234,8 @@ class Applier:
             kind=target.kind.value,
             name=target.name,
             container=target.container,
-            image=change.image,
-            digest=change.digest,
-            observed_at=change.observed_at,
-            trigger=change.trigger,
-            correlation_id=change.correlation_id,
+            move=change.move,
             reconcile_run=change.reconcile_run,
-            changed_at=change.changed_at,
-            tag=change.tag,
         )
         try:
             result = self._apply_target(work)
@@ -256,7 +250,7 @@ class Applier:
             ApplyOutcome.WRITE_BACK,
         )
         if not (rolled and settings.verify and self._verifications is not None):
-            release_slot(self._state, settings, target, change.digest)  # else the verifier does
+            release_slot(self._state, settings, target, change.move.digest)  # else the verifier does
         return result
 
     def apply_target(self, target_change: TargetChange) -> ApplyResult:

@@ -15,8 +15,7 @@ import logging
 from collections.abc import Callable
 
 from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
-from tagpin.domain.messages import TargetChange, VerificationKind
-from tagpin.domain.moves import Move
+from tagpin.domain.messages import TargetChange, Verification, VerificationKind
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import State, TargetStatus
@@ -88,7 +87,7 @@ class TargetApplier:
         kind = Kind(tc.kind)
         claimed_at = self._clock()
         if not self._state.targets.claim(
-            tc.target_id, tc.image, tc.digest, tc.observed_at, tc.trigger, claimed_at
+            tc.target_id, tc.move.image, tc.move.digest, tc.move.observed_at, tc.move.trigger, claimed_at
         ):
             return ApplyResult(outcome=ApplyOutcome.SUPERSEDED, target=tc.target_id)
         owned: list[str] = []  # who applies a target written back through Git (for its detail)
@@ -99,7 +98,7 @@ class TargetApplier:
             detail = f"{type(exc).__name__}: {exc}"
             self._finish(tc, status, detail=detail)
             logger.warning(
-                "apply failed", extra={"target": tc.target_id, "digest": tc.digest, "error": detail}
+                "apply failed", extra={"target": tc.target_id, "digest": tc.move.digest, "error": detail}
             )
             if exc.transient:
                 raise
@@ -107,7 +106,9 @@ class TargetApplier:
                 ApplyResult(outcome=ApplyOutcome(status), target=tc.target_id, error=detail)
             ) from None
         if outcome is ApplyOutcome.SUPERSEDED:  # claimed by a newer digest, or held, since: theirs
-            logger.info("superseded before the patch", extra={"target": tc.target_id, "digest": tc.digest})
+            logger.info(
+                "superseded before the patch", extra={"target": tc.target_id, "digest": tc.move.digest}
+            )
             return ApplyResult(outcome=outcome, target=tc.target_id)
         if outcome is ApplyOutcome.WRITE_BACK:  # claimed (pending): the write-back function commits it
             owner = owned[-1] if owned else None
@@ -120,12 +121,15 @@ class TargetApplier:
                 return self._put_back(tc, kind, previous)
             # claimed by a newer digest since (its own patch follows this one): recorded as superseded
             self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last)
-        logger.info("applied", extra={"target": tc.target_id, "digest": tc.digest, "outcome": outcome})
+        logger.info("applied", extra={"target": tc.target_id, "digest": tc.move.digest, "outcome": outcome})
         settings = self._settings()
         if self._verifications is not None and settings.verify:
             self._verifications.send(
-                Move.of(tc).verification(
-                    VerificationKind.VERIFY, target_id=tc.target_id, applied_at=self._clock()
+                Verification(
+                    kind=VerificationKind.VERIFY,
+                    move=tc.move,
+                    target_id=tc.target_id,
+                    applied_at=self._clock(),
                 ),
                 settings.verify_interval_seconds if patched else 0,
             )
@@ -135,7 +139,7 @@ class TargetApplier:
         self, workloads: Workloads, tc: TargetChange, kind: Kind, now: int, owned: list[str]
     ) -> tuple[str, ApplyOutcome]:
         """(the image the container ran, PATCHED, ALREADY_CURRENT or WRITE_BACK)."""
-        move = Move.of(tc)
+        move = tc.move
         target = Target(
             cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
         )
@@ -150,28 +154,28 @@ class TargetApplier:
             # written back through Git; without a write-back queue in this function (GitWriteBack
             # disabled) it is refused as if nothing configured it.
             gitops = self._gitops()
-            written = gitops.for_target(tc.image, tc.target_id)
+            written = gitops.for_target(tc.move.image, tc.target_id)
             owner = live_owner(gitops, workload, tc.target_id) if written else None
-            if owner is not None and not self._git.writes(tc.image, tc.target_id):
+            if owner is not None and not self._git.writes(tc.move.image, tc.target_id):
                 raise Owned(f"{where} is {not_live(owner)}")
             # The claim, read again after the workload: a newer digest claimed the target (or a
             # person held it) since this one did, and a patch now would roll it backwards (or
             # against the person). A claim made after this read patches after it: the
             # resourceVersion this patch carries then no longer matches (409), and this runs again.
             claim = self._state.targets.get(tc.target_id)
-            if claim is None or claim.digest != tc.digest or claim.status is not TargetStatus.PENDING:
+            if claim is None or claim.digest != tc.move.digest or claim.status is not TargetStatus.PENDING:
                 return ("", ApplyOutcome.SUPERSEDED), None
             init = tc.container not in workload.containers
             current = (workload.init_containers if init else workload.containers).get(tc.container)
             if current is None:
                 raise MissingContainer(f"{where} has no container {tc.container!r}")
-            desired = pinned_image(current, tc.source, tc.digest)
+            desired = pinned_image(current, tc.move.source, tc.move.digest)
             if current == desired:
                 return (current, ApplyOutcome.ALREADY_CURRENT), None
             if owner is not None:  # written back through Git instead of patched
                 owned.append(str(owner))
                 return (current, ApplyOutcome.WRITE_BACK), None
-            notes = tagpin_annotations(workload, tc.container, tc.digest, self._clock(), tc.trigger)
+            notes = tagpin_annotations(workload, tc.container, tc.move.digest, self._clock(), tc.move.trigger)
             change = ImageChange(workload.resource_version, tc.container, init, desired, notes)
             return (current, ApplyOutcome.PATCHED), change
 
@@ -189,10 +193,10 @@ class TargetApplier:
         target = Target(
             cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
         )
-        put = restore(self._workloads(tc.cluster), target, previous, tc.digest, self._clock())
+        put = restore(self._workloads(tc.cluster), target, previous, tc.move.digest, self._clock())
         logger.warning(
             "held during the patch; the image it ran is put back",
-            extra={"target": tc.target_id, "digest": tc.digest, "restore": put.value},
+            extra={"target": tc.target_id, "digest": tc.move.digest, "restore": put.value},
         )
         return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
 
@@ -209,12 +213,12 @@ class TargetApplier:
         as this claim left it (pending), else nothing is written and False is returned."""
         return self._state.targets.finish(
             tc.target_id,
-            tc.digest,
+            tc.move.digest,
             status,
             self._clock(),
-            trigger=tc.trigger,
+            trigger=tc.move.trigger,
             detail=detail,
             previous_image=previous,
-            correlation_id=tc.correlation_id,
+            correlation_id=tc.move.correlation_id,
             expected=frozenset({TargetStatus.PENDING}) if claimed else None,
         )

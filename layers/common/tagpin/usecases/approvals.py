@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from tagpin.domain.channels import ChannelKey
 from tagpin.domain.config import FollowedImage, RolloutSettings
-from tagpin.domain.messages import Trigger, Verification, VerificationKind
+from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
@@ -102,7 +102,7 @@ class Approvals:
             extra={"wave_index": wave.index, "expires_at": expires_at, "tag": change.tag or ""},
         )
         self._verifications.send(
-            change.verification(VerificationKind.EXPIRE, attempt=wave.index),
+            Verification(kind=VerificationKind.EXPIRE, move=change, attempt=wave.index),
             min(MAX_DELAY_S, -(-(expires_at - now) // 1000)),
         )
         logger.info(
@@ -142,7 +142,7 @@ class Approvals:
                 ApprovalOutcome.ALREADY_DECIDED, image, promotion.digest, wave, "decided already, or lapsed"
             )
         self._audit.record(
-            replace(move_of(promotion), trigger=Trigger.MANUAL),
+            move_of(promotion).by(Trigger.MANUAL),
             ImageEvent.APPROVED if approve else ImageEvent.REJECTED,
             now,
             detail=f"wave {wave}: {detail}",
@@ -152,7 +152,9 @@ class Approvals:
         )
         if approve:
             self._changes.send(
-                move_of(promotion).change(Trigger.MANUAL, f"approved-{promotion.awaiting_wave}")
+                Change(
+                    move=move_of(promotion).by(Trigger.MANUAL), round=f"approved-{promotion.awaiting_wave}"
+                )
             )
             return Decided(ApprovalOutcome.APPROVED, image, promotion.digest, wave, detail)
         self._reject(image, promotion, detail, now)
@@ -160,10 +162,10 @@ class Approvals:
 
     def expire(self, verification: Verification) -> VerificationResult:
         """The ``expire`` verification: the request lapses if still unanswered at its time."""
-        promotion = self._state.promotions.get(verification.image)
+        promotion = self._state.promotions.get(verification.move.image)
         if (
             promotion is None
-            or promotion.digest != verification.digest
+            or promotion.digest != verification.move.digest
             or promotion.awaiting_wave != verification.attempt
             or promotion.approval_expires_at is None
         ):
@@ -175,12 +177,12 @@ class Approvals:
             )
             return VerificationResult(VerificationOutcome.SOAKING, "the approval request is still open")
         if not self._state.promotions.lapse_approval(
-            verification.image, verification.digest, verification.attempt, now
+            verification.move.image, verification.move.digest, verification.attempt, now
         ):
             return VerificationResult(VerificationOutcome.ALREADY_DECIDED)
         wave = self._wave(verification.attempt)
         self._audit.record(
-            replace(Move.of(verification), trigger=Trigger.MANUAL),
+            verification.move.by(Trigger.MANUAL),
             ImageEvent.LAPSED,
             now,
             detail=f"wave {wave}: nobody decided; nothing rolled",

@@ -21,10 +21,10 @@ def move_of(promotion: Promotion) -> Move:
     """The move a promotion is of: its changed_at is its observation, which identifies the move (a
     later promotion of the same digest, the tag come back to it, is a new move)."""
     return Move(
-        promotion.image,
-        Digest(promotion.digest),
-        promotion.observed_at,
-        promotion.trigger or Trigger.PROMOTE,
+        image=promotion.image,
+        digest=Digest(promotion.digest),
+        observed_at=promotion.observed_at,
+        trigger=promotion.trigger or Trigger.PROMOTE,
         changed_at=promotion.observed_at,
         correlation_id=promotion.correlation_id,
         tag=promotion.tag,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from tagpin.domain.channels import ChannelKey
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest, ImageRef
 from tagpin.domain.versions import Selection, Step, VersionPolicy, VersionSet, move, select_head
 from tagpin.ports.queues import ChangeQueue
@@ -290,12 +291,14 @@ class Downgrades:
         # earlier one, which the idempotency records would answer from their cache).
         self._queue.send(
             Change(
-                image=followed.image,
-                digest=Digest(resolution.digest),
-                observed_at=now,
-                changed_at=now,
-                trigger=Trigger.MANUAL,
-                tag=tag,
+                move=Move(
+                    image=followed.image,
+                    digest=Digest(resolution.digest),
+                    observed_at=now,
+                    changed_at=now,
+                    trigger=Trigger.MANUAL,
+                    tag=tag,
+                ),
             )
         )
         return Downgrade(followed.image, tag, resolution.digest, held_back)

@@ -31,10 +31,10 @@ def admission_view(
         return None
     promotion = state.promotions.get(followed.image)
     move = Move(
-        followed.image,
-        Digest(tag.digest),
-        tag.observed_at,
-        Trigger.MANUAL,
+        image=followed.image,
+        digest=Digest(tag.digest),
+        observed_at=tag.observed_at,
+        trigger=Trigger.MANUAL,
         changed_at=tag.changed_at,
         tag=tag.version,
     )

@@ -61,17 +61,17 @@ def summary(letter: DeadLetter) -> Letter:
         return Letter(
             letter.message_id,
             str(message.kind),
-            image=message.image,
-            digest=message.digest,
+            image=message.move.image,
+            digest=message.move.digest,
             target=message.target_id,
-            trigger=str(message.trigger) if message.trigger else None,
+            trigger=str(message.move.trigger),
         )
     return Letter(
         letter.message_id,
         "change",
-        image=message.image,
-        digest=message.digest,
-        trigger=str(message.trigger) if message.trigger else None,
+        image=message.move.image,
+        digest=message.move.digest,
+        trigger=str(message.move.trigger),
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from tagpin.domain.config import FollowedImage, Target
 from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import Digest, ImageRef
 from tagpin.ports.queues import ChangeQueue
@@ -173,13 +174,15 @@ class Detector:
         if behind and record.result is not TagOutcome.STALE and not current.blocked:
             self._queue.send(
                 Change(
-                    image=image,
-                    digest=Digest(current.digest),
-                    observed_at=current.observed_at,
-                    changed_at=current.changed_at,
-                    trigger=trigger,
-                    correlation_id=correlation_id,
-                    tag=current.version if followed.policy is not None else None,
+                    move=Move(
+                        image=image,
+                        digest=Digest(current.digest),
+                        observed_at=current.observed_at,
+                        changed_at=current.changed_at,
+                        trigger=trigger,
+                        correlation_id=correlation_id,
+                        tag=current.version if followed.policy is not None else None,
+                    ),
                 )
             )
             enqueued = True

@@ -172,7 +172,11 @@ class PeopleFirst:
         ):
             return False
         move = Move(
-            followed.image, Digest(tag.digest), tag.observed_at, Trigger.RECONCILE, correlation_id=run_id
+            image=followed.image,
+            digest=Digest(tag.digest),
+            observed_at=tag.observed_at,
+            trigger=Trigger.RECONCILE,
+            correlation_id=run_id,
         )
         self._audit.record(
             move,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from tagpin.domain.channels import pinned_source
 from tagpin.domain.config import GitOpsSettings, WriteBack, WriteBackFile, WriteMode
 from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
@@ -48,36 +47,37 @@ class GitRoute:
     def send(self, change: Change, results: Sequence[ApplyResult]) -> list[WriteRequest]:
         """One request per repository and branch for the targets of ``change`` the Applier left
         to Git (``write-back``; sent, and returned)."""
+        move = change.move
         moved = [r for r in results if r.outcome is ApplyOutcome.WRITE_BACK and r.target]
         targets = [r.target for r in moved if r.target]
         previous = {r.target: r.previous_image for r in moved if r.target and r.previous_image}
         owners = {r.target: r.detail[:200] for r in moved if r.target and r.detail}
         if not targets:
             return []
-        reference = str(Pin.of(pinned_source(change.image, change.tag), change.digest).image)
+        reference = str(Pin.of(move.source, move.digest).image)
         requests = [
             WriteRequest(
                 kind=WriteKind.PIN,
                 repository=repository,
                 branch=branch,
                 mode=mode,
-                image=change.image,
-                digest=change.digest,
+                image=move.image,
+                digest=move.digest,
                 reference=reference,
-                observed_at=change.observed_at,
-                trigger=change.trigger,
-                correlation_id=change.correlation_id,
+                observed_at=move.observed_at,
+                trigger=move.trigger,
+                correlation_id=move.correlation_id,
                 files=files,
                 previous={t: previous[t] for f in files for t in f.targets if t in previous},
                 owners={t: owners[t] for f in files for t in f.targets if t in owners},
             )
-            for (repository, branch, mode), files in self._grouped(change.image, targets).items()
+            for (repository, branch, mode), files in self._grouped(move.image, targets).items()
         ]
         self._send(requests)
         if requests:
             logger.info(
                 "sent to Git",
-                extra={"image": change.image, "digest": change.digest, "repositories": len(requests)},
+                extra={"image": move.image, "digest": move.digest, "repositories": len(requests)},
             )
         return requests
 
@@ -144,7 +144,7 @@ class GitBatch:
         self._waiting: dict[Group, set[str]] = {}
         self._done: dict[Group, list[ApplyResult]] = {}
         for target in targets:
-            entries = route.entries(change.image, target)
+            entries = route.entries(change.move.image, target)
             if entries:  # one repository and branch per target (validated)
                 group = (entries[0].repository, entries[0].branch, entries[0].mode)
                 self._group[target] = group

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import State
@@ -71,13 +72,15 @@ class Holds:
             return Released(target_id, released, None)
         self._queue.send(
             Change(
-                image=followed.image,
-                digest=Digest(tag.digest),
-                observed_at=tag.observed_at,
-                changed_at=tag.changed_at,
-                trigger=Trigger.MANUAL,
+                move=Move(
+                    image=followed.image,
+                    digest=Digest(tag.digest),
+                    observed_at=tag.observed_at,
+                    changed_at=tag.changed_at,
+                    trigger=Trigger.MANUAL,
+                    tag=tag.version if followed.policy is not None else None,
+                ),
                 reconcile_run=f"release-{now}",
-                tag=tag.version if followed.policy is not None else None,
             )
         )
         return Released(target_id, True, followed.image)

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from tagpin.domain.config import FollowedImage, RolloutSettings
-from tagpin.domain.messages import Trigger, Verification, VerificationKind
+from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
 from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
@@ -135,7 +135,7 @@ class Promoter:
         remaining_ms = verified_at + soak_ms - now
         if remaining_ms > 0:
             self._verifications.send(
-                move_of(promotion).verification(VerificationKind.ADVANCE),
+                Verification(kind=VerificationKind.ADVANCE, move=move_of(promotion)),
                 min(MAX_DELAY_S, -(-remaining_ms // 1000)),
             )
             return VerificationResult(
@@ -146,17 +146,21 @@ class Promoter:
             return VerificationResult(VerificationOutcome.RACED)
         self._state.history.image_event(image, digest, ImageEvent.WAVE_STARTED, now, wave=following.name)
         logger.info("promoting", extra={"image": image, "digest": digest, "wave": following.name})
-        self._changes.send(move_of(promotion).change(Trigger.PROMOTE, f"wave-{following.index}"))
+        self._changes.send(
+            Change(move=move_of(promotion).by(Trigger.PROMOTE), round=f"wave-{following.index}")
+        )
         return VerificationResult(VerificationOutcome.WAVE_STARTED, following.name)
 
     def retry(self, verification: Verification) -> VerificationResult:
         """A deferred rollout: send the change again (the consumer decides again)."""
-        promotion = self._state.promotions.get(verification.image)
+        promotion = self._state.promotions.get(verification.move.image)
         if (
             promotion is None
-            or promotion.digest != verification.digest
+            or promotion.digest != verification.move.digest
             or promotion.status is not PromotionStatus.ROLLING
         ):
             return VerificationResult(VerificationOutcome.NOT_ROLLING)
-        self._changes.send(move_of(promotion).change(Trigger.PROMOTE, f"retry-{self._clock()}"))
+        self._changes.send(
+            Change(move=move_of(promotion).by(Trigger.PROMOTE), round=f"retry-{self._clock()}")
+        )
         return VerificationResult(VerificationOutcome.RESENT)

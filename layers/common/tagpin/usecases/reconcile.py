@@ -44,6 +44,7 @@ from tagpin.domain.annotations import FOLLOW_SELECTOR
 from tagpin.domain.channels import repository_of
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier
@@ -363,14 +364,16 @@ class Reconciler:
             )
         self._queue.send(
             Change(
-                image=followed.image,
-                digest=Digest(tag.digest),
-                observed_at=tag.observed_at,
-                changed_at=tag.changed_at,
-                trigger=Trigger.RECONCILE,
-                correlation_id=run,
+                move=Move(
+                    image=followed.image,
+                    digest=Digest(tag.digest),
+                    observed_at=tag.observed_at,
+                    changed_at=tag.changed_at,
+                    trigger=Trigger.RECONCILE,
+                    correlation_id=run,
+                    tag=tag.version if followed.policy is not None else None,
+                ),
                 reconcile_run=run,
-                tag=tag.version if followed.policy is not None else None,
             )
         )
         return 1

@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping
 
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
-from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome, VerificationResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, VerificationQueue
@@ -97,7 +96,7 @@ class Verifier:
         if verification.kind is VerificationKind.VERIFY:
             return self.verify(verification)
         if verification.kind is VerificationKind.ADVANCE:
-            return self._promoter.evaluate(verification.image, verification.digest)
+            return self._promoter.evaluate(verification.move.image, verification.move.digest)
         if verification.kind is VerificationKind.EXPIRE:
             if self._approvals is None:
                 return VerificationResult(V.ALREADY_DECIDED, "approvals are not wired here")
@@ -106,7 +105,7 @@ class Verifier:
 
     def verify(self, verification: Verification) -> VerificationResult:
         assert verification.target_id is not None, "a verify verification names its target"
-        digest = verification.digest
+        digest = verification.move.digest
         target = target_from_id(verification.target_id)
         settings = self._settings()
         st = self._state.targets.get(target.id)
@@ -114,13 +113,13 @@ class Verifier:
             release_slot(self._state, settings, target, digest)
             return VerificationResult(V.SUPERSEDED)
         if st.status is TargetStatus.FAILED:
-            promotion = self._state.promotions.get(verification.image)
+            promotion = self._state.promotions.get(verification.move.image)
             if promotion is not None and promotion.digest == digest:
                 return self._roll_back(verification, st.detail or "failed", settings, target.id)
             return VerificationResult(V.FAILED, st.detail or "")
         if st.status is not TargetStatus.APPLIED:
             return VerificationResult(V.ALREADY_DECIDED, st.status.value)
-        trigger = verification.trigger or Trigger.VERIFY
+        trigger = verification.move.trigger
         try:
             workload = self._workloads(target.cluster).get(target.namespace, target.kind, target.name)
         except NotFound:
@@ -134,7 +133,7 @@ class Verifier:
                 expected=frozenset({TargetStatus.APPLIED}),
             ):
                 release_slot(self._state, settings, target, digest)
-                self._promoter.evaluate(verification.image, digest)
+                self._promoter.evaluate(verification.move.image, digest)
             return VerificationResult(V.GONE)
         running = workload.image_of(target.container) or ""
         health = workload.health_since(verification.applied_at or st.updated_at)
@@ -162,12 +161,12 @@ class Verifier:
                 now,
                 trigger=trigger,
                 detail=f"{health.reason} ({elapsed_s:.1f} s after the patch)",
-                correlation_id=verification.correlation_id,
+                correlation_id=verification.move.correlation_id,
                 expected=frozenset({TargetStatus.APPLIED}),
             ):
                 logger.info("verified", extra={"target": target.id, "digest": digest, "after_s": elapsed_s})
                 release_slot(self._state, settings, target, digest)
-                self._promoter.evaluate(verification.image, digest)
+                self._promoter.evaluate(verification.move.image, digest)
                 return VerificationResult(V.VERIFIED, health.reason)
             return VerificationResult(V.ALREADY_DECIDED, "verified by another verification")
         if health.progress is Progress.PAUSED:
@@ -195,7 +194,7 @@ class Verifier:
             now,
             trigger=trigger,
             detail=reason,
-            correlation_id=verification.correlation_id,
+            correlation_id=verification.move.correlation_id,
             expected=frozenset({TargetStatus.APPLIED}),
         ):
             logger.error("rollout failed", extra={"target": target.id, "digest": digest, "reason": reason})
@@ -208,7 +207,7 @@ class Verifier:
         verifications. Nothing is rolled back nor marked bad, and the promotion is not halted: its
         wave is not verified, so it waits; the tag's next digest supersedes it as usual."""
         now = self._clock()
-        image, digest = verification.image, verification.digest
+        image, digest = verification.move.image, verification.move.digest
         hours = (now - since) / 3_600_000
         why = (
             f"stalled: paused for {hours:.1f} h ({reason}), longer than rollout.max_pause_seconds "
@@ -220,7 +219,7 @@ class Verifier:
         # Announced first (once per target and digest), then the state: a retry after a failure
         # between the two finds the target still applied and finishes it without a second notice.
         self._audit.record(
-            Move.of(verification),
+            verification.move,
             ImageEvent.STALLED,
             now,
             once=f"stalled_{target.id}",
@@ -235,9 +234,9 @@ class Verifier:
             digest,
             TargetStatus.STALLED,
             now,
-            trigger=verification.trigger or Trigger.VERIFY,
+            trigger=verification.move.trigger,
             detail=why,
-            correlation_id=verification.correlation_id,
+            correlation_id=verification.move.correlation_id,
             expected=frozenset({TargetStatus.APPLIED}),
         ):
             logger.warning("rollout stalled", extra={"target": target.id, "digest": digest, "reason": why})
@@ -249,7 +248,7 @@ class Verifier:
     ) -> VerificationResult:
         """Mark the digest bad, halt its promotion, restore every target that runs it."""
         now = self._clock()
-        image, digest = verification.image, verification.digest
+        image, digest = verification.move.image, verification.move.digest
         why = f"{culprit}: {reason}"
         self._state.tags.mark_bad(image, digest, why, now)
         mark_failed(self._state, image, digest, why, now)  # a version channel's: marked bad first
@@ -281,7 +280,7 @@ class Verifier:
         # A version channel whose targets were rolled back returns to the version before.
         back = return_to_previous(self._state, followed, digest, self._clock()) if rolled_back else None
         self._audit.record(
-            Move.of(verification),
+            verification.move,
             ImageEvent.ROLLED_BACK if rolled_back else ImageEvent.FAILED,
             self._clock(),
             once="failed",
@@ -307,9 +306,9 @@ class Verifier:
                 self._workloads(target.cluster),
                 target,
                 st,
-                verification.image,
+                verification.move.image,
                 why,
-                verification.correlation_id,
+                verification.move.correlation_id,
             )
         if git is not None:
             detail = git
@@ -318,7 +317,7 @@ class Verifier:
                 self._workloads(target.cluster),
                 target,
                 st.previous_image,
-                verification.digest,
+                verification.move.digest,
                 now,
                 held=lambda: (
                     (now_st := self._state.targets.get(target.id)) is not None
@@ -331,18 +330,18 @@ class Verifier:
                 detail = f"not rolled back ({outcome.value}); {why}"
         self._state.targets.finish(
             target.id,
-            verification.digest,
+            verification.move.digest,
             status,
             now,
             trigger=Trigger.ROLLBACK,
             detail=detail,
             previous_image=st.previous_image,
-            correlation_id=verification.correlation_id,
+            correlation_id=verification.move.correlation_id,
             expected=ROLLBACK_FROM
             if status is TargetStatus.ROLLED_BACK
             else ROLLBACK_FROM - {TargetStatus.FAILED},
         )
-        release_slot(self._state, settings, target, verification.digest)
+        release_slot(self._state, settings, target, verification.move.digest)
 
 
 def pause_delay_s(settings: RolloutSettings, paused_ms: int) -> int:

@@ -39,6 +39,7 @@ from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import WriteKind, WriteOutcome, WriteRequest, Written, edit_file
 from tagpin.domain.gitops.yamltext import EditError
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
+from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest
 from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories, ReviewRequests
 from tagpin.ports.queues import VerificationQueue
@@ -261,16 +262,15 @@ class Writer:
                 extra=extra,
             )
             if applied and self._verifications is not None and settings.verify:
-                verification = Verification(
-                    kind=VerificationKind.VERIFY,
+                move = Move(
                     image=request.image,
                     digest=Digest(request.digest),
                     observed_at=request.observed_at,
-                    target_id=target,
-                    applied_at=now,
                     trigger=request.trigger,
                     correlation_id=request.correlation_id,
-                    commit=head,
+                )
+                verification = Verification(
+                    kind=VerificationKind.VERIFY, move=move, target_id=target, applied_at=now, commit=head
                 )
                 self._verifications.send(verification, settings.verify_interval_seconds)
 
