@@ -13,8 +13,10 @@ carries its digest, as a watch of the namespace's Deployments delivers it (the A
 each write as it stores it; reading 50 Deployments in a loop would cost the stack's process more
 than it measures). Prints push -> patch latency per tag (p50, p90, p99, max), the consumer's
 invocations, containers and peak concurrency, the patches per workload (exactly one each, whatever
-the concurrency), each function's busy time per invocation, and where the CPU went during the
-storm (this process, the function containers, the API server, etcd, the registry...).
+the concurrency), each function's busy time per invocation, where each push's time goes (the
+registry's notification, the webhook, the queue and the receive loops, the consumer: from the calls
+the event sources make, ``where_the_time_goes``) and where the CPU went during the storm (this
+process, the function containers, the API server, etcd, the registry...).
 
     python -m bench.concurrency --tags 50 --setups threads:1,threads:3,processes:3
 """
@@ -274,6 +276,8 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             "isolation": "processes" if processes else "threads",
             "patched": len(patched),
             "storm_s": round(last - first, 2),
+            # the pushes themselves: the first started -> the last returned
+            "pushes_s": round(max((t for _d, t in pushed.values()), default=first) - first, 2),
             "p50_s": round(statistics.median(latencies), 2) if latencies else None,
             "p90_s": at(0.9),
             "p99_s": at(0.99),
@@ -307,7 +311,7 @@ def main() -> None:
         print(
             f"{row['tags']} tags pushed at once, {c} container(s) per function as {isolation}: push -> "
             f"patch p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s; "
-            f"{row['patched']} patched in {row['storm_s']} s; "
+            f"{row['patched']} patched in {row['storm_s']} s (the pushes took {row['pushes_s']} s); "
             f"consumer: {row['consumer_invocations']} invocations, {row['consumer_cold_starts']} "
             f"container(s), peak {row['consumer_peak_concurrency']} at once; "
             f"patches per workload {row['patches_per_workload']}"
