@@ -97,7 +97,23 @@ def image_of(st: LocalStack, cluster: str, name: str) -> str:
     )
 
 
+def behind(st: LocalStack, names: list[str]) -> None:
+    """Each workload of ``names`` back on its floating tag and a new digest pushed to the tag, so
+    that each is behind whatever an earlier test applied; a new container (``wiring.reset``: no
+    cluster skipped after an earlier test's timeouts)."""
+    assert st.registry is not None
+    for name in names:
+        cluster = "east" if name.startswith("e") else "local"
+        container = {"name": "app", "image": f"{st.registry.host}/budget/{name}:stable"}
+        st.kubes[cluster].patch(
+            "Deployment", "default", name, {"spec": {"template": {"spec": {"containers": [container]}}}}
+        )
+        push_image(st.registry.url, f"budget/{name}", "stable")
+    wiring.reset()
+
+
 def test_a_hung_cluster_fails_only_its_records_and_costs_one_timeout(st: LocalStack) -> None:
+    behind(st, ["e1", "l1", "e2", "l2"])
     east = st.kubes["east"]
     east.inject("*", "/apis/apps/", status=None, times=None, delay=HANG_S)
     try:
@@ -119,27 +135,7 @@ def test_a_record_is_not_started_without_time_for_it(st: LocalStack) -> None:
     message group (the same change again) is then not started: the invocation ends in time and
     reports it failed, nothing is lost. l1, another group, is applied meanwhile, though it comes
     last in the batch."""
-    assert st.registry is not None
-    for name in ("e1", "l1"):  # back to the floating tags, so every tag is behind again
-        cluster = "east" if name.startswith("e") else "local"
-        st.kubes[cluster].patch(
-            "Deployment",
-            "default",
-            name,
-            {
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "app", "image": f"{st.registry.host}/budget/{name}:stable"}
-                            ]
-                        }
-                    }
-                }
-            },
-        )
-        push_image(st.registry.url, f"budget/{name}", "stable")
-    wiring.reset()  # a new container: the hung cluster's skip window from the test above is gone
+    behind(st, ["e1", "l1"])
     east = st.kubes["east"]
     east.inject("*", "/apis/apps/", status=None, times=None, delay=6.0)
     try:
