@@ -13,8 +13,10 @@ carries its digest, as a watch of the namespace's Deployments delivers it (the A
 each write as it stores it; reading 50 Deployments in a loop would cost the stack's process more
 than it measures). Prints push -> patch latency per tag (p50, p90, p99, max), the consumer's
 invocations, containers and peak concurrency, the patches per workload (exactly one each, whatever
-the concurrency), each function's busy time per invocation, and where the CPU went during the
-storm (this process, the function containers, the API server, etcd, the registry...).
+the concurrency), each function's busy time per invocation, where each push's time goes (the
+registry's notification, the webhook, the queue and the receive loops, the consumer: from the calls
+the event sources make, ``where_the_time_goes``) and where the CPU went during the storm (this
+process, the function containers, the API server, etcd, the registry...).
 
     python -m bench.concurrency --tags 50 --setups threads:1,threads:3,processes:3
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -101,6 +104,67 @@ def watch_patches(
     return thread
 
 
+class Calls:
+    """The invocations of a function, as its event source makes them (from this process: the time
+    spent waiting for a container included), each with the workloads its event names."""
+
+    def __init__(self, function: Any) -> None:
+        self.calls: list[tuple[frozenset[str], float, float]] = []  # (workloads, called, returned)
+        invoke = function.invoke
+
+        def traced(event: dict[str, Any]) -> Any:
+            called = time.monotonic()
+            try:
+                return invoke(event)
+            finally:
+                names = frozenset(re.findall(r"storm/(app\d+)", json.dumps(event)))
+                self.calls.append((names, called, time.monotonic()))
+
+        function.invoke = traced
+
+    def last(self, name: str, before: float) -> tuple[float, float] | None:
+        """(called, returned) of the last call for ``name`` made at or before ``before``."""
+        found = [(c, r) for names, c, r in self.calls if name in names and c <= before]
+        return max(found) if found else None
+
+
+PHASES = ("notification", "webhook", "queue + receive", "consumer to the patch")
+
+
+def where_the_time_goes(
+    pushed: dict[str, tuple[str, float]], patched: dict[str, float], webhook: Calls, consumer: Calls
+) -> dict[str, dict[str, float]]:
+    """Each patched push's time cut into ``PHASES`` (each clipped at 0: the registry notifies before
+    the push returns), median, p90 and max over the pushes, in seconds:
+
+    * notification: the push returned -> the webhook invoked (the registry delivers its
+      notifications one at a time: a push waits for the webhook calls of every push before it);
+    * webhook: the webhook's call (its container, its handler);
+    * queue + receive: the webhook returned -> the consumer invoked with the change (SQS, the
+      receive loops as Lambda's event source, a consumer container free);
+    * consumer to the patch: the consumer's call -> the patch seen (the records before it in its
+      batch, or beside it, and its own work)."""
+    parts: dict[str, list[float]] = {phase: [] for phase in PHASES}
+    for name, seen in patched.items():
+        run = consumer.last(name, seen)
+        hook = webhook.last(name, run[0] if run else seen)
+        if run is None or hook is None:
+            continue
+        marks = (pushed[name][1], hook[0], hook[1], run[0], seen)
+        for phase, a, b in zip(PHASES, marks, marks[1:], strict=False):
+            parts[phase].append(max(0.0, b - a))
+    result = {}
+    for phase, values in parts.items():
+        ordered = sorted(values)
+        if ordered:
+            result[phase] = {
+                "median_s": round(statistics.median(ordered), 3),
+                "p90_s": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
+                "max_s": round(ordered[-1], 3),
+            }
+    return result
+
+
 def quiet(webhook: Any, seconds: float = 1.0, limit: float = 60.0) -> None:
     """Wait until the setup's own pushes are delivered: no webhook invocation for ``seconds``."""
     deadline = time.monotonic() + limit
@@ -171,6 +235,7 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
         seen: dict[str, tuple[str, float]] = {}  # name -> (the first pinned image, when it was seen)
         names = {f"app{n}" for n in range(tags)}
         watcher = watch_patches(st, names, seen, since)
+        webhook_calls, consumer_calls = Calls(st.functions["webhook"]), Calls(st.functions["consumer"])
         cpu_before = cpu_by_process()
         pushes = push_from_outside(st.registry.url, tags)
         first = pushes["first"]
@@ -211,6 +276,8 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             "isolation": "processes" if processes else "threads",
             "patched": len(patched),
             "storm_s": round(last - first, 2),
+            # the pushes themselves: the first started -> the last returned
+            "pushes_s": round(max((t for _d, t in pushed.values()), default=first) - first, 2),
             "p50_s": round(statistics.median(latencies), 2) if latencies else None,
             "p90_s": at(0.9),
             "p99_s": at(0.99),
@@ -220,6 +287,7 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             "consumer_peak_concurrency": consumer.peak_concurrency,
             "patches_per_workload": sorted(set(patches)),
             "functions": busy,
+            "where_s": where_the_time_goes(pushed, patched, webhook_calls, consumer_calls),
             "cpu_s": cpu,
         }
 
@@ -229,6 +297,7 @@ def main() -> None:
     parser.add_argument("--tags", type=int, default=50)
     parser.add_argument("--setups", default=SETUPS, help="isolation:containers, comma separated")
     parser.add_argument("--push", metavar="REGISTRY_URL", help="(internal) push the N tags and report")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go (JSON)")
     args = parser.parse_args()
     if args.push:
         push_all(args.push, args.tags)
@@ -242,7 +311,7 @@ def main() -> None:
         print(
             f"{row['tags']} tags pushed at once, {c} container(s) per function as {isolation}: push -> "
             f"patch p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s; "
-            f"{row['patched']} patched in {row['storm_s']} s; "
+            f"{row['patched']} patched in {row['storm_s']} s (the pushes took {row['pushes_s']} s); "
             f"consumer: {row['consumer_invocations']} invocations, {row['consumer_cold_starts']} "
             f"container(s), peak {row['consumer_peak_concurrency']} at once; "
             f"patches per workload {row['patches_per_workload']}"
@@ -253,10 +322,16 @@ def main() -> None:
                 f"{b['busy_s']} s (utilisation {b['utilisation']} of {c} container(s)), waited for a "
                 f"container {b['waited_for_a_container_s']} s"
             )
+        print(
+            "  where a push's time goes (median / p90 / max, s): "
+            + ", ".join(
+                f"{k} {v['median_s']} / {v['p90_s']} / {v['max_s']}" for k, v in row["where_s"].items()
+            )
+        )
         print("  CPU during the storm (s): " + ", ".join(f"{k} {v}" for k, v in row["cpu_s"].items()))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
-    print(f"written to {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+    print(f"written to {args.out}")
 
 
 if __name__ == "__main__":

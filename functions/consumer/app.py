@@ -4,15 +4,16 @@ rolled out, rolls back a failed digest and promotes the next wave."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 from tagpin import wiring
+from tagpin.adapters.sqs_fifo import GroupedFifoProcessor
 from tagpin.domain.budget import Budget
 from tagpin.domain.messages import Change, Verification, parse_message
 from tagpin.domain.outcomes import VerificationOutcome
@@ -23,11 +24,13 @@ from tagpin.redelivery import process_batch
 wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 # One group per image (and one per verification): a failing record fails only the later records of
-# its own group. Every failure is reported per record (never by raising), so each gets its own
-# redelivery delay.
-processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+# its own group. The groups of a batch are independent: they are worked side by side, each group's
+# records in order (several invocations already work different groups at once). Every failure is
+# reported per record (never by raising), so each gets its own redelivery delay.
+processor = GroupedFifoProcessor()
 processor.raise_on_entire_batch_failure = False  # not an __init__ argument of the FIFO processor
 later: dict[str, int] = {}  # records of this invocation that come back after a delay of their own
+counting = threading.Lock()  # powertools' add_metric is not atomic: the groups' threads take turns
 # A record is started only while this much of the invocation is left: a change's two cluster calls
 # per target (read, patch), a rollback's per target, each end within the client's connect + read
 # timeout (adapters.kubernetes). What is not started is reported failed and delivered again,
@@ -64,12 +67,14 @@ def apply(change: Change, budget: Budget) -> list[dict[str, Any]]:
     # The id of the webhook delivery or the poll run that saw the change, carried by the message.
     move = change.move
     record_keys(move.correlation_id, image=move.image, digest=move.digest, trigger=move.trigger)
-    metrics.add_metric(name="ChangesReceived", unit=MetricUnit.Count, value=1)
+    with counting:
+        metrics.add_metric(name="ChangesReceived", unit=MetricUnit.Count, value=1)
     results = wiring.applier().apply(change, budget)
-    for outcome, count in Counter(r.outcome for r in results).items():
-        metrics.add_metric(
-            name=f"Targets{outcome.value.title().replace('-', '')}", unit=MetricUnit.Count, value=count
-        )
+    with counting:
+        for outcome, count in Counter(r.outcome for r in results).items():
+            metrics.add_metric(
+                name=f"Targets{outcome.value.title().replace('-', '')}", unit=MetricUnit.Count, value=count
+            )
     outcomes = [r.model_dump(mode="json", exclude_none=True) for r in results]
     logger.info("change applied", extra={"outcomes": outcomes})
     return outcomes
@@ -84,9 +89,12 @@ def verify(verification: Verification) -> str:
     )
     result = wiring.verifier().handle(verification)
     if result.outcome in COUNTED:
-        metrics.add_metric(
-            name="Rollouts" + result.outcome.value.title().replace("_", ""), unit=MetricUnit.Count, value=1
-        )
+        with counting:
+            metrics.add_metric(
+                name="Rollouts" + result.outcome.value.title().replace("_", ""),
+                unit=MetricUnit.Count,
+                value=1,
+            )
     logger.info(
         "verification done",
         extra={

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from tagpin.domain.config import FollowedImage, parse_config
 from tagpin.domain.outcomes import TagOutcome
@@ -240,3 +242,31 @@ def test_without_a_hint_there_is_no_retry(store, queue):
     detector = Detector(resolver, store, queue, clock=clock(), sleep=lambda _s: pytest.fail("slept"))
     assert detector.detect(FOLLOWED_NGINX, trigger="poll").outcome == "error"
     assert len(resolver.calls) == 1 and queue.sent == []
+
+
+def test_a_notification_of_the_digest_the_registry_confirms_writes_the_move_first(
+    detector: Detector, resolver: ScriptedRegistry, queue: ListQueue, dynamodb: Any
+) -> None:
+    """A webhook's notification says the tag moved to its digest: when the registry confirms it,
+    the move's conditional write is tried first, not the "unchanged" one that would fail. A re-push
+    of the same digest pays the one failed write instead, and is still UNCHANGED."""
+    detector.detect(API, trigger="poll")  # at D1
+    writes: list[str] = []
+    dynamodb.meta.events.register(
+        "before-parameter-build.dynamodb.UpdateItem",
+        lambda params, **_: writes.append(params["Key"]["pk"]["S"].split("#", 1)[0]),
+    )
+    resolver.answers[API.image] = D2
+    moved = detector.detect(API, trigger="webhook", hint_digest=D2)
+    assert (moved.outcome, moved.enqueued) == (TagOutcome.CHANGED, True)
+    assert writes == ["TAG", "DIGESTS"]  # the move, then the settled-digest cache's tombstone
+    writes.clear()
+    again = detector.detect(API, trigger="webhook", hint_digest=D2)
+    assert again.outcome == TagOutcome.UNCHANGED
+    assert writes == ["TAG", "TAG"]  # the move's write fails, the "last seen" mark moves
+    writes.clear()
+    resolver.answers[API.image] = D1
+    polled = detector.detect(API, trigger="poll")  # no notification: the common case first
+    assert polled.outcome == TagOutcome.CHANGED
+    assert writes == ["TAG", "TAG", "DIGESTS"]
+    assert [c.move.digest for c in queue.sent][-2:] == [D2, D1]

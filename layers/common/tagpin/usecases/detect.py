@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
 from tagpin.domain.config import FollowedImage, Target
 from tagpin.domain.messages import Change, Trigger
@@ -22,6 +23,7 @@ from tagpin.domain.refs import Digest, ImageRef
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolution, Resolver
 from tagpin.ports.state import State, TagState, TargetState
+from tagpin.usecases import overlap
 from tagpin.usecases.attestations import AttestationFilter
 
 logger = logging.getLogger(__name__)
@@ -146,6 +148,10 @@ class Detector:
                 "notification digest not confirmed by the registry; using the registry's answer",
                 extra={"image": image, "hint": hint_digest, "registry_digest": resolution.digest},
             )
+        ids = [t.id for t in followed.targets]
+        reading = None
+        if targets is None or any(i not in targets for i in ids):  # not read (or not found): read now,
+            reading = overlap.start(partial(self._state.targets.get_many, ids))  # while the tag is recorded
         if followed.policy is not None:
             # A version channel's head: the tag the resolution was of (tagpin.usecases.channels),
             # recorded in version order (an older version than the stored head is STALE).
@@ -155,7 +161,10 @@ class Detector:
                 image, resolution.digest, observed_at, trigger, resolution.ref.tag, followed.policy
             )
         else:
-            moved = known is not None and known.digest != resolution.digest
+            # The change's write first when the tag was read at another digest, or when a
+            # notification of this very digest says it moved (a re-push of the same digest costs
+            # the failed conditional write a move costs otherwise).
+            moved = (known is not None and known.digest != resolution.digest) or confirmed is True
             record = self._state.tags.record(image, resolution.digest, observed_at, trigger, moved=moved)
         current = record.current
         if record.result is TagOutcome.CHANGED:
@@ -163,12 +172,8 @@ class Detector:
                 "tag moved",
                 extra={"image": image, "digest": current.digest, "previous": record.previous_digest},
             )
-        ids = [t.id for t in followed.targets]
-        if targets is None or any(i not in targets for i in ids):  # not read (or not found): read now
-            targets = self._state.targets.get_many(ids)
-        behind = [
-            i for i in ids if not ((st := targets.get(i)) is not None and st.settled_at(current.digest))
-        ]
+        states: Mapping[str, TargetState] = reading.result() if reading is not None else (targets or {})
+        behind = [i for i in ids if not ((st := states.get(i)) is not None and st.settled_at(current.digest))]
         enqueued = False
         # A digest whose rollout failed (marked bad) is not enqueued until the tag moves.
         if behind and record.result is not TagOutcome.STALE and not current.blocked:

@@ -13,7 +13,8 @@ iterating loads the whole index once (the poller).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 
 from tagpin.domain.channels import SEPARATOR, ChannelKey, repository_part
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
@@ -21,6 +22,7 @@ from tagpin.domain.refs import ImageRef
 from tagpin.domain.shards import WHOLE, PollPart, shard
 from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.state import IndexEntry, State
+from tagpin.usecases import overlap
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +129,7 @@ class Followed(Mapping[str, FollowedImage]):
     ) -> tuple[dict[str, FollowedImage], dict[str, list[FollowedImage]]]:
         """The followed ones among ``images`` (tags), and the version channels of each of
         ``repositories`` (``registry/repository``; configured, and discovered by annotation), in
-        one lookup's worth of work: one Query per tag or repository while there are a few, else
+        one lookup's worth of work: one Query per tag or repository while there are a few (side by side), else
         one Query per shard they fall in (at most ``SHARDS``, side by side), whatever the count."""
         wanted = list(dict.fromkeys(images))
         repos = list(dict.fromkeys(repositories))
@@ -142,8 +144,17 @@ class Followed(Mapping[str, FollowedImage]):
             found = self._merged(entries, keys)
             tags = {image: found[image] for image in wanted if image in found}
             return tags, self._by_repository(found.values(), repos)
-        tags = {image: followed for image in wanted if (followed := self.get(image)) is not None}
-        return tags, {r: chans for r in repos if (chans := self._channels_of(r))}
+        # The few Queries at once (the webhook: the pushed tag's and its repository's channels').
+        calls: list[Callable[[], FollowedImage | list[FollowedImage] | None]] = [
+            *(partial(self.get, image) for image in wanted),
+            *(partial(self._channels_of, r) for r in repos),
+        ]
+        answers = overlap.all_of(calls)
+        tags = {image: f for image, f in zip(wanted, answers, strict=False) if isinstance(f, FollowedImage)}
+        channels = {
+            r: c for r, c in zip(repos, answers[len(wanted) :], strict=True) if isinstance(c, list) and c
+        }
+        return tags, channels
 
     def of_target(self, target_id: str, image: str | None = None) -> FollowedImage | None:
         """The followed image ``target_id`` runs (with that target among its targets), by key,
