@@ -18,7 +18,7 @@ CONSOLE_ONLY = ROOT / "functions/console/requirements.txt"  # Jinja2: the consol
 PROVIDED_BY_LAMBDA = {"boto3", "botocore"}  # the Lambda Python runtime provides them
 # Import name -> distribution name, where they differ.
 DISTRIBUTION = {"yaml": "pyyaml", "aws_lambda_powertools": "aws-lambda-powertools", "jwt": "pyjwt"}
-DISTRIBUTION |= {"pydantic_settings": "pydantic-settings", "pydantic_core": "pydantic-core"}
+DISTRIBUTION |= {"pydantic_core": "pydantic-core"}
 DISTRIBUTION |= {"semantic_version": "semantic-version", "sigstore_models": "sigstore-models"}
 # Installed by a pinned package above them (sigstore-models: sigstore pins it exactly, ==0.0.6).
 TRANSITIVE = {"pydantic-core", "urllib3", "certifi", "sigstore-models"}
