@@ -7,8 +7,9 @@
   digests): the next chunk's requests are queued in the bounds. The deadline bounds every
   resolution; no chunk starts after it, and a chunk started before it is recorded.
 - State is read in batches of 100 keys (BatchGetItem's limit), several at a time on a small
-  thread pool, started together with the chunk's resolution: the reads do not depend on the
-  answers, so they overlap the registry round trips instead of following them. A tag whose
+  thread pool, started while the chunk before is recorded (its own resolution is running by
+  then): the reads do not depend on the answers, so they overlap the registry round trips
+  instead of following them. A tag whose
   digest is unchanged and whose targets all run it costs no write. Anything else goes through
   ``Detector.observe`` (conditional write, enqueue when a target is behind), and errors are
   recorded on each tag of the failing registry.
@@ -57,7 +58,10 @@ logger = logging.getLogger(__name__)
 
 BATCH_KEYS = 100  # BatchGetItem: at most 100 keys per call
 AHEAD = 2  # chunks resolving at once: the next one's requests wait in the registry's bounds
-WHILE_READING = 8  # chunks that may resolve before the settled digests are read
+# Chunks that may resolve before the settled digests are read (2,000 tags: over a second of
+# answers, longer than one BatchGetItem takes even from moto); bounded, since every chunk started
+# is recorded, deadline or not.
+WHILE_READING = 8
 
 
 @dataclass
