@@ -2,11 +2,14 @@
 
 - Each distinct tag is resolved once per run, however many listings and targets share it.
 - Tags are resolved concurrently in chunks by the registry client (its global and per-registry
-  bounds, retries and circuit breakers apply); while one chunk's results are recorded, the next
-  chunk is already being resolved.
+  bounds, retries and circuit breakers apply); ``AHEAD`` chunks resolve at once, so that the
+  registry never waits for a chunk's results to be recorded (nor, at the start, for the settled
+  digests): the next chunk's requests are queued in the bounds. The deadline bounds every
+  resolution; no chunk starts after it, and a chunk started before it is recorded.
 - State is read in batches of 100 keys (BatchGetItem's limit), several at a time on a small
-  thread pool, started together with the chunk's resolution: the reads do not depend on the
-  answers, so they overlap the registry round trips instead of following them. A tag whose
+  thread pool, started while the chunk before is recorded (its own resolution is running by
+  then): the reads do not depend on the answers, so they overlap the registry round trips
+  instead of following them. A tag whose
   digest is unchanged and whose targets all run it costs no write. Anything else goes through
   ``Detector.observe`` (conditional write, enqueue when a target is behind), and errors are
   recorded on each tag of the failing registry.
@@ -33,7 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -54,6 +57,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BATCH_KEYS = 100  # BatchGetItem: at most 100 keys per call
+AHEAD = 2  # chunks resolving at once: the next one's requests wait in the registry's bounds
+# Chunks that may resolve before the settled digests are read (2,000 tags: over a second of
+# answers, longer than one BatchGetItem takes even from moto); bounded, since every chunk started
+# is recorded, deadline or not.
+WHILE_READING = 8
 
 
 @dataclass
@@ -157,44 +165,57 @@ class Poller:
         deadline = None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
         chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
 
-        def resolve(chunk: list[str]) -> Any:
-            return self._resolver.start_many([refs[i] for i in chunk], deadline=deadline)
+        started: list[Future[dict[ImageRef, Resolution | RegistryError]]] = []
 
-        def start(
-            pool: ThreadPoolExecutor, chunk: list[str], resolving: Any = None
-        ) -> tuple[Any, _StateReads]:
-            resolving = resolving or resolve(chunk)
-            return resolving, self._read_state(pool, [items[i] for i in chunk if i not in settled])
+        def start(limit: int) -> None:
+            """Start the next chunks' resolutions, up to chunk ``limit``, keeping ``AHEAD``
+            resolving: the registry never waits for a chunk's answers to be recorded (or for the
+            settled digests), its bounds queue the requests of the chunk after. None after the
+            deadline."""
+            while (
+                len(started) < min(limit, len(chunks))
+                and sum(not f.done() for f in started[-AHEAD:]) < AHEAD
+                and not (deadline is not None and self._monotonic() >= deadline)
+            ):
+                chunk = chunks[len(started)]
+                started.append(self._resolver.start_many([refs[i] for i in chunk], deadline=deadline))
 
         settles: list[tuple[str, str, int]] = []  # found settled this run: written together at the end
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
-            pending = None
             if chunks:
-                # The registry's answers do not depend on the settled digests: the first chunk
-                # resolves while they are read (at 10,000 tags one BatchGetItem of 64 items of
-                # about 20 KB; which of the chunk's tags need their own items read waits for it).
+                # The registry's answers do not depend on the settled digests: chunks resolve while
+                # they are read (at 10,000 tags one BatchGetItem of 64 items of about 20 KB; which
+                # of a chunk's tags need their own items read waits for it), at most WHILE_READING.
                 reading = pool.submit(self._state.digests.all, None if part.whole else part.shards)
-                first = resolve(chunks[0])
+                start(WHILE_READING)
+                while not reading.done():
+                    waiting: list[Future[Any]] = [reading, *(f for f in started if not f.done())]
+                    wait(waiting, return_when=FIRST_COMPLETED)
+                    start(WHILE_READING)
                 settled = reading.result()
                 for image in moved:  # a channel's head moved (its digest may not have): record the move
                     settled.pop(image, None)
-                pending = start(pool, chunks[0], first)
+            reads = [self._read_state(pool, [items[i] for i in c if i not in settled]) for c in chunks[:1]]
+            rest: list[str] = []  # not finished this run: the next one starts there
             for n, chunk in enumerate(chunks):
-                assert pending is not None
-                resolving, reads = pending
-                resolved: dict[ImageRef, Resolution | RegistryError] = resolving.result()
-                out_of_time = deadline is not None and self._monotonic() >= deadline
-                pending = start(pool, chunks[n + 1]) if n + 1 < len(chunks) and not out_of_time else None
-                unfinished = [i for i in chunk if refs[i] not in resolved]
+                if n == len(started):  # out of time before it started
+                    rest = [i for c in chunks[n:] for i in c]
+                    break
+                resolved = started[n].result()
+                start(n + 1 + AHEAD)
+                if n + 1 < len(started):  # its items are read while this chunk is recorded
+                    reads.append(
+                        self._read_state(pool, [items[i] for i in chunks[n + 1] if i not in settled])
+                    )
                 todo = [items[i] for i in chunk]
                 self._record(
-                    pool, todo, refs, resolved, reads, settled, settles, summary, trigger, correlation_id
+                    pool, todo, refs, resolved, reads[n], settled, settles, summary, trigger, correlation_id
                 )
-                if unfinished or pending is None:
+                if unfinished := [i for i in chunk if refs[i] not in resolved]:
                     rest = unfinished + [i for c in chunks[n + 1 :] for i in c]
-                    summary.not_reached = len(rest)
-                    summary.cursor = rest[0] if rest else None
                     break
+            summary.not_reached = len(rest)
+            summary.cursor = rest[0] if rest else None
             self._settle(pool, settles)
         if order:
             self._state.cursor.put(summary.cursor, self._clock(), part)

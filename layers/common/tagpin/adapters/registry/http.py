@@ -27,21 +27,25 @@ from typing import Any, Protocol, Self
 
 
 class Headers:
-    """Case-insensitive, multi-valued response headers."""
+    """Case-insensitive, multi-valued response headers (indexed once: every response's are read a
+    few times, by name)."""
+
+    __slots__ = ("_by_name",)
 
     def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
-        self._items = [(k.lower(), v) for k, v in items]
+        self._by_name: dict[str, list[str]] = {}
+        for k, v in items:
+            self._by_name.setdefault(k.lower(), []).append(v)
 
     def get(self, name: str, default: str = "") -> str:
-        name = name.lower()
-        return next((v for k, v in self._items if k == name), default)
+        found = self._by_name.get(name.lower())
+        return found[0] if found else default
 
     def get_list(self, name: str) -> list[str]:
-        name = name.lower()
-        return [v for k, v in self._items if k == name]
+        return list(self._by_name.get(name.lower(), ()))
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and any(k == name.lower() for k, _v in self._items)
+        return isinstance(name, str) and name.lower() in self._by_name
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ class AiohttpTransport:
         self._limit = limit
         self._keepalive = keepalive_timeout
         self._session: Any = None
+        self._timeouts: dict[float, Any] = {}  # seconds -> aiohttp.ClientTimeout (one per value)
 
     async def send(self, request: HttpRequest, timeout: float) -> HttpResponse:
         import aiohttp
@@ -137,13 +142,16 @@ class AiohttpTransport:
                 limit=self._limit, keepalive_timeout=self._keepalive, ttl_dns_cache=300
             )
             self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        client_timeout = self._timeouts.get(timeout)
+        if client_timeout is None:
+            client_timeout = self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
         try:
             async with self._session.request(
                 request.method,
                 request.url,
-                headers=dict(request.headers),
-                params=dict(request.params) or None,
-                timeout=aiohttp.ClientTimeout(total=timeout),
+                headers=request.headers,
+                params=request.params or None,
+                timeout=client_timeout,
                 allow_redirects=True,
                 auto_decompress=request.max_body is not None,
             ) as response:
