@@ -308,7 +308,8 @@ def test_a_pull_request_closed_without_merge_holds_the_target_and_a_reconcile_op
     """A person closes tagpin's request: the reconciler's heal delivers the pin again, and the
     write-back reads the request back: the target is held on the digest with the request's URL
     (``tagpin status`` shows it), nothing is pushed or opened again, the cluster is untouched.
-    ``tagpin release`` after reopening the request lets it go on."""
+    ``tagpin release`` after reopening the request lets it go on, and the merge settles it (so the
+    module's other tests find no target left waiting)."""
     world.syncer.sync()
     before = world.running()
     with ReviewServer(world.git) as api:
@@ -334,5 +335,10 @@ def test_a_pull_request_closed_without_merge_holds_the_target_and_a_reconcile_op
             world.st.run_reconciler()
             wait_for("awaiting review again", lambda: f"pull request {page} open for" in world.detail())
             assert api.posts == 1 and world.status(digest) is TargetStatus.PENDING
+
+            merged = api.merge("org/shop", review.number)  # and merges it: the target ends settled
+            assert world.syncer.sync() == merged
+            world.st.run_reconciler()
+            wait_for("verified after the merge", lambda: world.status(digest) is TargetStatus.VERIFIED)
         finally:
             world.configure()
