@@ -41,10 +41,16 @@ def concurrency(doc: Doc) -> str:
             f"p90 {r['p90_s']} s{p99}, max {r['max_s']} s"
         )
     once = sorted({p for r in doc["rows"] for p in r["patches_per_workload"]})
+    conflicts = sum(r.get("patch_conflicts", 0) for r in doc["rows"])
     return (
         f"push → patch of {doc['rows'][0]['tags']} tags; "
         + "; ".join(parts)
-        + f"; patches per workload {once}"
+        + f"; patches applied per workload {once}"
+        + (
+            f" ({conflicts} PATCHes answered 409 and sent again)"
+            if "patch_conflicts" in doc["rows"][0]
+            else ""
+        )
     )
 
 
