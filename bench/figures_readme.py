@@ -95,8 +95,8 @@ def poll_steady(size: int) -> Callable[[Doc], str]:
         )
         return (
             f"{n(r['tags_per_s'])} tags/s, {r['seconds']:.2f} s{of}, {r['peak_rss_mb']:.0f} MB peak; "
-            f"{r['ceiling_ratio']:.2f}x the registry's ceiling ({n(r['ceiling_per_s'])}/s, wrk), "
-            f"{r['skopeo_ratio']:.0f}x a skopeo loop ({r['skopeo_per_s']:.0f}/s)"
+            f"{r['ceiling_ratio']:.3f}x the registry's ceiling ({n(r['ceiling_per_s'])}/s, wrk), "
+            f"{r['skopeo_ratio']:.1f}x a skopeo loop ({r['skopeo_per_s']:.0f}/s)"
             + (
                 f" (the ceiling itself: {r['ceiling_skopeo_ratio']:.0f}x)"
                 if "ceiling_skopeo_ratio" in r
