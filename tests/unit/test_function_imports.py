@@ -7,13 +7,10 @@ its own: the test process has loaded everything. ``make bench-coldstart`` times 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from tests.support.constants import ROOT
+from tests.support.fresh import run_fresh
 
 SCRIPT = """
 import importlib.util, json, sys
@@ -49,16 +46,7 @@ def loaded_modules(function: str) -> set[str]:
         "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
         "POWERTOOLS_SERVICE_NAME": function,
     }
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(ROOT / "functions" / function / "app.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+    return set(run_fresh(SCRIPT, ROOT / "functions" / function / "app.py", env))
 
 
 @pytest.mark.parametrize("function", ["webhook", "poller"])

@@ -5,11 +5,8 @@ loaded everything."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 from tests.support.constants import ROOT
+from tests.support.fresh import run_fresh
 
 SCRIPT = """
 import importlib.util, json, sys
@@ -34,15 +31,6 @@ def test_the_write_back_function_never_loads_kubernetes() -> None:
         "TAGPIN_WRITEBACK_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/writeback.fifo",
         "POWERTOOLS_SERVICE_NAME": "writeback",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(ROOT / "functions/writeback/app.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    loaded = set(run_fresh(SCRIPT, ROOT / "functions/writeback/app.py", env))
     assert "dulwich" in loaded and "tagpin" in loaded
     assert not loaded & {"kubernetes", "aiohttp", "sigstore", "jinja2"}, sorted(loaded)
