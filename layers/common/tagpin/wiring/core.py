@@ -6,23 +6,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tagpin import wiring
-from tagpin.adapters.config_source import ConfigLoader
-from tagpin.adapters.dynamodb import dynamodb_state
-from tagpin.adapters.registry.client import RegistryClient
-from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
 from tagpin.adapters.secrets import Secrets
-from tagpin.domain.config import FollowedImage, RolloutSettings, TagpinConfig
 from tagpin.domain.shards import WHOLE, PollPart
-from tagpin.ports.registry import RegistryAccess
-from tagpin.ports.state import State
 from tagpin.settings import Function, Settings
-from tagpin.usecases.detect import now_ms
-from tagpin.usecases.followed import Followed
 from tagpin.wiring.cache import cached
 
+# Each factory imports what it builds (as the Kubernetes client always was): a handler's module
+# loads the settings and the factories, not the configuration's models, the state table's adapters
+# or the registry client (pydantic models, asyncio), which its first invocation imports when it
+# calls the factory; ``make bench-coldstart`` prints that invocation beside the import.
 if TYPE_CHECKING:
+    from tagpin.adapters.config_source import ConfigLoader
     from tagpin.adapters.kubernetes.clusters import ClusterConnector
+    from tagpin.adapters.registry.client import RegistryClient
+    from tagpin.adapters.registry.credentials import CredentialStore
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
+    from tagpin.domain.config import FollowedImage, RolloutSettings, TagpinConfig
+    from tagpin.ports.registry import RegistryAccess
+    from tagpin.ports.state import State
+    from tagpin.usecases.followed import Followed
 
 SECRET_MAX_AGE = 300
 
@@ -44,6 +46,8 @@ def setting(name: str) -> str:
 
 def clock() -> int:
     """Now, in epoch milliseconds: the clock every use case is given."""
+    from tagpin.usecases.detect import now_ms
+
     return now_ms()
 
 
@@ -58,6 +62,8 @@ def aws(service: str, region: str | None = None) -> Any:
 
 @cached
 def config_loader() -> ConfigLoader:
+    from tagpin.adapters.config_source import ConfigLoader
+
     current = wiring.settings()
     return ConfigLoader(parameter=current.config_parameter, file=current.config_file)
 
@@ -103,6 +109,8 @@ def ecr_client(region: str, role_arn: str | None) -> Any:
 
 @cached
 def credential_store() -> CredentialStore:
+    from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
+
     return CredentialStore(wiring.config, wiring.secret_json, EcrTokens(wiring.ecr_client))
 
 
@@ -114,6 +122,8 @@ def registry_access(host: str) -> RegistryAccess:
 
 @cached
 def registry_client() -> RegistryClient:
+    from tagpin.adapters.registry.client import RegistryClient
+
     current = wiring.settings()
     return RegistryClient(
         access=wiring.registry_access,
@@ -124,6 +134,8 @@ def registry_client() -> RegistryClient:
 
 @cached
 def state() -> State:
+    from tagpin.adapters.dynamodb import dynamodb_state
+
     return dynamodb_state(
         wiring.aws("dynamodb"),
         wiring.setting("state_table"),
@@ -135,6 +147,8 @@ def followed(part: PollPart = WHOLE) -> Followed:
     """Every followed tag (of a poll's ``part``) and its targets: the configuration's, merged with
     those the reconciler discovered by label (the index in the state table). Read per invocation
     (lazily)."""
+    from tagpin.usecases.followed import Followed
+
     return Followed(wiring.config(), wiring.state(), part)
 
 
