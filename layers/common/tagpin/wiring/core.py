@@ -3,6 +3,7 @@ client, the state table, the clusters, the followed tags."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from tagpin import wiring
@@ -51,13 +52,25 @@ def clock() -> int:
     return now_ms()
 
 
+_CLIENTS = threading.Lock()  # a boto3 session is not thread safe (its clients are)
+
+
+@cached
+def aws_session() -> Any:
+    """One boto3 session per container: its clients share the service models, endpoints and
+    credentials it loaded. A session per client read them again for each: a first invocation's
+    DynamoDB and SQS clients cost it twice the CPU of one session's (``make bench-coldstart``)."""
+    import boto3
+
+    return boto3.session.Session()
+
+
 @cached
 def aws(service: str, region: str | None = None) -> Any:
     """A client of ``service`` in the function's region, or in ``region``."""
-    import boto3
-
-    session = boto3.session.Session()
-    return session.client(service) if region is None else session.client(service, region_name=region)
+    with _CLIENTS:
+        session = wiring.aws_session()
+        return session.client(service) if region is None else session.client(service, region_name=region)
 
 
 @cached
