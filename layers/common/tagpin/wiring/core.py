@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tagpin import wiring
 from tagpin.adapters.secrets import Secrets
 from tagpin.domain.shards import WHOLE, PollPart
-from tagpin.settings import Function, Settings
+from tagpin.settings import Function, SecretStore, Settings
 from tagpin.wiring.cache import cached
 
 # Each factory imports what it builds (as the Kubernetes client always was): a handler's module
@@ -73,11 +73,28 @@ def aws(service: str, region: str | None = None) -> Any:
         return session.client(service) if region is None else session.client(service, region_name=region)
 
 
+def parameters_on_session(provider: str) -> None:
+    """powertools' default ``provider`` (``ssm``, ``secrets``), which the configuration and the
+    secrets are read through, with a client of the container's session rather than of a session
+    of its own (``aws_session`` says why). ``reset`` clears it with the other providers."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider, base
+
+    if provider not in base.DEFAULT_PROVIDERS:  # type: ignore[attr-defined]
+        built = (
+            SSMProvider(boto3_client=wiring.aws("ssm"))
+            if provider == "ssm"
+            else SecretsProvider(boto3_client=wiring.aws("secretsmanager"))
+        )
+        base.DEFAULT_PROVIDERS[provider] = built  # type: ignore[attr-defined]
+
+
 @cached
 def config_loader() -> ConfigLoader:
     from tagpin.adapters.config_source import ConfigLoader
 
     current = wiring.settings()
+    if current.config_parameter is not None:
+        parameters_on_session("ssm")
     return ConfigLoader(parameter=current.config_parameter, file=current.config_file)
 
 
@@ -93,7 +110,9 @@ def rollout_settings() -> RolloutSettings:
 def secrets() -> Secrets:
     """The secret store of the stack (``TAGPIN_SECRET_STORE``): SSM SecureString parameters or
     Secrets Manager secrets, one name per secret either way (``tagpin.adapters.secrets``)."""
-    return Secrets(wiring.settings().secret_store, max_age=SECRET_MAX_AGE)
+    store = wiring.settings().secret_store
+    parameters_on_session("ssm" if store is SecretStore.SSM else "secrets")
+    return Secrets(store, max_age=SECRET_MAX_AGE)
 
 
 def secret_text(name: str) -> str:
