@@ -49,9 +49,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "coldstart",
         "bench-coldstart",
-        ("functions", "layers", "template.yaml", "bench/coldstart.py"),
+        ("functions", "layers", "template.yaml", "bench/coldstart.py", "bench/coldstart_first.py"),
         12,
-        "import time of each built handler, package sizes",
+        "import time of each built handler, package sizes, the webhook's and poller's first invocation",
     ),
     Bench(
         "webhook",

@@ -13,12 +13,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
 from tagpin.adapters.lambda_parts import event_part
-from tagpin.domain.config import NotConfigured
-from tagpin.domain.messages import Trigger
 from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.observability import correlation_id, logger, metrics, own_keys, registry_metrics
 
 wiring.check_settings("poller")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
+
+# The configuration's and the messages' models (pydantic), the state table's adapters and the
+# registry client are imported by the first invocation, not by this module's import:
+# tests/unit/test_function_imports.py keeps them out of it, `make bench-coldstart` prints both.
 
 MAX_RESULTS = 100  # per-tag details in the response (the counts cover everything)
 
@@ -36,6 +38,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.info("poll parts started", extra={"parts": parts})
         return {"parts": parts}
     part = part or WHOLE
+    from tagpin.domain.config import NotConfigured  # the first invocation imports them, once
+    from tagpin.domain.messages import Trigger
+
     try:
         followed = wiring.followed_images(part)
     except NotConfigured as exc:  # deployed, not configured yet: nothing to poll, nothing failed

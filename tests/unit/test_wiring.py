@@ -56,3 +56,15 @@ def test_reset_clears_every_cached_factory(aws: None, monkeypatch: pytest.Monkey
     assert wiring.trust_material() is not built["trust_material"]  # built anew after a reset
     assert wiring.signature_checker() is not built["signature_checker"]
     wiring.reset()
+
+
+def test_a_containers_clients_share_one_session_until_a_reset(aws: None) -> None:
+    """One boto3 session per container: the DynamoDB and SQS clients read one loader's service
+    models and endpoints (a session per client read them again: ``make bench-coldstart``'s first
+    invocation); a reset (a new container, in effect) starts a new session."""
+    wiring.reset()
+    dynamodb, sqs = wiring.aws("dynamodb"), wiring.aws("sqs")
+    assert dynamodb._loader is sqs._loader is wiring.aws_session()._session.get_component("data_loader")
+    wiring.reset()
+    assert wiring.aws("sqs")._loader is not sqs._loader
+    wiring.reset()

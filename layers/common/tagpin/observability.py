@@ -11,14 +11,15 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import utils
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-from tagpin.domain.outcomes import Observation, TagOutcome
+if TYPE_CHECKING:  # a pydantic module; the handlers' modules load without pydantic's models
+    from tagpin.domain.outcomes import Observation
 
 
 def log_json(record: object) -> str:
@@ -94,6 +95,8 @@ def record_keys(correlation_id: str | None = None, **keys: Any) -> None:
 def registry_metrics(results: Iterable[Observation], rate_limits: Mapping[str, Mapping[str, str]]) -> None:
     """``RegistryErrors`` per registry host, and the ``RateLimitRemaining`` a registry reported
     (Docker Hub: ``ratelimit-remaining: 95;w=21600``)."""
+    from tagpin.domain.outcomes import TagOutcome  # loaded already: the results are Observations
+
     errors = Counter(r.image.split("/", 1)[0] for r in results if r.outcome is TagOutcome.ERROR)
     for host, count in errors.items():
         with single_metric(

@@ -24,6 +24,7 @@ from tagpin.wiring.cache import cached, factories
 from tagpin.wiring.core import (
     SECRET_MAX_AGE,
     aws,
+    aws_session,
     check_settings,
     clock,
     cluster_connector,
@@ -82,6 +83,7 @@ __all__ = [
     "applier",
     "approvals",
     "aws",
+    "aws_session",
     "cached",
     "change_queue",
     "channels",

@@ -3,26 +3,29 @@ client, the state table, the clusters, the followed tags."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from tagpin import wiring
-from tagpin.adapters.config_source import ConfigLoader
-from tagpin.adapters.dynamodb import dynamodb_state
-from tagpin.adapters.registry.client import RegistryClient
-from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
 from tagpin.adapters.secrets import Secrets
-from tagpin.domain.config import FollowedImage, RolloutSettings, TagpinConfig
 from tagpin.domain.shards import WHOLE, PollPart
-from tagpin.ports.registry import RegistryAccess
-from tagpin.ports.state import State
-from tagpin.settings import Function, Settings
-from tagpin.usecases.detect import now_ms
-from tagpin.usecases.followed import Followed
+from tagpin.settings import Function, SecretStore, Settings
 from tagpin.wiring.cache import cached
 
+# Each factory imports what it builds (as the Kubernetes client always was): a handler's module
+# loads the settings and the factories, not the configuration's models, the state table's adapters
+# or the registry client (pydantic models, asyncio), which its first invocation imports when it
+# calls the factory; ``make bench-coldstart`` prints that invocation beside the import.
 if TYPE_CHECKING:
+    from tagpin.adapters.config_source import ConfigLoader
     from tagpin.adapters.kubernetes.clusters import ClusterConnector
+    from tagpin.adapters.registry.client import RegistryClient
+    from tagpin.adapters.registry.credentials import CredentialStore
     from tagpin.adapters.sqs import SqsRedelivery, SqsVerificationQueue
+    from tagpin.domain.config import FollowedImage, RolloutSettings, TagpinConfig
+    from tagpin.ports.registry import RegistryAccess
+    from tagpin.ports.state import State
+    from tagpin.usecases.followed import Followed
 
 SECRET_MAX_AGE = 300
 
@@ -44,21 +47,54 @@ def setting(name: str) -> str:
 
 def clock() -> int:
     """Now, in epoch milliseconds: the clock every use case is given."""
+    from tagpin.usecases.detect import now_ms
+
     return now_ms()
+
+
+_CLIENTS = threading.Lock()  # a boto3 session is not thread safe (its clients are)
+
+
+@cached
+def aws_session() -> Any:
+    """One boto3 session per container: its clients share the service models, endpoints and
+    credentials it loaded. A session per client read them again for each: a first invocation's
+    DynamoDB and SQS clients cost it twice the CPU of one session's (``make bench-coldstart``)."""
+    import boto3
+
+    return boto3.session.Session()
 
 
 @cached
 def aws(service: str, region: str | None = None) -> Any:
     """A client of ``service`` in the function's region, or in ``region``."""
-    import boto3
+    with _CLIENTS:
+        session = wiring.aws_session()
+        return session.client(service) if region is None else session.client(service, region_name=region)
 
-    session = boto3.session.Session()
-    return session.client(service) if region is None else session.client(service, region_name=region)
+
+def parameters_on_session(provider: str) -> None:
+    """powertools' default ``provider`` (``ssm``, ``secrets``), which the configuration and the
+    secrets are read through, with a client of the container's session rather than of a session
+    of its own (``aws_session`` says why). ``reset`` clears it with the other providers."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider, base
+
+    if provider not in base.DEFAULT_PROVIDERS:  # type: ignore[attr-defined]
+        built = (
+            SSMProvider(boto3_client=wiring.aws("ssm"))
+            if provider == "ssm"
+            else SecretsProvider(boto3_client=wiring.aws("secretsmanager"))
+        )
+        base.DEFAULT_PROVIDERS[provider] = built  # type: ignore[attr-defined]
 
 
 @cached
 def config_loader() -> ConfigLoader:
+    from tagpin.adapters.config_source import ConfigLoader
+
     current = wiring.settings()
+    if current.config_parameter is not None:
+        parameters_on_session("ssm")
     return ConfigLoader(parameter=current.config_parameter, file=current.config_file)
 
 
@@ -74,7 +110,9 @@ def rollout_settings() -> RolloutSettings:
 def secrets() -> Secrets:
     """The secret store of the stack (``TAGPIN_SECRET_STORE``): SSM SecureString parameters or
     Secrets Manager secrets, one name per secret either way (``tagpin.adapters.secrets``)."""
-    return Secrets(wiring.settings().secret_store, max_age=SECRET_MAX_AGE)
+    store = wiring.settings().secret_store
+    parameters_on_session("ssm" if store is SecretStore.SSM else "secrets")
+    return Secrets(store, max_age=SECRET_MAX_AGE)
 
 
 def secret_text(name: str) -> str:
@@ -103,6 +141,8 @@ def ecr_client(region: str, role_arn: str | None) -> Any:
 
 @cached
 def credential_store() -> CredentialStore:
+    from tagpin.adapters.registry.credentials import CredentialStore, EcrTokens
+
     return CredentialStore(wiring.config, wiring.secret_json, EcrTokens(wiring.ecr_client))
 
 
@@ -114,6 +154,8 @@ def registry_access(host: str) -> RegistryAccess:
 
 @cached
 def registry_client() -> RegistryClient:
+    from tagpin.adapters.registry.client import RegistryClient
+
     current = wiring.settings()
     return RegistryClient(
         access=wiring.registry_access,
@@ -124,6 +166,8 @@ def registry_client() -> RegistryClient:
 
 @cached
 def state() -> State:
+    from tagpin.adapters.dynamodb import dynamodb_state
+
     return dynamodb_state(
         wiring.aws("dynamodb"),
         wiring.setting("state_table"),
@@ -135,6 +179,8 @@ def followed(part: PollPart = WHOLE) -> Followed:
     """Every followed tag (of a poll's ``part``) and its targets: the configuration's, merged with
     those the reconciler discovered by label (the index in the state table). Read per invocation
     (lazily)."""
+    from tagpin.usecases.followed import Followed
+
     return Followed(wiring.config(), wiring.state(), part)
 
 

@@ -7,26 +7,28 @@ from typing import TYPE_CHECKING, Any
 
 from tagpin import wiring
 from tagpin.adapters.secrets import SecretDenied, SecretNotFound
-from tagpin.adapters.sqs import SqsChangeQueue
-from tagpin.domain.config import NotConfigured
-from tagpin.ports.parts import PollParts
-from tagpin.usecases.detect import Detector, now_ms
 from tagpin.wiring.cache import cached
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported by the factories (tagpin.wiring.core says why)
+    from tagpin.adapters.sqs import SqsChangeQueue
+    from tagpin.ports.parts import PollParts
     from tagpin.usecases.channels import Channels, Downgrades
+    from tagpin.usecases.detect import Detector
     from tagpin.usecases.poll import Poller
     from tagpin.usecases.webhook import WebhookService
 
 
 def change_queue() -> SqsChangeQueue:
     """The changes queue (the consumer's), for whoever sends a change."""
+    from tagpin.adapters.sqs import SqsChangeQueue
+
     return SqsChangeQueue(wiring.aws("sqs"), wiring.setting("queue_url"))
 
 
 @cached
 def detector() -> Detector:
     from tagpin.usecases.attestations import AttestationFilter
+    from tagpin.usecases.detect import Detector
 
     return Detector(
         wiring.registry_client(),
@@ -55,7 +57,7 @@ def downgrades() -> Downgrades:
     """A person moving a version channel's head down, or clearing a version marked bad (CLI)."""
     from tagpin.usecases.channels import Downgrades
 
-    return Downgrades(wiring.channels(), wiring.registry_client(), change_queue(), now_ms)
+    return Downgrades(wiring.channels(), wiring.registry_client(), change_queue(), wiring.clock)
 
 
 @cached
@@ -75,6 +77,7 @@ def poller() -> Poller:
 def webhook_service() -> WebhookService:
     from tagpin.adapters.dynamodb.deliveries import DeliveryStore
     from tagpin.adapters.webhooks.sources import SOURCES
+    from tagpin.domain.config import NotConfigured
     from tagpin.usecases.webhook import WebhookService
 
     secret_name = wiring.setting("webhook_secret")

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from tagpin import wiring
 from tagpin.adapters.secrets import SecretNotFound
-from tagpin.usecases.detect import now_ms
 from tagpin.wiring.cache import cached
 from tagpin.wiring.detection import change_queue
 
@@ -21,7 +20,7 @@ def holds() -> Holds:
     """A person holding a target where it is, or releasing a hold (CLI)."""
     from tagpin.usecases.holds import Holds
 
-    return Holds(wiring.state(), wiring.followed, change_queue(), now_ms)
+    return Holds(wiring.state(), wiring.followed, change_queue(), wiring.clock)
 
 
 def dead_letters(dead_letter_queue_url: str | None = None, queue_url: str | None = None) -> DeadLetterQueue:

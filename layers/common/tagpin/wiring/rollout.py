@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tagpin import wiring
-from tagpin.usecases.detect import now_ms
 from tagpin.wiring.cache import cached
 from tagpin.wiring.core import SECRET_MAX_AGE
 from tagpin.wiring.detection import change_queue
@@ -93,7 +92,7 @@ def promoter() -> Promoter:
         verifications=wiring.verification_queue(),
         changes=change_queue(),
         notifier=wiring.notifier(),
-        clock=now_ms,
+        clock=wiring.clock,
     )
 
 
@@ -109,7 +108,7 @@ def approvals() -> Approvals:
         changes=change_queue(),
         verifications=wiring.verification_queue(),
         notifier=wiring.notifier(),
-        clock=now_ms,
+        clock=wiring.clock,
     )
 
 
@@ -122,7 +121,7 @@ def admission() -> Admission:
     from tagpin.usecases.admission.signature import SignatureGate
 
     platforms = PlatformGate(
-        wiring.registry_client(), wiring.cluster_connector(), lambda: wiring.config().clusters, now_ms
+        wiring.registry_client(), wiring.cluster_connector(), lambda: wiring.config().clusters, wiring.clock
     )
     return standard(
         state=wiring.state(),
@@ -173,7 +172,7 @@ def applier() -> Applier:
         followed=wiring.followed,
         state=wiring.state(),
         workloads=wiring.cluster_connector(),
-        clock=now_ms,
+        clock=wiring.clock,
         guard=wiring.idempotency_guard(),
         settings=wiring.rollout_settings,
         verifications=wiring.verification_queue(),
@@ -209,7 +208,7 @@ def verifier() -> Verifier:
         verifications=wiring.verification_queue(),
         promoter=wiring.promoter(),
         notifier=wiring.notifier(),
-        clock=now_ms,
+        clock=wiring.clock,
         approvals=wiring.approvals(),
         git=GitReverts(lambda: wiring.config().gitops, git_route()),
     )
@@ -225,7 +224,7 @@ def reconciler() -> Reconciler:
         clusters=wiring.cluster_connector(),
         detector=wiring.detector(),
         queue=change_queue(),
-        clock=now_ms,
+        clock=wiring.clock,
         resolve=wiring.settings().reconcile_resolves,
         channels=wiring.channels(),
         notifier=wiring.notifier(),
