@@ -30,6 +30,7 @@ def post(hook: Hook, body: bytes) -> Any:
 
 def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
     assert post(hook, generic())["accepted"] == 1
+    recorded = hook.store.tags.get(WEB)
     again = post(hook, generic())
     assert (again["accepted"], again["duplicates"]) == (0, 1)
     assert again["events"] == [
@@ -41,7 +42,32 @@ def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
             "delivery_id": "build-1",
         }
     ]
-    assert len(hook.queue.sent) == 1 and len(hook.resolver.calls) == 1
+    # Nothing of the duplicate is recorded or enqueued. Its registry request was made beside its
+    # claim (one round trip less per notification), and its answer dropped.
+    assert len(hook.queue.sent) == 1 and hook.store.tags.get(WEB) == recorded
+    assert len(hook.resolver.calls) == 2
+
+
+def test_a_delivery_that_fails_midway_releases_every_claim(
+    hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claims of configured tags start before the lookup of what is followed: when the lookup
+    (or any step before a tag's check) fails, none of them is left claimed, so the sender's retry
+    checks every tag of the delivery."""
+    body = json.dumps(
+        [{"image": WEB, "id": "d-1"}, {"image": "docker.io/demo/web:stable", "id": "d-1"}]
+    ).encode()
+
+    def down(_images: Any) -> Any:
+        raise RuntimeError("DynamoDB unavailable")
+
+    monkeypatch.setattr(hook.service, "_lookup", down)
+    with pytest.raises(RuntimeError):
+        post(hook, body)
+    monkeypatch.undo()
+    retried = post(hook, body)
+    assert (retried["accepted"], retried["duplicates"]) == (2, 0)
+    assert len(hook.queue.sent) == 2
 
 
 def test_another_delivery_id_is_checked_again(hook: Hook) -> None:
