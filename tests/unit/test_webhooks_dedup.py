@@ -4,6 +4,7 @@ claim so the sender's retry is heard; claims expire; ids are per source and per 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -131,4 +132,28 @@ def test_a_check_that_raises_releases_the_claim(hook: Hook, monkeypatch: pytest.
     monkeypatch.undo()
     retried = post(hook, generic())
     assert retried["duplicates"] == 0 and retried["events"][0]["outcome"] != "duplicate"
+    assert len(hook.queue.sent) == 1
+
+
+def test_the_claim_and_the_registry_request_are_made_side_by_side(
+    hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry delivers its notifications one at a time: a check's round trips that do not
+    need each other are made at once. Here the claim only completes once the registry has been
+    asked; made one after the other, it would wait out its 10 s and the delivery fail."""
+    asked = threading.Event()
+    claim, resolve = hook.deliveries.claim_delivery, hook.resolver.resolve
+
+    def claim_once_asked(key: str, now: int, expires_at: int) -> bool:
+        if not asked.wait(10):
+            raise TimeoutError("the registry was not asked while the claim was on its way")
+        return claim(key, now, expires_at)
+
+    def resolving(ref: Any) -> Any:
+        asked.set()
+        return resolve(ref)
+
+    monkeypatch.setattr(hook.deliveries, "claim_delivery", claim_once_asked)
+    monkeypatch.setattr(hook.resolver, "resolve", resolving)
+    assert post(hook, generic())["accepted"] == 1
     assert len(hook.queue.sent) == 1
