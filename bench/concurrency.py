@@ -24,6 +24,7 @@ process, the function containers, the API server, etcd, the registry...).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -165,6 +166,34 @@ def where_the_time_goes(
     return result
 
 
+def notification_line(webhook: Calls, first: float) -> dict[str, Any]:
+    """The registry's notifications, one after the other (distribution delivers them to an
+    endpoint one at a time): each webhook call (as the adapter makes it: the container and the
+    handler) and the time between one call's return and the next call (the registry's own turn,
+    its HTTP request, the local API's event), median and max over the storm, in seconds."""
+    calls = sorted((c, r) for _n, c, r in webhook.calls if c >= first)
+    spans = [r - c for c, r in calls]
+    gaps = [max(0.0, c - r) for (_c0, r), (c, _r1) in itertools.pairwise(calls)]
+    return {
+        "calls": len(calls),
+        "call_median_s": round(statistics.median(spans), 3) if spans else None,
+        "call_max_s": round(max(spans), 3) if spans else None,
+        "between_median_s": round(statistics.median(gaps), 3) if gaps else None,
+        "between_max_s": round(max(gaps), 3) if gaps else None,
+        "line_s": round(calls[-1][1] - calls[0][0], 2) if calls else None,
+    }
+
+
+def registry_retries(log_path: Path | None, offset: int) -> int:
+    """The notifications the registry had to send again (a webhook answer not in time, or not a
+    2xx): distribution logs each one (``retryingsink: error writing events``)."""
+    if log_path is None or not log_path.exists():
+        return 0
+    with log_path.open("rb") as log:
+        log.seek(offset)
+        return sum(1 for line in log if b"retryingsink" in line)
+
+
 def quiet(webhook: Any, seconds: float = 1.0, limit: float = 60.0) -> None:
     """Wait until the setup's own pushes are delivered: no webhook invocation for ``seconds``."""
     deadline = time.monotonic() + limit
@@ -236,6 +265,7 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
         names = {f"app{n}" for n in range(tags)}
         watcher = watch_patches(st, names, seen, since)
         webhook_calls, consumer_calls = Calls(st.functions["webhook"]), Calls(st.functions["consumer"])
+        log_offset = st.registry.log_path.stat().st_size if st.registry.log_path else 0
         cpu_before = cpu_by_process()
         pushes = push_from_outside(st.registry.url, tags)
         first = pushes["first"]
@@ -301,6 +331,10 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             "patch_conflicts": conflicts,
             "functions": busy,
             "where_s": where_the_time_goes(pushed, patched, webhook_calls, consumer_calls),
+            "notifications": {
+                **notification_line(webhook_calls, first),
+                "registry_retries": registry_retries(st.registry.log_path, log_offset),
+            },
             "cpu_s": cpu,
         }
 
@@ -341,6 +375,13 @@ def main() -> None:
             + ", ".join(
                 f"{k} {v['median_s']} / {v['p90_s']} / {v['max_s']}" for k, v in row["where_s"].items()
             )
+        )
+        line = row["notifications"]
+        print(
+            f"  the registry's notifications, one at a time: {line['calls']} webhook calls in "
+            f"{line['line_s']} s, each {line['call_median_s']} s (max {line['call_max_s']} s) and "
+            f"{line['between_median_s']} s between two (max {line['between_max_s']} s); "
+            f"{line['registry_retries']} sent again by the registry"
         )
         print("  CPU during the storm (s): " + ", ".join(f"{k} {v}" for k, v in row["cpu_s"].items()))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -145,6 +145,7 @@ def main() -> None:
         action="store_true",
         help="containers only load their handler (no tagpin.warming): the first push pays the rest",
     )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go (JSON)")
     args = parser.parse_args()
     if args.cold_containers:
         os.environ["TAGPIN_LOCAL_WARM"] = "0"
@@ -168,9 +169,9 @@ def main() -> None:
     if args.cold_containers:
         run.write(RESULTS.with_name("latency-cold-containers.json"), document)
     else:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(document, indent=2) + "\n")
-        print(f"written to {RESULTS}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"written to {args.out}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ claim so the sender's retry is heard; claims expire; ids are per source and per 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ def post(hook: Hook, body: bytes) -> Any:
 
 def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
     assert post(hook, generic())["accepted"] == 1
+    recorded = hook.store.tags.get(WEB)
     again = post(hook, generic())
     assert (again["accepted"], again["duplicates"]) == (0, 1)
     assert again["events"] == [
@@ -41,7 +43,32 @@ def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
             "delivery_id": "build-1",
         }
     ]
-    assert len(hook.queue.sent) == 1 and len(hook.resolver.calls) == 1
+    # Nothing of the duplicate is recorded or enqueued. Its registry request was made beside its
+    # claim (one round trip less per notification), and its answer dropped.
+    assert len(hook.queue.sent) == 1 and hook.store.tags.get(WEB) == recorded
+    assert len(hook.resolver.calls) == 2
+
+
+def test_a_delivery_that_fails_midway_releases_every_claim(
+    hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claims of configured tags start before the lookup of what is followed: when the lookup
+    (or any step before a tag's check) fails, none of them is left claimed, so the sender's retry
+    checks every tag of the delivery."""
+    body = json.dumps(
+        [{"image": WEB, "id": "d-1"}, {"image": "docker.io/demo/web:stable", "id": "d-1"}]
+    ).encode()
+
+    def down(_images: Any) -> Any:
+        raise RuntimeError("DynamoDB unavailable")
+
+    monkeypatch.setattr(hook.service, "_lookup", down)
+    with pytest.raises(RuntimeError):
+        post(hook, body)
+    monkeypatch.undo()
+    retried = post(hook, body)
+    assert (retried["accepted"], retried["duplicates"]) == (2, 0)
+    assert len(hook.queue.sent) == 2
 
 
 def test_another_delivery_id_is_checked_again(hook: Hook) -> None:
@@ -105,4 +132,28 @@ def test_a_check_that_raises_releases_the_claim(hook: Hook, monkeypatch: pytest.
     monkeypatch.undo()
     retried = post(hook, generic())
     assert retried["duplicates"] == 0 and retried["events"][0]["outcome"] != "duplicate"
+    assert len(hook.queue.sent) == 1
+
+
+def test_the_claim_and_the_registry_request_are_made_side_by_side(
+    hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry delivers its notifications one at a time: a check's round trips that do not
+    need each other are made at once. Here the claim only completes once the registry has been
+    asked; made one after the other, it would wait out its 10 s and the delivery fail."""
+    asked = threading.Event()
+    claim, resolve = hook.deliveries.claim_delivery, hook.resolver.resolve
+
+    def claim_once_asked(key: str, now: int, expires_at: int) -> bool:
+        if not asked.wait(10):
+            raise TimeoutError("the registry was not asked while the claim was on its way")
+        return claim(key, now, expires_at)
+
+    def resolving(ref: Any) -> Any:
+        asked.set()
+        return resolve(ref)
+
+    monkeypatch.setattr(hook.deliveries, "claim_delivery", claim_once_asked)
+    monkeypatch.setattr(hook.resolver, "resolve", resolving)
+    assert post(hook, generic())["accepted"] == 1
     assert len(hook.queue.sent) == 1

@@ -129,7 +129,12 @@ def registry_config(
                     "url": notify_url,
                     # http.Header in Go: every header maps to a list of values.
                     "headers": {k: [v] for k, v in (notify_headers or {}).items()},
-                    "timeout": "1s",
+                    # distribution delivers to an endpoint one notification at a time and sends
+                    # again one not answered within ``timeout``: under a burst (50 pushes at once,
+                    # bench/concurrency) a webhook answer took up to 1.3 s, and each one cut off at
+                    # 1 s cost the whole line a second and a duplicate delivery. 5 s: above the
+                    # webhook's answer under load, far below its 15 s limit (docs/webhooks.md).
+                    "timeout": "5s",
                     "threshold": 5,
                     "backoff": "1s",
                     # Drop blob (layer/config) events and pulls; manifest pushes and deletes remain.

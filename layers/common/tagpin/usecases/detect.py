@@ -91,17 +91,49 @@ class Detector:
         ref: ImageRef | None = None,
     ) -> Observation:
         """Resolve the followed tag (a version channel: ``ref``, its head) and ``observe`` it."""
+        resolved = self.resolve(followed, hint_digest=hint_digest, ref=ref)
+        return self.conclude(
+            followed,
+            resolved,
+            trigger=trigger,
+            correlation_id=correlation_id,
+            hint_digest=hint_digest,
+            ref=ref,
+        )
+
+    def resolve(
+        self, followed: FollowedImage, *, hint_digest: str | None = None, ref: ImageRef | None = None
+    ) -> Resolution | Exception:
+        """``detect``'s first step: the registry's answer for the followed tag (a version channel:
+        ``ref``), or what it failed with; nothing recorded. The webhook asks it beside its other
+        round trips (the delivery's claim), then ``conclude``s."""
+        try:
+            return self._resolve(ref or followed.ref, hint_digest)
+        except Exception as exc:  # one registry's failure must not stop the others
+            return exc
+
+    def conclude(
+        self,
+        followed: FollowedImage,
+        resolved: Resolution | Exception,
+        *,
+        trigger: Trigger,
+        correlation_id: str | None = None,
+        hint_digest: str | None = None,
+        ref: ImageRef | None = None,
+    ) -> Observation:
+        """``detect``'s second step, on ``resolve``'s answer: a failure recorded (the working digest
+        kept), an attestation-only change ignored, else ``observe``."""
         image = followed.image
         ref = ref or followed.ref
-        try:
-            resolution = self._resolve(ref, hint_digest)
-        except Exception as exc:  # one registry's failure must not stop the others
-            message = f"{type(exc).__name__}: {exc}"
+        if isinstance(resolved, Exception):
+            message = f"{type(resolved).__name__}: {resolved}"
             logger.warning(
                 "resolve failed; keeping the working digest", extra={"image": image, "error": message}
             )
             self._state.tags.record_error(image, message, self._clock())
             return Observation(image, TagOutcome.ERROR, error=message)
+        resolution = resolved
         if self._attestations is not None and self._attestations.enabled(ref):
             known = self._state.tags.get(image)
             if known is not None and self._attestations.only_attestations(ref, known.digest, resolution):

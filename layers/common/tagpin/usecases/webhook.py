@@ -11,20 +11,25 @@ Nothing a sender can put in a request leads to a 5xx.
 Replays: an event that carries a delivery id (GitHub/Nexus delivery headers, CloudEvents and
 Event Grid ids, Pub/Sub message ids, distribution event ids, EventBridge ids, the generic ``id``)
 is claimed in the state table, per (source, delivery id, tag), with a TTL; a second delivery
-with the same id is counted as a duplicate and not checked again. A claim is released when the
-check failed (registry down), so the sender's retry is not lost. Deliveries without an id, and
-replays under a new id, still enqueue at most once per (image, digest): the state write answers
-UNCHANGED, the target's APPLIED state stops the level check, and SQS FIFO deduplicates
-(image, digest) for 5 minutes.
+with the same id is counted as a duplicate and nothing of it is recorded or enqueued (its registry
+request is made beside the claim and its answer dropped: the registry delivers its notifications
+one after the other, so each round trip of a check is the wait of every push behind it). A claim
+is released when the check failed (registry down), so the sender's retry is not lost. Deliveries
+without an id, and replays under a new id, still enqueue at most once per (image, digest): the
+state write answers UNCHANGED, the target's APPLIED state stops the level check, and SQS FIFO
+deduplicates (image, digest) for 5 minutes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tagpin.domain.channels import repository_part
@@ -32,7 +37,9 @@ from tagpin.domain.config import FollowedImage, NotConfigured, TagpinConfig
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
+from tagpin.ports.registry import Resolution
 from tagpin.ports.webhooks import DeliveryLog, PushEvent, Request, Source, WebhookError
+from tagpin.usecases import overlap
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import Followed
 
@@ -45,6 +52,11 @@ MAX_BODY = 1024 * 1024
 MAX_EVENTS = 1000  # events per delivery (docs/webhooks.md); a delivery is decided in one request's time
 DELIVERY_TTL_S = 7 * 24 * 3600  # longer than any sender retries or lets an operator redeliver
 ID_LIMIT = 200  # characters of a sender's delivery id that are kept
+EARLY_CHECKS = 4  # configured tags of a delivery whose claim and registry request start before the lookup
+
+# A followed tag's check begun: its delivery claim (the key; False: seen before; None: not
+# tracked) and the registry's answer (or what it failed with), each on its way.
+type Begun = tuple[Future[str | bool | None], Future[Resolution | Exception]]
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,27 @@ class WebhookService:
                 413, f"{len(events)} events in one delivery; the limit is {MAX_EVENTS}: send them in several"
             )
         images = [(valid(i, event), tagged(i, event)) for i, event in enumerate(events)]  # all, before acting
+        # A tag the configuration follows is followed whatever the lookup adds (discovered
+        # targets): its claim and its registry request start now, beside the lookup.
+        # (The first few: a delivery of many events does not queue them all ahead of the lookup.)
+        configured = self._config().followed
+        early: dict[str, Begun] = {}
+        for event, image in images:
+            if len(early) < EARLY_CHECKS and image not in early and (f := configured.get(image)) is not None:
+                early[image] = self._begin(source, event, f, None)
+        try:
+            return self._checks(source, images, early, correlation_id)
+        finally:
+            for begun in early.values():  # begun and not concluded (an error on the way): heard again
+                self._release(begun)
+
+    def _checks(
+        self,
+        source: str,
+        images: list[tuple[PushEvent, str]],
+        early: dict[str, Begun],
+        correlation_id: str | None,
+    ) -> WebhookResult:
         # One lookup of what is followed (configuration + label-discovered), not one per event:
         # the tags, and the version channels of the pushed repositories.
         followed_images, channels = self._lookup([image for _, image in images])
@@ -214,7 +247,8 @@ class WebhookService:
                 if followed.image in seen:
                     continue  # several events for one tag in one delivery: one detection is enough
                 seen.add(followed.image)
-                observation = self._check(source, event, followed, ref, correlation_id)
+                begun = early.pop(followed.image, None) if ref is None else None
+                observation = self._check(source, event, followed, ref, correlation_id, begun)
                 duplicates += observation.outcome is TagOutcome.DUPLICATE
                 results.append(observation)
         accepted = len(results) - ignored - duplicates
@@ -228,6 +262,24 @@ class WebhookService:
             },
         )
 
+    def _begin(self, source: str, event: PushEvent, followed: FollowedImage, ref: ImageRef | None) -> Begun:
+        """One followed tag's claim of the delivery and its registry request, started side by side
+        (neither needs the other's answer: one round trip less per notification, and the registry
+        delivers its notifications one after the other). A duplicate delivery costs its registry
+        request; nothing of it is recorded or enqueued."""
+        claim = overlap.start(partial(self._claim, source, event, followed.image))
+        resolution = overlap.start(
+            partial(self._detector().resolve, followed, hint_digest=event.digest, ref=ref)
+        )
+        return claim, resolution
+
+    def _release(self, begun: Begun) -> None:
+        """A begun check that will not be concluded: its claim released (the retry is heard)."""
+        claim, _ = begun
+        with contextlib.suppress(Exception):
+            if isinstance(key := claim.result(), str):
+                self._log().release_delivery(key, int(self._clock()))
+
     def _check(
         self,
         source: str,
@@ -235,14 +287,21 @@ class WebhookService:
         followed: FollowedImage,
         ref: ImageRef | None,
         correlation_id: str | None,
+        begun: Begun | None = None,
     ) -> Observation:
-        """One followed tag (or channel, at ``ref``): claim the delivery, re-resolve, record."""
-        claim = self._claim(source, event, followed.image)
+        """One followed tag (or channel, at ``ref``): claim the delivery and re-resolve (``begun``
+        before, or now), then record."""
+        claiming, resolving = begun or self._begin(source, event, followed, ref)
+        try:
+            claim = claiming.result()
+        finally:
+            resolved = resolving.result()  # never raises: an error is the answer
         if claim is False:
             return Observation(followed.image, TagOutcome.DUPLICATE, delivery_id=event.delivery_id)
         try:
-            observation = self._detector().detect(
+            observation = self._detector().conclude(
                 followed,
+                resolved,
                 trigger=Trigger.WEBHOOK,
                 correlation_id=event_correlation(correlation_id, source, event.delivery_id),
                 hint_digest=event.digest,
