@@ -214,6 +214,8 @@ def row(scenario: str, n: int, result: dict[str, Any]) -> dict[str, Any]:
         "seconds": round(result["seconds"], 2),
         "peak_rss_mb": round(result["peak_rss_mb"], 1),
         "cpu_s": result["cpu_s"],
+        # where the poll's CPU went, per tag: what the poller's own work costs beside the registry's
+        "cpu_us_per_tag": {k: round(v / n * 1e6) for k, v in result["cpu_s"].items()},
         "dynamodb_calls": result["dynamodb_calls"],
         "counts": result["counts"],
     }
@@ -354,11 +356,14 @@ def print_table(rows: list[dict[str, Any]], latency: dict[str, Any]) -> None:
     print(
         f"\n{'scenario':>9} {'N':>6} {'tags/s':>7} {'ceiling/s':>9} {'vs ceil':>7} "
         f"{'skopeo/s':>8} {'x skopeo':>8} {'ceil/skopeo':>11} "
-        f"{'seconds':>8} {'RSS MB':>7}  CPU s (poller/moto/registry), DynamoDB calls"
+        f"{'seconds':>8} {'RSS MB':>7}  CPU s (poller/moto/registry), per tag µs, DynamoDB calls"
     )
     for r in rows:
         steady = r["scenario"] == "steady"
         cpu = "/".join(f"{r['cpu_s'].get(k, 0):.1f}" for k in ("poller", "moto", "registry"))
+        cpu += (
+            " (" + "/".join(f"{r['cpu_us_per_tag'].get(k, 0)}" for k in ("poller", "moto", "registry")) + ")"
+        )
         print(
             f"{r['scenario']:>9} {r['n']:>6} {r['tags_per_s']:>7.0f} "
             + (

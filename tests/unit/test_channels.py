@@ -4,12 +4,17 @@ against the policy without listing, and the change names the version it pins to.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+
 import pytest
 from tagpin.domain.config import FollowedImage, Registry, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
+from tagpin.domain.refs import ImageRef
+from tagpin.domain.shards import WHOLE
 from tagpin.domain.versions import VersionPolicy
-from tagpin.ports.registry import OCI_MANIFEST, RegistryUnavailable
+from tagpin.ports.registry import OCI_MANIFEST, RegistryUnavailable, TagListing
 from tagpin.ports.state import BadVersion, State
 from tagpin.usecases.channels import Channels, decide
 from tagpin.usecases.detect import Detector
@@ -213,3 +218,51 @@ def test_a_downgrade_holds_back_every_newer_allowed_version_and_only_those(store
     )
     head = Channels(scripted, store).heads([channel("^2", "next")])[channel("^2", "next").image]
     assert head.tag == "2.0.0"  # another channel of the repository still chooses 2.0.0
+
+
+class ListedAfterReading(ScriptedRegistry):
+    """A registry whose tag listings wait (up to 5 s) until the poll's cursor is being read."""
+
+    def __init__(self, versions: dict[str, int], reading: threading.Event) -> None:
+        super().__init__(
+            {f"{REPO}:{tag}": digest(n) for tag, n in versions.items()},
+            media_type=OCI_MANIFEST,
+            clock=FakeClock(1000.0),
+        )
+        self.reading = reading
+        self.read_first: bool | None = None
+
+    def list_tags(self, repository: ImageRef) -> TagListing:
+        self.read_first = self.reading.wait(timeout=5)
+        return super().list_tags(repository)
+
+
+def test_the_cursor_is_read_while_the_channels_are_listed(store: State) -> None:
+    """Where the poll starts does not depend on the channels' heads: the cursor is read while
+    their tags are listed, not after (nothing is asked of the registry until both are in)."""
+    reading = threading.Event()
+
+    class Signalling:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def get(self, part: object = WHOLE) -> object:
+            reading.set()
+            return self.inner.get(part)  # type: ignore[attr-defined]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    queue = ListQueue()
+    scripted = ListedAfterReading({"1.4.0": 1, "1.4.1": 2}, reading)
+    signalling = dataclasses.replace(store, cursor=Signalling(store.cursor))  # type: ignore[arg-type]
+    summary = Poller(
+        Detector(scripted, signalling, queue),
+        scripted,
+        signalling,
+        lambda _host: Registry(),
+        monotonic=scripted.clock,
+        channels=Channels(scripted, signalling),
+    ).run([channel()])
+    assert scripted.read_first is True
+    assert (summary.changed, [c.move.tag for c in queue.sent]) == (1, ["1.4.1"])

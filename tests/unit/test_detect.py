@@ -270,3 +270,24 @@ def test_a_notification_of_the_digest_the_registry_confirms_writes_the_move_firs
     assert polled.outcome == TagOutcome.CHANGED
     assert writes == ["TAG", "TAG", "DIGESTS"]
     assert [c.move.digest for c in queue.sent][-2:] == [D2, D1]
+
+
+def test_merge_followed_keeps_a_single_listing_and_merges_the_others() -> None:
+    from tagpin.domain.config import Target
+    from tagpin.usecases.detect import merge_followed
+
+    def t(name: str) -> Target:
+        return Target(cluster="dev", name=name, container="app")
+
+    once = FollowedImage(image="ghcr.io/acme/once:1", targets=[t("a"), t("b")])
+    twice = [
+        FollowedImage(image="ghcr.io/acme/twice:1", targets=[t("c")]),
+        FollowedImage(image="ghcr.io/acme/twice:1", targets=[t("d"), t("c")]),
+    ]
+    doubled = FollowedImage(image="ghcr.io/acme/doubled:1", targets=[t("e"), t("e")])
+    merged = {f.image: f for f in merge_followed([once, *twice, doubled])}
+    assert merged[once.image] is once  # listed once, targets distinct: not copied
+    assert [x.name for x in merged[twice[0].image].targets] == ["c", "d"]
+    assert [x.name for x in twice[0].targets] == ["c"]  # the listings themselves unchanged
+    assert [x.name for x in merged[doubled.image].targets] == ["e"]
+    assert [x.name for x in doubled.targets] == ["e", "e"]

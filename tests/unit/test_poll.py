@@ -300,6 +300,30 @@ def test_chunks_resolve_while_the_settled_digests_are_read(store: State) -> None
     assert sorted(registry.calls) == sorted(images)  # each tag once, the first chunk included
 
 
+def test_a_slow_read_of_the_settled_digests_holds_back_no_chunk_up_to_the_bound(store: State) -> None:
+    """While the settled digests are read (at 10,000 tags a BatchGetItem of seconds), 16 chunks
+    (4,000 tags in chunks of 250) are asked for; the ones after wait for the read (every chunk
+    started is recorded, deadline or not)."""
+    from tagpin.usecases.poll import WHILE_READING
+
+    assert WHILE_READING == 16
+    images = [f"{A}/team/s{i:02d}:stable" for i in range(17)]
+    tags = {image: digest(i) for i, image in enumerate(images)}
+    registry = scripted(dict(tags))
+    followed = [FollowedImage(image=image, targets=[target(f"s{i}")]) for i, image in enumerate(images)]
+    queue = ListQueue()
+    poller(registry, store, queue, chunk=1).run(followed)
+    apply_all(store, followed, tags)
+    poller(registry, store, queue, chunk=1).run(followed)  # found unchanged: settled
+    registry.calls.clear()
+    digests = ReadAfterAsking(store.digests, registry, tags=16)
+    steady = poller(registry, dataclasses.replace(store, digests=digests), queue, chunk=1).run(followed)  # type: ignore[arg-type]
+    assert digests.asked_first is True  # 16 chunks of one tag asked for during the read
+    assert registry.calls[16:] == [images[16]]  # the 17th after it
+    assert (steady.unchanged, steady.enqueued) == (len(images), 0)
+    assert sorted(registry.calls) == sorted(images)
+
+
 def test_a_settled_digest_is_never_older_than_its_tag(store: State) -> None:
     """A move leaves a tombstone with its time; a settle is written only for the move it read."""
     from tagpin.adapters.dynamodb.digests import tombstone

@@ -35,14 +35,21 @@ def now_ms() -> int:
 
 def merge_followed(followed: Iterable[FollowedImage]) -> list[FollowedImage]:
     """One entry per tag (or channel), with the targets of every listing of it (first listing's
-    order and policy)."""
+    order and policy). A tag listed once with distinct targets is its listing itself (a poll of
+    10,000 tags copied 10,000 models for nothing)."""
     first: dict[str, FollowedImage] = {}
     merged: dict[str, list[Target]] = {}
     for f in followed:
         first.setdefault(f.image, f)
         targets = merged.setdefault(f.image, [])
         targets.extend(t for t in f.targets if t not in targets)
-    return [first[image].model_copy(update={"targets": targets}) for image, targets in merged.items()]
+    return [
+        # the merged list starts with the first listing's targets: as long means the same
+        first[image]
+        if len(targets) == len(first[image].targets)
+        else first[image].model_copy(update={"targets": targets})
+        for image, targets in merged.items()
+    ]
 
 
 class Detector:

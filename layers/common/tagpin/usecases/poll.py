@@ -58,10 +58,12 @@ logger = logging.getLogger(__name__)
 
 BATCH_KEYS = 100  # BatchGetItem: at most 100 keys per call
 AHEAD = 2  # chunks resolving at once: the next one's requests wait in the registry's bounds
-# Chunks that may resolve before the settled digests are read (2,000 tags: over a second of
-# answers, longer than one BatchGetItem takes even from moto); bounded, since every chunk started
-# is recorded, deadline or not.
-WHILE_READING = 8
+# Chunks that may resolve before the settled digests are read: 4,000 tags, about 3 s of answers
+# from the local registry on 2 shared cores. At 10,000 tags that read is one BatchGetItem of 64
+# items of about 20 KB that costs moto 1.7 s of CPU beside the registry (2-3 s of wall time): with
+# 8 chunks the registry could run out of work before the read was done. Bounded, since every
+# chunk started is recorded, deadline or not.
+WHILE_READING = 16
 
 
 @dataclass
@@ -96,6 +98,16 @@ def _guarded(call: Callable[[], Observation | None]) -> Observation | None:
             "recording a tag failed; the next run retries it", extra={"image": image, "error": message}
         )
         return Observation(image, TagOutcome.ERROR, error=message)
+
+
+def _ordered(refs: dict[str, ImageRef], cursor: Future[str | None] | None) -> list[str]:
+    """The images to resolve, from where the last run stopped (the cursor) on, wrapping around."""
+    order = sorted(refs)
+    start = cursor.result() if cursor is not None and order else None
+    if start is not None:
+        first = next((i for i, image in enumerate(order) if image >= start), 0)
+        order = order[first:] + order[:first]
+    return order
 
 
 @dataclass
@@ -155,39 +167,41 @@ class Poller:
         cursor, its shards' settled digests)."""
         items = {f.image: f for f in merge_followed(followed)}
         summary = PollSummary()
-        refs, moved = self._refs(items, summary)
-        order = sorted(refs)
-        cursor = self._state.cursor.get(part) if order else None
-        settled: dict[str, str] = {}  # read while the first chunk resolves (below)
-        if cursor is not None:  # start where the last run stopped; the rest follows, wrapping around
-            first = next((i for i, image in enumerate(order) if image >= cursor), 0)
-            order = order[first:] + order[:first]
-        deadline = None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
-        chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
-
-        started: list[Future[dict[ImageRef, Resolution | RegistryError]]] = []
-
-        def start(limit: int) -> None:
-            """Start the next chunks' resolutions, up to chunk ``limit``, keeping ``AHEAD``
-            resolving: the registry never waits for a chunk's answers to be recorded (or for the
-            settled digests), its bounds queue the requests of the chunk after. None after the
-            deadline."""
-            while (
-                len(started) < min(limit, len(chunks))
-                and sum(not f.done() for f in started[-AHEAD:]) < AHEAD
-                and not (deadline is not None and self._monotonic() >= deadline)
-            ):
-                chunk = chunks[len(started)]
-                started.append(self._resolver.start_many([refs[i] for i in chunk], deadline=deadline))
-
         settles: list[tuple[str, str, int]] = []  # found settled this run: written together at the end
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
+            # The cursor is read while the refs are worked out (a channel's listing), the settled
+            # digests once the first chunks are asked for (below): neither waits for the other.
+            cursor_read = pool.submit(self._state.cursor.get, part) if items else None
+            refs, moved = self._refs(items, summary)
+            order = _ordered(refs, cursor_read)
+            settled: dict[str, str] = {}  # read while the first chunk resolves (below)
+            deadline = (
+                None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
+            )
+            chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
+
+            started: list[Future[dict[ImageRef, Resolution | RegistryError]]] = []
+
+            def start(limit: int) -> None:
+                """Start the next chunks' resolutions, up to chunk ``limit``, keeping ``AHEAD``
+                resolving: the registry never waits for a chunk's answers to be recorded (or for the
+                settled digests), its bounds queue the requests of the chunk after. None after the
+                deadline."""
+                while (
+                    len(started) < min(limit, len(chunks))
+                    and sum(not f.done() for f in started[-AHEAD:]) < AHEAD
+                    and not (deadline is not None and self._monotonic() >= deadline)
+                ):
+                    chunk = chunks[len(started)]
+                    started.append(self._resolver.start_many([refs[i] for i in chunk], deadline=deadline))
+
             if chunks:
                 # The registry's answers do not depend on the settled digests: chunks resolve while
-                # they are read (at 10,000 tags one BatchGetItem of 64 items of about 20 KB; which
-                # of a chunk's tags need their own items read waits for it), at most WHILE_READING.
-                reading = pool.submit(self._state.digests.all, None if part.whole else part.shards)
+                # they are read (which of a chunk's tags need their own items read waits for it),
+                # at most WHILE_READING. The first are asked for before the read starts: the
+                # registry has work before the read's large answer competes for the CPU.
                 start(WHILE_READING)
+                reading = pool.submit(self._state.digests.all, None if part.whole else part.shards)
                 while not reading.done():
                     waiting: list[Future[Any]] = [reading, *(f for f in started if not f.done())]
                     wait(waiting, return_when=FIRST_COMPLETED)

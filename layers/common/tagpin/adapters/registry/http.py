@@ -26,25 +26,51 @@ from typing import Any, Protocol, Self
 # --- transport ------------------------------------------------------------------------------------
 
 
-class Headers:
-    """Case-insensitive, multi-valued response headers (indexed once: every response's are read a
-    few times, by name)."""
+class CaseInsensitiveView(Protocol):
+    """What ``Headers`` reads of a transport's own case-insensitive multi-dict (aiohttp's
+    ``CIMultiDictProxy``)."""
 
-    __slots__ = ("_by_name",)
+    def get(self, key: str, default: str, /) -> str: ...
+
+    def getall(self, key: str, default: list[str], /) -> list[str]: ...
+
+    def __contains__(self, key: object, /) -> bool: ...
+
+
+class Headers:
+    """Case-insensitive, multi-valued response headers. Built from pairs (indexed once by lowered
+    name: each response's are read a few times), or over a transport's own case-insensitive
+    multi-dict (``view``: aiohttp has parsed and indexed them already, in C; copying them cost
+    more than every read of them)."""
+
+    __slots__ = ("_by_name", "_view")
 
     def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
+        self._view: CaseInsensitiveView | None = None
         self._by_name: dict[str, list[str]] = {}
         for k, v in items:
             self._by_name.setdefault(k.lower(), []).append(v)
 
+    @classmethod
+    def view(cls, headers: CaseInsensitiveView) -> Headers:
+        found = cls()
+        found._view = headers
+        return found
+
     def get(self, name: str, default: str = "") -> str:
+        if self._view is not None:
+            return self._view.get(name, default)
         found = self._by_name.get(name.lower())
         return found[0] if found else default
 
     def get_list(self, name: str) -> list[str]:
+        if self._view is not None:
+            return list(self._view.getall(name, []))
         return list(self._by_name.get(name.lower(), ()))
 
     def __contains__(self, name: object) -> bool:
+        if self._view is not None:
+            return isinstance(name, str) and name in self._view
         return isinstance(name, str) and name.lower() in self._by_name
 
 
@@ -161,7 +187,7 @@ class AiohttpTransport:
                     body = await response.read()
                 else:
                     body = await self._read_bounded(response, request.max_body)
-                return HttpResponse(response.status, Headers(response.headers.items()), body)
+                return HttpResponse(response.status, Headers.view(response.headers), body)
         except TimeoutError:
             raise TransportError(f"timed out after {timeout:.1f}s", timeout=True) from None
         except aiohttp.ClientError as exc:
