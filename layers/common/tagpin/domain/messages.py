@@ -6,7 +6,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    Tag,
+    TypeAdapter,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import to_json
 
 from tagpin.domain import moves
@@ -39,7 +49,24 @@ def _lifted(data: Any, default_trigger: Trigger | None = None) -> Any:
     return {**rest, "move": move}
 
 
-class Change(BaseModel):
+class CarriesMove(BaseModel):
+    """A message whose ``move`` is written in both shapes for this release: whole under ``move``,
+    and its fields flat beside it, as the stacks before it wrote them. Those stacks' models ignore
+    keys they do not know (``extra="ignore"``), so a stack rolled back to the version before this
+    one still reads what this one sent, instead of sending it to the dead-letter queue
+    (``tests/unit/test_wire_rollback.py`` reads it with that version's models). This version reads
+    ``move`` and ignores the flat copy. The release after the next may stop writing it."""
+
+    @model_serializer(mode="wrap")
+    def _both_shapes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        move = data.get("move") if isinstance(data, dict) else None
+        if not isinstance(move, dict):  # ``move`` excluded: nothing to write twice
+            return data
+        return {**{k: move[k] for k in moves.FIELDS if k in move}, **data}
+
+
+class Change(CarriesMove):
     """A followed tag was seen pointing at a digest: its ``move``. The body of every message on the
     changes queue but the verifications."""
 
@@ -107,7 +134,7 @@ class VerificationKind(StrEnum):
     EXPIRE = "expire"  # an approval request's time is up: it lapses if still unanswered (attempt: the wave)
 
 
-class Verification(BaseModel):
+class Verification(CarriesMove):
     """A delayed rollout verification: a message on the changes queue, handled by the consumer once
     it is due (``due_at``).
 
