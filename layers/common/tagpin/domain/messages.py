@@ -4,7 +4,7 @@ the changes queue (the one queue the consumer reads), and the per-target unit of
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -25,6 +25,7 @@ from tagpin.domain.refs import Digest
 
 # ``Trigger`` is the move's (``tagpin.domain.moves``); it is found here as it always was.
 __all__ = [
+    "CarriesMove",
     "Change",
     "Message",
     "OnceKey",
@@ -50,12 +51,23 @@ def _lifted(data: Any, default_trigger: Trigger | None = None) -> Any:
 
 
 class CarriesMove(BaseModel):
-    """A message whose ``move`` is written in both shapes for this release: whole under ``move``,
-    and its fields flat beside it, as the stacks before it wrote them. Those stacks' models ignore
-    keys they do not know (``extra="ignore"``), so a stack rolled back to the version before this
-    one still reads what this one sent, instead of sending it to the dead-letter queue
+    """A message that carries a ``move`` (a change, a verification, a write request), read in
+    either shape and written in both for this release.
+
+    Read: the flat shape deployed stacks wrote is lifted into ``move`` (``_lifted``); a verification
+    sent without a trigger gets ``flat_default_trigger``. Written: the move whole under ``move``,
+    and its fields again flat beside it, as the stacks before it wrote them. Those stacks' models
+    ignore keys they do not know (``extra="ignore"``), so a stack rolled back to the version before
+    this one still reads what this one sent, instead of sending it to the dead-letter queue
     (``tests/unit/test_wire_rollback.py`` reads it with that version's models). This version reads
-    ``move`` and ignores the flat copy. The release after the next may stop writing it."""
+    ``move`` and ignores the flat copy. A later release may stop writing it."""
+
+    flat_default_trigger: ClassVar[Trigger | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        return _lifted(data, default_trigger=cls.flat_default_trigger)
 
     @model_serializer(mode="wrap")
     def _both_shapes(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -64,6 +76,14 @@ class CarriesMove(BaseModel):
         if not isinstance(move, dict):  # ``move`` excluded: nothing to write twice
             return data
         return {**{k: move[k] for k in moves.FIELDS if k in move}, **data}
+
+    def _flat_json(self, order: tuple[str, ...]) -> str:
+        """The message as deployed stacks wrote it before the move was carried: the fields named
+        in ``order`` (their order then), ``None`` left out, as ``model_dump_json(exclude_none=True)``
+        wrote them. The queues' deduplication ids hash this, so they stay the same."""
+        fields = self.model_dump(mode="json", exclude_none=True)
+        fields.update(fields.pop("move", {}))
+        return to_json({k: fields[k] for k in order if fields.get(k) is not None}).decode()
 
 
 class Change(CarriesMove):
@@ -80,11 +100,6 @@ class Change(CarriesMove):
     # Set by the verifier on a promotion's own changes (the next wave, a deferred retry): joins the
     # deduplication id only, so the FIFO queue does not drop it as a repeat of the first change.
     round: str | None = Field(default=None, max_length=128)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat(cls, data: Any) -> Any:
-        return _lifted(data)
 
 
 class OnceKey(NamedTuple):
@@ -164,17 +179,13 @@ class Verification(CarriesMove):
     # When it is due (epoch ms, the sender's clock); None: at once. Set by the queue when sent.
     due_at: int | None = Field(default=None, ge=0)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _flat(cls, data: Any) -> Any:
-        return _lifted(data, default_trigger=Trigger.VERIFY)
+    flat_default_trigger: ClassVar[Trigger | None] = Trigger.VERIFY
 
     def flat_json(self) -> str:
-        """This verification as deployed stacks wrote it before the move was carried: its fields
-        flat, in their order then, ``None`` left out. The queue's deduplication id hashes this
-        (``tagpin.adapters.sqs``), so it is the same for the same verification before and after."""
-        fields = {**self.model_dump(mode="json"), **self.move.model_dump(mode="json")}
-        return to_json({k: fields[k] for k in _FLAT_VERIFICATION if fields.get(k) is not None}).decode()
+        """This verification as deployed stacks wrote it before the move was carried. The queue's
+        deduplication id hashes this (``tagpin.adapters.sqs``), so it is the same for the same
+        verification before and after."""
+        return self._flat_json(_FLAT_VERIFICATION)
 
     def again(self) -> Verification:
         """Again, for a rollout in progress (not paused: a later pause is a new one)."""

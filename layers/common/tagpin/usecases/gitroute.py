@@ -17,7 +17,9 @@ from tagpin.domain.config import GitOpsSettings, WriteBack, WriteBackFile, Write
 from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
 from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
+from tagpin.domain.refs import Digest
 from tagpin.ports.git import WriteQueue
 
 logger = logging.getLogger(__name__)
@@ -61,12 +63,8 @@ class GitRoute:
                 repository=repository,
                 branch=branch,
                 mode=mode,
-                image=move.image,
-                digest=move.digest,
+                move=move,
                 reference=reference,
-                observed_at=move.observed_at,
-                trigger=move.trigger,
-                correlation_id=move.correlation_id,
                 files=files,
                 previous={t: previous[t] for f in files for t in f.targets if t in previous},
                 owners={t: owners[t] for f in files for t in f.targets if t in owners},
@@ -93,18 +91,21 @@ class GitRoute:
     ) -> list[WriteRequest]:
         """Write ``previous`` (the reference the workload ran before ``digest``) back where the
         target's reference is written (sent, and returned)."""
+        move = Move(
+            image=image,
+            digest=Digest(digest),
+            observed_at=observed_at,
+            trigger=Trigger.ROLLBACK,
+            correlation_id=correlation_id,
+        )
         requests = [
             WriteRequest(
                 kind=WriteKind.REVERT,
                 repository=repository,
                 branch=branch,
                 mode=mode,
-                image=image,
-                digest=digest,
+                move=move,
                 reference=previous,
-                observed_at=observed_at,
-                trigger=Trigger.ROLLBACK,
-                correlation_id=correlation_id,
                 reason=reason[:2000],
                 files=files,
             )
