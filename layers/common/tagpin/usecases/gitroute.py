@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import GitOpsSettings, WriteBack, WriteBackFile, WriteMode
 from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
@@ -35,11 +36,11 @@ class GitRoute:
         self._gitops = gitops
         self._queue = queue
 
-    def writes(self, image: str, target_id: str) -> bool:
+    def writes(self, image: FollowedKey, target_id: str) -> bool:
         """True when ``gitops.write_back`` says where ``target_id``'s reference to ``image`` is written."""
         return self._queue is not None and bool(self._gitops().for_target(image, target_id))
 
-    def entries(self, image: str, target_id: str) -> list[WriteBack]:
+    def entries(self, image: FollowedKey, target_id: str) -> list[WriteBack]:
         return self._gitops().for_target(image, target_id)
 
     def batch(self, change: Change, targets: Sequence[str]) -> GitBatch:
@@ -81,8 +82,8 @@ class GitRoute:
 
     def revert(
         self,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         target_id: str,
         previous: str,
         observed_at: int,
@@ -119,7 +120,7 @@ class GitRoute:
         for request in requests:
             self._queue.send(request)
 
-    def _grouped(self, image: str, targets: Sequence[str]) -> dict[Group, tuple[FileWrite, ...]]:
+    def _grouped(self, image: FollowedKey, targets: Sequence[str]) -> dict[Group, tuple[FileWrite, ...]]:
         groups: dict[Group, dict[str, tuple[WriteBackFile, list[str]]]] = {}
         for target in targets:
             for entry in self.entries(image, target):

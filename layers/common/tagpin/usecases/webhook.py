@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from tagpin.domain.channels import repository_part
+from tagpin.domain.channels import FollowedKey, repository_part
 from tagpin.domain.config import FollowedImage, NotConfigured, TagpinConfig
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
@@ -77,17 +77,19 @@ def valid(index: int, event: PushEvent) -> PushEvent:
     )
 
 
-def tagged(index: int, event: PushEvent) -> str:
+def tagged(index: int, event: PushEvent) -> FollowedKey:
     """The canonical ``registry/repository:tag`` of an event, or a 400 naming what is wrong."""
     try:
         image = ImageRef.parse(str(ImageRef(event.registry, event.repository, event.tag, None)))
         # Inside the try: parts that re-parse as a digest reference have no tag (ValueError).
-        return image.tagged
+        return FollowedKey.of(image)
     except (InvalidReference, ValueError) as exc:
         raise WebhookError(400, f"events[{index}]: invalid image: {printable(str(exc), 300)}") from None
 
 
-def select(followed: Mapping[str, FollowedImage], images: Iterable[str]) -> Mapping[str, FollowedImage]:
+def select(
+    followed: Mapping[FollowedKey, FollowedImage], images: Iterable[FollowedKey]
+) -> Mapping[FollowedKey, FollowedImage]:
     """The followed ones among ``images``: one lookup for the whole delivery (``Followed.select``;
     a plain mapping, the configuration's, is looked up in memory)."""
     if isinstance(followed, Followed):
@@ -114,7 +116,7 @@ class WebhookService:
         deliveries: Callable[[], DeliveryLog] | None = None,
         clock: Callable[[], float] = time.time,
         max_body: int = MAX_BODY,
-        followed: Callable[[], Mapping[str, FollowedImage]] | None = None,  # default: config's
+        followed: Callable[[], Mapping[FollowedKey, FollowedImage]] | None = None,  # default: config's
         channels: Callable[[], Channels] | None = None,  # version channels (None: tags only)
     ) -> None:
         self._secrets = secrets
@@ -259,8 +261,8 @@ class WebhookService:
         return observation
 
     def _lookup(
-        self, images: list[str]
-    ) -> tuple[Mapping[str, FollowedImage], dict[str, list[FollowedImage]]]:
+        self, images: list[FollowedKey]
+    ) -> tuple[Mapping[FollowedKey, FollowedImage], dict[str, list[FollowedImage]]]:
         """The followed tags among ``images`` and the version channels of their repositories:
         one lookup for the whole delivery (``Followed.lookup``; a plain mapping, the
         configuration's, is looked up in memory)."""

@@ -23,12 +23,16 @@ from tagpin.adapters.dynamodb.table import (
     N,
     S,
     Table,
+    digest_at,
     digest_prefix,
+    followed_key,
     key,
     number,
     text,
 )
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import Digest, OptionalDigest
 from tagpin.ports.state import TargetNote, TargetState, TargetStatus
 
 
@@ -43,8 +47,8 @@ def trigger_of(item: Item) -> Trigger | None:
 def target_state(item: Item) -> TargetState:
     return TargetState(
         target_id=(text(item, "pk") or "").removeprefix(TARGET),
-        image=text(item, "image") or "",
-        digest=text(item, "digest") or "",
+        image=followed_key(item),
+        digest=digest_at(item),
         observed_at=number(item, "observed_at") or 0,
         status=TargetStatus(text(item, "status") or TargetStatus.PENDING),
         updated_at=number(item, "updated_at") or 0,
@@ -73,8 +77,8 @@ class DynamoTargets:
     def claim(
         self,
         target_id: str,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         observed_at: int,
         trigger: Trigger,
         now: int,
@@ -123,7 +127,7 @@ class DynamoTargets:
     def finish(
         self,
         target_id: str,
-        digest: str,
+        digest: Digest,
         status: TargetStatus,
         now: int,
         *,
@@ -183,7 +187,7 @@ class DynamoTargets:
     def hold(
         self,
         target_id: str,
-        digest: str,
+        digest: OptionalDigest,
         now: int,
         *,
         reason: str,
@@ -285,7 +289,7 @@ class DynamoTargets:
         )
 
     def note(
-        self, target_id: str, digest: str, note: TargetNote, now: int, detail: str, trigger: Trigger
+        self, target_id: str, digest: Digest, note: TargetNote, now: int, detail: str, trigger: Trigger
     ) -> None:
         self._history.target_item(
             target_id,
