@@ -25,13 +25,13 @@ class TagState:
     resolved_at: int  # when the registry last answered for it
     last_error: str | None = None
     error_at: int | None = None
-    bad_digest: str | None = None  # a rollout of this digest failed; cleared when the tag moves
+    bad_digest: Digest | None = None  # a rollout of this digest failed; cleared when the tag moves
     bad_reason: str | None = None
     version: str | None = None  # a version channel's head: the tag ``digest`` was resolved from
     # Where a rollback of the head's version returns the channel (``Heads.roll_back``): the last
     # head before it that had not failed, the version its targets ran before.
     rollback_version: str | None = None
-    rollback_digest: str | None = None
+    rollback_digest: Digest | None = None
 
     @property
     def blocked(self) -> bool:

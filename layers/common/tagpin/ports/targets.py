@@ -62,7 +62,7 @@ class TargetState:
     trigger: Trigger | None = None
     detail: str | None = None
     previous_image: str | None = None
-    held_digest: str | None = None  # HELD: the digest not to be applied again ("" for any digest)
+    held_digest: OptionalDigest | None = None  # HELD: the digest not to be applied again ("" for any digest)
     held_until: int | None = None  # HELD by a person until then (epoch ms); None: until released
 
     def settled_at(self, digest: Digest) -> bool:

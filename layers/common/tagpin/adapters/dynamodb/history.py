@@ -22,7 +22,7 @@ from tagpin.adapters.dynamodb.table import (
     N,
     S,
     Table,
-    digest_at,
+    digest_if,
     digest_prefix,
     key,
     number,
@@ -43,7 +43,7 @@ def history_key(pk: str, now: int, *parts: str) -> dict[str, dict[str, str]]:
 def entry(item: Item) -> HistoryEntry:
     return HistoryEntry(
         at=number(item, "at") or 0,
-        digest=digest_at(item) if "digest" in item else None,
+        digest=digest_if(item, "digest"),
         status=text(item, "status"),
         event=text(item, "event"),
         trigger=text(item, "trigger"),

@@ -106,6 +106,11 @@ def digest_at(item: Item, name: str = "digest") -> Digest:
         return cast(Digest, value)
 
 
+def digest_if(item: Item, name: str) -> Digest | None:
+    """``digest_at``, or None when the item has no such attribute."""
+    return digest_at(item, name) if name in item else None
+
+
 def number(item: Item, name: str) -> int | None:
     value = item.get(name)
     return None if value is None else int(value["N"])

@@ -14,7 +14,19 @@ order, not observation order: ``heads.py``. A move leaves a tombstone in the tag
 from __future__ import annotations
 
 from tagpin.adapters.dynamodb.digests import tombstone
-from tagpin.adapters.dynamodb.table import TAG, TEXT_LIMIT, Item, N, S, Table, digest_at, key, number, text
+from tagpin.adapters.dynamodb.table import (
+    TAG,
+    TEXT_LIMIT,
+    Item,
+    N,
+    S,
+    Table,
+    digest_at,
+    digest_if,
+    key,
+    number,
+    text,
+)
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
@@ -33,11 +45,11 @@ def tag_state(image: FollowedKey, item: Item) -> TagState:
         resolved_at=number(item, "resolved_at") or 0,
         last_error=text(item, "last_error"),
         error_at=number(item, "error_at"),
-        bad_digest=text(item, "bad_digest"),
+        bad_digest=digest_if(item, "bad_digest"),
         bad_reason=text(item, "bad_reason"),
         version=text(item, "version"),
         rollback_version=text(item, "rollback_version"),
-        rollback_digest=text(item, "rollback_digest"),
+        rollback_digest=digest_if(item, "rollback_digest"),
     )
 
 
@@ -79,7 +91,7 @@ class DynamoTags:
                 # the settled-digest cache: this move's tombstone (see digests.py)
                 tombstone(self._table, image, observed_at)
                 state = TagState(image, digest, observed_at, observed_at, observed_at)
-                return TagRecord(TagOutcome.CHANGED, state, digest_at(old) if "digest" in old else None)
+                return TagRecord(TagOutcome.CHANGED, state, digest_if(old, "digest"))
             if moved and attempt == 0:
                 continue  # not moved after all (another writer was first): the common case's write
             current = self.get(image)

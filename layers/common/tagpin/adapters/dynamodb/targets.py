@@ -24,6 +24,7 @@ from tagpin.adapters.dynamodb.table import (
     S,
     Table,
     digest_at,
+    digest_if,
     digest_prefix,
     followed_key,
     key,
@@ -55,7 +56,7 @@ def target_state(item: Item) -> TargetState:
         trigger=trigger_of(item),
         detail=text(item, "detail"),
         previous_image=text(item, "previous_image"),
-        held_digest=text(item, "held_digest"),
+        held_digest=digest_if(item, "held_digest"),
         held_until=number(item, "held_until"),
     )
 
