@@ -102,7 +102,9 @@ def seed(client: Any, tags: int, per_tag: int) -> None:
     from tagpin.adapters.dynamodb.promotions import DynamoPromotions
     from tagpin.adapters.dynamodb.table import TAG, TARGET, N, S, Table, key
     from tagpin.adapters.dynamodb.targets import DynamoTargets
+    from tagpin.domain.channels import FollowedKey
     from tagpin.domain.messages import Trigger
+    from tagpin.domain.refs import Digest
     from tagpin.ports.state import ImageEvent, IndexEntry, TargetStatus
 
     table = Table(client, "tagpin-state")
@@ -116,7 +118,9 @@ def seed(client: Any, tags: int, per_tag: int) -> None:
         for n in range(per_tag):
             target = target_of(t, n)
             _, namespace, _, name, container = target.split("/")
-            entries.append(IndexEntry(image, target, CLUSTER, namespace, "Deployment", name, container, now))
+            entries.append(
+                IndexEntry(FollowedKey(image), target, CLUSTER, namespace, "Deployment", name, container, now)
+            )
             state = {"image": S(image), "digest": S(DIGEST), "observed_at": N(now), "status": S("verified"),
                      "updated_at": N(now), "trigger": S("poll")}  # fmt: skip
             items.append({"PutRequest": {"Item": {**key(TARGET + target), **state}}})
@@ -128,15 +132,24 @@ def seed(client: Any, tags: int, per_tag: int) -> None:
         targets.hold(target_of(t, 0), "", now, reason="held by bench", trigger=Trigger.MANUAL)
     promotions = DynamoPromotions(table)
     for t in range(1, 1 + AWAITING):
-        image = image_of(t * (tags // (AWAITING + 1)))
-        promotions.start(image, DIGEST, now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False)
-        promotions.request_approval(image, DIGEST, 0, now, now + 3_600_000)
+        image = FollowedKey(image_of(t * (tags // (AWAITING + 1))))
+        promotions.start(
+            image, Digest(DIGEST), now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+        )
+        promotions.request_approval(image, Digest(DIGEST), 0, now, now + 3_600_000)
     timed_image, timed_target = image_of(tags // 2), target_of(tags // 2, per_tag - 1)
     fields = {"digest": DIGEST, "status": TargetStatus.VERIFIED.value, "trigger": Trigger.POLL.value}
     for i in range(HISTORY):
         at = now - (HISTORY - i) * 60_000
         step = f"step {i}"
-        history.image_event(timed_image, DIGEST, ImageEvent.APPLIED, at, detail=step, trigger=Trigger.POLL)
+        history.image_event(
+            FollowedKey(timed_image),
+            Digest(DIGEST),
+            ImageEvent.APPLIED,
+            at,
+            detail=step,
+            trigger=Trigger.POLL,
+        )
         history.target_item(timed_target, at, ("aaaaaaaaaaaa", "verified"), fields, 1000)
 
 

@@ -45,11 +45,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "common"), str(ROOT / "tools")]
 
 
 def followed(host: str, prefix: str, n: int) -> list[Any]:
+    from tagpin.domain.channels import FollowedKey
     from tagpin.domain.config import FollowedImage, Target
 
     return [
         FollowedImage(
-            image=f"{host}/bench/{prefix}{i}:stable",
+            image=FollowedKey(f"{host}/bench/{prefix}{i}:stable"),
             targets=[Target(cluster="c", name=f"{prefix}{i}", container="app")],
         )
         for i in range(n)

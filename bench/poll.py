@@ -100,6 +100,7 @@ def worker(args: argparse.Namespace) -> None:
     steady table (connections and clients warm, as in a warm container); prints one JSON line."""
     from tagpin.adapters.dynamodb import dynamodb_state
     from tagpin.adapters.registry.client import RegistryClient
+    from tagpin.domain.channels import FollowedKey
     from tagpin.domain.config import FollowedImage, Registry, Target
     from tagpin.ports.registry import RegistryAccess
     from tagpin.usecases.detect import Detector
@@ -121,7 +122,8 @@ def worker(args: argparse.Namespace) -> None:
         repo, tag = image.rsplit("/", 1)[-1].split(":")
         followed.append(
             FollowedImage(
-                image=image, targets=[Target(cluster="bench", name=f"{repo}-{tag}", container="app")]
+                image=FollowedKey(image),
+                targets=[Target(cluster="bench", name=f"{repo}-{tag}", container="app")],
             )
         )
     queue = ListQueue()

@@ -47,7 +47,7 @@ from tagpin.adapters.kubernetes.clusters import ClusterConnector  # noqa: E402
 from tagpin.adapters.sqs import SqsChangeQueue  # noqa: E402
 from tagpin.domain.config import parse_config  # noqa: E402
 from tagpin.domain.messages import Change  # noqa: E402
-from tagpin.domain.refs import ImageRef  # noqa: E402
+from tagpin.domain.refs import Digest, ImageRef  # noqa: E402
 from tagpin.ports.registry import Resolution  # noqa: E402
 from tagpin.usecases.apply import Applier  # noqa: E402
 from tagpin.usecases.detect import Detector  # noqa: E402
@@ -78,7 +78,9 @@ class Registry:
     def resolve(self, ref: ImageRef) -> Resolution:
         with self._lock:
             self.calls += 1
-        return Resolution(ref, self.current[ref.tagged], "application/vnd.oci.image.index.v1+json", "HEAD")
+        return Resolution(
+            ref, Digest(self.current[ref.tagged]), "application/vnd.oci.image.index.v1+json", "HEAD"
+        )
 
 
 class Calls:

@@ -70,7 +70,9 @@ def workload_name(image: str) -> str:
 def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
     """Every target applied at ``digest`` through the real state repositories (what the consumer writes)."""
     from tagpin.adapters.dynamodb import dynamodb_state
+    from tagpin.domain.channels import FollowedKey
     from tagpin.domain.messages import Trigger
+    from tagpin.domain.refs import Digest
     from tagpin.ports.state import TargetStatus
 
     store = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
@@ -79,8 +81,12 @@ def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
     def seed(chunk: list[tuple[int, str]]) -> None:
         for i, image in chunk:
             target = f"local/team{i % NAMESPACES}/Deployment/{workload_name(image)}/app"
-            assert store.targets.claim(target, image, digest, now, Trigger.RECONCILE, now)
-            assert store.targets.finish(target, digest, TargetStatus.APPLIED, now, trigger=Trigger.RECONCILE)
+            assert store.targets.claim(
+                target, FollowedKey(image), Digest(digest), now, Trigger.RECONCILE, now
+            )
+            assert store.targets.finish(
+                target, Digest(digest), TargetStatus.APPLIED, now, trigger=Trigger.RECONCILE
+            )
 
     work = list(enumerate(tags))
     with ThreadPoolExecutor(8) as pool:
@@ -90,14 +96,16 @@ def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
 def seed_index(stack: Any, tags: list[str], digest: str) -> None:
     """The index entries and tag states the first reconcile writes, through the real state repositories."""
     from tagpin.adapters.dynamodb import dynamodb_state
+    from tagpin.domain.channels import FollowedKey
     from tagpin.domain.messages import Trigger
+    from tagpin.domain.refs import Digest
     from tagpin.ports.state import IndexEntry
 
     store = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
     now = time.time_ns() // 1_000_000
     entries = [
         IndexEntry(
-            image=image,
+            image=FollowedKey(image),
             target_id=f"local/team{i % NAMESPACES}/Deployment/{workload_name(image)}/app",
             cluster="local",
             namespace=f"team{i % NAMESPACES}",
@@ -115,7 +123,12 @@ def seed_index(stack: Any, tags: list[str], digest: str) -> None:
                 [entries[i : i + 500] for i in range(0, len(entries), 500)],
             )
         )
-        list(pool.map(lambda image: store.tags.record(image, digest, now, Trigger.RECONCILE), tags))
+        list(
+            pool.map(
+                lambda image: store.tags.record(FollowedKey(image), Digest(digest), now, Trigger.RECONCILE),
+                tags,
+            )
+        )
 
 
 def table_bytes(stack: Any) -> dict[str, int]:

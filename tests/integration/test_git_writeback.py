@@ -18,6 +18,7 @@ from tagpin.adapters.git.repositories import DulwichRepositories
 from tagpin.domain.config import GitHost, RolloutSettings, WriteBackFile, WriteMode
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
 from tagpin.domain.messages import Trigger, VerificationKind
+from tagpin.domain.moves import Move
 from tagpin.ports.git import Author
 from tagpin.ports.state import ImageEvent, State, TargetStatus
 from tagpin.usecases.writeback import Writer
@@ -143,12 +144,14 @@ def request(
         kind=kind,
         repository=url,
         branch="main",
-        image=IMAGE,
-        digest=digest,
+        move=Move(
+            image=IMAGE,
+            digest=digest,
+            observed_at=observed_at,
+            trigger=Trigger.POLL if kind is WriteKind.PIN else Trigger.ROLLBACK,
+            correlation_id="delivery-1",
+        ),
         reference=reference or f"{IMAGE}@{digest}",
-        observed_at=observed_at,
-        trigger=Trigger.POLL if kind is WriteKind.PIN else Trigger.ROLLBACK,
-        correlation_id="delivery-1",
         reason="crash loop" if kind is WriteKind.REVERT else None,
         files=tuple(FileWrite(file=specs[t], targets=(t,)) for t in targets),
         previous={t: f"{IMAGE}@{D0}" for t in targets} if kind is WriteKind.PIN else {},

@@ -7,7 +7,7 @@ import concurrent.futures
 import threading
 from collections.abc import Iterable, Mapping
 
-from tagpin.domain.refs import ImageRef
+from tagpin.domain.refs import Digest, ImageRef
 from tagpin.ports.registry import (
     OCI_INDEX,
     BatchResolver,
@@ -83,7 +83,7 @@ class ScriptedRegistry:
         answer = self._answer(ref)
         if isinstance(answer, Exception):
             raise answer
-        return Resolution(ref=ref, digest=answer, media_type=self.media_type, method="HEAD")
+        return Resolution(ref=ref, digest=Digest(answer), media_type=self.media_type, method="HEAD")
 
     def start_many(
         self, refs: Iterable[ImageRef], *, deadline: float | None = None

@@ -137,7 +137,7 @@ def test_an_owned_target_with_write_back_is_claimed_and_sent_to_git_not_patched(
         "main",
     )
     assert request.reference == f"{IMAGE}@{D1}" and request.targets == ("dev/demo/Deployment/web/app",)
-    assert request.correlation_id == "c-1" and request.group == request.repository
+    assert request.move.correlation_id == "c-1" and request.group == request.repository
     assert world.verifications.sent == []  # the write-back function verifies after its commit
 
 
@@ -258,8 +258,8 @@ def test_a_commit_never_applied_in_time_fails_the_digest_and_is_reverted_through
     assert st is not None and st.status is TargetStatus.FAILED
     # pinned before, or the floating tag alone (written back as it was: the file named no digest)
     (revert,) = world.writes.sent
-    assert (revert.kind, revert.reference, revert.digest) == (WriteKind.REVERT, previous, D1)
-    assert revert.trigger is Trigger.ROLLBACK and "waiting for commit" in (revert.reason or "")
+    assert (revert.kind, revert.reference, revert.move.digest) == (WriteKind.REVERT, previous, D1)
+    assert revert.move.trigger is Trigger.ROLLBACK and "waiting for commit" in (revert.reason or "")
     assert revert.pin().pinned is previous.endswith(D0)
 
 

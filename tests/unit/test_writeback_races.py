@@ -21,6 +21,7 @@ from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.config import RolloutSettings, WriteBackFile
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
 from tagpin.domain.messages import Trigger
+from tagpin.domain.moves import Move
 from tagpin.ports.git import Author
 from tagpin.ports.state import TargetStatus
 from tagpin.usecases.writeback import Writer
@@ -95,11 +96,13 @@ class WriteBackRaces(RuleBasedStateMachine):
             kind=kind,
             repository=URL,
             branch="main",
-            image=IMAGE,
-            digest=digest(n),
+            move=Move(
+                image=IMAGE,
+                digest=digest(n),
+                observed_at=n,
+                trigger=Trigger.POLL if kind is WriteKind.PIN else Trigger.ROLLBACK,
+            ),
             reference=reference,
-            observed_at=n,
-            trigger=Trigger.POLL if kind is WriteKind.PIN else Trigger.ROLLBACK,
             files=tuple(FileWrite(file=FILES[t], targets=(t,)) for t in targets),
             previous={t: f"{IMAGE}@{digest(n - 1)}" for t in targets},
         )

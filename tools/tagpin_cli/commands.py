@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from tagpin import wiring
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, parse_config
-from tagpin.domain.refs import ImageRef
+from tagpin.domain.refs import Digest, ImageRef
 from tagpin.ports.state import TagState, TargetNote, TargetState, TargetStatus
 from tagpin.usecases.console_views import SHOWN
 
@@ -196,7 +197,7 @@ def _who() -> str:
 
 
 def _channel(key: str) -> FollowedImage:
-    found = wiring.followed().get(key)
+    found = wiring.followed().get(FollowedKey(key)) if len(key) >= 3 else None
     if found is None or found.channel_key is None:
         channels = [f.image for f in followed() if f.channel_key is not None]
         raise LookupError(
@@ -217,13 +218,13 @@ def downgrade(key: str, version: str) -> dict[str, Any]:
     }
 
 
-def _image_of(selector: str) -> str:
+def _image_of(selector: str) -> FollowedKey:
     """The followed image (tag or channel key) a selector names: the image itself, or a target."""
     for image in followed():
         if image.image == selector or any(t.id == selector for t in image.targets):
             return image.image
     try:
-        tagged = ImageRef.parse(selector).tagged
+        tagged = FollowedKey.of(ImageRef.parse(selector))
     except ValueError:
         tagged = None
     if tagged is not None and any(image.image == tagged for image in followed()):
@@ -235,7 +236,9 @@ def decide(selector: str, approve: bool, digest: str | None = None) -> dict[str,
     """Approve or reject the wave of an image (or of a target's image) waiting for a person."""
     from tagpin.usecases.approvals import Via
 
-    decided = wiring.approvals().decide(_image_of(selector), approve, _who(), Via.CLI, digest)
+    decided = wiring.approvals().decide(
+        _image_of(selector), approve, _who(), Via.CLI, None if digest is None else Digest(digest)
+    )
     return {
         "image": decided.image,
         "digest": decided.digest,

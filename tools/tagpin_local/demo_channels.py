@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import httpx
 from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.domain.channels import FollowedKey
 from tagpin.ports.state import TargetStatus
 
 from tagpin_local.demo_common import ROLLOUT, SOAK_S, wait
@@ -172,7 +173,7 @@ def approval_scenario(stack: LocalStack) -> Approval:
         return st is not None and st.digest == digest and st.status is TargetStatus.VERIFIED
 
     def awaiting() -> bool:
-        promotion = state.promotions.get(image)
+        promotion = state.promotions.get(FollowedKey(image))
         return promotion is not None and promotion.digest == digest and promotion.awaiting_approval
 
     wait(f"{version} verified in stage", lambda: verified(stage_id))
@@ -199,7 +200,7 @@ def approval_scenario(stack: LocalStack) -> Approval:
     approved_at = time.monotonic()
     wait(f"{version} verified in prod", lambda: verified(prod_id))
     elapsed = time.monotonic() - approved_at
-    details = [h.detail or "" for h in state.history.of_image(image) if h.event == "approved"]
+    details = [h.detail or "" for h in state.history.of_image(FollowedKey(image)) if h.event == "approved"]
     result = Approval(
         image=image,
         version=version,

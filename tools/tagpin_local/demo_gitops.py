@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.gitops.owners import Owner, owner_of
 from tagpin.ports.state import TargetStatus
 
@@ -193,7 +194,9 @@ def gitops_scenario(stack: LocalStack, git: GitServer) -> GitOps:
         ),
         synced=list(syncer.synced),
         status=target.status.value,
-        recorded=[e.detail or "" for e in state.history.of_image(image) if e.event == "committed"],
+        recorded=[
+            e.detail or "" for e in state.history.of_image(FollowedKey(image)) if e.event == "committed"
+        ],
         push_to_commit_s=pushed,
         push_to_running_s=running,
         push_to_verified_s=done,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.domain.channels import FollowedKey
 from tagpin.ports.state import TargetStatus
 
 from tagpin_local.demo_common import SHOP, SOAK_S, wait
@@ -90,7 +91,7 @@ def rollback_scenario(stack: LocalStack) -> Rollback:
     print(f"   stage before : {result.stage_before}")
     print(f"   stage after  : {result.stage_after}")
     print(f"   prod         : {result.prod_after} (untouched)")
-    tag = state.tags.get(image)
+    tag = state.tags.get(FollowedKey(image))
     print(f"   tag marked bad: {tag is not None and tag.blocked}; promotion halted in wave stage")
     for n in result.notifications:
         print(f"   notification (SNS): {n['event']:<11} wave {n['wave']:<5} {', '.join(n['targets'])}")

@@ -47,6 +47,7 @@ from tagpin.console.requests import (
     form,
     key_shaped,
 )
+from tagpin.domain.channels import FollowedKey
 from tagpin.usecases.approvals import Via
 from tagpin.usecases.console import PAGE_SIZE, Console, overview
 from tagpin.usecases.console_actions import ACTIONS, HOLD_FOR, NOTICES, REDRIVE_LIMIT, ActionError
@@ -180,8 +181,8 @@ class ConsoleApp:
     def _image(self, principal: Principal) -> Response[str]:
         ref = self._query("ref") or ""
         try:
-            view = self.console.image(ref)
-        except LookupError:
+            view = self.console.image(FollowedKey(ref))
+        except (LookupError, ValueError):  # ValueError: no followed tag's or channel's key
             raise NotFound("That image is not followed.") from None
         return self._html("image.html", principal=principal, here="images", notice=self._notice(), view=view)
 
@@ -200,9 +201,10 @@ class ConsoleApp:
         )
 
     def _target(self, principal: Principal) -> Response[str]:
+        image = self._query("image")
         try:
-            view = self.console.target(self._query("id") or "", self._query("image"))
-        except LookupError:
+            view = self.console.target(self._query("id") or "", FollowedKey(image) if image else None)
+        except (LookupError, ValueError):
             raise NotFound("That target is not followed.") from None
         return self._html(
             "target.html", principal=principal, here="targets", notice=self._notice(), view=view

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 
@@ -97,3 +98,53 @@ class ChannelKey:
 
     def __str__(self) -> str:
         return f"{self.repository.name}{SEPARATOR}{self.name}"
+
+
+class FollowedKey(str):
+    """What tagpin follows, by the key everything about it is kept under (the state, the index, the
+    changes, the promotions): a followed tag's canonical reference ``registry/repository:tag``, or
+    a version channel's key ``registry/repository@<name>`` (``ChannelKey``), which is no image
+    reference. A ``str`` like ``Digest``: stored, sent, logged and compared as the text it is;
+    typed, so a module that takes one cannot be handed an image reference or a digest by mistake.
+    Built where the text enters (a message, a state item, the configuration, the CLI); a field
+    typed ``FollowedKey`` in a pydantic model refuses a text under 3 or over ``MAX_KEY`` characters,
+    naming the field.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, text: object) -> FollowedKey:
+        if isinstance(text, FollowedKey):
+            return text
+        if not isinstance(text, str) or not 3 <= len(text) <= MAX_KEY:
+            raise ValueError(f"a followed tag or channel key has 3 to {MAX_KEY} characters, not {text!r:.80}")
+        return super().__new__(cls, text)
+
+    @classmethod
+    def of(cls, followed: ImageRef | ChannelKey) -> FollowedKey:
+        """The key of a followed tag (its tag kept, a digest dropped) or of a channel."""
+        return cls(followed.tagged if isinstance(followed, ImageRef) else str(followed))
+
+    @property
+    def channel(self) -> ChannelKey | None:
+        """The channel this is, or None for a followed tag."""
+        return ChannelKey.parse(self)
+
+    @property
+    def repository(self) -> ImageRef:
+        """The repository followed (only ``name`` is meant to be read; ``repository_of``)."""
+        return repository_of(self)
+
+    def source(self, tag: str | None) -> str:
+        """What a target is pinned to before ``@digest`` (``pinned_source``)."""
+        return pinned_source(self, tag)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(
+            cls,
+            core_schema.str_schema(),  # the length checked by ``__new__``: the JSON schema a str's
+            serialization=core_schema.to_string_ser_schema(),
+        )

@@ -4,9 +4,19 @@ the changes queue (the one queue the consumer reads), and the per-target unit of
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    Tag,
+    TypeAdapter,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import to_json
 
 from tagpin.domain import moves
@@ -15,6 +25,7 @@ from tagpin.domain.refs import Digest
 
 # ``Trigger`` is the move's (``tagpin.domain.moves``); it is found here as it always was.
 __all__ = [
+    "CarriesMove",
     "Change",
     "Message",
     "OnceKey",
@@ -39,7 +50,43 @@ def _lifted(data: Any, default_trigger: Trigger | None = None) -> Any:
     return {**rest, "move": move}
 
 
-class Change(BaseModel):
+class CarriesMove(BaseModel):
+    """A message that carries a ``move`` (a change, a verification, a write request), read in
+    either shape and written in both for this release.
+
+    Read: the flat shape deployed stacks wrote is lifted into ``move`` (``_lifted``); a verification
+    sent without a trigger gets ``flat_default_trigger``. Written: the move whole under ``move``,
+    and its fields again flat beside it, as the stacks before it wrote them. Those stacks' models
+    ignore keys they do not know (``extra="ignore"``), so a stack rolled back to the version before
+    this one still reads what this one sent, instead of sending it to the dead-letter queue
+    (``tests/unit/test_wire_rollback.py`` reads it with that version's models). This version reads
+    ``move`` and ignores the flat copy. A later release may stop writing it."""
+
+    flat_default_trigger: ClassVar[Trigger | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        return _lifted(data, default_trigger=cls.flat_default_trigger)
+
+    @model_serializer(mode="wrap")
+    def _both_shapes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        move = data.get("move") if isinstance(data, dict) else None
+        if not isinstance(move, dict):  # ``move`` excluded: nothing to write twice
+            return data
+        return {**{k: move[k] for k in moves.FIELDS if k in move}, **data}
+
+    def _flat_json(self, order: tuple[str, ...]) -> str:
+        """The message as deployed stacks wrote it before the move was carried: the fields named
+        in ``order`` (their order then), ``None`` left out, as ``model_dump_json(exclude_none=True)``
+        wrote them. The queues' deduplication ids hash this, so they stay the same."""
+        fields = self.model_dump(mode="json", exclude_none=True)
+        fields.update(fields.pop("move", {}))
+        return to_json({k: fields[k] for k in order if fields.get(k) is not None}).decode()
+
+
+class Change(CarriesMove):
     """A followed tag was seen pointing at a digest: its ``move``. The body of every message on the
     changes queue but the verifications."""
 
@@ -53,11 +100,6 @@ class Change(BaseModel):
     # Set by the verifier on a promotion's own changes (the next wave, a deferred retry): joins the
     # deduplication id only, so the FIFO queue does not drop it as a repeat of the first change.
     round: str | None = Field(default=None, max_length=128)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat(cls, data: Any) -> Any:
-        return _lifted(data)
 
 
 class OnceKey(NamedTuple):
@@ -107,7 +149,7 @@ class VerificationKind(StrEnum):
     EXPIRE = "expire"  # an approval request's time is up: it lapses if still unanswered (attempt: the wave)
 
 
-class Verification(BaseModel):
+class Verification(CarriesMove):
     """A delayed rollout verification: a message on the changes queue, handled by the consumer once
     it is due (``due_at``).
 
@@ -137,17 +179,13 @@ class Verification(BaseModel):
     # When it is due (epoch ms, the sender's clock); None: at once. Set by the queue when sent.
     due_at: int | None = Field(default=None, ge=0)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _flat(cls, data: Any) -> Any:
-        return _lifted(data, default_trigger=Trigger.VERIFY)
+    flat_default_trigger: ClassVar[Trigger | None] = Trigger.VERIFY
 
     def flat_json(self) -> str:
-        """This verification as deployed stacks wrote it before the move was carried: its fields
-        flat, in their order then, ``None`` left out. The queue's deduplication id hashes this
-        (``tagpin.adapters.sqs``), so it is the same for the same verification before and after."""
-        fields = {**self.model_dump(mode="json"), **self.move.model_dump(mode="json")}
-        return to_json({k: fields[k] for k in _FLAT_VERIFICATION if fields.get(k) is not None}).decode()
+        """This verification as deployed stacks wrote it before the move was carried. The queue's
+        deduplication id hashes this (``tagpin.adapters.sqs``), so it is the same for the same
+        verification before and after."""
+        return self._flat_json(_FLAT_VERIFICATION)
 
     def again(self) -> Verification:
         """Again, for a rollout in progress (not paused: a later pause is a new one)."""

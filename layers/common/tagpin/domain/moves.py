@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tagpin.domain.channels import MAX_KEY, pinned_source
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.refs import Digest
 
 
@@ -40,7 +40,7 @@ class Move(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    image: str = Field(min_length=3, max_length=MAX_KEY)
+    image: FollowedKey  # validated: 3 to MAX_KEY characters
     digest: Digest  # validated: a text that is no digest is refused here, naming the field
     observed_at: int = Field(ge=0)
     trigger: Trigger
@@ -59,4 +59,4 @@ class Move(BaseModel):
     @property
     def source(self) -> str:
         """What a target is pinned to before ``@digest``: the tag, or the channel's version."""
-        return pinned_source(self.image, self.tag)
+        return self.image.source(self.tag)

@@ -18,6 +18,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from tagpin.domain.channels import FollowedKey
+from tagpin.domain.refs import Digest
+
 
 class TagOutcome(StrEnum):
     """What observing a tag decided."""
@@ -34,10 +37,10 @@ class TagOutcome(StrEnum):
 class Observation:
     """A tag resolved and recorded: what was decided, and whether a change was enqueued."""
 
-    image: str
+    image: FollowedKey
     outcome: TagOutcome
-    digest: str | None = None
-    previous_digest: str | None = None
+    digest: Digest | None = None
+    previous_digest: Digest | None = None
     enqueued: bool = False
     behind: int = 0  # targets not at the digest
     error: str | None = None
@@ -77,7 +80,7 @@ class ApplyResult(BaseModel):
 
     outcome: ApplyOutcome
     target: str | None = None
-    image: str | None = None
+    image: FollowedKey | None = None
     error: str | None = None
     detail: str | None = None
     previous_image: str | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, TypeGuard
+from typing import Any, Literal, TypeGuard
 
 DEFAULT_REGISTRY = "docker.io"
 LEGACY_REGISTRY = "index.docker.io"
@@ -114,6 +114,11 @@ class Digest(str):
         return core_schema.no_info_after_validator_function(
             cls, core_schema.str_schema(), serialization=core_schema.to_string_ser_schema()
         )
+
+
+# A digest where one may be left unnamed (""): a person's hold is against every digest, a
+# channel's event names none, a version held back before it was resolved has none.
+OptionalDigest = Literal[""] | Digest
 
 
 def _split_docker_domain(text: str) -> tuple[str, str]:

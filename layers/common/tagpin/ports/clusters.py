@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from tagpin.domain.refs import Digest
+
 
 @dataclass(frozen=True)
 class ClusterState:
@@ -22,12 +24,14 @@ class ClusterState:
 class Slots(Protocol):
     """``CLUSTER#<name>`` / ``SLOTS``: the rollouts in progress in a cluster."""
 
-    def acquire(self, cluster: str, target_id: str, digest: str, limit: int, now: int, stale_ms: int) -> bool:
+    def acquire(
+        self, cluster: str, target_id: str, digest: Digest, limit: int, now: int, stale_ms: int
+    ) -> bool:
         """Hold one of ``limit`` slots (already held: True); holders older than ``stale_ms`` are
         dropped when full."""
         ...
 
-    def release(self, cluster: str, target_id: str, digest: str) -> None:
+    def release(self, cluster: str, target_id: str, digest: Digest) -> None:
         """Give the slot back, if ``target_id`` still holds it for ``digest``."""
         ...
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import Digest, OptionalDigest
 from tagpin.ports.tags import TagRecord, TagState
 
 if TYPE_CHECKING:
@@ -22,7 +24,7 @@ class BadVersion:
     rollout failed and was rolled back, or a person held it back (``tagpin downgrade``)."""
 
     tag: str
-    digest: str
+    digest: OptionalDigest
     reason: str
     at: int
 
@@ -48,8 +50,8 @@ class Heads(Protocol):
 
     def move(
         self,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         observed_at: int,
         trigger: Trigger,
         version: str,
@@ -66,14 +68,16 @@ class Heads(Protocol):
         when that one failed (blocked, or marked bad), the place that one would have returned to."""
         ...
 
-    def roll_back(self, image: str, digest: str, now: int, policy: VersionPolicy) -> TagState | None:
+    def roll_back(
+        self, image: FollowedKey, digest: Digest, now: int, policy: VersionPolicy
+    ) -> TagState | None:
         """The rollout of the head's version (at ``digest``) failed and was rolled back: the channel
         returns to its rollback version. None (nothing written) when the head is no longer at
         ``digest``, has no rollback version, or that version is marked bad (a person held it back:
         the head stays, blocked)."""
         ...
 
-    def clear(self, image: str, version: str, policy: VersionPolicy) -> bool:
+    def clear(self, image: FollowedKey, version: str, policy: VersionPolicy) -> bool:
         """A person cleared ``version`` (``tagpin clear``; any spelling ``policy`` reads as the
         same version): a head at that version, blocked because its rollout failed, may roll it
         again (False: not at that version, or not blocked)."""

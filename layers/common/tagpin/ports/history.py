@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import Digest, OptionalDigest
 
 
 class ImageEvent(StrEnum):
@@ -43,7 +45,7 @@ class HistoryEntry:
     """One item of an audit trail: a target's (``status``) or an image's (``event``)."""
 
     at: int
-    digest: str | None = None
+    digest: Digest | None = None
     status: str | None = None  # a TargetStatus or a TargetNote value
     event: str | None = None  # an ImageEvent value
     trigger: str | None = None
@@ -58,8 +60,8 @@ class History(Protocol):
 
     def image_event(
         self,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: OptionalDigest,
         event: ImageEvent,
         now: int,
         *,
@@ -69,7 +71,7 @@ class History(Protocol):
         correlation_id: str | None = None,
     ) -> None: ...
 
-    def of_image(self, image: str, limit: int = 100) -> list[HistoryEntry]:
+    def of_image(self, image: FollowedKey, limit: int = 100) -> list[HistoryEntry]:
         """Newest first."""
         ...
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from tagpin.domain.channels import FollowedKey
+
 
 @dataclass(frozen=True)
 class IndexEntry:
     """A label-discovered target of a followed tag."""
 
-    image: str
+    image: FollowedKey
     target_id: str
     cluster: str
     namespace: str
@@ -25,13 +27,13 @@ class IndexEntry:
 
 
 # The tags of one shard of the index and, for each, its targets per cluster: {tag: {cluster: n}}.
-ShardImages = dict[str, dict[str, int]]
+ShardImages = dict[FollowedKey, dict[str, int]]
 
 
 class Index(Protocol):
     """``FOLLOW``: the label-discovered targets of each followed tag (written by the reconciler)."""
 
-    def entries(self, image: str | None = None, shards: list[str] | None = None) -> list[IndexEntry]:
+    def entries(self, image: FollowedKey | None = None, shards: list[str] | None = None) -> list[IndexEntry]:
         """Every entry (of ``shards``, default all), or those of one tag."""
         ...
 
@@ -52,7 +54,7 @@ class Index(Protocol):
         """The entries of one target, by its id (a key read, never the whole index)."""
         ...
 
-    def get_many(self, keys: list[tuple[str, str]]) -> list[IndexEntry]:
+    def get_many(self, keys: list[tuple[FollowedKey, str]]) -> list[IndexEntry]:
         """The entries of these (tag, target id), those that exist (a batched read by key)."""
         ...
 

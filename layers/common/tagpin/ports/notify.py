@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from tagpin.domain.channels import FollowedKey
+from tagpin.domain.refs import Digest
+
 
 class RolloutEventKind(StrEnum):
     APPLIED = "applied"
@@ -26,8 +29,8 @@ class RolloutEventKind(StrEnum):
 @dataclass(frozen=True)
 class RolloutEvent:
     event: RolloutEventKind
-    image: str
-    digest: str
+    image: FollowedKey
+    digest: Digest
     wave: str
     targets: list[str]
     at: int  # epoch ms

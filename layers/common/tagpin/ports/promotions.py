@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import Digest
 
 
 class PromotionStatus(StrEnum):
@@ -21,8 +23,8 @@ class PromotionStatus(StrEnum):
 
 @dataclass(frozen=True)
 class Promotion:
-    image: str
-    digest: str
+    image: FollowedKey
+    digest: Digest
     observed_at: int
     wave: int
     status: PromotionStatus
@@ -48,8 +50,8 @@ class Promotions(Protocol):
 
     def start(
         self,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         observed_at: int,
         now: int,
         *,
@@ -62,34 +64,36 @@ class Promotions(Protocol):
         when a newer digest holds the tag's promotion. ``tag``: a version channel's version."""
         ...
 
-    def get(self, image: str) -> Promotion | None: ...
+    def get(self, image: FollowedKey) -> Promotion | None: ...
 
-    def wave_verified(self, image: str, digest: str, wave: int, now: int) -> bool:
+    def wave_verified(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
         """Every target of the active wave is verified: start its soak (once)."""
         ...
 
-    def advance(self, image: str, digest: str, wave: int, now: int, to: int | None = None) -> bool:
+    def advance(self, image: FollowedKey, digest: Digest, wave: int, now: int, to: int | None = None) -> bool:
         """Move from the verified, soaked ``wave`` to wave ``to`` (default: the next one); exactly
         one caller wins."""
         ...
 
-    def end(self, image: str, digest: str, status: PromotionStatus, now: int, detail: str) -> bool:
+    def end(self, image: FollowedKey, digest: Digest, status: PromotionStatus, now: int, detail: str) -> bool:
         """Complete or halt a rolling promotion (exactly one caller wins)."""
         ...
 
-    def clear(self, image: str, digest: str) -> bool:
+    def clear(self, image: FollowedKey, digest: Digest) -> bool:
         """A person cleared the version of ``digest`` (``tagpin clear``): its halted promotion is
         forgotten, so that a change to the digest starts a new one; False (nothing written) when
         the promotion is not a halted one of ``digest``."""
         ...
 
-    def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:
+    def request_approval(
+        self, image: FollowedKey, digest: Digest, wave: int, now: int, expires_at: int
+    ) -> bool:
         """Wave ``wave`` of the rolling promotion of ``digest`` waits for a person; False when it
         already does, was approved, or the promotion moved on (nothing written)."""
         ...
 
     def decide_approval(
-        self, image: str, digest: str, wave: int, approve: bool, now: int, detail: str
+        self, image: FollowedKey, digest: Digest, wave: int, approve: bool, now: int, detail: str
     ) -> bool:
         """A person's decision on the waiting wave: approved (the wave may start) or rejected (the
         promotion is halted); False when ``digest``'s wave ``wave`` was not waiting (a double
@@ -101,10 +105,10 @@ class Promotions(Protocol):
         reading every promotion."""
         ...
 
-    def lapse_approval(self, image: str, digest: str, wave: int, now: int) -> bool:
+    def lapse_approval(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
         """The request lapsed unanswered: the promotion is halted; False when it was answered."""
         ...
 
-    def claim_notice(self, image: str, digest: str, notice: str, now: int) -> bool:
+    def claim_notice(self, image: FollowedKey, digest: Digest, notice: str, now: int) -> bool:
         """True once per (promotion, notice): one notification per event, not one per retry."""
         ...

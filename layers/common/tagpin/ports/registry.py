@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from tagpin.domain.refs import ImageRef
+from tagpin.domain.refs import Digest, ImageRef
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -43,7 +43,7 @@ class RegistryAccess:
 @dataclass(frozen=True)
 class Resolution:
     ref: ImageRef  # what was resolved (the tag, or the digest when the ref has no tag)
-    digest: str
+    digest: Digest
     media_type: str
     method: str  # "HEAD" | "GET"
     rate_limit: dict[str, str] = field(default_factory=dict, hash=False)

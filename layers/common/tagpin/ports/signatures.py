@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from tagpin.domain.config.signatures import Signatures
-from tagpin.domain.refs import ImageRef
+from tagpin.domain.refs import Digest, ImageRef
 from tagpin.domain.signatures import KeylessIdentity
 
 __all__ = [
@@ -121,4 +121,4 @@ class SignatureChecker(Protocol):
     signature ``policy`` trusts. Never raises for what a registry serves or fails to serve: that is
     a verdict (``MALFORMED``, ``UNAVAILABLE``)."""
 
-    def check(self, image: ImageRef, digest: str, policy: SignaturePolicy) -> SignatureVerdict: ...
+    def check(self, image: ImageRef, digest: Digest, policy: SignaturePolicy) -> SignatureVerdict: ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.clusters import Clusters, ClusterState, Slots
 from tagpin.ports.heads import BadVersion, Heads, Versions
@@ -59,7 +60,7 @@ class PollCursor(Protocol):
 
     def get(self, part: PollPart = WHOLE) -> str | None: ...
 
-    def put(self, image: str | None, at: int, part: PollPart = WHOLE) -> None:
+    def put(self, image: FollowedKey | None, at: int, part: PollPart = WHOLE) -> None:
         """``None``: the last run finished every tag."""
         ...
 

@@ -10,26 +10,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.refs import Digest
 
 
 @dataclass(frozen=True)
 class TagState:
-    image: str
-    digest: str
+    image: FollowedKey
+    digest: Digest
     observed_at: int  # the newest observation (epoch ms, tagpin's clock)
     changed_at: int  # when the tag moved to ``digest``
     resolved_at: int  # when the registry last answered for it
     last_error: str | None = None
     error_at: int | None = None
-    bad_digest: str | None = None  # a rollout of this digest failed; cleared when the tag moves
+    bad_digest: Digest | None = None  # a rollout of this digest failed; cleared when the tag moves
     bad_reason: str | None = None
     version: str | None = None  # a version channel's head: the tag ``digest`` was resolved from
     # Where a rollback of the head's version returns the channel (``Heads.roll_back``): the last
     # head before it that had not failed, the version its targets ran before.
     rollback_version: str | None = None
-    rollback_digest: str | None = None
+    rollback_digest: Digest | None = None
 
     @property
     def blocked(self) -> bool:
@@ -41,7 +43,7 @@ class TagState:
 class TagRecord:
     result: TagOutcome  # CHANGED, UNCHANGED or STALE
     current: TagState  # the state after the write (the stored newer one when STALE)
-    previous_digest: str | None  # the tag's digest before this write
+    previous_digest: Digest | None  # the tag's digest before this write
 
 
 class Tags(Protocol):
@@ -49,24 +51,24 @@ class Tags(Protocol):
     through ``Heads``; it is read here like any tag)."""
 
     def record(
-        self, image: str, digest: str, observed_at: int, trigger: Trigger, *, moved: bool = False
+        self, image: FollowedKey, digest: Digest, observed_at: int, trigger: Trigger, *, moved: bool = False
     ) -> TagRecord:
         """Store an observation of the followed tag ``image`` -> ``digest``; the newest observation
         wins. Say whether it changed anything. ``moved``: the caller read the tag at another digest
         (a hint of which write to try first; the answer is the same)."""
         ...
 
-    def record_error(self, image: str, error: str, at: int) -> None:
+    def record_error(self, image: FollowedKey, error: str, at: int) -> None:
         """Keep the working digest; note the error and when it happened."""
         ...
 
-    def get(self, image: str) -> TagState | None: ...
+    def get(self, image: FollowedKey) -> TagState | None: ...
 
-    def get_many(self, images: list[str]) -> dict[str, TagState]:
+    def get_many(self, images: list[FollowedKey]) -> dict[FollowedKey, TagState]:
         """Eventually consistent: for skipping work when nothing changed, never for deciding."""
         ...
 
-    def mark_bad(self, image: str, digest: str, reason: str, now: int) -> bool:
+    def mark_bad(self, image: FollowedKey, digest: Digest, reason: str, now: int) -> bool:
         """Block ``digest`` for ``image`` while the tag points to it (False: the tag moved on)."""
         ...
 
@@ -80,14 +82,14 @@ class Digests(Protocol):
         """Tag -> digest of every entry of ``shards`` (default: all; eventually consistent)."""
         ...
 
-    def settle(self, image: str, digest: str, changed_at: int) -> bool:
+    def settle(self, image: FollowedKey, digest: Digest, changed_at: int) -> bool:
         """Add ``image``'s entry: ``digest``, which its tag moved to at ``changed_at``; False when
         the tag has moved since (nothing written)."""
         ...
 
-    def settle_many(self, entries: Iterable[tuple[str, str, int]]) -> int:
+    def settle_many(self, entries: Iterable[tuple[FollowedKey, Digest, int]]) -> int:
         """``settle`` for each ``(image, digest, changed_at)``, in as few writes as the store
         allows; a tag that moved since is left out. Returns how many entries were written."""
         ...
 
-    def drop(self, image: str) -> None: ...
+    def drop(self, image: FollowedKey) -> None: ...

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import Digest, OptionalDigest
 
 
 class TargetStatus(StrEnum):
@@ -52,18 +54,18 @@ class TargetNote(StrEnum):
 @dataclass(frozen=True)
 class TargetState:
     target_id: str
-    image: str
-    digest: str
+    image: FollowedKey
+    digest: Digest
     observed_at: int
     status: TargetStatus
     updated_at: int
     trigger: Trigger | None = None
     detail: str | None = None
     previous_image: str | None = None
-    held_digest: str | None = None  # HELD: the digest not to be applied again ("" for any digest)
+    held_digest: OptionalDigest | None = None  # HELD: the digest not to be applied again ("" for any digest)
     held_until: int | None = None  # HELD by a person until then (epoch ms); None: until released
 
-    def settled_at(self, digest: str) -> bool:
+    def settled_at(self, digest: Digest) -> bool:
         """Applied or verified at ``digest``, or held against it: not behind (the level checks
         skip it, so a hold costs no message per poll)."""
         if self.status is TargetStatus.HELD:
@@ -72,7 +74,7 @@ class TargetState:
             return self.digest == digest  # the reconciler's heal tries it again (patch_live added)
         return self.digest == digest and self.status in SETTLED
 
-    def holds(self, digest: str, now: int | None = None) -> bool:
+    def holds(self, digest: Digest, now: int | None = None) -> bool:
         """Held against ``digest`` (at ``now``, when given: a hold with an end lapses). A target
         held by its annotation only (no stored hold) is not: the annotation decides, each time."""
         if self.status is not TargetStatus.HELD or self.held_digest is None:
@@ -92,8 +94,8 @@ class Targets(Protocol):
     def claim(
         self,
         target_id: str,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         observed_at: int,
         trigger: Trigger,
         now: int,
@@ -106,7 +108,7 @@ class Targets(Protocol):
     def finish(
         self,
         target_id: str,
-        digest: str,
+        digest: Digest,
         status: TargetStatus,
         now: int,
         *,
@@ -126,7 +128,7 @@ class Targets(Protocol):
         ...
 
     def note(
-        self, target_id: str, digest: str, note: TargetNote, now: int, detail: str, trigger: Trigger
+        self, target_id: str, digest: Digest, note: TargetNote, now: int, detail: str, trigger: Trigger
     ) -> None:
         """A history item only: the target's state is left alone."""
         ...
@@ -134,7 +136,7 @@ class Targets(Protocol):
     def hold(
         self,
         target_id: str,
-        digest: str,
+        digest: OptionalDigest,
         now: int,
         *,
         reason: str,

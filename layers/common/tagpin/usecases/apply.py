@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tagpin.domain.budget import UNLIMITED, Budget
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, GitOpsSettings, RolloutSettings, Target
 from tagpin.domain.messages import Change, TargetChange, Verification, VerificationKind
 from tagpin.domain.moves import Move
@@ -71,7 +72,7 @@ class Applier:
     def __init__(
         self,
         *,
-        followed: Callable[[], Mapping[str, FollowedImage]],
+        followed: Callable[[], Mapping[FollowedKey, FollowedImage]],
         state: State,
         workloads: Callable[[str], Workloads],
         clock: Callable[[], int],

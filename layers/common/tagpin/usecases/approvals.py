@@ -22,11 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tagpin.domain.channels import ChannelKey
+from tagpin.domain.channels import ChannelKey, FollowedKey
 from tagpin.domain.config import FollowedImage, RolloutSettings
 from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
+from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
 from tagpin.ports.state import BadVersion, ImageEvent, Promotion, State
@@ -57,8 +58,8 @@ class Via(StrEnum):
 @dataclass(frozen=True)
 class Decided:
     decision: ApprovalOutcome
-    image: str
-    digest: str | None = None
+    image: FollowedKey
+    digest: Digest | None = None
     wave: str | None = None
     detail: str = ""
 
@@ -110,7 +111,9 @@ class Approvals:
         )
         return True
 
-    def decide(self, image: str, approve: bool, who: str, via: Via, digest: str | None = None) -> Decided:
+    def decide(
+        self, image: FollowedKey, approve: bool, who: str, via: Via, digest: Digest | None = None
+    ) -> Decided:
         """A person's decision on the wave of ``image`` waiting now (for ``digest``, when given):
         the one way the CLI, the console and Slack approve or reject."""
         promotion = self._state.promotions.get(image)
@@ -209,7 +212,7 @@ class Approvals:
         waves = plan(self._settings(), [])
         return waves[index].name if index < len(waves) else str(index)
 
-    def _reject(self, image: str, promotion: Promotion, detail: str, now: int) -> None:
+    def _reject(self, image: FollowedKey, promotion: Promotion, detail: str, now: int) -> None:
         """A rejected digest is marked bad, as a rolled-back one: nothing applies it until the tag
         moves; a version channel's version is never chosen again until cleared."""
         self._state.tags.mark_bad(image, promotion.digest, detail, now)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from tagpin.domain.channels import ChannelKey
+from tagpin.domain.channels import ChannelKey, FollowedKey
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
@@ -97,8 +97,8 @@ class Channels:
         return self._state
 
     def heads(
-        self, channels: Iterable[FollowedImage], stored: Mapping[str, TagState] | None = None
-    ) -> dict[str, Head]:
+        self, channels: Iterable[FollowedImage], stored: Mapping[FollowedKey, TagState] | None = None
+    ) -> dict[FollowedKey, Head]:
         """Every channel's head, from one listing per repository. ``stored``: the channels' tag
         states when already read (else they are read here, in batches)."""
         wanted = [
@@ -112,7 +112,7 @@ class Channels:
         listings = self._list(list(repositories.values()))
         if stored is None:
             stored = self._state.tags.get_many([c.image for c, _k, _p in wanted])
-        heads: dict[str, Head] = {}
+        heads: dict[FollowedKey, Head] = {}
         moving: list[tuple[FollowedImage, str, VersionPolicy]] = []
         for channel, key, policy in wanted:
             listing = listings[str(key.repository)]
@@ -189,7 +189,7 @@ class Channels:
             return dict(zip((str(r) for r in repositories), pool.map(one, repositories), strict=True))
 
 
-def mark_failed(state: State, image: str, digest: str, why: str, now: int) -> str | None:
+def mark_failed(state: State, image: FollowedKey, digest: Digest, why: str, now: int) -> str | None:
     """A channel's rollout of ``digest`` failed: its version is marked bad for the repository (no
     channel of it chooses the version again until a person clears it). The version, or None
     (``image`` is no channel, or the version is not known)."""
@@ -206,7 +206,7 @@ def mark_failed(state: State, image: str, digest: str, why: str, now: int) -> st
     return version
 
 
-def return_to_previous(state: State, followed: FollowedImage | None, digest: str, now: int) -> str | None:
+def return_to_previous(state: State, followed: FollowedImage | None, digest: Digest, now: int) -> str | None:
     """The targets of a channel whose head's rollout (``digest``) failed were rolled back: the head
     returns to the version before it, the one they were rolled back to (docs/policies.md), unless
     that one is marked bad too (a person held it back): the head then stays, blocked. Called after
@@ -224,7 +224,7 @@ class Downgrade:
 
     key: str
     tag: str
-    digest: str
+    digest: Digest
     held_back: tuple[str, ...]  # the newer allowed versions marked bad, so no check moves back up
 
 
@@ -270,18 +270,17 @@ class Downgrades:
         )
         held_back = tuple(v.tag for v in newer)
         resolution = self._resolver.resolve(key.at(tag))
+        digest = Digest(resolution.digest)
         now = self._clock()
         why = f"held back: {followed.image} downgraded to {tag} by {who}"
         for newer_tag in held_back:
             state.versions.mark_bad(repository, BadVersion(newer_tag, "", why, now))
         # The newer versions are marked first: a check in flight cannot move the head back up.
-        record = state.heads.move(
-            followed.image, resolution.digest, now, Trigger.MANUAL, tag, policy, down=True
-        )
+        record = state.heads.move(followed.image, digest, now, Trigger.MANUAL, tag, policy, down=True)
         now = record.current.observed_at  # newer than every observation before (the head's order)
         state.history.image_event(
             followed.image,
-            resolution.digest,
+            digest,
             ImageEvent.DOWNGRADED,
             now,
             detail=f"to {tag} by {who}; held back: {', '.join(held_back) or 'nothing'}",
@@ -293,7 +292,7 @@ class Downgrades:
             Change(
                 move=Move(
                     image=followed.image,
-                    digest=Digest(resolution.digest),
+                    digest=digest,
                     observed_at=now,
                     changed_at=now,
                     trigger=Trigger.MANUAL,
@@ -301,7 +300,7 @@ class Downgrades:
                 ),
             )
         )
-        return Downgrade(followed.image, tag, resolution.digest, held_back)
+        return Downgrade(followed.image, tag, digest, held_back)
 
     def clear(
         self, followed: FollowedImage, tag: str, who: str, siblings: Iterable[FollowedImage] = ()

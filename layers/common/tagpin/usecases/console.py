@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, TagpinConfig, Target
 from tagpin.domain.shards import all_shards, shard
 from tagpin.domain.versions import VersionPolicy
@@ -130,7 +131,7 @@ class Console:
         config = self._config()
         kind, position, after = _parse_cursor(cursor)
         configured = [f.image for f in config.images]
-        keys: list[str] = []
+        keys: list[FollowedKey] = []
         next_cursor: str | None = None
         if kind == "c":
             keys = configured[position : position + size]
@@ -143,7 +144,7 @@ class Console:
         tags = self.state.tags.get_many([i.image for i in listed])
         return Page([_image_row(i, tags.get(i.image)) for i in listed], next_cursor, not cursor)
 
-    def _configured_images(self, config: TagpinConfig, keys: list[str]) -> list[_Listed]:
+    def _configured_images(self, config: TagpinConfig, keys: list[FollowedKey]) -> list[_Listed]:
         """The configuration's ``keys`` with their targets: the configured ones, and those found by
         label too, read by the prefix of their index keys, only for the images their shard's item
         says have some (most configured images have none)."""
@@ -189,7 +190,7 @@ class Console:
             number, batch = number + len(chunk), batch * 2
         return None
 
-    def image(self, image: str) -> ImageView:
+    def image(self, image: FollowedKey) -> ImageView:
         followed = self._followed().get(image)
         if followed is None:
             raise LookupError(f"{image!r} is not a followed image")
@@ -289,7 +290,7 @@ class Console:
     def _rows(
         self,
         picked: list[tuple[FollowedImage, Target]],
-        tags: Mapping[str, TagState] | None = None,
+        tags: Mapping[FollowedKey, TagState] | None = None,
         states: Mapping[str, TargetState] | None = None,
     ) -> list[TargetRow]:
         configured = {t.id for f in self._config().images for t in f.targets}
@@ -304,7 +305,7 @@ class Console:
             for f, t in picked
         ]
 
-    def target(self, target_id: str, image: str | None = None) -> TargetView:
+    def target(self, target_id: str, image: FollowedKey | None = None) -> TargetView:
         """A target and its timeline, looked up by key (``Followed.of_target``): with ``image``
         one read of its index entry, without one Query of the index by target id."""
         followed = self._followed().of_target(target_id, image)
@@ -355,7 +356,7 @@ class Console:
 class _Listed:
     """An image as a page of images lists it: its policy and how many targets it has."""
 
-    image: str
+    image: FollowedKey
     policy: VersionPolicy | None
     targets: int
     source: str

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tagpin.domain.channels import FollowedKey
+from tagpin.domain.refs import Digest
 from tagpin.usecases.approvals import ApprovalOutcome, Via
 from tagpin.usecases.console import Console
 from tagpin.usecases.console_views import target_path
@@ -80,6 +82,20 @@ def _field(form: Mapping[str, str], name: str) -> str:
     return value
 
 
+def _typed[T](form: Mapping[str, str], name: str, of: Callable[[str], T]) -> T:
+    """The form's ``name`` as the value it names (``FollowedKey``, ``Digest``): a clear error when
+    it is none."""
+    try:
+        return of(_field(form, name))
+    except ValueError as exc:
+        raise ActionError(f"{name}: {exc}") from None
+
+
+def _key(form: Mapping[str, str]) -> FollowedKey | None:
+    """The form's optional ``image``: the followed tag or channel it names, or None."""
+    return _typed(form, "image", FollowedKey) if form.get("image", "").strip() else None
+
+
 @action("hold")
 def hold(console: Console, who: str, form: Mapping[str, str]) -> Done:
     """Hold a target until released, or for one of ``HOLD_FOR``'s durations (the form's ``for``)."""
@@ -89,25 +105,25 @@ def hold(console: Console, who: str, form: Mapping[str, str]) -> Done:
         raise ActionError("for: one of " + ", ".join(HOLD_FOR))
     until = console.clock() + HOLD_FOR[duration][0] * 1000 if duration else None
     try:
-        held = console.holds().hold(target, who, until, image=form.get("image") or None)
+        held = console.holds().hold(target, who, until, image=_key(form))
     except LookupError as exc:
         raise ActionError(str(exc)) from None
-    return Done("held" if held else "already-held", target_path(target, form.get("image")))
+    return Done("held" if held else "already-held", target_path(target, _key(form)))
 
 
 @action("release")
 def release(console: Console, who: str, form: Mapping[str, str]) -> Done:
     target = _field(form, "target")
     try:
-        done = console.holds().release(target, who, image=form.get("image") or None)
+        done = console.holds().release(target, who, image=_key(form))
     except LookupError as exc:
         raise ActionError(str(exc)) from None
     notice = "not-held" if not done.released else "released" if done.healing else "released-idle"
-    return Done(notice, target_path(target, form.get("image")))
+    return Done(notice, target_path(target, _key(form)))
 
 
 def _decide(console: Console, who: str, form: Mapping[str, str], approve: bool) -> Done:
-    image, digest = _field(form, "image"), _field(form, "digest")
+    image, digest = _typed(form, "image", FollowedKey), _typed(form, "digest", Digest)
     decided = console.approvals().decide(image, approve, who, via=Via.CONSOLE, digest=digest)
     return Done(decided.decision.value, "/console")
 

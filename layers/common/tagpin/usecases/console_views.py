@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from tagpin.domain.channels import pinned_source
+from tagpin.domain.channels import FollowedKey, pinned_source
 from tagpin.domain.config import FollowedImage, Target
+from tagpin.domain.refs import Digest
 from tagpin.ports.state import HistoryEntry, TagState, TargetState, TargetStatus
 
 # A target in one of these states shows it, with its detail (the reason), whatever its tag says.
@@ -48,12 +49,12 @@ def condition(state: TargetState | None, tag: TagState | None) -> str:
 
 @dataclass(frozen=True)
 class ImageRow:
-    image: str
+    image: FollowedKey
     source: str  # configuration, or label (discovered by the reconciler)
     targets: int
     policy: str | None = None  # a version channel's policy
     version: str | None = None  # its head
-    digest: str | None = None
+    digest: Digest | None = None
     resolved_at: int | None = None
     changed_at: int | None = None
     error: str | None = None  # the registry's last error (kept with the working digest)
@@ -64,7 +65,7 @@ class ImageRow:
 @dataclass(frozen=True)
 class TargetRow:
     target_id: str
-    image: str
+    image: FollowedKey
     source: str
     condition: str
     desired: str | None = None  # what the tag says it should run: <image or version>@<digest>
@@ -89,7 +90,7 @@ class Event:
 
     at: int
     what: str
-    digest: str | None = None
+    digest: Digest | None = None
     trigger: str | None = None
     detail: str | None = None
     previous_image: str | None = None
@@ -109,7 +110,7 @@ class WaveView:
 
 @dataclass(frozen=True)
 class PromotionView:
-    digest: str
+    digest: Digest
     status: str
     version: str | None
     started_at: int
@@ -139,7 +140,7 @@ class AdmissionView:
     """Would the tag's digest start on the target now: every gate in admission's order, and the
     answer (the first that stops it, among those the console can ask)."""
 
-    digest: str
+    digest: Digest
     answer: str
     gates: list[GateView]
 
@@ -155,19 +156,19 @@ class TargetView:
 class PendingApproval:
     """A wave of an image's promotion waiting for a person (approve or reject ``digest``)."""
 
-    image: str
-    digest: str
+    image: FollowedKey
+    digest: Digest
     wave: str
     version: str | None
     since: int
     expires_at: int | None
 
 
-def image_path(image: str) -> str:
+def image_path(image: FollowedKey) -> str:
     return "/console/image?" + urlencode({"ref": image})
 
 
-def target_path(target_id: str, image: str | None = None) -> str:
+def target_path(target_id: str, image: FollowedKey | None = None) -> str:
     query = {"id": target_id} | ({"image": image} if image else {})
     return "/console/target?" + urlencode(query)
 

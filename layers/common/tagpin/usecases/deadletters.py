@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.deadletters import FailedRun, failed_invocation
 from tagpin.domain.messages import Verification, parse_message
+from tagpin.domain.refs import Digest
 from tagpin.ports.queues import DeadLetter, DeadLetters
 
 REDRIVE_HIDE_S = 60  # a message being redriven is hidden this long (sent back, then deleted)
@@ -29,8 +31,8 @@ class Letter:
 
     message_id: str
     kind: str  # change, verify, advance, retry, or unreadable
-    image: str | None = None
-    digest: str | None = None
+    image: FollowedKey | None = None
+    digest: Digest | None = None
     target: str | None = None
     trigger: str | None = None
     preview: str | None = None  # an unreadable body's beginning

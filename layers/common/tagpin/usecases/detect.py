@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
@@ -37,8 +38,8 @@ def merge_followed(followed: Iterable[FollowedImage]) -> list[FollowedImage]:
     """One entry per tag (or channel), with the targets of every listing of it (first listing's
     order and policy). A tag listed once with distinct targets is its listing itself (a poll of
     10,000 tags copied 10,000 models for nothing)."""
-    first: dict[str, FollowedImage] = {}
-    merged: dict[str, list[Target]] = {}
+    first: dict[FollowedKey, FollowedImage] = {}
+    merged: dict[FollowedKey, list[Target]] = {}
     for f in followed:
         first.setdefault(f.image, f)
         targets = merged.setdefault(f.image, [])

@@ -5,14 +5,16 @@ pure: a workload in, (followed key, target) pairs and notes out."""
 from __future__ import annotations
 
 from tagpin.domain.annotations import ANNOTATION_CONTAINERS, ANNOTATION_POLICY
-from tagpin.domain.channels import ChannelKey
+from tagpin.domain.channels import ChannelKey, FollowedKey
 from tagpin.domain.config import Target
 from tagpin.domain.refs import ImageRef
 from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.workloads import Workload
 
 
-def discovered_targets(cluster: str, workload: Workload) -> tuple[list[tuple[str, Target]], list[str]]:
+def discovered_targets(
+    cluster: str, workload: Workload
+) -> tuple[list[tuple[FollowedKey, Target]], list[str]]:
     """The (followed tag, target) pairs of a labelled workload, and notes on what was left out."""
     where = f"{cluster}/{workload.namespace}/{workload.kind.value}/{workload.name}"
     if workload.paused:
@@ -20,7 +22,7 @@ def discovered_targets(cluster: str, workload: Workload) -> tuple[list[tuple[str
     wanted: set[str] | None = None
     if (choice := workload.annotations.get(ANNOTATION_CONTAINERS)) is not None:
         wanted = {c.strip() for c in choice.split(",") if c.strip()}
-    found: list[tuple[str, Target]] = []
+    found: list[tuple[FollowedKey, Target]] = []
     notes: list[str] = []
     images = {**workload.init_containers, **workload.containers}
     for name in sorted(wanted - images.keys()) if wanted is not None else []:
@@ -47,13 +49,13 @@ def discovered_targets(cluster: str, workload: Workload) -> tuple[list[tuple[str
     return found, notes
 
 
-def followed_key(image: str, policy: str | None) -> str:
+def followed_key(image: str, policy: str | None) -> FollowedKey:
     """What a container's image follows: its tag, or with a version policy annotation the channel
     of its repository named by the policy (tagpin.domain.channels)."""
     ref = ImageRef.parse(image)
     if policy is None or not policy.strip():
-        return ref.tagged
+        return FollowedKey.of(ref)
     parsed = VersionPolicy.parse(policy)
     if not parsed.chooses:
-        return ref.tagged
-    return str(ChannelKey(ImageRef(ref.registry, ref.repository, None, None), parsed.text))
+        return FollowedKey.of(ref)
+    return FollowedKey.of(ChannelKey(ImageRef(ref.registry, ref.repository, None, None), parsed.text))

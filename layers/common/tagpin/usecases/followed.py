@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 
-from tagpin.domain.channels import SEPARATOR, ChannelKey, repository_part
+from tagpin.domain.channels import SEPARATOR, ChannelKey, FollowedKey, repository_part
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.domain.refs import ImageRef
 from tagpin.domain.shards import WHOLE, PollPart, shard
@@ -46,7 +46,7 @@ def entry_target(entry: IndexEntry) -> Target | None:
 
 
 def merge(
-    image: str, configured: FollowedImage | None, entries: list[IndexEntry], known: set[str]
+    image: FollowedKey, configured: FollowedImage | None, entries: list[IndexEntry], known: set[str]
 ) -> FollowedImage | None:
     """The configured targets first, then indexed ones not already listed (dedup by target id).
     Entries of clusters no longer in the configuration are left out."""
@@ -70,7 +70,7 @@ def merge(
         return None
 
 
-def discovered_policy(image: str) -> VersionPolicy | None:
+def discovered_policy(image: FollowedKey) -> VersionPolicy | None:
     """The version policy of a label-discovered image (its channel key names it), None for a tag;
     ``ValueError`` for a key ``merge`` leaves out (a configured channel's name, the channel since
     removed; a policy that chooses nothing; not a reference): what ``FollowedImage`` decides,
@@ -87,7 +87,7 @@ def discovered_policy(image: str) -> VersionPolicy | None:
     return policy
 
 
-class Followed(Mapping[str, FollowedImage]):
+class Followed(Mapping[FollowedKey, FollowedImage]):
     """Followed images by canonical tagged reference (configuration + index)."""
 
     def __init__(self, config: TagpinConfig, state: State, part: PollPart = WHOLE) -> None:
@@ -95,28 +95,30 @@ class Followed(Mapping[str, FollowedImage]):
         self._config = config
         self._state = state
         self._part = part
-        self._all: dict[str, FollowedImage] | None = None
+        self._all: dict[FollowedKey, FollowedImage] | None = None
 
-    def _merged(self, entries: list[IndexEntry], configured: list[str]) -> dict[str, FollowedImage]:
-        by_image: dict[str, list[IndexEntry]] = {}
+    def _merged(
+        self, entries: list[IndexEntry], configured: list[FollowedKey]
+    ) -> dict[FollowedKey, FollowedImage]:
+        by_image: dict[FollowedKey, list[IndexEntry]] = {}
         for entry in entries:
             by_image.setdefault(entry.image, []).append(entry)
         known = set(self._config.clusters)
-        merged: dict[str, FollowedImage] = {}
+        merged: dict[FollowedKey, FollowedImage] = {}
         for image in dict.fromkeys([*configured, *by_image]):
             followed = merge(image, self._config.followed.get(image), by_image.get(image, []), known)
             if followed is not None:
                 merged[image] = followed
         return merged
 
-    def _load(self) -> dict[str, FollowedImage]:
+    def _load(self) -> dict[FollowedKey, FollowedImage]:
         if self._all is None:
             shards = None if self._part.whole else self._part.shards
             configured = [i for i in self._config.followed if self._part.covers(i)]
             self._all = self._merged(self._state.index.entries(shards=shards), configured)
         return self._all
 
-    def select(self, images: Iterable[str]) -> dict[str, FollowedImage]:
+    def select(self, images: Iterable[FollowedKey]) -> dict[FollowedKey, FollowedImage]:
         """The followed ones among ``images`` in one lookup's worth of work (``lookup``)."""
         return self.lookup(images, [])[0]
 
@@ -125,8 +127,8 @@ class Followed(Mapping[str, FollowedImage]):
         return self.lookup([], repositories)[1]
 
     def lookup(
-        self, images: Iterable[str], repositories: Iterable[str]
-    ) -> tuple[dict[str, FollowedImage], dict[str, list[FollowedImage]]]:
+        self, images: Iterable[FollowedKey], repositories: Iterable[str]
+    ) -> tuple[dict[FollowedKey, FollowedImage], dict[str, list[FollowedImage]]]:
         """The followed ones among ``images`` (tags), and the version channels of each of
         ``repositories`` (``registry/repository``; configured, and discovered by annotation), in
         one lookup's worth of work: one Query per tag or repository while there are a few (side by side), else
@@ -156,7 +158,7 @@ class Followed(Mapping[str, FollowedImage]):
         }
         return tags, channels
 
-    def of_target(self, target_id: str, image: str | None = None) -> FollowedImage | None:
+    def of_target(self, target_id: str, image: FollowedKey | None = None) -> FollowedImage | None:
         """The followed image ``target_id`` runs (with that target among its targets), by key,
         never by reading the index: the configuration's targets, else the target's own index
         entry (with ``image``: one read of its key; without, or when it is not there: one Query of
@@ -187,7 +189,7 @@ class Followed(Mapping[str, FollowedImage]):
         prefix = repository + SEPARATOR
         if self._all is not None:
             return [f for image, f in self._all.items() if image.startswith(prefix) and f.policy is not None]
-        by_image: dict[str, list[IndexEntry]] = {}
+        by_image: dict[FollowedKey, list[IndexEntry]] = {}
         for entry in self._state.index.channel_entries(repository):
             by_image.setdefault(entry.image, []).append(entry)
         configured = [image for image in self._config.followed if image.startswith(prefix)]
@@ -198,7 +200,7 @@ class Followed(Mapping[str, FollowedImage]):
         )
         return [f for f in merged if f is not None]
 
-    def __getitem__(self, image: str) -> FollowedImage:
+    def __getitem__(self, image: FollowedKey) -> FollowedImage:
         if self._all is not None:
             return self._all[image]
         followed = merge(
@@ -211,7 +213,7 @@ class Followed(Mapping[str, FollowedImage]):
             raise KeyError(image)
         return followed
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[FollowedKey]:
         return iter(self._load())
 
     def __len__(self) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import GitOpsSettings, Target
 from tagpin.domain.refs import ImageRef, InvalidReference
 from tagpin.ports.state import TargetState
@@ -31,7 +32,7 @@ class GitReverts:
         workloads: Workloads,
         target: Target,
         st: TargetState,
-        image: str,
+        image: FollowedKey,
         why: str,
         correlation_id: str | None,
     ) -> str | None:

@@ -61,8 +61,9 @@ class Reviewed:
 
 def review_branch(request: WriteRequest) -> str:
     """``tagpin/web-0123456789ab``: one branch per image and digest (and kind)."""
-    name = SLUG.sub("-", request.image.rsplit("/", 1)[-1].replace(":", "-").replace("@", "-")).strip("-.")
-    digits = request.digest.split(":", 1)[-1][:12]
+    move = request.move
+    name = SLUG.sub("-", move.image.rsplit("/", 1)[-1].replace(":", "-").replace("@", "-")).strip("-.")
+    digits = move.digest.hex[:12]
     prefix = "revert-" if request.kind is WriteKind.REVERT else ""
     return f"tagpin/{prefix}{name[:80]}-{digits}"
 
@@ -145,19 +146,20 @@ def decline(
     states = state.targets.get_many(list(targets))
     for target in targets:
         st = states.get(target)
-        if st is None or st.digest != request.digest or st.status is not waits:
+        if st is None or st.digest != request.move.digest or st.status is not waits:
             continue  # moved on meanwhile
         if request.kind is WriteKind.PIN:
-            state.targets.hold(target, request.digest, now, reason=said, trigger=request.trigger, if_still=st)
+            move = request.move
+            state.targets.hold(target, move.digest, now, reason=said, trigger=move.trigger, if_still=st)
         else:
             state.targets.finish(
                 target,
-                request.digest,
+                request.move.digest,
                 TargetStatus.FAILED,
                 now,
                 trigger=Trigger.ROLLBACK,
                 detail=f"not restored through Git: the revert's {said}",
-                correlation_id=request.correlation_id,
+                correlation_id=request.move.correlation_id,
                 expected=frozenset({waits}),
             )
     return said
@@ -186,24 +188,24 @@ def record(
     for target in targets:
         state.targets.finish(
             target,
-            request.digest,
+            request.move.digest,
             waits,
             now,
-            trigger=request.trigger,
+            trigger=request.move.trigger,
             detail=applies(f"awaiting review: {said}", request, target),
-            correlation_id=request.correlation_id,
+            correlation_id=request.move.correlation_id,
             expected=frozenset({waits}),
             extra=extra,
         )
     if opened.created:
         state.history.image_event(
-            request.image,
-            request.digest,
+            request.move.image,
+            request.move.digest,
             ImageEvent.COMMITTED,
             now,
             detail=f"{request.kind.value} {request.reference}: {said} ({', '.join(targets)})",
-            trigger=request.trigger,
-            correlation_id=request.correlation_id,
+            trigger=request.move.trigger,
+            correlation_id=request.move.correlation_id,
         )
     return said
 

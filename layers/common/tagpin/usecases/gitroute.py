@@ -13,11 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import GitOpsSettings, WriteBack, WriteBackFile, WriteMode
 from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
 from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
+from tagpin.domain.refs import Digest
 from tagpin.ports.git import WriteQueue
 
 logger = logging.getLogger(__name__)
@@ -33,11 +36,11 @@ class GitRoute:
         self._gitops = gitops
         self._queue = queue
 
-    def writes(self, image: str, target_id: str) -> bool:
+    def writes(self, image: FollowedKey, target_id: str) -> bool:
         """True when ``gitops.write_back`` says where ``target_id``'s reference to ``image`` is written."""
         return self._queue is not None and bool(self._gitops().for_target(image, target_id))
 
-    def entries(self, image: str, target_id: str) -> list[WriteBack]:
+    def entries(self, image: FollowedKey, target_id: str) -> list[WriteBack]:
         return self._gitops().for_target(image, target_id)
 
     def batch(self, change: Change, targets: Sequence[str]) -> GitBatch:
@@ -61,12 +64,8 @@ class GitRoute:
                 repository=repository,
                 branch=branch,
                 mode=mode,
-                image=move.image,
-                digest=move.digest,
+                move=move,
                 reference=reference,
-                observed_at=move.observed_at,
-                trigger=move.trigger,
-                correlation_id=move.correlation_id,
                 files=files,
                 previous={t: previous[t] for f in files for t in f.targets if t in previous},
                 owners={t: owners[t] for f in files for t in f.targets if t in owners},
@@ -83,8 +82,8 @@ class GitRoute:
 
     def revert(
         self,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         target_id: str,
         previous: str,
         observed_at: int,
@@ -93,18 +92,21 @@ class GitRoute:
     ) -> list[WriteRequest]:
         """Write ``previous`` (the reference the workload ran before ``digest``) back where the
         target's reference is written (sent, and returned)."""
+        move = Move(
+            image=image,
+            digest=Digest(digest),
+            observed_at=observed_at,
+            trigger=Trigger.ROLLBACK,
+            correlation_id=correlation_id,
+        )
         requests = [
             WriteRequest(
                 kind=WriteKind.REVERT,
                 repository=repository,
                 branch=branch,
                 mode=mode,
-                image=image,
-                digest=digest,
+                move=move,
                 reference=previous,
-                observed_at=observed_at,
-                trigger=Trigger.ROLLBACK,
-                correlation_id=correlation_id,
                 reason=reason[:2000],
                 files=files,
             )
@@ -118,7 +120,7 @@ class GitRoute:
         for request in requests:
             self._queue.send(request)
 
-    def _grouped(self, image: str, targets: Sequence[str]) -> dict[Group, tuple[FileWrite, ...]]:
+    def _grouped(self, image: FollowedKey, targets: Sequence[str]) -> dict[Group, tuple[FileWrite, ...]]:
         groups: dict[Group, dict[str, tuple[WriteBackFile, list[str]]]] = {}
         for target in targets:
             for entry in self.entries(image, target):

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
@@ -42,7 +43,7 @@ class Holds:
         self._queue = queue
         self._clock = clock
 
-    def _image_of(self, target_id: str, image: str | None = None) -> FollowedImage:
+    def _image_of(self, target_id: str, image: FollowedKey | None = None) -> FollowedImage:
         """The followed image the target belongs to, looked up by key (``Followed.of_target``):
         the console's forms carry the image, ``tagpin hold`` gives the target only."""
         followed = self._followed().of_target(target_id, image)
@@ -52,7 +53,9 @@ class Holds:
             )
         return followed
 
-    def hold(self, target_id: str, who: str, until: int | None = None, *, image: str | None = None) -> bool:
+    def hold(
+        self, target_id: str, who: str, until: int | None = None, *, image: FollowedKey | None = None
+    ) -> bool:
         """Hold the target where it is, against every digest (until ``until``, epoch ms, if
         given); False when it already was."""
         self._image_of(target_id, image)
@@ -61,7 +64,7 @@ class Holds:
             target_id, "", self._clock(), reason=reason, trigger=Trigger.MANUAL, until=until
         )
 
-    def release(self, target_id: str, who: str, *, image: str | None = None) -> Released:
+    def release(self, target_id: str, who: str, *, image: FollowedKey | None = None) -> Released:
         followed = self._image_of(target_id, image)
         now = self._clock()
         released = self._state.targets.release(

@@ -23,7 +23,7 @@ from tagpin.domain.annotations import (
 )
 from tagpin.domain.config import Kind, Target
 from tagpin.domain.outcomes import RestoreOutcome
-from tagpin.domain.refs import ImageRef, InvalidReference, familiar
+from tagpin.domain.refs import Digest, ImageRef, InvalidReference, familiar
 from tagpin.ports.workloads import Conflict, ImageChange, Workload, Workloads
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 CONFLICT_RETRIES = 5
 
 
-def pinned_image(current: str, image: str, digest: str) -> str:
+def pinned_image(current: str, image: str, digest: Digest) -> str:
     """``<name as the workload writes it>:<tag>@<digest>``; the tag stays readable.
 
     The workload's own spelling of the repository (``nginx``, ``docker.io/library/nginx``) is kept
@@ -94,7 +94,7 @@ def restore(
     workloads: Workloads,
     target: Target,
     previous: str | None,
-    digest: str,
+    digest: Digest,
     now: int,
     held: Callable[[], bool] = lambda: False,
 ) -> RestoreOutcome:

@@ -39,12 +39,13 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, Registry
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
-from tagpin.domain.refs import ImageRef
+from tagpin.domain.refs import Digest, ImageRef
 from tagpin.domain.shards import WHOLE, PollPart, shard
 from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
 from tagpin.ports.state import State, TagState, TargetState
@@ -75,7 +76,7 @@ class PollSummary:
     errors: int = 0
     ignored: int = 0  # attestation-only index changes
     not_reached: int = 0  # left for the next run (time budget)
-    cursor: str | None = None
+    cursor: FollowedKey | None = None
     results: list[Observation] = field(default_factory=list)  # everything but "unchanged"
 
     def counts(self) -> dict[str, int]:
@@ -92,7 +93,7 @@ def _guarded(call: Callable[[], Observation | None]) -> Observation | None:
         return call()
     except Exception as exc:
         followed = call.args[0] if isinstance(call, partial) and call.args else None
-        image = getattr(followed, "image", "?")
+        image = cast(FollowedKey, getattr(followed, "image", "?"))
         message = f"{type(exc).__name__}: {exc}"
         logger.warning(
             "recording a tag failed; the next run retries it", extra={"image": image, "error": message}
@@ -100,7 +101,7 @@ def _guarded(call: Callable[[], Observation | None]) -> Observation | None:
         return Observation(image, TagOutcome.ERROR, error=message)
 
 
-def _ordered(refs: dict[str, ImageRef], cursor: Future[str | None] | None) -> list[str]:
+def _ordered(refs: dict[FollowedKey, ImageRef], cursor: Future[str | None] | None) -> list[FollowedKey]:
     """The images to resolve, from where the last run stopped (the cursor) on, wrapping around."""
     order = sorted(refs)
     start = cursor.result() if cursor is not None and order else None
@@ -114,11 +115,11 @@ def _ordered(refs: dict[str, ImageRef], cursor: Future[str | None] | None) -> li
 class _StateReads:
     """A chunk's state reads in flight: one future per BatchGetItem-sized slice."""
 
-    tags: list[Future[dict[str, TagState]]] = field(default_factory=list)
+    tags: list[Future[dict[FollowedKey, TagState]]] = field(default_factory=list)
     targets: list[Future[dict[str, TargetState]]] = field(default_factory=list)
 
-    def result(self) -> tuple[dict[str, TagState], dict[str, TargetState]]:
-        tags: dict[str, TagState] = {}
+    def result(self) -> tuple[dict[FollowedKey, TagState], dict[str, TargetState]]:
+        tags: dict[FollowedKey, TagState] = {}
         targets: dict[str, TargetState] = {}
         for f in self.tags:
             tags.update(f.result())
@@ -167,7 +168,9 @@ class Poller:
         cursor, its shards' settled digests)."""
         items = {f.image: f for f in merge_followed(followed)}
         summary = PollSummary()
-        settles: list[tuple[str, str, int]] = []  # found settled this run: written together at the end
+        settles: list[
+            tuple[FollowedKey, Digest, int]
+        ] = []  # found settled this run: written together at the end
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
             # The cursor is read while the refs are worked out (a channel's listing), the settled
             # digests once the first chunks are asked for (below): neither waits for the other.
@@ -210,7 +213,7 @@ class Poller:
                 for image in moved:  # a channel's head moved (its digest may not have): record the move
                     settled.pop(image, None)
             reads = [self._read_state(pool, [items[i] for i in c if i not in settled]) for c in chunks[:1]]
-            rest: list[str] = []  # not finished this run: the next one starts there
+            rest: list[FollowedKey] = []  # not finished this run: the next one starts there
             for n, chunk in enumerate(chunks):
                 if n == len(started):  # out of time before it started
                     rest = [i for c in chunks[n:] for i in c]
@@ -241,12 +244,12 @@ class Poller:
         return summary
 
     def _refs(
-        self, items: dict[str, FollowedImage], summary: PollSummary
-    ) -> tuple[dict[str, ImageRef], set[str]]:
+        self, items: dict[FollowedKey, FollowedImage], summary: PollSummary
+    ) -> tuple[dict[FollowedKey, ImageRef], set[FollowedKey]]:
         """What to resolve for each followed image: its tag, or a version channel's head; and the
         channels whose head moves (to be recorded even when the new version has the old digest)."""
         refs = {image: f.ref for image, f in items.items() if f.policy is None}
-        moved: set[str] = set()
+        moved: set[FollowedKey] = set()
         channels = [f for f in items.values() if f.policy is not None]
         if not channels:
             return refs, moved
@@ -268,10 +271,10 @@ class Poller:
         return refs, moved
 
     # The settled digests are a cache: failing to update one costs a read next run, nothing else.
-    def _settle(self, pool: ThreadPoolExecutor, settles: list[tuple[str, str, int]]) -> None:
+    def _settle(self, pool: ThreadPoolExecutor, settles: list[tuple[FollowedKey, Digest, int]]) -> None:
         """Every tag found settled this run, one group per shard side by side (each group a few
         writes of its shard's item)."""
-        groups: dict[str, list[tuple[str, str, int]]] = {}
+        groups: dict[str, list[tuple[FollowedKey, Digest, int]]] = {}
         for entry in settles:
             groups.setdefault(shard(entry[0]), []).append(entry)
         for group, error in zip(groups.values(), pool.map(self._settle_group, groups.values()), strict=True):
@@ -281,14 +284,14 @@ class Poller:
                     extra={"images": len(group), "first": group[0][0], "error": error},
                 )
 
-    def _settle_group(self, group: list[tuple[str, str, int]]) -> str | None:
+    def _settle_group(self, group: list[tuple[FollowedKey, Digest, int]]) -> str | None:
         try:
             self._state.digests.settle_many(group)
         except Exception as exc:
             return repr(exc)
         return None
 
-    def _drop(self, image: str) -> None:
+    def _drop(self, image: FollowedKey) -> None:
         try:
             self._state.digests.drop(image)
         except Exception as exc:
@@ -312,11 +315,11 @@ class Poller:
         self,
         pool: ThreadPoolExecutor,
         chunk: list[FollowedImage],
-        refs: dict[str, ImageRef],
+        refs: dict[FollowedKey, ImageRef],
         resolved: dict[ImageRef, Resolution | RegistryError],
         reads: _StateReads,
         settled: dict[str, str],
-        settles: list[tuple[str, str, int]],
+        settles: list[tuple[FollowedKey, Digest, int]],
         summary: PollSummary,
         trigger: Trigger,
         correlation_id: str | None,

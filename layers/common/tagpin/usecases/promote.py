@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, RolloutSettings
 from tagpin.domain.messages import Change, Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
@@ -38,7 +39,7 @@ logger = logging.getLogger(__name__)
 SKIPPED = frozenset({TargetStatus.PAUSED, TargetStatus.GONE, TargetStatus.OWNED})
 
 
-def done(st: TargetState | None, digest: str, verify: bool) -> bool:
+def done(st: TargetState | None, digest: Digest, verify: bool) -> bool:
     """Does this target hold up its wave no longer?"""
     if st is None or st.digest != digest:
         return False
@@ -57,7 +58,7 @@ class Promoter:
         self,
         *,
         state: State,
-        followed: Callable[[], Mapping[str, FollowedImage]],
+        followed: Callable[[], Mapping[FollowedKey, FollowedImage]],
         settings: Callable[[], RolloutSettings],
         verifications: VerificationQueue,
         changes: ChangeQueue,
@@ -72,7 +73,7 @@ class Promoter:
         self._audit = Audit(state, notifier)
         self._clock = clock
 
-    def evaluate(self, image: str, digest: str) -> VerificationResult:
+    def evaluate(self, image: FollowedKey, digest: Digest) -> VerificationResult:
         """Move the promotion of ``digest`` on as far as it may go now; say where it stands."""
         promotion = self._state.promotions.get(image)
         if promotion is None or promotion.digest != digest or promotion.status is not PromotionStatus.ROLLING:

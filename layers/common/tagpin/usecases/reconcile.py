@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tagpin.domain.annotations import FOLLOW_SELECTOR
-from tagpin.domain.channels import repository_of
+from tagpin.domain.channels import FollowedKey, repository_of
 from tagpin.domain.config import FollowedImage, Kind, TagpinConfig, Target
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
@@ -71,7 +71,7 @@ class ClusterScan:
     name: str
     error: str | None = None
     workloads: int = 0
-    discovered: list[tuple[str, Target]] = field(default_factory=list)
+    discovered: list[tuple[FollowedKey, Target]] = field(default_factory=list)
     observed: list[Observed] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unlisted: set[Kind] = field(default_factory=set)  # custom kinds RBAC does not let it list
@@ -149,7 +149,7 @@ class Reconciler:
         index = self._state.index.entries()
         self._update_index(config, scans, index, report)
         followed = self._followed(config, scans, index)
-        observed: dict[str, list[Observed]] = {}
+        observed: dict[FollowedKey, list[Observed]] = {}
         for scan in scans:
             report.clusters[scan.name] = {"ok": scan.error is None, "workloads": scan.workloads}
             if scan.error is not None:
@@ -165,7 +165,7 @@ class Reconciler:
         # The settled digests first (a few items for all tags): a tag whose targets all run its
         # settled digest needs nothing; only the others have their own item read.
         todo = list(followed.values())
-        known: dict[str, TagState] = {}
+        known: dict[FollowedKey, TagState] = {}
         if not self._resolve:
             settled = self._state.digests.all()
             todo = [
@@ -228,7 +228,7 @@ class Reconciler:
 
             return load
 
-        targets: dict[str, tuple[str, Target]] = {t.id: (image, t) for image, t in scan.discovered}
+        targets: dict[str, tuple[FollowedKey, Target]] = {t.id: (image, t) for image, t in scan.discovered}
         for followed in config.images:
             for target in followed.targets:
                 if target.cluster == scan.name:
@@ -302,10 +302,10 @@ class Reconciler:
     @staticmethod
     def _followed(
         config: TagpinConfig, scans: list[ClusterScan], index: list[IndexEntry]
-    ) -> dict[str, FollowedImage]:
+    ) -> dict[FollowedKey, FollowedImage]:
         """Configuration + what was discovered now + the kept entries of skipped clusters."""
         skipped = {s.name for s in scans if s.error is not None}
-        entries: dict[str, list[IndexEntry]] = {}
+        entries: dict[FollowedKey, list[IndexEntry]] = {}
         for entry in index:
             if entry.cluster in skipped:
                 entries.setdefault(entry.image, []).append(entry)
@@ -315,7 +315,7 @@ class Reconciler:
                     IndexEntry(image, t.id, t.cluster, t.namespace, t.kind.value, t.name, t.container)
                 )
         known = set(config.clusters)
-        merged: dict[str, FollowedImage] = {}
+        merged: dict[FollowedKey, FollowedImage] = {}
         for image in dict.fromkeys([*config.followed, *entries]):
             followed = merge(image, config.followed.get(image), entries.get(image, []), known)
             if followed is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import Target
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 from tagpin.ports.workloads import Pod, Workload
@@ -36,7 +37,7 @@ class Observed:
     """What a target runs: a digest, or None when unknown (then it counts as behind)."""
 
     target: Target
-    image: str
+    image: FollowedKey
     running: str | None
     how: str  # "pinned", "pods", or why it is unknown
 

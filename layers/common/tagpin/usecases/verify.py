@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome, VerificationResult
@@ -72,7 +73,7 @@ class Verifier:
         *,
         state: State,
         workloads: Callable[[str], Workloads],
-        followed: Callable[[], Mapping[str, FollowedImage]],
+        followed: Callable[[], Mapping[FollowedKey, FollowedImage]],
         settings: Callable[[], RolloutSettings],
         verifications: VerificationQueue,
         promoter: Promoter,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tagpin.domain.channels import repository_part
+from tagpin.domain.channels import FollowedKey, repository_part
 from tagpin.domain.config import FollowedImage, NotConfigured, TagpinConfig
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
@@ -89,17 +89,19 @@ def valid(index: int, event: PushEvent) -> PushEvent:
     )
 
 
-def tagged(index: int, event: PushEvent) -> str:
+def tagged(index: int, event: PushEvent) -> FollowedKey:
     """The canonical ``registry/repository:tag`` of an event, or a 400 naming what is wrong."""
     try:
         image = ImageRef.parse(str(ImageRef(event.registry, event.repository, event.tag, None)))
         # Inside the try: parts that re-parse as a digest reference have no tag (ValueError).
-        return image.tagged
+        return FollowedKey.of(image)
     except (InvalidReference, ValueError) as exc:
         raise WebhookError(400, f"events[{index}]: invalid image: {printable(str(exc), 300)}") from None
 
 
-def select(followed: Mapping[str, FollowedImage], images: Iterable[str]) -> Mapping[str, FollowedImage]:
+def select(
+    followed: Mapping[FollowedKey, FollowedImage], images: Iterable[FollowedKey]
+) -> Mapping[FollowedKey, FollowedImage]:
     """The followed ones among ``images``: one lookup for the whole delivery (``Followed.select``;
     a plain mapping, the configuration's, is looked up in memory)."""
     if isinstance(followed, Followed):
@@ -126,7 +128,7 @@ class WebhookService:
         deliveries: Callable[[], DeliveryLog] | None = None,
         clock: Callable[[], float] = time.time,
         max_body: int = MAX_BODY,
-        followed: Callable[[], Mapping[str, FollowedImage]] | None = None,  # default: config's
+        followed: Callable[[], Mapping[FollowedKey, FollowedImage]] | None = None,  # default: config's
         channels: Callable[[], Channels] | None = None,  # version channels (None: tags only)
     ) -> None:
         self._secrets = secrets
@@ -206,7 +208,7 @@ class WebhookService:
         # targets): its claim and its registry request start now, beside the lookup.
         # (The first few: a delivery of many events does not queue them all ahead of the lookup.)
         configured = self._config().followed
-        early: dict[str, Begun] = {}
+        early: dict[FollowedKey, Begun] = {}
         for event, image in images:
             if len(early) < EARLY_CHECKS and image not in early and (f := configured.get(image)) is not None:
                 early[image] = self._begin(source, event, f, None)
@@ -219,8 +221,8 @@ class WebhookService:
     def _checks(
         self,
         source: str,
-        images: list[tuple[PushEvent, str]],
-        early: dict[str, Begun],
+        images: list[tuple[PushEvent, FollowedKey]],
+        early: dict[FollowedKey, Begun],
         correlation_id: str | None,
     ) -> WebhookResult:
         # One lookup of what is followed (configuration + label-discovered), not one per event:
@@ -228,7 +230,7 @@ class WebhookService:
         followed_images, channels = self._lookup([image for _, image in images])
         results: list[Observation] = []
         ignored = duplicates = 0
-        seen: set[str] = set()
+        seen: set[FollowedKey] = set()
         for event, image in images:
             repository, tag = image.rsplit(":", 1)
             checks: list[tuple[FollowedImage, ImageRef | None]] = []
@@ -318,8 +320,8 @@ class WebhookService:
         return observation
 
     def _lookup(
-        self, images: list[str]
-    ) -> tuple[Mapping[str, FollowedImage], dict[str, list[FollowedImage]]]:
+        self, images: list[FollowedKey]
+    ) -> tuple[Mapping[FollowedKey, FollowedImage], dict[str, list[FollowedImage]]]:
         """The followed tags among ``images`` and the version channels of their repositories:
         one lookup for the whole delivery (``Followed.lookup``; a plain mapping, the
         configuration's, is looked up in memory)."""

@@ -39,8 +39,6 @@ from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import WriteKind, WriteOutcome, WriteRequest, Written, edit_file
 from tagpin.domain.gitops.yamltext import EditError
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
-from tagpin.domain.moves import Move
-from tagpin.domain.refs import Digest
 from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories, ReviewRequests
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, State, TargetState, TargetStatus
@@ -217,12 +215,12 @@ class Writer:
             for target in g.targets:
                 self._state.targets.finish(
                     target,
-                    request.digest,
+                    request.move.digest,
                     TargetStatus.ROLLED_BACK,
                     now,
                     trigger=Trigger.ROLLBACK,
                     detail=detail,
-                    correlation_id=request.correlation_id,
+                    correlation_id=request.move.correlation_id,
                     expected=frozenset({TargetStatus.FAILED}),
                     extra=extra,
                 )
@@ -230,13 +228,13 @@ class Writer:
             self._applied(g, head, f"{request.reference}: {said}", extra, now)
         if done.commit is not None:
             self._state.history.image_event(
-                request.image,
-                request.digest,
+                request.move.image,
+                request.move.digest,
                 ImageEvent.COMMITTED,
                 now,
                 detail=f"{request.kind.value} {request.reference}: {said} ({', '.join(g.targets)})",
-                trigger=request.trigger,
-                correlation_id=request.correlation_id,
+                trigger=request.move.trigger,
+                correlation_id=request.move.correlation_id,
             )
         logger.info(
             "written to Git",
@@ -251,26 +249,23 @@ class Writer:
         for target in g.targets:
             applied = self._state.targets.finish(
                 target,
-                request.digest,
+                request.move.digest,
                 TargetStatus.APPLIED,
                 now,
-                trigger=request.trigger,
+                trigger=request.move.trigger,
                 detail=applies(detail, request, target),
                 previous_image=request.previous.get(target),
-                correlation_id=request.correlation_id,
+                correlation_id=request.move.correlation_id,
                 expected=frozenset({TargetStatus.PENDING}),
                 extra=extra,
             )
             if applied and self._verifications is not None and settings.verify:
-                move = Move(
-                    image=request.image,
-                    digest=Digest(request.digest),
-                    observed_at=request.observed_at,
-                    trigger=request.trigger,
-                    correlation_id=request.correlation_id,
-                )
                 verification = Verification(
-                    kind=VerificationKind.VERIFY, move=move, target_id=target, applied_at=now, commit=head
+                    kind=VerificationKind.VERIFY,
+                    move=request.move,
+                    target_id=target,
+                    applied_at=now,
+                    commit=head,
                 )
                 self._verifications.send(verification, settings.verify_interval_seconds)
 
@@ -283,12 +278,12 @@ class Writer:
         for target in g.targets:
             self._state.targets.finish(
                 target,
-                request.digest,
+                request.move.digest,
                 TargetStatus.FAILED,
                 now,
-                trigger=request.trigger if request.kind is WriteKind.PIN else Trigger.ROLLBACK,
+                trigger=request.move.trigger if request.kind is WriteKind.PIN else Trigger.ROLLBACK,
                 detail=detail,
-                correlation_id=request.correlation_id,
+                correlation_id=request.move.correlation_id,
                 expected=frozenset({WAITS_FOR[request.kind]}),
             )
         logger.error("cannot write to Git", extra={"repository": request.repository, "error": g.error})
@@ -301,26 +296,26 @@ class Writer:
         for target in g.targets:
             self._state.targets.finish(
                 target,
-                request.digest,
+                request.move.digest,
                 WAITS_FOR[request.kind],
                 now,
-                trigger=request.trigger,
+                trigger=request.move.trigger,
                 detail=detail,
-                correlation_id=request.correlation_id,
+                correlation_id=request.move.correlation_id,
                 expected=frozenset({WAITS_FOR[request.kind]}),
             )
         return Written(WriteOutcome.RETRY, None, detail, g.targets)
 
 
 def _holds(st: TargetState | None, request: WriteRequest, wanted: TargetStatus) -> bool:
-    return st is not None and st.digest == request.digest and st.status is wanted
+    return st is not None and st.digest == request.move.digest and st.status is wanted
 
 
 def _moved_on(st: TargetState | None, request: WriteRequest) -> bool:
     """A newer observation than the request's holds the target (or, for a revert, any other digest)."""
-    if st is None or st.digest == request.digest:
+    if st is None or st.digest == request.move.digest:
         return False
-    return request.kind is WriteKind.REVERT or st.observed_at > request.observed_at
+    return request.kind is WriteKind.REVERT or st.observed_at > request.move.observed_at
 
 
 def _edit(group: list[_Request], texts: Mapping[str, str | None]) -> dict[str, str]:
@@ -361,13 +356,13 @@ def _message(group: list[_Request]) -> str:
         subject = f"tagpin: {len(written)} references ({names[0]}, ...)"
     body = []
     for g in written:
-        r = g.request
+        r, move = g.request, g.request.move
         body.append(f"{r.kind.value} {r.reference}")
         body += [f"  {file.path} ({file.kind.value})" for file in g.files]
         body += [f"  target {t}" for t in g.targets]
         body.append(
-            f"  trigger {r.trigger.value}"
-            + (f", correlation id {r.correlation_id}" if r.correlation_id else "")
+            f"  trigger {move.trigger.value}"
+            + (f", correlation id {move.correlation_id}" if move.correlation_id else "")
         )
         if r.reason:
             body.append("  why: " + "".join(c if c.isprintable() else "?" for c in r.reason))

@@ -7,6 +7,7 @@ released by the consumer or the verifier) for ``rollout.max_concurrent_per_clust
 from __future__ import annotations
 
 from tagpin.adapters.dynamodb.table import CLUSTER, SLOTS, TEXT_LIMIT, N, S, Table, key, number, text
+from tagpin.domain.refs import Digest
 from tagpin.ports.state import ClusterState
 
 
@@ -46,7 +47,9 @@ class DynamoSlots:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def acquire(self, cluster: str, target_id: str, digest: str, limit: int, now: int, stale_ms: int) -> bool:
+    def acquire(
+        self, cluster: str, target_id: str, digest: Digest, limit: int, now: int, stale_ms: int
+    ) -> bool:
         item_key = key(CLUSTER + cluster, SLOTS)
         holder = {"M": {"digest": S(digest), "at": N(now)}}
         for attempt in range(2):
@@ -72,10 +75,10 @@ class DynamoSlots:
         holders = self._holders(cluster)
         stale = [t for t, h in holders.items() if int(h["M"]["at"]["N"]) < before]
         for target_id in stale:
-            self.release(cluster, target_id, holders[target_id]["M"]["digest"]["S"])
+            self.release(cluster, target_id, Digest(holders[target_id]["M"]["digest"]["S"]))
         return bool(stale)
 
-    def release(self, cluster: str, target_id: str, digest: str) -> None:
+    def release(self, cluster: str, target_id: str, digest: Digest) -> None:
         self._table.update(
             key(CLUSTER + cluster, SLOTS),
             "REMOVE holders.#t",

@@ -5,6 +5,7 @@ finished every tag), and when (``at``). Poller only."""
 from __future__ import annotations
 
 from tagpin.adapters.dynamodb.table import CURSOR, POLL, Item, N, S, Table, key, text
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.shards import WHOLE, PollPart
 
 
@@ -20,7 +21,7 @@ class DynamoPollCursor:
         item = self._table.get(cursor_key(part))
         return None if item is None else text(item, "image")
 
-    def put(self, image: str | None, at: int, part: PollPart = WHOLE) -> None:
+    def put(self, image: FollowedKey | None, at: int, part: PollPart = WHOLE) -> None:
         # Producers never delete: the item stays, without an image, when the run finished.
         item: Item = {**cursor_key(part), "at": N(at)}
         if image is not None:

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tagpin.adapters.dynamodb.table import DIGESTS, Item, N, S, Table, key
+from tagpin.domain.channels import FollowedKey
+from tagpin.domain.refs import Digest
 from tagpin.domain.shards import all_shards, shard
 
 SKIP = frozenset({"pk", "sk"})
@@ -36,11 +38,11 @@ NEWER = "attribute_not_exists(#i) OR #i.t <= :t"
 SETTLE_PER_WRITE = 25
 
 
-def digest_key(image: str) -> dict[str, dict[str, str]]:
+def digest_key(image: FollowedKey) -> dict[str, dict[str, str]]:
     return key(DIGESTS + shard(image))
 
 
-def tombstone(table: Table, image: str, moved_at: int) -> None:
+def tombstone(table: Table, image: FollowedKey, moved_at: int) -> None:
     """After a move of ``image`` at ``moved_at``: its entry is no longer right (a later move's
     tombstone is kept)."""
     table.update(
@@ -66,7 +68,7 @@ class DynamoDigests:
                     found[name] = entry["d"]["S"]
         return found
 
-    def settle(self, image: str, digest: str, changed_at: int) -> bool:
+    def settle(self, image: FollowedKey, digest: Digest, changed_at: int) -> bool:
         value: Item = {"M": {"d": S(digest), "t": N(changed_at)}}
         return (
             self._table.update(
@@ -79,12 +81,12 @@ class DynamoDigests:
             is not None
         )
 
-    def settle_many(self, entries: Iterable[tuple[str, str, int]]) -> int:
+    def settle_many(self, entries: Iterable[tuple[FollowedKey, Digest, int]]) -> int:
         """``settle`` for each ``(image, digest, changed_at)``, written together per shard: one
         update of up to ``SETTLE_PER_WRITE`` entries whose condition is every entry's own. When it
         does not hold (one of its tags moved since it was read), the entries of that update are
         settled one by one, so that only the moved tag is left out. Returns how many were written."""
-        by_shard: dict[str, dict[str, tuple[str, int]]] = {}
+        by_shard: dict[str, dict[FollowedKey, tuple[Digest, int]]] = {}
         for image, digest, changed_at in entries:
             by_shard.setdefault(shard(image), {})[image] = (digest, changed_at)
         written = 0
@@ -98,7 +100,7 @@ class DynamoDigests:
                     written += sum(self.settle(image, d, t) for image, (d, t) in part)
         return written
 
-    def _settle_together(self, part: list[tuple[str, tuple[str, int]]]) -> bool:
+    def _settle_together(self, part: list[tuple[FollowedKey, tuple[Digest, int]]]) -> bool:
         if len(part) == 1:
             image, (digest, changed_at) = part[0]
             return self.settle(image, digest, changed_at)
@@ -121,7 +123,7 @@ class DynamoDigests:
         )
         return result is not None
 
-    def drop(self, image: str) -> None:
+    def drop(self, image: FollowedKey) -> None:
         self._table.update(
             digest_key(image), "REMOVE #i", condition="attribute_exists(#i.d)", names={"#i": image}
         )

@@ -34,9 +34,10 @@ from tagpin.adapters.dynamodb.digests import tombstone
 from tagpin.adapters.dynamodb.table import TAG, Item, N, S, Table, key
 from tagpin.adapters.dynamodb.tags import tag_state
 from tagpin.adapters.dynamodb.versions import marked_tags
-from tagpin.domain.channels import ChannelKey
+from tagpin.domain.channels import ChannelKey, FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.refs import Digest
 from tagpin.domain.versions import Step, VersionPolicy, VersionSet, move
 from tagpin.ports.state import TagRecord, TagState
 
@@ -85,11 +86,11 @@ class DynamoHeads:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def _get(self, image: str) -> TagState | None:
+    def _get(self, image: FollowedKey) -> TagState | None:
         item = self._table.get(key(TAG + image))
         return None if item is None else tag_state(image, item)
 
-    def _marked(self, image: str, policy: VersionPolicy) -> VersionSet:
+    def _marked(self, image: FollowedKey, policy: VersionPolicy) -> VersionSet:
         """The versions of the channel's repository marked bad: read consistently, after the head."""
         channel = ChannelKey.parse(image)
         return VersionSet(
@@ -98,8 +99,8 @@ class DynamoHeads:
 
     def move(
         self,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         observed_at: int,
         trigger: Trigger,
         version: str,
@@ -137,7 +138,9 @@ class DynamoHeads:
             f"{image}: the head kept moving under {HEAD_ATTEMPTS} attempts to record {version}"
         )
 
-    def _first(self, image: str, digest: str, observed_at: int, trigger: Trigger, version: str) -> bool:
+    def _first(
+        self, image: FollowedKey, digest: Digest, observed_at: int, trigger: Trigger, version: str
+    ) -> bool:
         t = N(observed_at)
         written = self._table.update(
             key(TAG + image),
@@ -153,7 +156,7 @@ class DynamoHeads:
         return True
 
     def _observed(
-        self, current: TagState, digest: str, observed_at: int, trigger: Trigger
+        self, current: TagState, digest: Digest, observed_at: int, trigger: Trigger
     ) -> TagRecord | None:
         """The head's own version again: the newest observation wins (the tag may have been pushed
         again with other bytes). None: the head moved meanwhile.
@@ -196,7 +199,7 @@ class DynamoHeads:
     def _moved(
         self,
         current: TagState,
-        digest: str,
+        digest: Digest,
         observed_at: int,
         trigger: Trigger,
         version: str,
@@ -248,7 +251,9 @@ class DynamoHeads:
         tombstone(self._table, current.image, at)
         return TagRecord(TagOutcome.CHANGED, tag_state(current.image, written), current.digest)
 
-    def roll_back(self, image: str, digest: str, now: int, policy: VersionPolicy) -> TagState | None:
+    def roll_back(
+        self, image: FollowedKey, digest: Digest, now: int, policy: VersionPolicy
+    ) -> TagState | None:
         for _attempt in range(HEAD_ATTEMPTS):
             current = self._get(image)
             if (
@@ -281,7 +286,7 @@ class DynamoHeads:
                 return tag_state(image, new)
         raise HeadContended(f"{image}: the head kept moving while it was rolled back")
 
-    def clear(self, image: str, version: str, policy: VersionPolicy) -> bool:
+    def clear(self, image: FollowedKey, version: str, policy: VersionPolicy) -> bool:
         current = self._get(image)
         if current is None or not current.blocked or current.version not in VersionSet(policy, [version]):
             return False

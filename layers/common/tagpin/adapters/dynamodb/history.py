@@ -22,12 +22,15 @@ from tagpin.adapters.dynamodb.table import (
     N,
     S,
     Table,
+    digest_if,
     digest_prefix,
     key,
     number,
     text,
 )
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import OptionalDigest
 from tagpin.ports.state import HistoryEntry, ImageEvent
 
 DETAIL_LIMIT = 4000
@@ -40,7 +43,7 @@ def history_key(pk: str, now: int, *parts: str) -> dict[str, dict[str, str]]:
 def entry(item: Item) -> HistoryEntry:
     return HistoryEntry(
         at=number(item, "at") or 0,
-        digest=text(item, "digest"),
+        digest=digest_if(item, "digest"),
         status=text(item, "status"),
         event=text(item, "event"),
         trigger=text(item, "trigger"),
@@ -76,8 +79,8 @@ class DynamoHistory:
 
     def image_event(
         self,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: OptionalDigest,
         event: ImageEvent,
         now: int,
         *,
@@ -103,7 +106,7 @@ class DynamoHistory:
                 item[name] = S(value, DETAIL_LIMIT)
         self._table.put(item)
 
-    def of_image(self, image: str, limit: int = 100) -> list[HistoryEntry]:
+    def of_image(self, image: FollowedKey, limit: int = 100) -> list[HistoryEntry]:
         return [
             entry(i) for i in self._table.query(IMAGE + image, prefix=HISTORY, newest_first=True, limit=limit)
         ]

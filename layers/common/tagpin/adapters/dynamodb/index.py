@@ -36,11 +36,12 @@ from tagpin.adapters.dynamodb.table import (
     N,
     S,
     Table,
+    followed_key,
     key,
     number,
     text,
 )
-from tagpin.domain.channels import SEPARATOR
+from tagpin.domain.channels import SEPARATOR, FollowedKey
 from tagpin.domain.shards import all_shards, shard
 from tagpin.ports.index import IndexEntry, ShardImages
 
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 
 def index_entry(item: Item) -> IndexEntry:
     return IndexEntry(
-        image=text(item, "image") or "",
+        image=followed_key(item),
         target_id=text(item, "target_id") or "",
         cluster=text(item, "cluster") or "",
         namespace=text(item, "namespace") or "",
@@ -74,7 +75,7 @@ class DynamoIndex:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def entries(self, image: str | None = None, shards: list[str] | None = None) -> list[IndexEntry]:
+    def entries(self, image: FollowedKey | None = None, shards: list[str] | None = None) -> list[IndexEntry]:
         if image is not None:
             return [index_entry(i) for i in self._table.query(FOLLOW + shard(image), prefix=image + "#")]
         with ThreadPoolExecutor(max_workers=READERS) as pool:
@@ -95,7 +96,7 @@ class DynamoIndex:
         """The entries of one target, by its id: one Query of the ``ByTarget`` index."""
         return [index_entry(i) for i in self._table.query_index(BY_TARGET, "target_id", target_id)]
 
-    def get_many(self, keys: list[tuple[str, str]]) -> list[IndexEntry]:
+    def get_many(self, keys: list[tuple[FollowedKey, str]]) -> list[IndexEntry]:
         """The entries of these (tag, target id), those that exist: one batched read of their keys."""
         wanted = [entry_key(IndexEntry(image, target_id, "", "", "", "", "")) for image, target_id in keys]
         return [index_entry(i) for i in self._table.batch_get(list(_unique(wanted)), consistent=False)]
@@ -118,7 +119,7 @@ class DynamoIndex:
             current = self._table.get(item_key, consistent=True)
             version = number(current, "version") if current else None
             counts = Counter(
-                (text(i, "image") or "", text(i, "cluster") or "")
+                (followed_key(i), text(i, "cluster") or "")
                 for i in self._table.query(
                     FOLLOW + shard_name, attributes=["image", "cluster"], consistent=True
                 )
@@ -161,7 +162,10 @@ class DynamoIndex:
 
 def _decode(item: Item) -> ShardImages:
     images = (item.get("images") or {}).get("M", {})
-    return {image: {c: int(n["N"]) for c, n in value.get("M", {}).items()} for image, value in images.items()}
+    return {
+        FollowedKey(image): {c: int(n["N"]) for c, n in value.get("M", {}).items()}
+        for image, value in images.items()
+    }
 
 
 def _unique(keys: list[Item]) -> list[Item]:

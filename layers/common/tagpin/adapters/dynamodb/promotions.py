@@ -22,19 +22,22 @@ from tagpin.adapters.dynamodb.table import (
     N,
     S,
     Table,
+    digest_at,
     key,
     number,
     text,
 )
 from tagpin.adapters.dynamodb.targets import trigger_of
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import Digest
 from tagpin.ports.state import Promotion, PromotionStatus
 
 
-def promotion(image: str, item: Item, started: bool = False) -> Promotion:
+def promotion(image: FollowedKey, item: Item, started: bool = False) -> Promotion:
     return Promotion(
         image=image,
-        digest=text(item, "digest") or "",
+        digest=digest_at(item),
         observed_at=number(item, "observed_at") or 0,
         wave=number(item, "wave") or 0,
         status=PromotionStatus(text(item, "status") or PromotionStatus.ROLLING),
@@ -59,8 +62,8 @@ class DynamoPromotions:
 
     def start(
         self,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         observed_at: int,
         now: int,
         *,
@@ -96,11 +99,11 @@ class DynamoPromotions:
         current = self.get(image)
         return current if current is not None and current.digest == digest else None
 
-    def get(self, image: str) -> Promotion | None:
+    def get(self, image: FollowedKey) -> Promotion | None:
         item = self._table.get(key(ROLLOUT + image))
         return None if item is None else promotion(image, item)
 
-    def _step(self, image: str, digest: str, update: str, condition: str, values: Item) -> bool:
+    def _step(self, image: FollowedKey, digest: Digest, update: str, condition: str, values: Item) -> bool:
         return (
             self._table.update(
                 key(ROLLOUT + image),
@@ -112,7 +115,7 @@ class DynamoPromotions:
             is not None
         )
 
-    def wave_verified(self, image: str, digest: str, wave: int, now: int) -> bool:
+    def wave_verified(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
         return self._step(
             image,
             digest,
@@ -121,7 +124,7 @@ class DynamoPromotions:
             {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)},
         )
 
-    def advance(self, image: str, digest: str, wave: int, now: int, to: int | None = None) -> bool:
+    def advance(self, image: FollowedKey, digest: Digest, wave: int, now: int, to: int | None = None) -> bool:
         return self._step(
             image,
             digest,
@@ -135,7 +138,7 @@ class DynamoPromotions:
             },
         )
 
-    def end(self, image: str, digest: str, status: PromotionStatus, now: int, detail: str) -> bool:
+    def end(self, image: FollowedKey, digest: Digest, status: PromotionStatus, now: int, detail: str) -> bool:
         return self._step(
             image,
             digest,
@@ -149,7 +152,7 @@ class DynamoPromotions:
             },
         )
 
-    def clear(self, image: str, digest: str) -> bool:
+    def clear(self, image: FollowedKey, digest: Digest) -> bool:
         return self._table.delete(
             key(ROLLOUT + image),
             condition="digest = :d AND #status = :halted",
@@ -157,7 +160,9 @@ class DynamoPromotions:
             values={":d": S(digest), ":halted": S(PromotionStatus.HALTED)},
         )
 
-    def request_approval(self, image: str, digest: str, wave: int, now: int, expires_at: int) -> bool:
+    def request_approval(
+        self, image: FollowedKey, digest: Digest, wave: int, now: int, expires_at: int
+    ) -> bool:
         self._awaiting.note(image, now)  # the hint first (tagpin.adapters.dynamodb.hints)
         return self._step(
             image,
@@ -176,7 +181,7 @@ class DynamoPromotions:
         )
 
     def decide_approval(
-        self, image: str, digest: str, wave: int, approve: bool, now: int, detail: str
+        self, image: FollowedKey, digest: Digest, wave: int, approve: bool, now: int, detail: str
     ) -> bool:
         waiting = "#status = :rolling AND awaiting_wave = :w"
         values: Item = {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)}
@@ -206,12 +211,12 @@ class DynamoPromotions:
         waiting = [
             p
             for h in hints
-            if h.key in by_image and (p := promotion(h.key, by_image[h.key])).awaiting_approval
+            if h.key in by_image and (p := promotion(FollowedKey(h.key), by_image[h.key])).awaiting_approval
         ]
         self._awaiting.prune(hints, {p.image for p in waiting}, now)
         return waiting
 
-    def lapse_approval(self, image: str, digest: str, wave: int, now: int) -> bool:
+    def lapse_approval(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
         lapsed = self._step(
             image,
             digest,
@@ -227,7 +232,7 @@ class DynamoPromotions:
         )
         return lapsed
 
-    def claim_notice(self, image: str, digest: str, notice: str, now: int) -> bool:
+    def claim_notice(self, image: FollowedKey, digest: Digest, notice: str, now: int) -> bool:
         return (
             self._table.update(
                 key(ROLLOUT + image),

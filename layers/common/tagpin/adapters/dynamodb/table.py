@@ -10,9 +10,12 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
+
+from tagpin.domain.channels import FollowedKey
+from tagpin.domain.refs import Digest
 
 Item = dict[str, Any]
 Key = dict[str, dict[str, str]]
@@ -82,6 +85,30 @@ def key(pk: str, sk: str = STATE) -> Key:
 def text(item: Item, name: str) -> str | None:
     value = item.get(name)
     return None if value is None else str(value.get("S", value.get("N")))
+
+
+def followed_key(item: Item, name: str = "image") -> FollowedKey:
+    """The followed tag or channel an item names. Read as stored: text another version wrote that
+    is no key is shown as it is, never an error (the key is typed, not checked again)."""
+    value = text(item, name) or ""
+    try:
+        return FollowedKey(value)
+    except ValueError:
+        return cast(FollowedKey, value)
+
+
+def digest_at(item: Item, name: str = "digest") -> Digest:
+    """The digest an item names, read as stored (as ``followed_key``)."""
+    value = text(item, name) or ""
+    try:
+        return Digest(value)
+    except ValueError:
+        return cast(Digest, value)
+
+
+def digest_if(item: Item, name: str) -> Digest | None:
+    """``digest_at``, or None when the item has no such attribute."""
+    return digest_at(item, name) if name in item else None
 
 
 def number(item: Item, name: str) -> int | None:

@@ -14,28 +14,42 @@ order, not observation order: ``heads.py``. A move leaves a tombstone in the tag
 from __future__ import annotations
 
 from tagpin.adapters.dynamodb.digests import tombstone
-from tagpin.adapters.dynamodb.table import TAG, TEXT_LIMIT, Item, N, S, Table, key, number, text
+from tagpin.adapters.dynamodb.table import (
+    TAG,
+    TEXT_LIMIT,
+    Item,
+    N,
+    S,
+    Table,
+    digest_at,
+    digest_if,
+    key,
+    number,
+    text,
+)
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import TagOutcome
+from tagpin.domain.refs import Digest
 from tagpin.ports.state import TagRecord, TagState
 
 RECORD_ATTEMPTS = 3
 
 
-def tag_state(image: str, item: Item) -> TagState:
+def tag_state(image: FollowedKey, item: Item) -> TagState:
     return TagState(
         image=image,
-        digest=text(item, "digest") or "",
+        digest=digest_at(item),
         observed_at=number(item, "observed_at") or 0,
         changed_at=number(item, "changed_at") or 0,
         resolved_at=number(item, "resolved_at") or 0,
         last_error=text(item, "last_error"),
         error_at=number(item, "error_at"),
-        bad_digest=text(item, "bad_digest"),
+        bad_digest=digest_if(item, "bad_digest"),
         bad_reason=text(item, "bad_reason"),
         version=text(item, "version"),
         rollback_version=text(item, "rollback_version"),
-        rollback_digest=text(item, "rollback_digest"),
+        rollback_digest=digest_if(item, "rollback_digest"),
     )
 
 
@@ -44,7 +58,7 @@ class DynamoTags:
         self._table = table
 
     def record(
-        self, image: str, digest: str, observed_at: int, trigger: Trigger, *, moved: bool = False
+        self, image: FollowedKey, digest: Digest, observed_at: int, trigger: Trigger, *, moved: bool = False
     ) -> TagRecord:
         item_key = key(TAG + image)
         d, t = S(digest), N(observed_at)
@@ -77,7 +91,7 @@ class DynamoTags:
                 # the settled-digest cache: this move's tombstone (see digests.py)
                 tombstone(self._table, image, observed_at)
                 state = TagState(image, digest, observed_at, observed_at, observed_at)
-                return TagRecord(TagOutcome.CHANGED, state, text(old, "digest"))
+                return TagRecord(TagOutcome.CHANGED, state, digest_if(old, "digest"))
             if moved and attempt == 0:
                 continue  # not moved after all (another writer was first): the common case's write
             current = self.get(image)
@@ -96,26 +110,26 @@ class DynamoTags:
             TagOutcome.UNCHANGED if current.digest == digest else TagOutcome.STALE, current, current.digest
         )
 
-    def record_error(self, image: str, error: str, at: int) -> None:
+    def record_error(self, image: FollowedKey, error: str, at: int) -> None:
         self._table.update(
             key(TAG + image),
             "SET last_error = :e, error_at = :t",
             values={":e": S(error, TEXT_LIMIT), ":t": N(at)},
         )
 
-    def get(self, image: str) -> TagState | None:
+    def get(self, image: FollowedKey) -> TagState | None:
         item = self._table.get(key(TAG + image))
         return None if item is None else tag_state(image, item)
 
-    def get_many(self, images: list[str]) -> dict[str, TagState]:
-        found: dict[str, TagState] = {}
+    def get_many(self, images: list[FollowedKey]) -> dict[FollowedKey, TagState]:
+        found: dict[FollowedKey, TagState] = {}
         keys = [key(TAG + image) for image in dict.fromkeys(images)]
         for item in self._table.batch_get(keys, consistent=False):
-            image = (text(item, "pk") or "").removeprefix(TAG)
+            image = FollowedKey((text(item, "pk") or "").removeprefix(TAG))
             found[image] = tag_state(image, item)
         return found
 
-    def mark_bad(self, image: str, digest: str, reason: str, now: int) -> bool:
+    def mark_bad(self, image: FollowedKey, digest: Digest, reason: str, now: int) -> bool:
         return (
             self._table.update(
                 key(TAG + image),

@@ -23,12 +23,17 @@ from tagpin.adapters.dynamodb.table import (
     N,
     S,
     Table,
+    digest_at,
+    digest_if,
     digest_prefix,
+    followed_key,
     key,
     number,
     text,
 )
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import Digest, OptionalDigest
 from tagpin.ports.state import TargetNote, TargetState, TargetStatus
 
 
@@ -43,15 +48,15 @@ def trigger_of(item: Item) -> Trigger | None:
 def target_state(item: Item) -> TargetState:
     return TargetState(
         target_id=(text(item, "pk") or "").removeprefix(TARGET),
-        image=text(item, "image") or "",
-        digest=text(item, "digest") or "",
+        image=followed_key(item),
+        digest=digest_at(item),
         observed_at=number(item, "observed_at") or 0,
         status=TargetStatus(text(item, "status") or TargetStatus.PENDING),
         updated_at=number(item, "updated_at") or 0,
         trigger=trigger_of(item),
         detail=text(item, "detail"),
         previous_image=text(item, "previous_image"),
-        held_digest=text(item, "held_digest"),
+        held_digest=digest_if(item, "held_digest"),
         held_until=number(item, "held_until"),
     )
 
@@ -73,8 +78,8 @@ class DynamoTargets:
     def claim(
         self,
         target_id: str,
-        image: str,
-        digest: str,
+        image: FollowedKey,
+        digest: Digest,
         observed_at: int,
         trigger: Trigger,
         now: int,
@@ -123,7 +128,7 @@ class DynamoTargets:
     def finish(
         self,
         target_id: str,
-        digest: str,
+        digest: Digest,
         status: TargetStatus,
         now: int,
         *,
@@ -183,7 +188,7 @@ class DynamoTargets:
     def hold(
         self,
         target_id: str,
-        digest: str,
+        digest: OptionalDigest,
         now: int,
         *,
         reason: str,
@@ -285,7 +290,7 @@ class DynamoTargets:
         )
 
     def note(
-        self, target_id: str, digest: str, note: TargetNote, now: int, detail: str, trigger: Trigger
+        self, target_id: str, digest: Digest, note: TargetNote, now: int, detail: str, trigger: Trigger
     ) -> None:
         self._history.target_item(
             target_id,

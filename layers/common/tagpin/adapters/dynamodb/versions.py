@@ -9,7 +9,7 @@ clear``). Rare writes: a map attribute set in place, the item created by the fir
 
 from __future__ import annotations
 
-from tagpin.adapters.dynamodb.table import TEXT_LIMIT, VERSIONS, Item, N, S, Table, key, text
+from tagpin.adapters.dynamodb.table import TEXT_LIMIT, VERSIONS, Item, N, S, Table, digest_at, key, text
 from tagpin.ports.state import BadVersion
 
 CREATE_ATTEMPTS = 2
@@ -21,7 +21,7 @@ def _bad(item: Item) -> dict[str, BadVersion]:
         entry = value.get("M") or {}
         found[tag] = BadVersion(
             tag=tag,
-            digest=text(entry, "digest") or "",
+            digest=digest_at(entry),
             reason=text(entry, "reason") or "",
             at=int((entry.get("at") or {}).get("N", "0")),
         )

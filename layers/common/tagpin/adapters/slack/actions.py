@@ -17,7 +17,8 @@ from urllib.parse import parse_qs
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tagpin.domain.refs import is_digest
+from tagpin.domain.channels import FollowedKey
+from tagpin.domain.refs import Digest, is_digest
 
 REPLAY_WINDOW_S = 300
 MAX_BODY = 64 * 1024
@@ -61,8 +62,8 @@ class _Value(_Slack):
 @dataclass(frozen=True)
 class Click:
     approve: bool
-    image: str
-    digest: str
+    image: FollowedKey
+    digest: Digest
     wave: str
     user: str  # who clicked, as Slack names them (for the audit trail)
     response_url: str | None  # where the message is updated with the decision
@@ -106,6 +107,10 @@ def read(body: bytes) -> Click:
         raise SlackRefused(400, f"unknown action {action.action_id[:40]!r}")
     if not is_digest(digest):
         raise SlackRefused(400, "the click names no digest")
+    try:
+        key = FollowedKey(image)
+    except ValueError:
+        raise SlackRefused(400, "the click names no followed image") from None
     url = payload.response_url
     url = url if url is not None and url.startswith("https://") else None
-    return Click(action.action_id == "approve", image, digest, wave, who, url)
+    return Click(action.action_id == "approve", key, Digest(digest), wave, who, url)

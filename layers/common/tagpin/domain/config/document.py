@@ -8,6 +8,7 @@ from typing import Any, Self
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config.base import ConfigError
 from tagpin.domain.config.clusters import Cluster
 from tagpin.domain.config.gitops import GitOpsSettings
@@ -82,7 +83,7 @@ class TagpinConfig(Strict):
                     )
 
     @cached_property
-    def followed(self) -> dict[str, FollowedImage]:
+    def followed(self) -> dict[FollowedKey, FollowedImage]:
         """Followed images by canonical tagged reference."""
         return {f.image: f for f in self.images}
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from tagpin.domain.channels import is_channel
+from tagpin.domain.channels import FollowedKey, is_channel
 from tagpin.domain.config.base import GitSecretName
 from tagpin.domain.gitops.helm import parse_path
 from tagpin.domain.gitops.manifest import MARKER_NAME
@@ -156,7 +156,9 @@ class WriteMode(StrEnum):
 class WriteBack(Strict):
     """Where a followed image's reference is written in Git."""
 
-    image: str = Field(description="The followed image (as under `images`, or a labelled workload's).")
+    image: FollowedKey = Field(
+        description="The followed image (as under `images`, or a labelled workload's)."
+    )
     targets: list[str] = Field(
         default_factory=list,
         description="Targets this applies to, `cluster/namespace/kind/name` (`*` for any part); "
@@ -304,7 +306,7 @@ class GitOpsSettings(Strict):
                     seen[key] = i
         return self
 
-    def for_target(self, image: str, target: str) -> list[WriteBack]:
+    def for_target(self, image: FollowedKey, target: str) -> list[WriteBack]:
         """The write-back entries of ``image`` that apply to ``target``."""
         return [w for w in self.write_back if w.image == image and w.applies_to(target)]
 

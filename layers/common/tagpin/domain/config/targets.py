@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from tagpin.domain.channels import NAME_PATTERN as CHANNEL_PATTERN
-from tagpin.domain.channels import ChannelKey, is_channel
+from tagpin.domain.channels import ChannelKey, FollowedKey, is_channel
 from tagpin.domain.config.base import CONTAINER_PATTERN, LABEL_PATTERN, NAME_PATTERN
 from tagpin.domain.config.signatures import SignaturesField
 from tagpin.domain.kinds import DEFAULT_KIND, Kind
@@ -48,7 +48,7 @@ class Target(Strict):
 class FollowedImage(Strict):
     """A followed tag, or a version channel of a repository (``policy``), and where it runs."""
 
-    image: str = Field(
+    image: FollowedKey = Field(
         description="The followed tag, e.g. `registry.example.com/team/web:stable` (no digest); with a "
         "version `policy`, the repository, e.g. `registry.example.com/team/web` (no tag)."
     )
@@ -119,8 +119,8 @@ class FollowedImage(Strict):
 
     @field_validator("image")
     @classmethod
-    def _tagged_reference(cls, value: str) -> str:
-        return value if is_channel(value) else _tagged(value)
+    def _tagged_reference(cls, value: FollowedKey) -> FollowedKey:
+        return value if is_channel(value) else FollowedKey(_tagged(value))
 
     @property
     def channel_key(self) -> ChannelKey | None:

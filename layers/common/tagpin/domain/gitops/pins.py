@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tagpin.domain.refs import ImageRef, InvalidReference
+from tagpin.domain.refs import Digest, ImageRef, InvalidReference
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Pin:
         return self.image.digest is not None
 
     @classmethod
-    def of(cls, image: ImageRef | str, digest: str) -> Pin:
+    def of(cls, image: ImageRef | str, digest: Digest) -> Pin:
         ref = ImageRef.parse(image) if isinstance(image, str) else image
         return cls(ref.with_digest(digest))
 

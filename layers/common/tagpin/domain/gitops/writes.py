@@ -25,8 +25,9 @@ from tagpin.domain.config.gitops import FileKind, WriteBackFile, WriteMode
 from tagpin.domain.gitops import helm, kustomize, manifest
 from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.yamltext import Edit
-from tagpin.domain.messages import Trigger
-from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
+from tagpin.domain.messages import CarriesMove
+from tagpin.domain.moves import Move
+from tagpin.domain.refs import ImageRef, InvalidReference
 
 MAX_GROUP = 128  # SQS's limit on a MessageGroupId
 
@@ -65,8 +66,11 @@ class FileWrite(BaseModel):
     targets: tuple[str, ...] = Field(min_length=1, max_length=1000)
 
 
-class WriteRequest(BaseModel):
-    """The body of a message on the write-back queue."""
+class WriteRequest(CarriesMove):
+    """The body of a message on the write-back queue: the ``move`` written (a pin: the followed
+    image's move to its digest; a revert: the move of the digest that failed, by the verifier's
+    rollback), read in the flat shape deployed stacks wrote and written in both for this release
+    (``CarriesMove``)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -74,13 +78,9 @@ class WriteRequest(BaseModel):
     repository: str = Field(min_length=8, max_length=1024)
     branch: str = Field(min_length=1, max_length=200)
     mode: WriteMode = WriteMode.COMMIT
-    image: str = Field(min_length=3, max_length=512)  # the followed image (the state's key)
     # pin: the digest written; revert: the digest that failed (the targets' claim holds it)
-    digest: str
+    move: Move
     reference: str = Field(min_length=3, max_length=1024)  # registry/repo:tag@digest, as written
-    observed_at: int = Field(ge=0)
-    trigger: Trigger
-    correlation_id: str | None = Field(default=None, max_length=256)
     reason: str | None = Field(default=None, max_length=2000)  # revert: why the digest failed
     # pin: what each target ran before (recorded with the commit: what a revert writes back)
     previous: dict[str, str] = Field(default_factory=dict, max_length=1000)
@@ -90,10 +90,13 @@ class WriteRequest(BaseModel):
 
     @model_validator(mode="after")
     def _pinned(self) -> Self:
-        if not is_digest(self.digest):
-            raise ValueError(f"digest {self.digest!r} is not a valid digest")
         self.pin()  # a reference with a tag and a digest (a revert's: a tag at least)
         return self
+
+    def flat_json(self) -> str:
+        """This request as deployed stacks wrote it before it carried the move: the write-back
+        queue's deduplication id hashes this (``tagpin.adapters.sqs_writes``), so it is the same."""
+        return self._flat_json(_FLAT_WRITE)
 
     def pin(self) -> Pin:
         """What the files are made to say: a pin names a tag and a digest; a revert names what
@@ -115,6 +118,13 @@ class WriteRequest(BaseModel):
         """The FIFO message group: the repository (its hash when longer than SQS allows)."""
         url = self.repository
         return url if len(url) <= MAX_GROUP else hashlib.sha256(url.encode()).hexdigest()
+
+
+# A request's fields, flat, in the order deployed stacks wrote them (``WriteRequest.flat_json``).
+_FLAT_WRITE = (
+    *("kind", "repository", "branch", "mode", "image", "digest", "reference", "observed_at", "trigger"),
+    *("correlation_id", "reason", "previous", "owners", "files"),
+)
 
 
 def edit_file(text: str, pin: Pin, file: WriteBackFile) -> Edit:

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 
-from tagpin.domain.channels import repository_of
+from tagpin.domain.channels import FollowedKey, repository_of
 from tagpin.domain.config import Cluster, Target
 from tagpin.domain.moves import Move
 from tagpin.domain.platforms import Platform, config_platform, index_platforms, missing
@@ -97,7 +97,7 @@ class PlatformGate:
         self._required[cluster] = (now, found, source)
         return found, source
 
-    def provided(self, image: str, digest: Digest) -> frozenset[Platform] | None:
+    def provided(self, image: FollowedKey, digest: Digest) -> frozenset[Platform] | None:
         if digest in self._provided:
             return self._provided[digest]
         repository = repository_of(image)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from tagpin.domain.channels import repository_of
+from tagpin.domain.channels import FollowedKey, repository_of
 from tagpin.domain.config import FollowedImage, RolloutSettings, Signatures, Target, signatures_for
 from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest, ImageRef
@@ -58,7 +58,7 @@ class SignatureGate:
             return Decision.go(self.name)
         return self.check(move.image, move.digest, gate)
 
-    def check(self, image: str, digest: Digest, gate: Signatures) -> Decision:
+    def check(self, image: FollowedKey, digest: Digest, gate: Signatures) -> Decision:
         """The digest against one signature gate's configuration."""
         enforced = gate.mode is SignatureMode.REQUIRE
         known = (digest, gate.model_dump_json())
