@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tagpin.domain.messages import Change, Verification
 from tagpin.ports.queues import ChangeQueue, VerificationQueue
 
@@ -28,3 +30,13 @@ class ListVerificationQueue:
 
 _changes: ChangeQueue = ListQueue()
 _verifications: VerificationQueue = ListVerificationQueue()
+
+
+class RecordingSqs:
+    """An SQS client that keeps what was sent (the queue adapters' ``send_message`` calls)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def send_message(self, **message: Any) -> None:
+        self.sent.append(message)

@@ -27,6 +27,7 @@ from tagpin.ports.queues import DeadLetter
 from tagpin.usecases.deadletters import summary
 
 from tests.support.constants import D1, WEB, WEB_TARGET
+from tests.support.queues import RecordingSqs
 
 MOVE_KEYS = {"image", "digest", "observed_at", "trigger", "changed_at", "correlation_id", "tag"}
 
@@ -96,16 +97,6 @@ OLD_VERIFICATIONS = [
 ]
 
 
-class Recording:
-    """An SQS client that keeps what was sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    def send_message(self, **message: Any) -> None:
-        self.sent.append(message)
-
-
 def _flat(body: str) -> dict[str, Any]:
     return {k: v for k, v in json.loads(body).items() if v is not None}
 
@@ -125,7 +116,7 @@ def test_a_change_in_flight_from_a_deployed_stack_is_read_and_keeps_its_queue_id
     assert _move_and_rest(change) == _flat(body)  # every field, none lost or invented
     assert change.move.image == json.loads(body)["image"] and change.move.digest == D1
     # sent again (a redrive, or the same move noticed again): the ids deployed stacks used
-    client = Recording()
+    client = RecordingSqs()
     SqsChangeQueue(client, "url").send(change)
     (sent,) = client.sent
     assert (sent["MessageGroupId"], sent["MessageDeduplicationId"]) == (group, deduplication)
@@ -147,7 +138,7 @@ def test_a_verification_from_a_deployed_stack_is_read_and_keeps_its_queue_ids(
     expected = _flat(body)
     expected.setdefault("trigger", "verify")
     assert _move_and_rest(verification) == expected
-    client = Recording()
+    client = RecordingSqs()
     SqsVerificationQueue(client, "url", clock=lambda: SENT_AT).send(verification, 30)
     (sent,) = client.sent
     assert sent["MessageDeduplicationId"] == deduplication

@@ -20,6 +20,7 @@ from tagpin.domain.moves import Move
 
 from tests.support.constants import D1, WEB, WEB_TARGET
 from tests.support.deployed import messages_59b1dd6 as deployed
+from tests.support.queues import RecordingSqs
 
 SENT_AT = 1_763_702_500_000
 COMMIT = "a" * 40
@@ -71,16 +72,6 @@ VERIFICATIONS = [
 ]
 
 
-class Recording:
-    """An SQS client that keeps what was sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    def send_message(self, **message: Any) -> None:
-        self.sent.append(message)
-
-
 def _flat(move: Move) -> dict[str, Any]:
     """The move's fields as the deployed models name them."""
     return move.model_dump(mode="json")
@@ -88,7 +79,7 @@ def _flat(move: Move) -> dict[str, Any]:
 
 @pytest.mark.parametrize("change", CHANGES)
 def test_a_change_this_version_sends_is_read_by_the_version_before(change: Change) -> None:
-    client = Recording()
+    client = RecordingSqs()
     SqsChangeQueue(client, "url").send(change)
     (sent,) = client.sent
     old = deployed.parse_message(sent["MessageBody"])
@@ -108,7 +99,7 @@ def test_a_change_this_version_sends_is_read_by_the_version_before(change: Chang
 
 @pytest.mark.parametrize("verification", VERIFICATIONS)
 def test_a_verification_this_version_sends_is_read_by_the_version_before(verification: Verification) -> None:
-    client = Recording()
+    client = RecordingSqs()
     SqsVerificationQueue(client, "url", clock=lambda: SENT_AT).send(verification, 30)
     (sent,) = client.sent
     old = deployed.parse_message(sent["MessageBody"])

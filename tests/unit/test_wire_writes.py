@@ -21,6 +21,7 @@ from tagpin.domain.refs import Digest
 
 from tests.support.constants import D0, D1
 from tests.support.deployed import writes_8d50e8c as deployed
+from tests.support.queues import RecordingSqs
 
 URL = "https://git.example.com/org/apps.git"
 IMAGE = "registry.example.com/team/web:1.4"
@@ -67,18 +68,8 @@ OLD_REQUESTS = [
 ]
 
 
-class Recording:
-    """An SQS client that keeps what was sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    def send_message(self, **message: Any) -> None:
-        self.sent.append(message)
-
-
 def _sent(request: WriteRequest) -> dict[str, Any]:
-    client = Recording()
+    client = RecordingSqs()
     SqsWriteQueue(client, "url").send(request)
     (sent,) = client.sent
     return sent
