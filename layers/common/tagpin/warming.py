@@ -29,6 +29,24 @@ def _webhook_secret() -> None:
     wiring.secret_json(wiring.setting("webhook_secret"))
 
 
+def _per_invocation() -> None:
+    """What an invocation builds afresh each time, whose modules its first one would import: the
+    followed tags (``usecases.followed``) and the clock (``usecases.detect``)."""
+    wiring.clock()
+    wiring.followed()
+
+
+def _registry_access() -> None:
+    """Each followed registry's access (its credentials: a secret, or an ECR token, read here rather
+    than by the first resolve), and the credential store's module."""
+    hosts = {image.image.repository.registry for image in wiring.config().images}
+    for host in sorted(hosts):
+        try:
+            wiring.registry_access(host)
+        except Exception as exc:  # that registry's tags fail at the invocation, and report it
+            logger.debug("warming: the access to %s failed: %r", host, exc)
+
+
 BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
     # The webhook's service takes its detector and channels lazily: built here too (the registry
     # client that re-resolves each pushed digest, the change queue's SQS client).
@@ -39,10 +57,20 @@ BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
         _registry_http,
         wiring.config,
         _webhook_secret,
+        _per_invocation,
+        _registry_access,
     ),
-    "poller": (wiring.poller, _registry_http, wiring.config),
-    "consumer": (wiring.applier, wiring.verifier, _connect_clusters),
-    "reconciler": (wiring.reconciler, _connect_clusters),
+    "poller": (wiring.poller, _registry_http, wiring.config, _per_invocation, _registry_access),
+    # The consumer reads registries too (the platform and signature gates read the pushed image).
+    "consumer": (
+        wiring.applier,
+        wiring.verifier,
+        _connect_clusters,
+        _per_invocation,
+        _registry_http,
+        _registry_access,
+    ),
+    "reconciler": (wiring.reconciler, _connect_clusters, _per_invocation, _registry_http, _registry_access),
     "console": (wiring.console_app, wiring.config),
 }
 
