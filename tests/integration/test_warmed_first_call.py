@@ -1,0 +1,127 @@
+"""A warmed container's first invocation costs what a warm one does (issue 26: the first push after a
+start): ``tagpin.warming`` builds at a container's start what that first invocation would, so the
+first invocation imports nothing of the library, pydantic, aiohttp, kubernetes, boto3 or YAML.
+
+Not a hand-kept list: each function's container is started in a process of its own
+(tests/support/firstcall.py), warmed, and given the event of a real push on the local stack (the
+webhook a registry's notification, the poller its schedule, the consumer the change the webhook
+queued); whatever that first invocation imports is named. A handler that starts importing something
+new at its first call fails here until warming builds it too. Without warming (the control) the same
+first invocation imports the use cases and the clients, so the check can fail."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from tagpin_local.lambda_events import http_api_event, scheduled_event, sqs_event
+from tagpin_local.oci import push_image
+from tagpin_local.stack import LocalStack
+
+from tests.support.firstcall import Call, invoke_started_container
+
+pytestmark = pytest.mark.integration
+REPOSITORY, TAG = "demo/web", "stable"  # followed by the stack's own configuration
+
+
+def notification(stack: LocalStack) -> dict[str, Any]:
+    """A new image pushed under the followed tag, and the registry's notification of it."""
+    assert stack.registry is not None
+    digest = push_image(stack.registry.url, REPOSITORY, TAG)
+    target = {
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "repository": REPOSITORY,
+        "tag": TAG,
+        "digest": digest,
+    }
+    envelope = {
+        "events": [
+            {
+                "id": digest,
+                "action": "push",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "target": target,
+                "request": {"host": stack.registry.host},
+            }
+        ]
+    }
+    return http_api_event(
+        "POST",
+        "/webhooks/distribution",
+        "",
+        {
+            "authorization": f"Bearer {stack.webhook_token}",
+            "content-type": "application/vnd.docker.distribution.events.v1+json",
+        },
+        json.dumps(envelope).encode(),
+        "127.0.0.1",
+        "POST /webhooks/{source}",
+    )
+
+
+def queued_changes(stack: LocalStack) -> list[dict[str, Any]]:
+    """The changes on the queue, one SQS event each, in order (one receive: a FIFO group's next
+    message is held back while one is in flight)."""
+    messages = (
+        stack.client("sqs")
+        .receive_message(
+            QueueUrl=stack.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, MessageAttributeNames=["All"]
+        )
+        .get("Messages", [])
+    )
+    return [sqs_event([m], stack.queue_arn) for m in messages]
+
+
+def unwarmed(calls: list[Call]) -> str:
+    return "; ".join(f"call {n}: {c.watched}" for n, c in enumerate(calls) if c.watched)
+
+
+@pytest.fixture(scope="module")
+def webhook_run(stack: LocalStack) -> tuple[list[Call], list[dict[str, Any]]]:
+    """The webhook's container: the first push after its start, then a second; and the two changes
+    they queued (for the consumer)."""
+    queued_changes(stack)  # nothing but what these pushes queue
+    calls = invoke_started_container("webhook", [lambda: notification(stack)] * 2)
+    return calls, queued_changes(stack)
+
+
+@pytest.fixture(scope="module")
+def webhook_calls(webhook_run: tuple[list[Call], list[dict[str, Any]]]) -> list[Call]:
+    return webhook_run[0]
+
+
+def test_the_webhooks_first_call_imports_nothing_warming_did_not(webhook_calls: list[Call]) -> None:
+    assert all(c.answer["statusCode"] == 202 for c in webhook_calls), webhook_calls
+    assert all(json.loads(c.answer["body"])["accepted"] == 1 for c in webhook_calls), webhook_calls
+    assert not unwarmed(webhook_calls), f"the warmed webhook's invocations imported {unwarmed(webhook_calls)}"
+
+
+def test_the_consumers_first_call_imports_nothing_warming_did_not(
+    webhook_run: tuple[list[Call], list[dict[str, Any]]],
+) -> None:
+    changes = webhook_run[1]  # what the webhook's two calls queued
+    assert len(changes) == 2, changes
+    calls = invoke_started_container("consumer", [lambda change=change: change for change in changes])
+    assert all(c.answer == {"batchItemFailures": []} for c in calls), calls
+    assert not unwarmed(calls), f"the warmed consumer's invocations imported {unwarmed(calls)}"
+
+
+def test_the_pollers_first_call_imports_nothing_warming_did_not(stack: LocalStack) -> None:
+    assert stack.registry is not None
+
+    def pushed() -> dict[str, Any]:
+        assert stack.registry is not None
+        push_image(stack.registry.url, REPOSITORY, TAG)
+        return scheduled_event()
+
+    calls = invoke_started_container("poller", [pushed] * 2)
+    assert not unwarmed(calls), f"the warmed poller's invocations imported {unwarmed(calls)}"
+
+
+def test_the_check_sees_what_a_cold_containers_first_call_imports(stack: LocalStack) -> None:
+    """The control: left cold, the webhook's first invocation imports the use cases and the clients,
+    and this probe names them (the check above can fail)."""
+    first = invoke_started_container("webhook", [lambda: notification(stack)], warm=False)[0]
+    assert first.answer["statusCode"] == 202, first
+    assert {"tagpin.usecases.webhook", "aiohttp", "tagpin.domain.config"} <= set(first.watched), first
