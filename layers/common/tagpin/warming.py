@@ -15,9 +15,21 @@ logger = logging.getLogger(__name__)
 
 
 def _connect_clusters() -> None:
+    """A client for each cluster, its API methods' validators built (``KubeWorkloads.prepare``)."""
     connect = wiring.cluster_connector()  # the Kubernetes client imported, whatever the configuration
     for name in wiring.config().clusters:
-        connect(name)
+        try:
+            connect(name).prepare()
+        except Exception as exc:  # that cluster's targets fail at the invocation, and report it
+            logger.debug("warming: the cluster %s failed: %r", name, exc)
+
+
+def _cluster_nodes() -> None:
+    """Each cluster's nodes, which the platform gate reads at a first change and keeps: one call to
+    each cluster, its connection opened (TLS) before the first change's read and patch."""
+    gate = wiring.platform_gate()
+    for name in wiring.config().clusters:
+        gate.required(name)  # a cluster not reached: the gate logs it, the configuration decides
 
 
 def _registry_http() -> None:
@@ -66,6 +78,7 @@ BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
         wiring.applier,
         wiring.verifier,
         _connect_clusters,
+        _cluster_nodes,
         _per_invocation,
         _registry_http,
         _registry_access,

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from tagpin.adapters.notify import Notifier
     from tagpin.ports.signatures import SignatureChecker, TrustMaterial
     from tagpin.usecases.admission import Admission
+    from tagpin.usecases.admission.platform import PlatformGate
     from tagpin.usecases.apply import Applier, ApplyTarget, Guard
     from tagpin.usecases.approvals import Approvals
     from tagpin.usecases.gitroute import GitRoute
@@ -117,18 +118,25 @@ def admission() -> Admission:
     """The gates a move passes before it starts on a target (``tagpin.usecases.admission``): the
     consumer's, and ``tagpin plan``'s (the same answer)."""
     from tagpin.usecases.admission import standard
-    from tagpin.usecases.admission.platform import PlatformGate
     from tagpin.usecases.admission.signature import SignatureGate
 
-    platforms = PlatformGate(
-        wiring.registry_client(), wiring.cluster_connector(), lambda: wiring.config().clusters, wiring.clock
-    )
     return standard(
         state=wiring.state(),
         settings=wiring.rollout_settings,
         gitops=lambda: wiring.config().gitops,
-        platforms=platforms,
+        platforms=wiring.platform_gate(),
         signatures=SignatureGate(wiring.signature_checker, wiring.trust_material, wiring.rollout_settings),
+    )
+
+
+@cached
+def platform_gate() -> PlatformGate:
+    """The platform gate, with what it keeps for the container's life (each cluster's nodes, each
+    digest's platforms); its own factory so that warming can read the nodes ahead of a first change."""
+    from tagpin.usecases.admission.platform import PlatformGate
+
+    return PlatformGate(
+        wiring.registry_client(), wiring.cluster_connector(), lambda: wiring.config().clusters, wiring.clock
     )
 
 
