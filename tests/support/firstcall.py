@@ -24,6 +24,17 @@ MARK = "FIRST-CALL-PROBE "
 PROBE = r"""
 import importlib.util, json, sys, time
 function = sys.argv[1]
+from pydantic._internal._generate_schema import GenerateSchema  # pydantic: loaded by every handler
+built = []  # each validator pydantic builds (a model, a TypeAdapter, a validate_call): its name
+clean = GenerateSchema.clean_schema
+
+def clean_schema(self, schema):
+    target = schema.get("cls") or schema.get("function") or {}
+    target = target.get("function") if isinstance(target, dict) else target
+    built.append(getattr(target, "__qualname__", None) or schema.get("ref") or schema.get("type"))
+    return clean(self, schema)
+
+GenerateSchema.clean_schema = clean_schema
 spec = importlib.util.spec_from_file_location("tagpin_function_" + function, sys.argv[2])
 app = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(app)
@@ -43,12 +54,12 @@ class Context:
 
 for line in sys.stdin:
     event = json.loads(line)
-    before = set(sys.modules)
+    before, built[:] = set(sys.modules), []
     c0, t0 = time.process_time(), time.perf_counter()
     answer = app.lambda_handler(event, Context())
     c1, t1 = time.process_time(), time.perf_counter()
     call = {"imported": sorted(set(sys.modules) - before), "cpu_ms": (c1 - c0) * 1000,
-            "wall_ms": (t1 - t0) * 1000, "answer": answer}
+            "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built)}
     print("\n__PROBE_MARK__" + json.dumps(call, default=str), flush=True)
 """.replace("__PROBE_MARK__", MARK)
 
@@ -64,6 +75,7 @@ class Call:
     cpu_ms: float
     wall_ms: float
     answer: Any
+    built: list[str]  # the pydantic validators it built (models, TypeAdapters, validate_call)
 
     @property
     def watched(self) -> list[str]:
