@@ -20,7 +20,9 @@ invocation records (``LocalFunction.history``), into these intervals, each clipp
 * consumer to the patch: its handler started -> the patch seen from outside (every 10 ms).
 
 The consumer's own time after the patch (its bookkeeping, the rollout's verification enqueued) is
-printed beside, not in the push's time.
+printed beside, not in the push's time. So is what the first push after a start costs over a warm
+one, part by part (``first_over_warm_ms``): what the containers' warming (``tagpin.warming``) left
+to the first calls shows in the webhook's and the consumer's parts.
 
     python -m bench.latency [--pushes 11] [--containers 1]
 """
@@ -114,6 +116,11 @@ def measure(pushes: int, containers: int) -> dict[str, Any]:
             name: [round(s * 1000) for s in f.container_start_s] for name, f in st.functions.items()
         }
     warm = [r["push_to_patch_ms"] for r in rows[1:]]
+    where_median = (
+        {k: round(statistics.median(r["where_ms"][k] for r in rows[1:]), 1) for k in rows[0]["where_ms"]}
+        if warm
+        else {}
+    )
     return {
         "containers": containers,
         "stack_start_s": round(start_s, 2),
@@ -123,13 +130,13 @@ def measure(pushes: int, containers: int) -> dict[str, Any]:
             "pushes": len(warm),
             "median_ms": round(statistics.median(warm), 1) if warm else None,
             "p90_ms": round(sorted(warm)[int(0.9 * (len(warm) - 1))], 1) if warm else None,
-            "where_median_ms": {
-                k: round(statistics.median(r["where_ms"][k] for r in rows[1:]), 1)
-                for k in rows[0]["where_ms"]
-            }
-            if warm
-            else {},
+            "where_median_ms": where_median,
+            "consumer_after_patch_median_ms": (
+                round(statistics.median(r["consumer_after_patch_ms"] for r in rows[1:]), 1) if warm else None
+            ),
         },
+        # What the first push after a start costs over a warm one, part by part (negative: less).
+        "first_over_warm_ms": {k: round(rows[0]["where_ms"][k] - v, 1) for k, v in where_median.items()},
         "pushes": rows,
     }
 
@@ -163,6 +170,13 @@ def main() -> None:
     )
     print(
         "warm, median per part (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in warm["where_median_ms"].items())
+    )
+    first = result["first"]
+    over = ", ".join(f"{k} {v:+.0f}" for k, v in result["first_over_warm_ms"].items())
+    print(f"the first push over a warm one, per part (ms): {over}")
+    print(
+        f"the consumer's own work after the patch (ms): first {first['consumer_after_patch_ms']:.0f}, "
+        f"warm median {warm['consumer_after_patch_median_ms']}"
     )
     print(f"containers started with the stack (ms): {result['container_start_ms']}")
     document = {**result, "warmed_containers": not args.cold_containers}

@@ -88,3 +88,20 @@ def test_a_started_webhook_container_has_the_registry_http_stack_imported(warm: 
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == loaded
+
+
+def test_preparing_a_clusters_client_builds_its_validators_and_sends_nothing() -> None:
+    """``KubeWorkloads.prepare`` (the consumer's and the reconciler's warming) calls each API method
+    the adapter uses with an argument the client refuses: no request leaves (a cluster's API is not
+    reached at warming for this). That it builds their validators, so that the first call builds
+    none, is tests/integration/test_warmed_first_call.py's (in a process of its own)."""
+    from kubernetes.client import ApiClient, Configuration
+    from tagpin.adapters.kubernetes.workloads import KubeWorkloads
+
+    configuration = Configuration(host="https://127.0.0.1:9")
+    api = ApiClient(configuration)
+    sent: list[object] = []
+    api.rest_client.pool_manager.request = lambda *a, **k: sent.append((a, k))  # type: ignore[method-assign]
+    workloads = KubeWorkloads(api)
+    workloads.prepare()
+    assert sent == []
