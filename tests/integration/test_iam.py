@@ -37,7 +37,7 @@ from tests.support.iamplatform import platform_calls
 from tests.support.iamroles import denied, unused
 from tests.support.iamsession import RECORDER
 from tests.support.iamworld import PARTS, World, build_world
-from tests.support.stack import state_of
+from tests.support.stack import notifications_checked, state_of
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -59,6 +59,7 @@ def notify(w: World, kind: str, digest: str, delivery: str) -> dict[str, Any]:
     event = http_api_event("POST", "/webhooks/generic", "", headers, body, "127.0.0.1", WEBHOOK_ROUTE)
     response: dict[str, Any] = w.st.functions["webhook"].invoke(event)
     assert response["statusCode"] == 202, response
+    notifications_checked(w.st)  # queued, then checked by the webhook again (its SQS event source)
     return response
 
 
