@@ -73,6 +73,7 @@ STUB_ENV = {
     "TAGPIN_IDEMPOTENCY_TABLE": "tagpin-idempotency",
     "TAGPIN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-changes.fifo",
     "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+    "TAGPIN_NOTIFICATIONS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-notifications",
     "TAGPIN_DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-changes-dlq.fifo",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONHASHSEED": "0",

@@ -105,11 +105,17 @@ def watch_patches(
     return thread
 
 
+def is_sqs(event: dict[str, Any]) -> bool:
+    """An SQS event source's batch (the webhook's queued checks), not an HTTP request."""
+    return "Records" in event
+
+
 class Calls:
     """The invocations of a function, as its event source makes them (from this process: the time
-    spent waiting for a container included), each with the workloads its event names."""
+    spent waiting for a container included), each with the workloads its event names; ``only``:
+    the events to count (the webhook's HTTP requests apart from its queued checks)."""
 
-    def __init__(self, function: Any) -> None:
+    def __init__(self, function: Any, only: Any = None) -> None:
         self.calls: list[tuple[frozenset[str], float, float]] = []  # (workloads, called, returned)
         invoke = function.invoke
 
@@ -118,8 +124,9 @@ class Calls:
             try:
                 return invoke(event)
             finally:
-                names = frozenset(re.findall(r"storm/(app\d+)", json.dumps(event)))
-                self.calls.append((names, called, time.monotonic()))
+                if only is None or only(event):
+                    names = frozenset(re.findall(r"storm/(app\d+)", json.dumps(event)))
+                    self.calls.append((names, called, time.monotonic()))
 
         function.invoke = traced
 
@@ -129,29 +136,36 @@ class Calls:
         return max(found) if found else None
 
 
-PHASES = ("notification", "webhook", "queue + receive", "consumer to the patch")
+PHASES = ("notification", "webhook", "queued + check", "queue + receive", "consumer to the patch")
 
 
 def where_the_time_goes(
-    pushed: dict[str, tuple[str, float]], patched: dict[str, float], webhook: Calls, consumer: Calls
+    pushed: dict[str, tuple[str, float]],
+    patched: dict[str, float],
+    webhook: Calls,
+    checks: Calls,
+    consumer: Calls,
 ) -> dict[str, dict[str, float]]:
     """Each patched push's time cut into ``PHASES`` (each clipped at 0: the registry notifies before
     the push returns), median, p90 and max over the pushes, in seconds:
 
     * notification: the push returned -> the webhook invoked (the registry delivers its
       notifications one at a time: a push waits for the webhook calls of every push before it);
-    * webhook: the webhook's call (its container, its handler);
-    * queue + receive: the webhook returned -> the consumer invoked with the change (SQS, the
+    * webhook: the webhook's HTTP call (its container, its handler: it queues the notification);
+    * queued + check: the HTTP call returned -> the webhook's queued check of it returned (the
+      notifications queue, its receive loops, the check: claim, registry, record, enqueue);
+    * queue + receive: the check returned -> the consumer invoked with the change (SQS, the
       receive loops as Lambda's event source, a consumer container free);
     * consumer to the patch: the consumer's call -> the patch seen (the records before it in its
       batch, or beside it, and its own work)."""
     parts: dict[str, list[float]] = {phase: [] for phase in PHASES}
     for name, seen in patched.items():
         run = consumer.last(name, seen)
-        hook = webhook.last(name, run[0] if run else seen)
-        if run is None or hook is None:
+        check = checks.last(name, run[0] if run else seen)
+        hook = webhook.last(name, check[0] if check else seen)
+        if run is None or hook is None or check is None:
             continue
-        marks = (pushed[name][1], hook[0], hook[1], run[0], seen)
+        marks = (pushed[name][1], hook[0], hook[1], check[1], run[0], seen)
         for phase, a, b in zip(PHASES, marks, marks[1:], strict=False):
             parts[phase].append(max(0.0, b - a))
     result = {}
@@ -264,7 +278,9 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
         seen: dict[str, tuple[str, float]] = {}  # name -> (the first pinned image, when it was seen)
         names = {f"app{n}" for n in range(tags)}
         watcher = watch_patches(st, names, seen, since)
-        webhook_calls, consumer_calls = Calls(st.functions["webhook"]), Calls(st.functions["consumer"])
+        webhook_calls = Calls(st.functions["webhook"], only=lambda event: not is_sqs(event))
+        check_calls = Calls(st.functions["webhook"], only=is_sqs)
+        consumer_calls = Calls(st.functions["consumer"])
         log_offset = st.registry.log_path.stat().st_size if st.registry.log_path else 0
         cpu_before = cpu_by_process()
         pushes = push_from_outside(st.registry.url, tags)
@@ -330,7 +346,7 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             "patches_per_workload": sorted(set(patches)),  # applied
             "patch_conflicts": conflicts,
             "functions": busy,
-            "where_s": where_the_time_goes(pushed, patched, webhook_calls, consumer_calls),
+            "where_s": where_the_time_goes(pushed, patched, webhook_calls, check_calls, consumer_calls),
             "notifications": {
                 **notification_line(webhook_calls, first),
                 "registry_retries": registry_retries(st.registry.log_path, log_offset),

@@ -49,7 +49,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
 
     out: dict[str, Any] = {"n": n}
     timings: dict[str, float] = {}
-    options = StackOptions(notifications=False, consume=False, log_level="INFO")
+    options = StackOptions(notifications=False, consume=False, check_notifications=False, log_level="INFO")
     with LocalStack(options) as stack, FaultProxy(stack.registry.url) as proxy:  # type: ignore[union-attr]
         assert stack.registry is not None
         os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"  # EMF blobs counted in the log bytes
@@ -166,6 +166,10 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
         second = tags[1] if n > 1 else tags[0]
         repository, tag = second.removeprefix(host + "/").rsplit(":", 1)
         webhook_digest = push_image(stack.registry.url, repository, tag)
+        # Both stages of a notification: the HTTP path queues it (SendMessage) and answers; the
+        # webhook's SQS event source receives it, invokes the webhook with it (the check, which
+        # enqueues the change) and deletes it: one more invocation and three SQS requests per
+        # notification (a burst shares an invocation and a receive per batch of up to 10).
         with meter.measure("webhook, one change") as hook:
             answer = httpx.post(
                 stack.webhook_url + "/distribution",
@@ -176,7 +180,8 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
                 },
                 timeout=60,
             )
-        assert answer.status_code == 202, answer.text
+            assert answer.status_code == 202, answer.text
+            assert stack.check_once(wait_s=2) == 1  # the queued stage, as Lambda's poller runs it
         out["webhook_one_change"] = hook.as_dict()
         out["consumer_webhook_change"] = consume("consumer, webhook change").as_dict()
         run_verifications(stack, meter)

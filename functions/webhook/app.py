@@ -1,13 +1,18 @@
 """Webhook: registry push notifications.
 
-Two event shapes reach this one function, routed by shape into the same service path:
-- HTTP API (payload v2) ``POST /webhooks/{source}``: authenticated per source in the service;
-- EventBridge ``ECR Image Action`` events (authorised by IAM: only the rule may invoke).
+Three event shapes reach this one function, routed by shape:
+- HTTP API (payload v2) ``POST /webhooks/{source}``: authenticated per source in the service,
+  parsed and validated, queued on the notifications queue, answered 202 (the check comes later);
+- SQS records of the notifications queue (its event source): each queued notification checked,
+  side by side; a check that fails is reported alone (``batchItemFailures``) and comes back;
+- EventBridge ``ECR Image Action`` events (authorised by IAM: only the rule may invoke), checked
+  at once (EventBridge's invocation is asynchronous already).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.logging import correlation_paths
@@ -18,6 +23,7 @@ from tagpin.adapters.http_api import HttpRequest, Route, http_request, http_resp
 from tagpin.observability import correlation_id, logger, metrics, own_keys
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from tagpin.usecases.webhook import WebhookResult
 
 wiring.check_settings("webhook")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
@@ -29,20 +35,53 @@ wiring.check_settings("webhook")  # cold start: a missing or malformed TAGPIN_* 
 # One route; not powertools' APIGatewayHttpResolver, whose package import is a tenth of this
 # function's cold start (tagpin.adapters.http_api matches the same requests the same way).
 RECEIVE = Route("POST", "/webhooks/")
+counting = threading.Lock()  # powertools' add_metric is not atomic: the records' threads take turns
 
 
-def _count(result: WebhookResult) -> None:
-    metrics.add_metric(
-        name="WebhookAccepted", unit=MetricUnit.Count, value=int(result.body.get("accepted", 0))
-    )
+def _count(result: WebhookResult, name: str = "WebhookAccepted", key: str = "accepted") -> None:
+    with counting:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=int(result.body.get(key, 0)))
 
 
 def receive(source: str, request: HttpRequest) -> dict[str, Any]:
     result = wiring.webhook_service().handle(
         source, request.headers, request.body, correlation_id(), query=request.query
     )
-    _count(result)
+    _count(result, "WebhookQueued", "queued")
     return http_response(result.status, json.dumps(result.body))
+
+
+def check(record: SQSRecord) -> int:
+    """One queued notification checked; raises (the record comes back) when it must be tried again."""
+    result = wiring.webhook_service().check_queued(record.body)
+    _count(result)
+    return result.status
+
+
+def checks(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """A batch of the notifications queue, its records checked side by side (the consumer's
+    processor: a standard queue's records carry no message group, so each is a group of its own),
+    each failure reported alone and brought back on the redelivery schedule (``tagpin.redelivery``:
+    5 s, 10 s, ... as the consumer's records; dead-lettered after maxReceiveCount)."""
+    from tagpin.adapters.sqs_fifo import GroupedFifoProcessor
+    from tagpin.redelivery import process_batch
+
+    wiring.webhook_service(), wiring.detector()  # built once, on this thread, before the records'
+    processor = GroupedFifoProcessor()
+    processor.raise_on_entire_batch_failure = False  # every record failed: reported, not raised
+    return process_batch(
+        event,
+        context,
+        record_handler=check,
+        processor=processor,
+        later={},
+        queue_url=wiring.setting("notifications_queue_url"),
+    )
+
+
+def is_sqs_event(event: dict[str, Any]) -> bool:
+    records = event.get("Records")
+    return isinstance(records, list) and bool(records) and records[0].get("eventSource") == "aws:sqs"
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
@@ -51,6 +90,8 @@ def receive(source: str, request: HttpRequest) -> dict[str, Any]:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from tagpin.adapters.webhooks.ecr import is_ecr_event  # the first invocation imports it, once
 
+    if is_sqs_event(event):
+        return checks(event, context)
     if is_ecr_event(event):
         result = wiring.webhook_service().handle_trusted("ecr", json.dumps(event).encode(), correlation_id())
         _count(result)

@@ -16,6 +16,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
+from tests.support.stack import notifications_checked, state_of
 
 pytestmark = pytest.mark.e2e
 
@@ -64,12 +65,14 @@ def test_real_notification_rolls_and_forged_ones_change_nothing(live: LocalStack
     patches = live.kube.count("PATCH", r"/deployments/web$")
 
     fake = "sha256:" + "f" * 64
+    recorded = state_of(live).tags.get(f"{live.registry.host}/demo/web:stable")
     answer = forged(live, fake, live.webhook_token)
-    assert answer.status_code == 202
-    (result,) = answer.json()["events"]
-    assert result["hint_confirmed"] is False  # the registry does not serve the fake digest
-    assert result["digest"] == digest and result["outcome"] == "unchanged"
-    assert result["enqueued"] is False  # the target already runs the registry's digest
+    assert answer.status_code == 202 and answer.json() == {"queued": 1}  # answered, checked after
+    notifications_checked(live)
+    # the registry does not serve the fake digest: the record is the registry's, nothing enqueued
+    # (the target already runs it)
+    after = state_of(live).tags.get(f"{live.registry.host}/demo/web:stable")
+    assert recorded is not None and after is not None and after.digest == recorded.digest == digest
 
     refused = forged(live, fake, "not-the-token")
     assert refused.status_code == 401
@@ -77,4 +80,4 @@ def test_real_notification_rolls_and_forged_ones_change_nothing(live: LocalStack
     time.sleep(1.0)  # give the SQS loop the chance to do something wrong
     assert current_image(live)[0].endswith("@" + digest)
     assert live.kube.count("PATCH", r"/deployments/web$") == patches
-    assert live.consumer_errors == []
+    assert live.consumer_errors == [] and live.webhook_errors == []

@@ -11,6 +11,7 @@ from tagpin.observability import logger
 from tagpin_local.oci import push_image
 
 from tests.support.constants import EVENTS
+from tests.support.stack import notifications_checked
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +57,7 @@ def test_the_webhook_request_id_reaches_the_consumer_logs(stack, consumer_logs):
     request_id = "corr-" + stack.registry.host.replace(":", "-")
     event["requestContext"]["requestId"] = request_id
     assert stack.functions["webhook"].invoke(event)["statusCode"] == 202
+    notifications_checked(stack)  # the queued stage carried the request id to the change
     # The local functions share one process and one logger: forget the webhook's id, as a separate
     # Lambda container would never have had it.
     logger.set_correlation_id("another-container")

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tagpin import wiring
 from tagpin.adapters.lambda_parts import part_event
 from tagpin.domain.messages import Trigger
 from tagpin.domain.shards import PollPart
@@ -37,7 +38,7 @@ from tests.support.iamplatform import platform_calls
 from tests.support.iamroles import denied, unused
 from tests.support.iamsession import RECORDER
 from tests.support.iamworld import PARTS, World, build_world
-from tests.support.stack import state_of
+from tests.support.stack import notifications_checked, state_of
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -59,6 +60,7 @@ def notify(w: World, kind: str, digest: str, delivery: str) -> dict[str, Any]:
     event = http_api_event("POST", "/webhooks/generic", "", headers, body, "127.0.0.1", WEBHOOK_ROUTE)
     response: dict[str, Any] = w.st.functions["webhook"].invoke(event)
     assert response["statusCode"] == 202, response
+    notifications_checked(w.st)  # queued, then checked by the webhook again (its SQS event source)
     return response
 
 
@@ -150,7 +152,31 @@ def run_everything(w: World) -> None:
         ExpressionAttributeValues={":t": {"N": later}},
     )  # fmt: skip
     notify(w, "ecr", digests["ecr"], "d-3")
+    check_that_fails(w)
     console(w)
+
+
+def check_that_fails(w: World) -> None:
+    """A notification whose check fails (its registry refuses connections): the webhook reports the
+    record failed and brings it back on its redelivery schedule (ChangeMessageVisibility); once the
+    registry is back (and the containers new: no breaker left open), it is checked."""
+    st, registry, image = w.st, w.registries["ecr-cross"], w.images["ecr-cross"]
+    registry._terminate()
+    try:
+        body = json.dumps({"image": image, "id": "d-4"}).encode()
+        headers = {"authorization": f"Bearer {st.webhook_token}", "content-type": "application/json"}
+        event = http_api_event("POST", "/webhooks/generic", "", headers, body, "127.0.0.1", WEBHOOK_ROUTE)
+        assert st.functions["webhook"].invoke(event)["statusCode"] == 202
+        wait_for(
+            "the failed check recorded",
+            lambda: (tag := state_of(st).tags.get(image)) is not None and tag.last_error is not None,
+        )
+    finally:
+        registry.reconfigure(None)
+    wiring.reset()
+    for function in st.functions.values():
+        function.reset()
+    notifications_checked(st)
 
 
 def split_poll(st: LocalStack) -> None:

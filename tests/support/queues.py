@@ -6,6 +6,7 @@ from typing import Any
 
 from tagpin.domain.messages import Change, Verification
 from tagpin.ports.queues import ChangeQueue, VerificationQueue
+from tagpin.ports.webhooks import Notification, NotificationQueue
 
 
 class ListQueue:
@@ -28,7 +29,26 @@ class ListVerificationQueue:
         self.sent.append((verification, delay_s))
 
 
+class ListNotificationQueue:
+    """The webhook's notifications queue (``tagpin.ports.webhooks.NotificationQueue``): each
+    notification as the SQS adapter would queue it (its JSON body), until ``take``n."""
+
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+        self.failing: Exception | None = None  # raised by ``send`` while set (SQS unreachable)
+
+    def send(self, notifications: list[Notification]) -> None:
+        if self.failing is not None:
+            raise self.failing
+        self.bodies.extend(n.to_json() for n in notifications)
+
+    def take(self) -> list[str]:
+        taken, self.bodies = self.bodies, []
+        return taken
+
+
 _changes: ChangeQueue = ListQueue()
+_notifications: NotificationQueue = ListNotificationQueue()
 _verifications: VerificationQueue = ListVerificationQueue()
 
 

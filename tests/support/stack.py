@@ -10,7 +10,7 @@ from tagpin.ports.state import State, TargetStatus
 from tagpin_local.stack import LocalStack
 
 from tests.support.constants import STATE_TABLE
-from tests.support.waiting import wait_for  # noqa: F401  (the one wait_for, imported from here too)
+from tests.support.waiting import wait_for
 
 
 def drain(st: LocalStack) -> None:
@@ -67,6 +67,12 @@ def messages_on(st: LocalStack, queue_url: str) -> int:
         ],
     )["Attributes"]
     return sum(int(value) for value in attributes.values())
+
+
+def notifications_checked(st: LocalStack) -> None:
+    """Wait until every notification the webhook queued (its HTTP answer came first) was checked:
+    its queued stage took it off the notifications queue (a failed check stays on it)."""
+    wait_for("the queued notifications checked", lambda: messages_on(st, st.notifications_url) == 0)
 
 
 def target_status(st: LocalStack, target_id: str, digest: str) -> TargetStatus | None:

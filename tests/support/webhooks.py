@@ -17,7 +17,7 @@ from tagpin.usecases.webhook import WebhookResult, WebhookService
 
 from tests.support.clock import FakeClock
 from tests.support.constants import D1, EVENTS, WEB
-from tests.support.queues import ListQueue
+from tests.support.queues import ListNotificationQueue, ListQueue
 from tests.support.registry import ScriptedRegistry
 
 SAMPLES = EVENTS / "webhooks"
@@ -81,6 +81,7 @@ class Hook:
         self.secrets = secret() if secrets is None else secrets
         self.resolver = ScriptedRegistry(default=D1)
         self.queue = ListQueue()
+        self.notifications = ListNotificationQueue()
         self.store = store
         self.detector = Detector(
             self.resolver,
@@ -97,6 +98,7 @@ class Hook:
             secrets=lambda: self.secrets,
             config=lambda: self.config,
             detector=lambda: self.detector,
+            notifications=lambda: self.notifications,
             deliveries=lambda: self.deliveries,
             clock=self.clock,
         )
@@ -109,3 +111,69 @@ class Hook:
     def send(self, event: dict[str, Any]) -> WebhookResult:
         source, headers, body, query = http_parts(event)
         return self.post(source, headers, body, query)
+
+    def delivered(
+        self, source: str, headers: dict[str, str], body: bytes, query: dict[str, str] | None = None
+    ) -> WebhookResult:
+        """Posted, then (once answered 202: queued, nothing checked yet) the queued stage's result;
+        a refusal is the HTTP answer."""
+        answer = self.post(source, headers, body, query)
+        if answer.status != 202:
+            return answer
+        assert set(answer.body) == {"queued"}, answer.body
+        return self.checked()
+
+    def deliver(self, event: dict[str, Any]) -> WebhookResult:
+        """An HTTP API event (a sample) posted, then checked (``delivered``)."""
+        source, headers, body, query = http_parts(event)
+        return self.delivered(source, headers, body, query)
+
+    def checked(self) -> WebhookResult:
+        """The queued stage over what the HTTP answers queued so far: ``checked_all``'s results in one
+        (the counts added up, the events in order; the last failure raises after the others ran)."""
+        return merged(checked_all(self.service, self.notifications))
+
+
+def check_queued(handler: Any, sqs: Any, queue_url: str) -> tuple[int, list[str]]:
+    """The webhook function's queued stage, as its SQS event source runs it: every message of the
+    notifications queue at ``queue_url`` handed to ``handler`` (a batch at a time), the succeeded
+    ones deleted. Returns (how many were handed over, the bodies of those reported failed)."""
+    from tagpin_local.lambda_runtime import LocalContext, sqs_event
+
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    handed, failed = 0, []
+    while messages := sqs.receive_message(
+        QueueUrl=queue_url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
+    ).get("Messages", []):
+        response = handler(sqs_event(messages, arn), LocalContext("tagpin-webhook", timeout_s=15))
+        failures = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        handed += len(messages)
+        failed += [m["Body"] for m in messages if m["MessageId"] in failures]
+        for m in messages:
+            if m["MessageId"] not in failures:
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+    return handed, failed
+
+
+def checked_all(service: WebhookService, queue: ListNotificationQueue) -> list[WebhookResult]:
+    """Every queued notification through the queued stage (``check_queued``), in order; a check that
+    raises (it would be received again) raises here, after the others."""
+    results: list[WebhookResult] = []
+    failure: Exception | None = None
+    for body in queue.take():
+        try:
+            results.append(service.check_queued(body))
+        except Exception as exc:  # the record would come back: the others are still checked
+            failure = exc
+    if failure is not None:
+        raise failure
+    return results
+
+
+def merged(results: list[WebhookResult]) -> WebhookResult:
+    body: dict[str, Any] = {"accepted": 0, "ignored": 0, "duplicates": 0, "events": []}
+    for result in results:
+        for key in ("accepted", "ignored", "duplicates"):
+            body[key] += result.body.get(key, 0)
+        body["events"] += result.body.get("events", [])
+    return WebhookResult(202 if all(r.status == 202 for r in results) else 400, body)

@@ -1,7 +1,8 @@
 """A channel's head never moves down by accident, however its writers interleave.
 
-- Two push notifications of one repository (``1.5.0`` and ``1.6.0``) handled at the same time by
-  the real ``WebhookService`` (threads, a real ``Detector`` and ``Channels``, the state on moto):
+- Two push notifications of one repository (``1.5.0`` and ``1.6.0``) checked at the same time by
+  the real ``WebhookService``'s queued stage (threads, a real ``Detector`` and ``Channels``, the
+  state on moto):
   the head ends at ``1.6.0`` every time, and the change that pins ``1.6.0`` carries the newest
   observation (the targets' claims and the promotions order by it). Once with the interleaving
   forced (both notifications read the head before either records it, the older version writes
@@ -45,7 +46,7 @@ from tagpin.usecases.webhook import WebhookService
 from tests.support.aws import create_table
 from tests.support.clock import FakeClock
 from tests.support.constants import DISTRIBUTION_V1, REGION, STATE_TABLE
-from tests.support.queues import ListQueue
+from tests.support.queues import ListNotificationQueue, ListQueue
 from tests.support.registry import ScriptedRegistry
 from tests.unit.conftest import SerializedClient
 
@@ -102,24 +103,25 @@ def race(store: State, repository: str, pause: Callable[[str], None]) -> ListQue
     assert followed.channel_key is not None
     first = Resolution(followed.channel_key.at("1.4.0"), digest_of("1.4.0"), OCI_MANIFEST, "HEAD")
     detector.observe(followed, first, trigger=Trigger.POLL)
+    notifications = ListNotificationQueue()
     service = WebhookService(
         sources=SOURCES,
         secrets=lambda: {"distribution": TOKEN},
         config=TagpinConfig,
         detector=lambda: detector,
+        notifications=lambda: notifications,
         followed=lambda: {followed.image: followed},
         channels=lambda: Channels(registry, store),
     )
-    answers: dict[str, Any] = {}
+    for tag in ("1.5.0", "1.6.0"):  # answered once queued
+        headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": DISTRIBUTION_V1}
+        assert service.handle("distribution", headers, notification(repository, tag)).status == 202
+    answers: dict[int, Any] = {}
 
-    def handle(tag: str) -> None:
-        answers[tag] = service.handle(
-            "distribution",
-            {"Authorization": f"Bearer {TOKEN}", "Content-Type": DISTRIBUTION_V1},
-            notification(repository, tag),
-        )
+    def check(index: int, body: str) -> None:  # the queued stage: the records of a batch side by side
+        answers[index] = service.check_queued(body)
 
-    threads = [threading.Thread(target=handle, args=(tag,)) for tag in ("1.5.0", "1.6.0")]
+    threads = [threading.Thread(target=check, args=pair) for pair in enumerate(notifications.take())]
     for thread in threads:
         thread.start()
     for thread in threads:

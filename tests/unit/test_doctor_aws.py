@@ -106,6 +106,7 @@ def test_a_function_missing_a_variable_fails_naming_it(clients):
         "TAGPIN_STATE_TABLE": "t",
         "TAGPIN_QUEUE_URL": "q",
         "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+        "TAGPIN_NOTIFICATIONS_QUEUE_URL": "n",
         "TAGPIN_IDEMPOTENCY_TABLE": "i",
         "TAGPIN_VERIFICATION_QUEUE_URL": "v",
         "TAGPIN_DEAD_LETTER_QUEUE_URL": "d",

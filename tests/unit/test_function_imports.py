@@ -68,6 +68,7 @@ def loaded(function: str) -> dict[str, list[str]]:
         "TAGPIN_STATE_TABLE": "tagpin-state",
         "TAGPIN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/changes.fifo",
         "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+        "TAGPIN_NOTIFICATIONS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
         "POWERTOOLS_SERVICE_NAME": function,
     }
     result: dict[str, list[str]] = run_fresh(SCRIPT, ROOT / "functions" / function / "app.py", env)

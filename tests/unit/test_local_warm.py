@@ -22,6 +22,7 @@ ENV = {
     "TAGPIN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-changes.fifo",
     "TAGPIN_DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-dlq.fifo",
     "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+    "TAGPIN_NOTIFICATIONS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tagpin-notifications",
 }
 
 

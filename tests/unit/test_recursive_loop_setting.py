@@ -45,12 +45,16 @@ def _sends_to_its_own_queue(tpl: dict[str, Any], logical_id: str) -> bool:
     return any(queue in sent_to for queue in sources)
 
 
-def test_only_a_function_that_sends_to_its_own_trigger_allows_recursive_loops(template):  # noqa: F811
+def test_only_the_consumer_allows_recursive_loops(template):  # noqa: F811
+    """Two functions send to the queue that triggers them. The consumer loops on purpose (its
+    verifications, reminders, waves): Allow. The webhook's HTTP path queues a notification and its
+    queued stage checks it, sending only to the changes queue: two webhook invocations per chain,
+    never a loop, so Lambda's guard stays on for it (the model below shows both)."""
     looping = {fn for fn in function_ids(template) if _sends_to_its_own_queue(template, fn)}
-    assert looping == {"ConsumerFunction"}
+    assert looping == {"ConsumerFunction", "WebhookFunction"}
     for fn in function_ids(template):
         setting = function_props(template, fn).get("RecursiveLoop", "Terminate")
-        assert setting == ("Allow" if fn in looping else "Terminate"), fn
+        assert setting == ("Allow" if fn == "ConsumerFunction" else "Terminate"), fn
 
 
 def test_the_local_stack_reads_each_functions_setting_from_the_template() -> None:
@@ -148,3 +152,55 @@ def test_what_an_invocation_sends_to_sqs_carries_its_lineage() -> None:
     assert headers["outside"] is None
     assert Lineage.parse(headers["inside"]).of("consumer") == 4
     assert Lineage.parse(headers["poll"]) == Lineage().invoked("poller")
+
+
+# --------------------------------------------------------------------------- the webhook's two stages
+def _received(sqs: Any, url: str) -> list[dict[str, Any]]:
+    return sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])[
+        "Messages"
+    ]
+
+
+@mock_aws
+def test_a_webhook_chain_is_not_a_loop_the_guard_stops() -> None:
+    """HTTP -> webhook -> notifications queue -> webhook -> changes queue -> consumer, with the
+    template's settings (the webhook's guard on): every invocation is admitted, the webhook twice."""
+    recursion.install()
+    detector = LoopDetector(recursive_loop_settings(TEMPLATE))
+    assert detector.setting("webhook") is RecursiveLoop.TERMINATE
+    sqs = boto3.session.Session().client("sqs", region_name="us-east-1")
+    notifications = sqs.create_queue(QueueName="notifications")["QueueUrl"]
+    changes = sqs.create_queue(QueueName="changes")["QueueUrl"]
+    with invocation("webhook"):  # an HTTP request: a new chain; the answer once queued
+        sqs.send_message(QueueUrl=notifications, MessageBody="{}")
+    admitted, lineage = detector.admit("webhook", _received(sqs, notifications))
+    assert len(admitted) == 1 and lineage.of("webhook") == 2
+    with delivering(lineage), invocation("webhook"):  # the queued stage: the change
+        sqs.send_message(QueueUrl=changes, MessageBody="{}")
+    admitted, lineage = detector.admit("consumer", _received(sqs, changes))
+    assert len(admitted) == 1 and (lineage.of("webhook"), lineage.of("consumer")) == (2, 1)
+    assert detector.dropped == []
+
+
+@mock_aws
+def test_a_webhook_that_sent_its_notifications_back_would_be_stopped() -> None:
+    """Were the queued stage to queue a notification again (a loop, not tagpin's code), the guard
+    the template leaves on for the webhook stops the chain's 17th invocation."""
+    recursion.install()
+    detector = LoopDetector(recursive_loop_settings(TEMPLATE))
+    sqs = boto3.session.Session().client("sqs", region_name="us-east-1")
+    notifications = sqs.create_queue(QueueName="notifications")["QueueUrl"]
+    with invocation("webhook"):
+        sqs.send_message(QueueUrl=notifications, MessageBody="{}")
+    invocations = 1
+    while True:
+        messages = _received(sqs, notifications)
+        admitted, lineage = detector.admit("webhook", messages)
+        if not admitted:
+            break
+        invocations += 1
+        sqs.delete_message(QueueUrl=notifications, ReceiptHandle=messages[0]["ReceiptHandle"])
+        with delivering(lineage), invocation("webhook"):
+            sqs.send_message(QueueUrl=notifications, MessageBody="{}")  # back to its own queue
+    assert invocations == MAX_INVOCATIONS
+    assert [(d.function, d.invocations) for d in detector.dropped] == [("webhook", MAX_INVOCATIONS)]

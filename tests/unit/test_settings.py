@@ -12,6 +12,7 @@ EVERYTHING = {
     "TAGPIN_QUEUE_URL": "https://sqs.example/changes.fifo",
     "TAGPIN_VERIFICATION_QUEUE_URL": "https://sqs.example/verifications",
     "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+    "TAGPIN_NOTIFICATIONS_QUEUE_URL": "https://sqs.example/notifications",
     "TAGPIN_DEAD_LETTER_QUEUE_URL": "https://sqs.example/changes-dlq.fifo",
     "TAGPIN_WRITEBACK_QUEUE_URL": "https://sqs.example/writeback.fifo",
 }

@@ -123,6 +123,7 @@ VARIABLE_VALUES: dict[str, Any] = {
     "TAGPIN_STATE_TABLE": {"Ref": "StateTable"},
     "TAGPIN_IDEMPOTENCY_TABLE": {"Ref": "IdempotencyTable"},
     "TAGPIN_QUEUE_URL": {"Ref": "ChangesQueue"},
+    "TAGPIN_NOTIFICATIONS_QUEUE_URL": {"Ref": "NotificationsQueue"},
     "TAGPIN_NOTIFY_TOPIC_ARN": {"Ref": "RolloutTopic"},
     "TAGPIN_WEBHOOK_SECRET": {"Ref": "WebhookSecretName"},
     "TAGPIN_RECONCILE_RESOLVES": {"Fn::If": ["PollingEnabled", "false", "true"]},
@@ -1053,14 +1054,16 @@ def test_producer_permissions(template: Template) -> None:  # noqa: F811
             "ssm:GetParameter",
             "secretsmanager:GetSecretValue",
         } <= actions, fn
-        # producers never delete, never consume, never touch clusters or the idempotency table
+        # producers never delete, never touch clusters or the idempotency table; they consume
+        # only the webhook's own notifications queue (what its HTTP path queued)
+        own = [{"Fn::GetAtt": ["NotificationsQueue", "Arn"]}] if fn == "WebhookFunction" else []
         assert not {a for a in actions if a.startswith("eks:")}, fn
         assert "dynamodb:DeleteItem" not in actions, fn
-        assert "sqs:ReceiveMessage" not in actions, fn
+        assert [s["Resource"] for s in statements_for(props, "sqs:ReceiveMessage")] == own, fn
         for stmt in statements_for(props, "dynamodb:PutItem"):
             assert stmt["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}, fn
-        for stmt in statements_for(props, "sqs:SendMessage"):
-            assert stmt["Resource"] == {"Fn::GetAtt": ["ChangesQueue", "Arn"]}, fn
+        sent_to = [s["Resource"] for s in statements_for(props, "sqs:SendMessage")]
+        assert sent_to == [{"Fn::GetAtt": ["ChangesQueue", "Arn"]}, *own], fn
     webhook = function_props(template, "WebhookFunction")
     secrets = [str(s["Resource"]) for s in statements_for(webhook, "secretsmanager:GetSecretValue")]
     assert any("${WebhookSecretName}" in r for r in secrets)

@@ -5,8 +5,9 @@ per delivery.
 - a lone UTF-16 surrogate (the JSON escape ``"\\ud800"``) in a delivery id is kept (escaped) and
   deduplicates like any id; in a digest or an image it is a 400 naming the field;
 - every log line of such a request is written, as JSON;
-- a delivery of many events is decided with one lookup of what is followed, not one per event,
-  and one over the limit is a 413 that says the limit.
+- a delivery of many events is queued in one request and checked with one lookup of what is
+  followed per queued message (64 KiB), not one per event, and one over the limit is a 413 that
+  says the limit.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tagpin_local.lambda_runtime import LocalContext, http_api_event, load_handl
 
 from tests.support.aws import create_table
 from tests.support.constants import DISTRIBUTION_V1, REGION, WEB, WEBHOOK_TOKEN
+from tests.support.webhooks import check_queued
 
 CONFIG = f"""
 clusters:
@@ -74,6 +76,9 @@ def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, C
     queue = boto3.client("sqs", region_name=REGION).create_queue(
         QueueName="changes.fifo", Attributes={"FifoQueue": "true"}
     )["QueueUrl"]
+    notifications = boto3.client("sqs", region_name=REGION).create_queue(QueueName="notifications")[
+        "QueueUrl"
+    ]
     boto3.client("ssm", region_name=REGION).put_parameter(Name="/tagpin/config", Value=CONFIG, Type="String")
     # the webhook secret in the default store: the SecureString parameter "/" + its name
     boto3.client("ssm", region_name=REGION).put_parameter(
@@ -83,6 +88,7 @@ def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, C
         "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
         "TAGPIN_STATE_TABLE": "tagpin-state",
         "TAGPIN_QUEUE_URL": queue,
+        "TAGPIN_NOTIFICATIONS_QUEUE_URL": notifications,
         "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
         "POWERTOOLS_SERVICE_NAME": "webhook",
         "POWERTOOLS_METRICS_DISABLED": "1",
@@ -92,6 +98,9 @@ def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, C
     handler = load_handler("webhook")
     calls = Calls()
     wiring.aws("dynamodb").meta.events.register("before-call.dynamodb.*", calls)
+    handler.check_queued = lambda: check_queued(
+        handler, boto3.client("sqs", region_name=REGION), notifications
+    )
     yield handler, calls
     wiring.reset()
 
@@ -131,12 +140,12 @@ def test_a_lone_surrogate_in_a_delivery_id_is_no_5xx(webhook) -> None:
     handler, _ = webhook
     body = envelope(push(id="\ud800-delivery"))
     assert b"\\ud800" in body  # the JSON escape of a lone surrogate, as a sender can send it
-    # The followed tag's registry is not running here: its resolution fails, a 202 with an error
-    # (the claim of the delivery id was taken, then released for the sender's retry).
+    # Queued (202); the followed tag's registry is not running here: its check fails and is
+    # reported failed, to come back (the claim of the delivery id was taken, then released).
     status, answer = post(handler, body)
-    assert status == 202, answer
-    (event,) = answer["events"]
-    assert event["outcome"] == "error" and event["image"] == WEB
+    assert status == 202 and answer == {"queued": 1}, answer
+    handed, failed = handler.check_queued()
+    assert handed == 1 and len(failed) == 1 and "\\ud800-delivery" in failed[0]
 
 
 def test_delivery_keys_hash_any_id_and_keep_distinct_ids_distinct() -> None:
@@ -164,7 +173,8 @@ def test_every_log_line_is_written_whatever_the_input(webhook, capsys) -> None:
     previous = function_logger.registered_handler.setStream(stream)  # type: ignore[attr-defined]
     try:
         post(handler, envelope(push(digest="sha256:\ud800" + "a" * 63, id="\udcff")))
-        post(handler, envelope(push(id="\ud800")))  # followed: resolved (and failing: no registry here)
+        post(handler, envelope(push(id="\ud800")))  # followed: queued, then resolved (failing: no registry)
+        handler.check_queued()
     finally:
         function_logger.registered_handler.setStream(previous)  # type: ignore[attr-defined]
     assert "Logging error" not in capsys.readouterr().err
@@ -196,10 +206,14 @@ def test_many_unfollowed_events_cost_one_lookup_not_one_each(webhook) -> None:
     handler, calls = webhook
     events = [push(repository=f"team/app{i}", id=f"e{i}") for i in range(MAX_EVENTS)]
     status, answer = post(handler, envelope(*events))
-    assert status == 202 and answer["ignored"] == MAX_EVENTS and answer["accepted"] == 0
-    # the index, once: one Query per shard (not 1,000 queries, one per event)
-    assert calls.names.count("Query") <= SHARDS, calls.names
-    assert len(calls.names) <= SHARDS + 1
+    assert status == 202 and answer == {"queued": MAX_EVENTS}
+    assert calls.names == []  # queued, nothing looked up yet
+    # queued as a few messages of at most 64 KiB (one SendMessageBatch), each checked
+    handed, failed = handler.check_queued()
+    assert 1 < handed <= 10 and failed == []
+    # the index, once per message: one Query per shard (not 1,000 queries, one per event)
+    assert calls.names.count("Query") <= SHARDS * handed, calls.names
+    assert len(calls.names) <= (SHARDS + 1) * handed
 
 
 def test_more_events_than_the_limit_is_a_413_that_says_the_limit(webhook) -> None:
@@ -232,4 +246,5 @@ def test_any_string_in_any_field_is_a_2xx_or_4xx_and_logged(
     safe_header = header.encode("utf-8", "backslashreplace").decode("latin-1", "replace")
     status, _answer = post(handler, body, {"x-anything": safe_header})
     assert 200 <= status < 500
+    handler.check_queued()  # checked (or reported failed), never raising
     assert "Logging error" not in capsys.readouterr().err

@@ -41,6 +41,9 @@ def handler(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
         "TAGPIN_STATE_TABLE": "tagpin-state",
         "TAGPIN_QUEUE_URL": queue,
+        "TAGPIN_NOTIFICATIONS_QUEUE_URL": boto3.client("sqs", region_name=REGION).create_queue(
+            QueueName="tagpin-notifications"
+        )["QueueUrl"],
         "TAGPIN_WEBHOOK_SECRET": NAME,
         "TAGPIN_SECRET_STORE": "secretsmanager",
         "POWERTOOLS_SERVICE_NAME": "webhook",

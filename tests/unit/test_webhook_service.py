@@ -1,6 +1,7 @@
-"""WebhookService: authentication, parsing, followed tags, re-resolution and enqueueing.
+"""WebhookService: authentication, parsing and queueing (the HTTP answer), then the queued stage's
+followed tags, re-resolution and enqueueing (``check_queued``).
 
-A real Detector with a fake resolver, an in-memory queue and moto's DynamoDB behind the state repositories.
+A real Detector with a fake resolver, in-memory queues and moto's DynamoDB behind the state repositories.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from tagpin.domain.config import TagpinConfig, parse_config
 from tagpin.ports.registry import OCI_INDEX
 from tagpin.ports.state import State, TargetStatus
 from tagpin.usecases.detect import Detector
-from tagpin.usecases.webhook import MAX_BODY, WebhookService
+from tagpin.usecases.webhook import MAX_BODY, CheckFailed, WebhookResult, WebhookService
 
 from tests.support.clock import FakeClock
 from tests.support.constants import D1, D2, DISTRIBUTION_V1, WEB, WEB_TARGET, WEBHOOK_TOKEN
-from tests.support.queues import ListQueue
+from tests.support.queues import ListNotificationQueue, ListQueue
 from tests.support.registry import ScriptedRegistry
-from tests.support.webhooks import envelope
+from tests.support.webhooks import checked_all, envelope, merged
 
 HINT = "sha256:" + "f" * 64
 
@@ -41,6 +42,7 @@ class Harness:
         self.config: TagpinConfig = parse_config(WEBHOOK_CONFIG)
         self.resolver = ScriptedRegistry({WEB: D1})
         self.queue = ListQueue()
+        self.notifications = ListNotificationQueue()
         self.store = store
         self.detector = Detector(
             self.resolver, store, self.queue, clock=FakeClock(1_000_000, step=1_000), sleep=lambda _s: None
@@ -50,6 +52,7 @@ class Harness:
             secrets=lambda: {"distribution": WEBHOOK_TOKEN} if secrets is None else secrets,
             config=lambda: self.config,
             detector=lambda: self.detector,
+            notifications=lambda: self.notifications,
         )
 
     def post(
@@ -64,6 +67,16 @@ class Harness:
         if auth is not None:
             headers["Authorization"] = auth
         return self.service.handle(source, headers, body, correlation_id="corr-1")
+
+    def deliver(self, body: bytes) -> WebhookResult:
+        """``body`` posted (answered 202 once queued, before any check), then the queued stage's
+        result: what was accepted, ignored, a duplicate, each tag's outcome."""
+        calls = len(self.resolver.calls)
+        answer = self.post(body)
+        assert answer.status == 202, answer
+        assert answer.body["queued"] == len(json.loads(body)["events"])
+        assert len(self.resolver.calls) == calls  # nothing checked yet
+        return merged(checked_all(self.service, self.notifications))
 
 
 def push(
@@ -119,14 +132,16 @@ def test_no_secret_configured_is_401(store: State) -> None:
 def test_wrong_token_is_401(hook: Harness, auth: str | None) -> None:
     result = hook.post(envelope(push()), auth=auth)
     assert result.status == 401
-    assert hook.queue.sent == [] and hook.resolver.calls == []
+    assert hook.notifications.bodies == [] and hook.resolver.calls == []
 
 
 @pytest.mark.parametrize("auth", [f"Bearer {WEBHOOK_TOKEN}", WEBHOOK_TOKEN])
 def test_right_token_is_202(hook: Harness, auth: str) -> None:
     result = hook.post(envelope(push()), auth=auth)
     assert result.status == 202
-    assert result.body["accepted"] == 1
+    assert result.body == {"queued": 1}
+    assert hook.queue.sent == [] and hook.resolver.calls == []  # answered before the check
+    assert merged(checked_all(hook.service, hook.notifications)).body["accepted"] == 1
     assert len(hook.queue.sent) == 1
 
 
@@ -147,7 +162,7 @@ def test_oversized_body_is_400(store: State) -> None:
     result = hook.post(body)
     assert result.status == 413  # Payload Too Large
     assert "exceeds" in result.body["error"]
-    assert hook.queue.sent == [] and hook.resolver.calls == []
+    assert hook.notifications.bodies == [] and hook.resolver.calls == []
 
 
 def test_oversized_body_is_checked_after_authentication(hook: Harness) -> None:
@@ -161,12 +176,12 @@ def test_oversized_body_is_checked_after_authentication(hook: Harness) -> None:
 def test_malformed_body_is_400(hook: Harness, body: bytes) -> None:
     result = hook.post(body)
     assert result.status == 400
-    assert hook.queue.sent == []
+    assert hook.notifications.bodies == []  # never queued
 
 
 def test_wrong_content_type_is_415(hook: Harness) -> None:
     assert hook.post(envelope(push()), content_type="text/plain").status == 415
-    assert hook.queue.sent == []
+    assert hook.notifications.bodies == []
 
 
 @pytest.mark.parametrize(
@@ -183,14 +198,14 @@ def test_invalid_image_in_notification_is_400(hook: Harness, event: dict[str, An
     result = hook.post(envelope(event))
     assert result.status == 400
     assert "invalid image" in result.body["error"]
-    assert hook.queue.sent == []
+    assert hook.notifications.bodies == []  # a malformed notification is never queued
 
 
 # -- acting on pushes -------------------------------------------------------------------------------
 
 
 def test_unfollowed_image_is_ignored(hook: Harness) -> None:
-    result = hook.post(envelope(push(repository="demo/other"), push(tag="canary")))
+    result = hook.deliver(envelope(push(repository="demo/other"), push(tag="canary")))
     assert result.status == 202
     assert result.body["accepted"] == 0
     assert result.body["ignored"] == 2
@@ -204,7 +219,7 @@ def test_unfollowed_image_is_ignored(hook: Harness) -> None:
 
 
 def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
-    result = hook.post(envelope(push(event_id="a"), push(event_id="b", digest=D2)))
+    result = hook.deliver(envelope(push(event_id="a"), push(event_id="b", digest=D2)))
     assert result.status == 202
     assert result.body["accepted"] == 1
     # One check for the tag (its unconfirmed hint is asked about again, then the registry wins).
@@ -226,7 +241,7 @@ def test_followed_image_is_enqueued_once_for_two_events(hook: Harness) -> None:
 
 
 def test_followed_and_unfollowed_in_one_envelope(hook: Harness) -> None:
-    result = hook.post(envelope(push(repository="demo/other"), push()))
+    result = hook.deliver(envelope(push(repository="demo/other"), push()))
     assert result.body["accepted"] == 1
     assert result.body["ignored"] == 1
     assert len(hook.queue.sent) == 1
@@ -234,14 +249,14 @@ def test_followed_and_unfollowed_in_one_envelope(hook: Harness) -> None:
 
 def test_replay_is_unchanged_and_enqueues_nothing_once_applied(hook: Harness) -> None:
     body = envelope(push(digest=D1))
-    first = hook.post(body)
+    first = hook.deliver(body)
     assert first.body["events"][0]["outcome"] == "changed"
     (change,) = hook.queue.sent
     # The consumer applied it.
     assert hook.store.targets.claim(WEB_TARGET, WEB, D1, change.move.observed_at, "webhook", now=1)
     assert hook.store.targets.finish(WEB_TARGET, D1, TargetStatus.APPLIED, 2, trigger="webhook")
 
-    second = hook.post(body)
+    second = hook.deliver(body)
     assert second.status == 202
     check = second.body["events"][0]
     assert check["outcome"] == "unchanged"
@@ -253,15 +268,15 @@ def test_replay_is_unchanged_and_enqueues_nothing_once_applied(hook: Harness) ->
 
 def test_replay_before_the_target_is_applied_enqueues_again(hook: Harness) -> None:
     body = envelope(push(digest=D1))
-    hook.post(body)
-    second = hook.post(body)
+    hook.deliver(body)
+    second = hook.deliver(body)
     assert second.body["events"][0]["outcome"] == "unchanged"
     assert second.body["events"][0]["enqueued"] is True  # level-based: the target is still behind
     assert [c.move.digest for c in hook.queue.sent] == [D1, D1]
 
 
 def test_hint_digest_is_not_trusted(hook: Harness) -> None:
-    result = hook.post(envelope(push(digest=HINT)))
+    result = hook.deliver(envelope(push(digest=HINT)))
     check = result.body["events"][0]
     assert check["hint_confirmed"] is False
     assert check["digest"] == D1
@@ -271,21 +286,23 @@ def test_hint_digest_is_not_trusted(hook: Harness) -> None:
 
 
 def test_push_without_digest_still_resolves(hook: Harness) -> None:
-    result = hook.post(envelope(push(digest=None)))
+    result = hook.deliver(envelope(push(digest=None)))
     check = result.body["events"][0]
     assert "hint_confirmed" not in check
     assert [c.move.digest for c in hook.queue.sent] == [D1]
 
 
-def test_registry_down_is_202_with_an_error_and_keeps_the_digest(hook: Harness) -> None:
-    hook.post(envelope(push(digest=D1)))
+def test_registry_down_is_202_then_the_check_fails_and_keeps_the_digest(hook: Harness) -> None:
+    hook.deliver(envelope(push(digest=D1)))
     assert len(hook.queue.sent) == 1
     before = hook.store.tags.get(WEB)
     assert before is not None
 
     hook.resolver.answers[WEB] = ConnectionError("registry unreachable")
-    result = hook.post(envelope(push(digest=D2)))
-    assert result.status == 202
+    assert hook.post(envelope(push(digest=D2))).status == 202  # answered: the check comes later
+    with pytest.raises(CheckFailed) as failed:  # its message comes back (tried again)
+        checked_all(hook.service, hook.notifications)
+    result = failed.value.result
     (check,) = result.body["events"]
     assert check["outcome"] == "error"
     assert "ConnectionError: registry unreachable" in check["error"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tagpin.adapters.dynamodb.deliveries import DeliveryStore
 from tagpin.ports.state import State
-from tagpin.usecases.webhook import DELIVERY_TTL_S
+from tagpin.usecases.webhook import DELIVERY_TTL_S, CheckFailed
 
 from tests.support.constants import D1, STATE_TABLE, WEB, WEBHOOK_TOKEN
 from tests.support.webhooks import Hook, sample
@@ -26,7 +26,8 @@ def generic(image: str = WEB, delivery: str | None = "build-1") -> bytes:
 
 
 def post(hook: Hook, body: bytes) -> Any:
-    return hook.post("generic", {"authorization": f"Bearer {WEBHOOK_TOKEN}"}, body).body
+    """``body`` delivered: answered once queued, then the queued stage's result (where the claim is)."""
+    return hook.delivered("generic", {"authorization": f"Bearer {WEBHOOK_TOKEN}"}, body).body
 
 
 def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
@@ -47,6 +48,18 @@ def test_same_delivery_id_is_a_duplicate(hook: Hook) -> None:
     # claim (one round trip less per notification), and its answer dropped.
     assert len(hook.queue.sent) == 1 and hook.store.tags.get(WEB) == recorded
     assert len(hook.resolver.calls) == 2
+
+
+def test_a_delivery_queued_twice_is_recorded_once(hook: Hook) -> None:
+    """The sender's retry arrives before the first is checked: both are queued (two 202s), the
+    queued stage claims the delivery once; the other is a duplicate, neither recorded nor enqueued."""
+    headers = {"authorization": f"Bearer {WEBHOOK_TOKEN}"}
+    for _ in range(2):
+        assert hook.post("generic", headers, generic()).body == {"queued": 1}
+    assert hook.queue.sent == [] and hook.store.tags.get(WEB) is None  # nothing checked yet
+    checked = hook.checked().body
+    assert (checked["accepted"], checked["duplicates"]) == (1, 1)
+    assert len(hook.queue.sent) == 1
 
 
 def test_a_delivery_that_fails_midway_releases_every_claim(
@@ -79,12 +92,14 @@ def test_another_delivery_id_is_checked_again(hook: Hook) -> None:
 def test_ids_are_per_source(hook: Hook) -> None:
     post(hook, generic(delivery="c0d58c2e-2f43-4f5a-8bb0-2f0b1d7b6d01"))
     _, event, _ = sample("distribution-v2")  # carries that event id too
-    assert hook.send(event).body["duplicates"] == 0
+    assert hook.deliver(event).body["duplicates"] == 0
 
 
 def test_a_failed_check_releases_the_claim(hook: Hook) -> None:
     hook.resolver.default = ConnectionError("registry down")
-    failed = post(hook, generic())
+    with pytest.raises(CheckFailed) as failing:  # the queued message comes back
+        post(hook, generic())
+    failed = failing.value.result.body
     assert failed["events"][0]["outcome"] == "error" and hook.queue.sent == []
     hook.resolver.default = D1
     retried = post(hook, generic())
@@ -121,7 +136,7 @@ def test_store_claim_and_release(dynamodb: Any, state_table: str) -> None:
 
 
 def test_a_check_that_raises_releases_the_claim(hook: Hook, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Our own store or queue failing (the handler answers 5xx): the sender's retry is checked."""
+    """Our own store or queue failing (the queued record fails): its next receive is checked."""
 
     def refuse(change: Any) -> None:
         raise RuntimeError("SQS unavailable")

@@ -23,6 +23,7 @@ from tests.support.webhooks import (
     FOLLOWED,
     SAMPLE_NAMES,
     Hook,
+    checked_all,
     http_parts,
     sample,
     secret,
@@ -158,6 +159,9 @@ def test_service_never_answers_5xx_and_enqueues_only_the_registry_digest(
     result = hook.post(source, headers, body, query)
     event(f"status {result.status}")
     assert result.status in (202, 400, 401, 404, 415)
+    if result.status != 202:
+        assert hook.notifications.bodies == []  # refused: never queued
+    checked_all(hook.service, hook.notifications)  # the queued stage (the registry answers D1)
     if result.status != 202:
         assert len(hook.queue.sent) == before
     for change in hook.queue.sent[before:]:

@@ -45,7 +45,7 @@ def test_ecr_sample_parses_to_its_expected_event() -> None:
 @pytest.mark.parametrize("name", HTTP_SAMPLES)
 def test_sample_is_accepted_through_the_service(hook: Hook, name: str) -> None:
     _, event, expected = sample(name)
-    result = hook.send(event)
+    result = hook.deliver(event)
     assert result.status == 202, result.body
     followed = [e for e in expected if f"{e.registry}/{e.repository}:{e.tag}" in FOLLOWED]
     assert result.body["accepted"] == len(followed) >= 1
@@ -117,8 +117,8 @@ def test_signed_sample_with_a_changed_body_is_401(hook: Hook, name: str) -> None
 @pytest.mark.parametrize("name", HTTP_SAMPLES)
 def test_replayed_sample_enqueues_at_most_once_per_delivery(hook: Hook, name: str) -> None:
     _, event, expected = sample(name)
-    first = hook.send(event)
-    second = hook.send(event)
+    first = hook.deliver(event)
+    second = hook.deliver(event)
     assert first.status == second.status == 202
     if all(e.delivery_id for e in expected):
         assert second.body["duplicates"] == first.body["accepted"] >= 1

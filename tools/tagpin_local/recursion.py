@@ -149,6 +149,14 @@ def stamp(params: dict[str, Any], **_: Any) -> None:
     attributes.setdefault(TRACE_ATTRIBUTE, {"DataType": "String", "StringValue": lineage.header()})
 
 
+def stamp_batch(params: dict[str, Any], **_: Any) -> None:
+    """``before-parameter-build.sqs.SendMessageBatch``: :func:`stamp`, on each entry (moto keeps
+    no system attribute of a batch's entries: in the local stack a batch starts a new chain, which
+    only ever undercounts; a registry's notification is one ``SendMessage``)."""
+    for entry in params.get("Entries", []):
+        stamp(entry)
+
+
 _installed = threading.Lock()
 
 
@@ -157,9 +165,12 @@ def install() -> None:
     import botocore.handlers
 
     with _installed:
-        entry = ("before-parameter-build.sqs.SendMessage", stamp)
-        if entry not in botocore.handlers.BUILTIN_HANDLERS:
-            botocore.handlers.BUILTIN_HANDLERS.append(entry)
+        for entry in (
+            ("before-parameter-build.sqs.SendMessage", stamp),
+            ("before-parameter-build.sqs.SendMessageBatch", stamp_batch),
+        ):
+            if entry not in botocore.handlers.BUILTIN_HANDLERS:
+                botocore.handlers.BUILTIN_HANDLERS.append(entry)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@
   store ``StackOptions.secret_store`` names, as the template's ``SecretStore`` (SSM SecureString
   parameters ``/tagpin/...`` by default, or Secrets Manager secrets): ``put_secret`` and friends;
 - the CNCF registry (Debian's docker-registry) with push notifications to the webhook adapter;
-- an HTTP adapter that turns requests into HTTP API v2 events for the real webhook handler, and for
+- an HTTP adapter that turns requests into HTTP API v2 events for the real webhook handler (which
+  queues what it accepts on the notifications queue, and an SQS loop gives it back to the webhook
+  to check, as the template's event source does), and for
   the real console handler under ``/console`` (signed in with ``console_token``; with
   ``StackOptions.console_auth="jwt"`` behind a stand-in of the JWT authorizer, ``jwt_claims``);
 - a scheduler that invokes the real poller handler with EventBridge schedule events, as an
@@ -94,6 +96,7 @@ class LocalStack(GitWriteBack):
         self._adapter: WebhookAdapter | None = None
         self._threads: list[threading.Thread] = []
         self._receive_lock = threading.Lock()
+        self._notifications_receive = threading.Lock()
         self._stop = threading.Event()
         self._poll_wake = threading.Event()
         self.functions: dict[str, Function] = {}
@@ -101,10 +104,14 @@ class LocalStack(GitWriteBack):
         self.queue_url = ""
         self.dlq_url = ""
         self.queue_arn = ""
+        self.notifications_url = ""
+        self.notifications_arn = ""
+        self.notifications_dlq_url = ""
         self.topic_arn = ""
         self.alarm_topic_arn = ""
         self.observer_url = ""
         self.consumer_errors: list[str] = []
+        self.webhook_errors: list[str] = []
         self.writeback_errors: list[str] = []
         self._saved_env: dict[str, str | None] = {}
         settings = recursive_loop_settings(REPO / "template.yaml")
@@ -166,6 +173,9 @@ class LocalStack(GitWriteBack):
         self._adapter.console = self.functions["console"]
         if self.options.console_auth == "jwt":
             self._adapter.jwt_claims = self.options.jwt_claims or (lambda _token: None)
+        # The webhook's own event source (its notifications queue), whatever ``consume`` says.
+        for n in range(self.options.containers if self.options.check_notifications else 0):
+            self._spawn(self._notifications_loop, f"sqs-webhook-{n}")
         if self.options.consume:
             for n in range(self.options.containers):  # Lambda's pollers: batches side by side
                 self._spawn(self._sqs_loop, f"sqs-consumer-{n}")
@@ -260,6 +270,7 @@ class LocalStack(GitWriteBack):
             "aws_endpoint": self.aws_endpoint,
             "queue_url": self.queue_url,
             "dead_letter_queue_url": self.dlq_url,
+            "notifications_queue_url": self.notifications_url,
             "notification_topic_arn": self.topic_arn,
             "alarm_topic_arn": self.alarm_topic_arn,
             "state_table": "tagpin-state",

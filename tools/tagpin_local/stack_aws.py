@@ -50,6 +50,9 @@ class AwsResources:
     queue_url: str
     dlq_url: str
     queue_arn: str
+    notifications_url: str
+    notifications_arn: str
+    notifications_dlq_url: str
     topic_arn: str
     alarm_topic_arn: str
     observer_url: str
@@ -127,6 +130,31 @@ class AwsResources:
         )["QueueUrl"]
         return url, arn(url), dlq_url
 
+    def _create_notifications_queue(self) -> None:
+        """template.yaml's NotificationsQueue (standard) and its dead-letter queue: what the webhook
+        queued, checked by the webhook again (``EventSources.check_once``)."""
+        sqs = self.client("sqs")
+        dlq_url = sqs.create_queue(
+            QueueName="tagpin-notifications-dlq", Attributes={"MessageRetentionPeriod": "1209600"}
+        )["QueueUrl"]
+        redrive = {
+            "deadLetterTargetArn": self.queue_arn_of(dlq_url),
+            "maxReceiveCount": self.options.max_receive_count,
+        }
+        url = sqs.create_queue(
+            QueueName="tagpin-notifications",
+            Attributes={
+                "VisibilityTimeout": str(self.options.visibility_timeout),
+                "RedrivePolicy": json.dumps(redrive),
+            },
+        )["QueueUrl"]
+        self.notifications_url, self.notifications_arn = url, self.queue_arn_of(url)
+        self.notifications_dlq_url = dlq_url
+        self._saved_env.setdefault(
+            "TAGPIN_NOTIFICATIONS_QUEUE_URL", os.environ.get("TAGPIN_NOTIFICATIONS_QUEUE_URL")
+        )
+        os.environ["TAGPIN_NOTIFICATIONS_QUEUE_URL"] = url
+
     def _create_aws_resources(self) -> None:
         ddb = self.client("dynamodb")
         create_state_table(ddb, "tagpin-state")
@@ -147,6 +175,7 @@ class AwsResources:
         )
         sqs = self.client("sqs")
         os.environ["TAGPIN_QUEUE_URL"] = self.queue_url
+        self._create_notifications_queue()
         self._saved_env.setdefault(
             "TAGPIN_DEAD_LETTER_QUEUE_URL", os.environ.get("TAGPIN_DEAD_LETTER_QUEUE_URL")
         )

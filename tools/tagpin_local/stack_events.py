@@ -1,6 +1,7 @@
 """The local stack's event sources (:mod:`tagpin_local.stack`): the webhook adapter's server, the
 schedulers of the poller and the reconciler (asynchronous invocations, as EventBridge makes them)
-and the SQS loops that invoke the consumer as Lambda's pollers do."""
+and the SQS loops that invoke the consumer (changes queue) and the webhook (notifications queue) as
+Lambda's pollers do."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ class EventSources(AwsResources):
     functions: dict[str, Function]
     loops: LoopDetector
     consumer_errors: list[str]
+    webhook_errors: list[str]
     _adapter: WebhookAdapter | None
     _threads: list[threading.Thread]
     _receive_lock: threading.Lock
+    _notifications_receive: threading.Lock
     _stop: threading.Event
     _poll_wake: threading.Event
 
@@ -154,6 +157,21 @@ class EventSources(AwsResources):
             errors=self.consumer_errors,
             wait_s=wait_s,
         )
+
+    def check_once(self, wait_s: int = 1) -> int:
+        """One delivery from the notifications queue (what the webhook's HTTP path queued) to the
+        webhook, which checks each notification."""
+        return self.deliver(
+            "webhook",
+            self.notifications_url,
+            self.notifications_arn,
+            receive=self._notifications_receive,
+            errors=self.webhook_errors,
+            wait_s=wait_s,
+        )
+
+    def _notifications_loop(self) -> None:
+        self._delivery_loop(self.check_once, "notifications queue")
 
     def _delivery_loop(self, once: Callable[[], int], queue: str) -> None:
         while not self._stop.is_set():

@@ -21,6 +21,9 @@ class StackOptions:
     # As on AWS (template.yaml): the handlers' redelivery schedule brings failed records back.
     max_receive_count: int = RECEIVES
     consume: bool = True  # run the SQS loop; tests that drive the consumer themselves turn it off
+    # the webhook's own SQS loop (its notifications queue: the checks of what its HTTP path queued);
+    # what drives the checks itself (bench/cost: check_once inside a measurement) turns it off
+    check_notifications: bool = True
     clusters: list[str] = field(default_factory=list)  # more clusters besides "local"
     reconcile_interval: float | None = None  # seconds between scheduled reconciler runs; None = off
     rollout: dict[str, Any] | None = None  # the configuration's ``rollout`` section

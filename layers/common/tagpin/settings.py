@@ -50,7 +50,15 @@ class SecretStore(StrEnum):
 # What each function reads. The template test checks each function's Environment against it.
 NEEDS: dict[str, tuple[str, ...]] = {
     "poller": (CONFIG, "state_table", "queue_url", "secret_store", "poll_parts"),
-    "webhook": (CONFIG, "state_table", "queue_url", "webhook_secret", "secret_store"),
+    # The webhook queues what it is sent (notifications_queue_url) and checks it from there.
+    "webhook": (
+        CONFIG,
+        "state_table",
+        "queue_url",
+        "notifications_queue_url",
+        "webhook_secret",
+        "secret_store",
+    ),
     "consumer": (
         CONFIG,
         "state_table",
@@ -138,6 +146,12 @@ class Settings(BaseModel):
         default=None,
         min_length=1,
         description="URL of the changes queue (SQS FIFO): changes and delayed rollout verifications.",
+    )
+    notifications_queue_url: str | None = Field(
+        default=None,
+        min_length=1,
+        description="URL of the notifications queue (SQS standard): the webhook queues the registry "
+        "notifications it accepted there and answers; the same function checks them from it.",
     )
     writeback_queue_url: str | None = Field(
         default=None,

@@ -1,5 +1,6 @@
 """Registry push notifications, as the webhook use case sees them: who may send (``Source``), what
-a notification says (``PushEvent``), and the delivery ids already handled (``DeliveryLog``).
+a notification says (``PushEvent``), the delivery ids already handled (``DeliveryLog``), and the queue
+that holds accepted notifications until they are checked (``Notification``, ``NotificationQueue``).
 
 ``tagpin.adapters.webhooks`` holds one parser and one authentication scheme per sender, and the
 table of sources; ``tagpin.adapters.dynamodb.deliveries`` remembers delivery ids.
@@ -7,8 +8,9 @@ table of sources; ``tagpin.adapters.dynamodb.deliveries`` remembers delivery ids
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Protocol
 
 
@@ -80,3 +82,66 @@ class DeliveryLog(Protocol):
     def claim_delivery(self, key: str, now: int, expires_at: int) -> bool: ...
 
     def release_delivery(self, key: str, now: int) -> None: ...
+
+
+QUEUED_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Notification:
+    """Validated push events of one delivery, as the webhook's HTTP path queues them for the queued
+    stage (the check): who sent them, the request's correlation id and the events, already parsed,
+    authenticated and validated (never re-parsed with the sender's parser)."""
+
+    source: str
+    events: tuple[PushEvent, ...]
+    correlation_id: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "v": QUEUED_VERSION,
+                "source": self.source,
+                "correlation_id": self.correlation_id,
+                "events": [asdict(event) for event in self.events],
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Notification:
+        """A queued notification; ``ValueError`` when ``text`` is not one (never retried)."""
+        try:
+            data = json.loads(text)
+            if data.get("v") != QUEUED_VERSION:
+                raise ValueError(f"unknown version {data.get('v')!r}")
+            events = tuple(
+                PushEvent(**{name: event[name] for name in _EVENT_FIELDS}) for event in data["events"]
+            )
+            source, correlation_id = data["source"], data.get("correlation_id")
+        except (AttributeError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not a queued notification: {type(exc).__name__}") from None
+        if not isinstance(source, str) or not isinstance(correlation_id, str | None):
+            raise ValueError("not a queued notification: source or correlation id")
+        return cls(source, events, correlation_id)
+
+    def split(self, limit: int) -> list[Notification]:
+        """This notification as several whose JSON each fits in ``limit`` bytes (one event each at
+        least; an event is a few hundred bytes, bounded by the validation before it is queued)."""
+        if len(self.events) <= 1 or len(self.to_json().encode()) <= limit:
+            return [self]
+        half = len(self.events) // 2
+        first, second = replace(self, events=self.events[:half]), replace(self, events=self.events[half:])
+        return [*first.split(limit), *second.split(limit)]
+
+
+_EVENT_FIELDS = tuple(f.name for f in fields(PushEvent))
+
+
+class NotificationQueue(Protocol):
+    """Where the webhook's HTTP path puts what it accepted, durably, before it answers
+    (``tagpin.adapters.sqs_notifications``); the queued stage checks each from there."""
+
+    def send(self, notifications: list[Notification]) -> None:
+        """All of them queued, or an exception (the sender's retry is then heard)."""
+        ...

@@ -1,20 +1,29 @@
-"""The webhook's domain: authenticate, parse, keep followed tags, deduplicate, re-resolve, enqueue.
+"""The webhook's domain: authenticate, parse and validate, queue; then, from the queue, keep followed
+tags, deduplicate, re-resolve, enqueue the changes.
 
 Every source is a ``tagpin.ports.webhooks.Source`` (authentication + parser; the table is
 ``tagpin.adapters.webhooks.sources.SOURCES``); nothing here is specific to one sender.
 
 Answers: 404 unknown source, 401 missing/bad authentication (also when no secret is configured
 for the source: closed, not open), 400 malformed or oversized body, 503 before the stack is
-configured (no configuration parameter or webhook secret yet), 202 with counts otherwise.
-Nothing a sender can put in a request leads to a 5xx.
+configured (no configuration parameter or webhook secret yet), 202 with the count of queued
+events otherwise. Nothing a sender can put in a request leads to a 5xx.
+
+Two stages (``handle``, then ``check_queued``): an HTTP delivery is answered once its validated
+events are durably queued (``NotificationQueue``, SQS), not after their check: a registry sends an
+endpoint's notifications one at a time, so each check's round trips (the claim, the registry, the
+record, the changes queue) were the wait of every push behind it. The check runs from the queue, in
+invocations side by side; one that fails (the registry unreachable, our own store) raises, so its
+message is received again and, after the queue's maxReceiveCount, dead-lettered (a notification is
+a hint: the poller and the reconciler pick the tag up in any case). ECR's EventBridge events
+(``handle_trusted``) are asynchronous already: they are checked at once.
 
 Replays: an event that carries a delivery id (GitHub/Nexus delivery headers, CloudEvents and
 Event Grid ids, Pub/Sub message ids, distribution event ids, EventBridge ids, the generic ``id``)
-is claimed in the state table, per (source, delivery id, tag), with a TTL; a second delivery
-with the same id is counted as a duplicate and nothing of it is recorded or enqueued (its registry
-request is made beside the claim and its answer dropped: the registry delivers its notifications
-one after the other, so each round trip of a check is the wait of every push behind it). A claim
-is released when the check failed (registry down), so the sender's retry is not lost. Deliveries
+is claimed in the state table, per (source, delivery id, tag), with a TTL, in the queued stage; a
+second delivery with the same id is counted as a duplicate and nothing of it is recorded or
+enqueued (its registry request is made beside the claim and its answer dropped). A claim is
+released when the check failed (registry down), so the queue's retry is not lost. Deliveries
 without an id, and replays under a new id, still enqueue at most once per (image, digest): the
 state write answers UNCHANGED, the target's APPLIED state stops the level check, and SQS FIFO
 deduplicates (image, digest) for 5 minutes.
@@ -23,10 +32,9 @@ deduplicates (image, digest) for 5 minutes.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -38,10 +46,19 @@ from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
 from tagpin.domain.refs import ImageRef, InvalidReference, is_digest
 from tagpin.ports.registry import Resolution
-from tagpin.ports.webhooks import DeliveryLog, PushEvent, Request, Source, WebhookError
+from tagpin.ports.webhooks import (
+    DeliveryLog,
+    Notification,
+    NotificationQueue,
+    PushEvent,
+    Request,
+    Source,
+    WebhookError,
+)
 from tagpin.usecases import overlap
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import Followed
+from tagpin.usecases.webhook_keys import delivery_key, event_correlation, printable, select
 
 if TYPE_CHECKING:
     from tagpin.usecases.channels import Channels
@@ -51,7 +68,6 @@ logger = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
 MAX_EVENTS = 1000  # events per delivery (docs/webhooks.md); a delivery is decided in one request's time
 DELIVERY_TTL_S = 7 * 24 * 3600  # longer than any sender retries or lets an operator redeliver
-ID_LIMIT = 200  # characters of a sender's delivery id that are kept
 EARLY_CHECKS = 4  # configured tags of a delivery whose claim and registry request start before the lookup
 
 # A followed tag's check begun: its delivery claim (the key; False: seen before; None: not
@@ -65,16 +81,14 @@ class WebhookResult:
     body: dict[str, Any] = field(default_factory=dict)
 
 
-def delivery_key(source: str, delivery_id: str, image: str) -> str:
-    """Fixed length whatever the sender put in the id; one source cannot use up another's ids.
-    Any string hashes (a lone surrogate included: ``surrogatepass`` keeps distinct ids distinct)."""
-    return hashlib.sha256(f"{source}\0{delivery_id}\0{image}".encode("utf-8", "surrogatepass")).hexdigest()
+class CheckFailed(RuntimeError):
+    """A queued notification's check could not be made (a registry unreachable): its message is
+    received again later (its delivery claims were released)."""
 
-
-def printable(text: str, limit: int = ID_LIMIT) -> str:
-    """Untrusted text made safe for every place it goes next (a JSON body, a DynamoDB attribute, a
-    log line, a notification): lone surrogates as their escapes, at most ``limit`` characters."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")[:limit]
+    def __init__(self, result: WebhookResult) -> None:
+        errors = [e for e in result.body.get("events", []) if e.get("outcome") == TagOutcome.ERROR.value]
+        super().__init__(f"{len(errors)} of the notification's tags could not be checked")
+        self.result = result
 
 
 def valid(index: int, event: PushEvent) -> PushEvent:
@@ -99,24 +113,6 @@ def tagged(index: int, event: PushEvent) -> FollowedKey:
         raise WebhookError(400, f"events[{index}]: invalid image: {printable(str(exc), 300)}") from None
 
 
-def select(
-    followed: Mapping[FollowedKey, FollowedImage], images: Iterable[FollowedKey]
-) -> Mapping[FollowedKey, FollowedImage]:
-    """The followed ones among ``images``: one lookup for the whole delivery (``Followed.select``;
-    a plain mapping, the configuration's, is looked up in memory)."""
-    if isinstance(followed, Followed):
-        return followed.select(images)
-    return {image: f for image in images if (f := followed.get(image)) is not None}
-
-
-def event_correlation(request_id: str | None, source: str, delivery_id: str | None) -> str:
-    """The correlation id a webhook-triggered change carries to the consumer's logs and the audit
-    trail: which webhook (source), the sender's delivery id and the API request id, e.g.
-    ``webhook:github/72d3162e-.../Xyz1gHhIAMEabc=``."""
-    parts = [f"webhook:{source}", *(p for p in (delivery_id, request_id) if p)]
-    return "/".join(part[:100] for part in parts)[:256]
-
-
 class WebhookService:
     def __init__(
         self,
@@ -125,6 +121,7 @@ class WebhookService:
         secrets: Callable[[], Mapping[str, Any]],
         config: Callable[[], TagpinConfig],
         detector: Callable[[], Detector],
+        notifications: Callable[[], NotificationQueue],
         deliveries: Callable[[], DeliveryLog] | None = None,
         clock: Callable[[], float] = time.time,
         max_body: int = MAX_BODY,
@@ -135,6 +132,7 @@ class WebhookService:
         self._config = config
         self._followed = followed or (lambda: self._config().followed)
         self._detector = detector
+        self._notifications = notifications
         self._deliveries = deliveries
         self._clock = clock
         self._max_body = max_body
@@ -150,9 +148,10 @@ class WebhookService:
         *,
         query: Mapping[str, str] | None = None,
     ) -> WebhookResult:
-        """An HTTP delivery on ``POST /webhooks/{source}``."""
+        """An HTTP delivery on ``POST /webhooks/{source}``: authenticated, parsed and validated,
+        queued, answered (202 ``{"queued": n}``); checked later (``check_queued``)."""
         request = Request({k.lower(): v for k, v in headers.items()}, dict(query or {}), body)
-        return self._answer(source, lambda: self._http(source, request), correlation_id)
+        return self._answer(source, lambda: self._queue(source, self._http(source, request), correlation_id))
 
     def handle_trusted(self, source: str, body: bytes, correlation_id: str | None = None) -> WebhookResult:
         """An event whose sender AWS has already authorised (EventBridge -> Lambda, by IAM): the
@@ -164,15 +163,35 @@ class WebhookService:
                 raise WebhookError(404, f"unknown source {source[:64]!r}")
             return known.parse(body, {})
 
-        return self._answer(source, parse, correlation_id)
+        return self._answer(source, lambda: self._act(source, parse(), correlation_id))
+
+    def check_queued(self, body: str) -> WebhookResult:
+        """The queued stage: one message of the notifications queue checked (202 with the counts of
+        accepted, ignored and duplicate events). Raises when it must be tried again: ``CheckFailed``
+        (a registry unreachable), ``NotConfigured`` (the configuration is gone), our own store or
+        queue failing. A message that is not a queued notification is answered 400 and dropped."""
+        try:
+            notification = Notification.from_json(body)
+            result = self._act(notification.source, list(notification.events), notification.correlation_id)
+        except (ValueError, WebhookError) as exc:  # not what the HTTP path queues: never retried
+            reason = exc.message if isinstance(exc, WebhookError) else str(exc)
+            logger.warning("queued notification dropped", extra={"reason": reason})
+            return WebhookResult(400, {"error": reason})
+        logger.info(
+            "notification checked",
+            extra={
+                "source": notification.source[:64],
+                **{k: result.body[k] for k in ("accepted", "ignored", "duplicates")},
+            },
+        )
+        if any(e["outcome"] == TagOutcome.ERROR.value for e in result.body["events"]):
+            raise CheckFailed(result)
+        return result
 
     # -- steps ------------------------------------------------------------------------------------
-    def _answer(
-        self, source: str, parse: Callable[[], list[PushEvent]], correlation_id: str | None
-    ) -> WebhookResult:
+    def _answer(self, source: str, act: Callable[[], WebhookResult]) -> WebhookResult:
         try:
-            events = parse()
-            return self._act(source, events, correlation_id)
+            return act()
         except NotConfigured as exc:  # a stack not configured yet: "try later", never a 5xx error
             logger.warning(
                 "webhook before configuration", extra={"source": source[:64], "reason": exc.reason}
@@ -198,12 +217,28 @@ class WebhookService:
             )
         return known.parse(request.body, request.headers, options)
 
-    def _act(self, source: str, events: list[PushEvent], correlation_id: str | None) -> WebhookResult:
+    @staticmethod
+    def _validated(events: list[PushEvent]) -> list[tuple[PushEvent, FollowedKey]]:
+        """Every event made safe and its tag, or the 4xx of the first that cannot be (all are
+        judged before any is acted on)."""
         if len(events) > MAX_EVENTS:
             raise WebhookError(
                 413, f"{len(events)} events in one delivery; the limit is {MAX_EVENTS}: send them in several"
             )
-        images = [(valid(i, event), tagged(i, event)) for i, event in enumerate(events)]  # all, before acting
+        return [(valid(i, event), tagged(i, event)) for i, event in enumerate(events)]
+
+    def _queue(self, source: str, events: list[PushEvent], correlation_id: str | None) -> WebhookResult:
+        """The validated events queued for the check, one notification per delivery (the queue
+        splits it by size). The configuration is loaded first: before the stack is configured the
+        sender is answered 503 and retries, as before, instead of queueing what cannot be checked."""
+        checked = tuple(event for event, _ in self._validated(events))
+        self._config()
+        if checked:
+            self._notifications().send([Notification(source, checked, correlation_id)])
+        return WebhookResult(202, {"queued": len(checked)})
+
+    def _act(self, source: str, events: list[PushEvent], correlation_id: str | None) -> WebhookResult:
+        images = self._validated(events)
         # A tag the configuration follows is followed whatever the lookup adds (discovered
         # targets): its claim and its registry request start now, beside the lookup.
         # (The first few: a delivery of many events does not queue them all ahead of the lookup.)

@@ -76,12 +76,14 @@ def poller() -> Poller:
 @cached
 def webhook_service() -> WebhookService:
     from tagpin.adapters.dynamodb.deliveries import DeliveryStore
+    from tagpin.adapters.sqs_notifications import SqsNotificationQueue
     from tagpin.adapters.webhooks.sources import SOURCES
     from tagpin.domain.config import NotConfigured
     from tagpin.usecases.webhook import WebhookService
 
     secret_name = wiring.setting("webhook_secret")
     deliveries = DeliveryStore(wiring.aws("dynamodb"), wiring.setting("state_table"))
+    notifications = SqsNotificationQueue(wiring.aws("sqs"), wiring.setting("notifications_queue_url"))
 
     def webhook_secrets() -> dict[str, Any]:  # {"<source>": <entry>}, see tagpin.adapters.webhooks.auth
         try:
@@ -102,6 +104,7 @@ def webhook_service() -> WebhookService:
         secrets=webhook_secrets,
         config=wiring.config,
         detector=wiring.detector,
+        notifications=lambda: notifications,
         deliveries=lambda: deliveries,
         followed=wiring.followed,
         channels=wiring.channels,
