@@ -48,6 +48,15 @@ def _per_invocation() -> None:
     wiring.followed()
 
 
+def _queued_stage() -> None:
+    """The webhook's SQS path (the check of what its HTTP path queued): the batch processor and the
+    redelivery schedule its first batch would import."""
+    from tagpin.adapters.sqs_fifo import GroupedFifoProcessor
+    from tagpin.redelivery import process_batch  # noqa: F401
+
+    GroupedFifoProcessor()
+
+
 def _registry_access() -> None:
     """Each followed registry's access (its credentials: a secret, or an ECR token, read here rather
     than by the first resolve), and the credential store's module."""
@@ -71,6 +80,7 @@ BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
         _webhook_secret,
         _per_invocation,
         _registry_access,
+        _queued_stage,
     ),
     "poller": (wiring.poller, _registry_http, wiring.config, _per_invocation, _registry_access),
     # The consumer reads registries too (the platform and signature gates read the pushed image).
