@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .awscalls import AwsCalls
+from .faults import ServerErrors
 from .meter import LogBytes
 from .report import RESULTS, write
 from .scenarios import measure_size
@@ -75,6 +76,8 @@ def main() -> None:
 
     calls = AwsCalls()
     calls.install()
+    errors = ServerErrors()
+    errors.install()
     logs = LogBytes()
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -82,15 +85,20 @@ def main() -> None:
         with contextlib.redirect_stdout(logs):
             for n in (int(s) for s in args.sizes.split(",")):
                 t0 = time.perf_counter()
-                row = measure_size(n, args, calls, logs)
+                row = measure_size(n, args, calls, logs, errors)
                 row["seconds"] = round(time.perf_counter() - t0, 1)
                 rows.append(row)
+                answers = row["aws_server_errors"]["answers"]
                 print(
-                    f"N={n}: measured in {row['seconds']}s {row['setup_seconds']}",
+                    f"N={n}: measured in {row['seconds']}s {row['setup_seconds']}; AWS 5xx/throttling "
+                    f"answers (retried by botocore): {answers or 'none'}",
                     file=sys.stderr,
                     flush=True,
                 )
+                for operation, message in row["aws_server_errors"]["first_message"].items():
+                    print(f"  {operation}: first {message}", file=sys.stderr, flush=True)
     finally:
+        errors.uninstall()
         calls.uninstall()
     write({}, rows, args, logs.metrics, round(time.perf_counter() - started, 1), args.results)
 

@@ -26,6 +26,7 @@ import httpx
 import yaml
 
 from .awscalls import AwsCalls
+from .faults import ServerErrors
 from .meter import LogBytes, Measured, Meter
 from .world import (
     FOLLOW,
@@ -41,13 +42,17 @@ from .world import (
 )
 
 
-def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogBytes) -> dict[str, Any]:
+def measure_size(
+    n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogBytes, errors: ServerErrors | None = None
+) -> dict[str, Any]:
     from tagpin_local.faultproxy import FaultProxy
     from tagpin_local.kube.manifests import deployment
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions, cluster_secret
 
     out: dict[str, Any] = {"n": n}
+    errors = errors or ServerErrors()
+    errors_before = errors.mark()
     timings: dict[str, float] = {}
     options = StackOptions(notifications=False, consume=False, log_level="INFO")
     with LocalStack(options) as stack, FaultProxy(stack.registry.url) as proxy:  # type: ignore[union-attr]
@@ -104,7 +109,7 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
                 )
             )
         timings["workloads_s"] = time.perf_counter() - t0
-        meter = Meter(stack, proxy, calls, logs)
+        meter = Meter(stack, proxy, calls, logs, errors)
 
         # the targets' states first (so discovery finds nothing behind and enqueues nothing), then
         # discovery: the first reconcile (the real path) where its run is measured, else the index
@@ -191,6 +196,8 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
             out["steady_reconcile"] = reconcile.as_dict()
         out["table_bytes"] = table_bytes(stack)
     out["setup_seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    # every 5xx/throttling answer of this size, setup included (each measured operation has its own)
+    out["aws_server_errors"] = errors.report(errors_before)
     return out
 
 
