@@ -13,7 +13,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
+
+from tagpin_local.lambda_runtime import set_function_output
 
 from .awscalls import AwsCalls
 from .faults import ServerErrors
@@ -79,6 +81,9 @@ def main() -> None:
     errors = ServerErrors()
     errors.install()
     logs = LogBytes()
+    # what the functions print (their EMF metric blobs) and log goes to the local runtime's
+    # FUNCTION_OUTPUT, not to this process's stdout: counted there (it went to stderr, uncounted)
+    set_function_output(cast(TextIO, logs))
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     try:
@@ -98,6 +103,7 @@ def main() -> None:
                 for operation, message in row["aws_server_errors"]["first_message"].items():
                     print(f"  {operation}: first {message}", file=sys.stderr, flush=True)
     finally:
+        set_function_output(None)
         errors.uninstall()
         calls.uninstall()
     write({}, rows, args, logs.metrics, round(time.perf_counter() - started, 1), args.results)
