@@ -10,8 +10,10 @@ By concern:
 
   drive   ``world.py``      the tags, workloads and state the scenarios run in (not measured)
           ``scenarios.py``  one size N through the real handlers: poll, one change, reconcile
+          ``clone.py``      per-tag state written by the real calls for two, copied for the rest
   count   ``awscalls.py``   every AWS API call, with DynamoDB's request units
           ``meter.py``      one operation: AWS calls, registry/Kubernetes requests, time, log bytes
+          ``faults.py``     every 5xx/throttling answer of the AWS endpoint, retried or not
   price   ``prices.py``     list prices, free tier, hours per month
           ``defaults.py``   the template's defaults (schedules, memory sizes, alarms, retention)
           ``model.py``      the monthly model

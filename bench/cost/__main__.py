@@ -13,9 +13,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
+
+from tagpin_local.lambda_runtime import set_function_output
 
 from .awscalls import AwsCalls
+from .faults import ServerErrors
 from .meter import LogBytes
 from .report import RESULTS, write
 from .scenarios import measure_size
@@ -75,22 +78,33 @@ def main() -> None:
 
     calls = AwsCalls()
     calls.install()
+    errors = ServerErrors()
+    errors.install()
     logs = LogBytes()
+    # what the functions print (their EMF metric blobs) and log goes to the local runtime's
+    # FUNCTION_OUTPUT, not to this process's stdout: counted there (it went to stderr, uncounted)
+    set_function_output(cast(TextIO, logs))
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     try:
         with contextlib.redirect_stdout(logs):
             for n in (int(s) for s in args.sizes.split(",")):
                 t0 = time.perf_counter()
-                row = measure_size(n, args, calls, logs)
+                row = measure_size(n, args, calls, logs, errors)
                 row["seconds"] = round(time.perf_counter() - t0, 1)
                 rows.append(row)
+                answers = row["aws_server_errors"]["answers"]
                 print(
-                    f"N={n}: measured in {row['seconds']}s {row['setup_seconds']}",
+                    f"N={n}: measured in {row['seconds']}s {row['setup_seconds']}; AWS 5xx/throttling "
+                    f"answers (retried by botocore): {answers or 'none'}",
                     file=sys.stderr,
                     flush=True,
                 )
+                for operation, message in row["aws_server_errors"]["first_message"].items():
+                    print(f"  {operation}: first {message}", file=sys.stderr, flush=True)
     finally:
+        set_function_output(None)
+        errors.uninstall()
         calls.uninstall()
     write({}, rows, args, logs.metrics, round(time.perf_counter() - started, 1), args.results)
 

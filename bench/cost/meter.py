@@ -12,6 +12,7 @@ import collections
 import contextlib
 import io
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from . import cpu
 from .awscalls import AwsCalls
+from .faults import ServerErrors
 
 LAMBDA_PLATFORM_LOG_BYTES = 350  # START, END and REPORT lines of every invocation (not measured)
 
@@ -59,6 +61,8 @@ class Measured:
     kubernetes: dict[str, int] = field(default_factory=dict)
     log_bytes: int = 0
     functions: dict[str, int] = field(default_factory=dict)  # invocations by function
+    # 5xx and throttling answers botocore got (and may have retried) meanwhile: none on a true run
+    server_errors: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +76,7 @@ class Measured:
             "registry_requests": self.registry,
             "kubernetes_requests": self.kubernetes,
             "log_bytes": self.log_bytes,
+            "aws_server_errors": self.server_errors,
         }
 
 
@@ -79,11 +84,14 @@ class Meter:
     """Measures one operation on the stack: AWS calls, registry and Kubernetes requests, handler
     time, log bytes."""
 
-    def __init__(self, stack: Any, proxy: Any, calls: AwsCalls, logs: LogBytes) -> None:
+    def __init__(
+        self, stack: Any, proxy: Any, calls: AwsCalls, logs: LogBytes, errors: ServerErrors | None = None
+    ) -> None:
         self.stack = stack
         self.proxy = proxy
         self.calls = calls
         self.logs = logs
+        self.errors = errors or ServerErrors()
         self.timings: list[tuple[str, float, float]] = []  # function, wall ms, own CPU ms
         cpu.install()
         for name, function in stack.functions.items():
@@ -111,6 +119,7 @@ class Meter:
         self.stack.kube.clear_requests()
         self.timings.clear()
         before = self.logs.bytes
+        errors_before = self.errors.mark()
         self.calls.active = True
         try:
             yield result
@@ -130,6 +139,9 @@ class Meter:
         result.functions = dict(collections.Counter(n for n, _ms, _c in self.timings))
         result.invocations = len(self.timings)
         result.log_bytes = self.logs.bytes - before + LAMBDA_PLATFORM_LOG_BYTES * result.invocations
+        result.server_errors = self.errors.since(errors_before)
+        if result.server_errors:  # its time includes botocore's backoff: said where it is seen
+            print(f"{what}: AWS answered {result.server_errors} (retried)", file=sys.stderr, flush=True)
 
 
 LISTED = ("deployments", "statefulsets", "daemonsets", "cronjobs", "rollouts", "pods")

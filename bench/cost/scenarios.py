@@ -17,15 +17,19 @@ a request-counting proxy, a real Kubernetes API server) runs:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import yaml
 
 from .awscalls import AwsCalls
+from .faults import ServerErrors
 from .meter import LogBytes, Measured, Meter
 from .world import (
     FOLLOW,
@@ -40,17 +44,25 @@ from .world import (
     workload_name,
 )
 
+WORKLOAD_WRITERS = 8  # the admin's requests that create the workloads side by side (setup)
 
-def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogBytes) -> dict[str, Any]:
+
+def measure_size(
+    n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogBytes, errors: ServerErrors | None = None
+) -> dict[str, Any]:
     from tagpin_local.faultproxy import FaultProxy
     from tagpin_local.kube.manifests import deployment
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions, cluster_secret
 
     out: dict[str, Any] = {"n": n}
+    errors = errors or ServerErrors()
+    errors_before = errors.mark()
     timings: dict[str, float] = {}
     options = StackOptions(notifications=False, consume=False, check_notifications=False, log_level="INFO")
+    t0 = time.perf_counter()
     with LocalStack(options) as stack, FaultProxy(stack.registry.url) as proxy:  # type: ignore[union-attr]
+        timings["stack_start_s"] = time.perf_counter() - t0
         assert stack.registry is not None
         os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"  # EMF blobs counted in the log bytes
         # as the template sets it at its defaults (PollSchedule on): the reconciler uses the digests
@@ -91,20 +103,25 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
         timings["push_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         # no pods: what is counted is tagpin's calls, which a pinned workload's pods do not change,
-        # and 10,000 workloads' pods would fill the local cluster's one node (1,000 pods)
-        for i, image in enumerate(tags):
-            stack.kube.create(
-                deployment(
-                    workload_name(image),
-                    f"team{i % NAMESPACES}",
-                    f"{image}@{digest}",
-                    container="app",
-                    replicas=0,
-                    labels=FOLLOW,
-                )
+        # and 10,000 workloads' pods would fill the local cluster's one node (1,000 pods). The
+        # namespaces first, then the workloads side by side (the admin's requests: not counted)
+        workloads = [
+            deployment(
+                workload_name(image),
+                f"team{i % NAMESPACES}",
+                f"{image}@{digest}",
+                container="app",
+                replicas=0,
+                labels=FOLLOW,
             )
+            for i, image in enumerate(tags)
+        ]
+        for w in workloads[:NAMESPACES]:
+            stack.kube.create(w)
+        with ThreadPoolExecutor(WORKLOAD_WRITERS) as pool:
+            list(pool.map(stack.kube.kube.objects.create, workloads[NAMESPACES:]))
         timings["workloads_s"] = time.perf_counter() - t0
-        meter = Meter(stack, proxy, calls, logs)
+        meter = Meter(stack, proxy, calls, logs, errors)
 
         # the targets' states first (so discovery finds nothing behind and enqueues nothing), then
         # discovery: the first reconcile (the real path) where its run is measured, else the index
@@ -114,6 +131,8 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
         timings["seed_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         if n <= args.reconcile_max:
+            timings["workloads_observed_s"] = observed(stack, n)  # before the first measured operation
+            t0 = time.perf_counter()
             with meter.measure("first reconcile (discovery)") as first:
                 report = stack.run_reconciler()
             assert report["targets"] == n and report["enqueued"] == 0, report
@@ -130,6 +149,9 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
             if stack.run_poller()["not_reached"] == 0:
                 break
         timings["settle_polls_s"] = time.perf_counter() - t0
+
+        # the deployment controller's backlog (the workloads made above) done meanwhile, or now
+        timings["workloads_observed_s"] = timings.get("workloads_observed_s", 0.0) + observed(stack, n)
 
         # (a) steady-state poll
         polls = []
@@ -160,7 +182,9 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
             "containers"
         ][0]["image"]
         assert deployment_image.endswith(changed_digest), deployment_image
+        t0 = time.perf_counter()
         out["verification_one_change"] = run_verifications(stack, meter)
+        timings["verifications_s"] = time.perf_counter() - t0
 
         # (b') one change through a registry notification (the webhook), then the consumer
         second = tags[1] if n > 1 else tags[0]
@@ -184,7 +208,9 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
             assert stack.check_once(wait_s=2) == 1  # the queued stage, as Lambda's poller runs it
         out["webhook_one_change"] = hook.as_dict()
         out["consumer_webhook_change"] = consume("consumer, webhook change").as_dict()
+        t0 = time.perf_counter()
         run_verifications(stack, meter)
+        timings["verifications_s"] += time.perf_counter() - t0
 
         # (c) steady-state reconcile
         if n <= args.reconcile_max:
@@ -194,9 +220,51 @@ def measure_size(n: int, args: argparse.Namespace, calls: AwsCalls, logs: LogByt
             timings["steady_reconcile_s"] = time.perf_counter() - t0
             assert report["targets"] == n and report["enqueued"] == 0, report
             out["steady_reconcile"] = reconcile.as_dict()
+        t0 = time.perf_counter()
         out["table_bytes"] = table_bytes(stack)
+        timings["table_bytes_s"] = time.perf_counter() - t0
+        stopping = time.perf_counter()
+    timings["stack_stop_s"] = time.perf_counter() - stopping
     out["setup_seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    # every 5xx/throttling answer of this size, setup included (each measured operation has its own)
+    out["aws_server_errors"] = errors.report(errors_before)
     return out
+
+
+def observed(stack: Any, n: int, timeout_s: float = 1200.0) -> float:
+    """Wait until the deployment controller has seen every workload (``observedGeneration``): made
+    faster than it handles them, they would otherwise be its backlog while the operations are
+    measured (its CPU, and a patched workload's rollout reported late). Returns the seconds waited.
+    Read in pages of 500 that stop at the first workload not yet seen: a whole listing of 10,000
+    deployments (30 MB) each time would itself keep the API server from the controller's requests."""
+    from kubernetes import client
+
+    apps: Any = client.AppsV1Api(stack.kube.kube.api_client())  # raw answers
+    started = time.monotonic()
+
+    def all_seen() -> bool:
+        after = None
+        while True:
+            page = json.loads(
+                apps.list_deployment_for_all_namespaces(
+                    limit=500, _continue=after, _preload_content=False
+                ).data
+            )
+            for i in page["items"]:
+                if (i.get("status") or {}).get("observedGeneration", 0) < i["metadata"].get("generation", 1):
+                    return False
+            after = page["metadata"].get("continue")
+            if not after:
+                return True
+
+    while not all_seen():
+        if time.monotonic() - started > timeout_s:
+            print(
+                f"setup: the controller had not seen all {n} workloads in {timeout_s:.0f} s", file=sys.stderr
+            )
+            break
+        time.sleep(max(1.0, n / 2000))
+    return time.monotonic() - started
 
 
 def run_verifications(stack: Any, meter: Meter) -> dict[str, Any] | None:

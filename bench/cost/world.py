@@ -5,6 +5,12 @@ first reconcile discovers them (index + tag states, the real path), and each tar
 recorded as applied through the real state repositories (``claim_target`` + ``finish_target``,
 what the consumer does) instead of N consumer runs. Where the first reconcile is not run (above
 ``--reconcile-max``), the index and tag states it would write are seeded through the same calls.
+
+Per-target and per-tag state is written by the real repositories for the first two only; the items
+they wrote for the first are then copied for every other one with its names put in (``Cloner``), in
+batches of 25, after checking that the copy made for the second equals what the real call wrote for
+it (if not, every one goes through the real calls, slowly, and the bench says so). At 10,000 tags
+that is 800 BatchWriteItem calls instead of 40,000 conditional updates against moto.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import httpx
 import yaml
 
 from .awscalls import item_size
+from .clone import Cloner
 
 TAGS_PER_REPO = 100
 NAMESPACES = 20
@@ -68,7 +75,8 @@ def workload_name(image: str) -> str:
 
 
 def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
-    """Every target applied at ``digest`` through the real state repositories (what the consumer writes)."""
+    """Every target applied at ``digest`` as the real state repositories write it (what the consumer
+    writes): through them for the first two, copied for the rest (``Cloner``)."""
     from tagpin.adapters.dynamodb import dynamodb_state
     from tagpin.domain.channels import FollowedKey
     from tagpin.domain.messages import Trigger
@@ -78,19 +86,17 @@ def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
     store = dynamodb_state(stack.client("dynamodb"), "tagpin-state")
     now = time.time_ns() // 1_000_000
 
-    def seed(chunk: list[tuple[int, str]]) -> None:
-        for i, image in chunk:
-            target = f"local/team{i % NAMESPACES}/Deployment/{workload_name(image)}/app"
-            assert store.targets.claim(
-                target, FollowedKey(image), Digest(digest), now, Trigger.RECONCILE, now
-            )
-            assert store.targets.finish(
-                target, Digest(digest), TargetStatus.APPLIED, now, trigger=Trigger.RECONCILE
-            )
+    def seed(i: int) -> None:
+        target = target_id(i, tags[i])
+        assert store.targets.claim(target, FollowedKey(tags[i]), Digest(digest), now, Trigger.RECONCILE, now)
+        applied = TargetStatus.APPLIED
+        assert store.targets.finish(target, Digest(digest), applied, now, trigger=Trigger.RECONCILE)
 
-    work = list(enumerate(tags))
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(seed, [work[i : i + 200] for i in range(0, len(work), 200)]))
+    Cloner(stack, "target states").run(seed, [(tags[i], target_id(i, tags[i])) for i in range(len(tags))])
+
+
+def target_id(i: int, image: str) -> str:
+    return f"local/team{i % NAMESPACES}/Deployment/{workload_name(image)}/app"
 
 
 def seed_index(stack: Any, tags: list[str], digest: str) -> None:
@@ -106,7 +112,7 @@ def seed_index(stack: Any, tags: list[str], digest: str) -> None:
     entries = [
         IndexEntry(
             image=FollowedKey(image),
-            target_id=f"local/team{i % NAMESPACES}/Deployment/{workload_name(image)}/app",
+            target_id=target_id(i, image),
             cluster="local",
             namespace=f"team{i % NAMESPACES}",
             kind="Deployment",
@@ -116,19 +122,13 @@ def seed_index(stack: Any, tags: list[str], digest: str) -> None:
         )
         for i, image in enumerate(tags)
     ]
-    with ThreadPoolExecutor(8) as pool:
-        list(
-            pool.map(
-                lambda part: store.index.update(part, []),
-                [entries[i : i + 500] for i in range(0, len(entries), 500)],
-            )
-        )
-        list(
-            pool.map(
-                lambda image: store.tags.record(FollowedKey(image), Digest(digest), now, Trigger.RECONCILE),
-                tags,
-            )
-        )
+    # one update of them all, as the first reconcile makes it: each shard summarised once (in parts
+    # side by side, each shard was summarised once per part, while other parts wrote: moto's race)
+    store.index.update(entries, [])
+    Cloner(stack, "tag states").run(
+        lambda i: store.tags.record(FollowedKey(tags[i]), Digest(digest), now, Trigger.RECONCILE),
+        [(image,) for image in tags],
+    )
 
 
 def table_bytes(stack: Any) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """moto's server in a process of its own (``StackOptions.processes``): the AWS endpoint no longer
 shares the stack's interpreter and GIL with the clusters' fronts, the event sources' loops and the
 tools. The same server as ``moto.server.ThreadedMotoServer`` (moto's Flask app under werkzeug, a
-thread per request), with the same local speed-up (``stack_aws._cache_moto_modules``).
+thread per request), with the same local speed-up (``stack_aws._cache_moto_modules``) and the same
+DynamoDB requests one at a time (``serialize_dynamodb``, which the in-process server uses too).
 
     python -m tagpin_local.moto_process <port>
 """
@@ -11,13 +12,41 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import threading
 import time
+from typing import Any
 
 import httpx
 
 from tagpin_local.registry_server import free_port
 
 START_TIMEOUT_S = 60.0
+_DYNAMODB = threading.RLock()
+
+
+def serialize_dynamodb() -> None:
+    """Answer one DynamoDB request at a time in this process's moto server (once per process).
+
+    moto's server runs a thread per request, and its DynamoDB backend is not thread-safe (moto says
+    so: getmoto/moto#372, and its docs since getmoto/moto#7166): a Query or Scan walks the table's
+    dicts (``Table.all_items``, ``has_idx_items``) while another request's put adds an item to them,
+    and the walk fails with ``RuntimeError: dictionary changed size during iteration``, an HTTP 500
+    that botocore retries with backoff; and a conditional write's check and write are not atomic
+    against another thread's. DynamoDB is neither: each request is atomic on its items. One lock
+    around moto's DynamoDB request handler gives that back; requests to other services, and the
+    work of other threads, go on meanwhile. Nothing the functions send or receive changes."""
+    from moto.dynamodb.responses import DynamoHandler
+
+    call_action = DynamoHandler.call_action
+    if getattr(call_action, "serialized", False):
+        return
+
+    def serialized(self: Any) -> Any:
+        with _DYNAMODB:
+            return call_action(self)
+
+    serialized.serialized = True  # type: ignore[attr-defined]
+    DynamoHandler.call_action = serialized  # type: ignore[method-assign]
 
 
 class MotoProcess:
@@ -63,6 +92,7 @@ def main(port: str) -> None:
     from tagpin_local.stack_aws import _cache_moto_modules
 
     _cache_moto_modules()
+    serialize_dynamodb()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # its access log
     server.main(["-H", "127.0.0.1", "-p", port])
 

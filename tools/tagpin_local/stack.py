@@ -49,7 +49,7 @@ from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.pool import ClusterSource, default_source
 from tagpin_local.lambda_process import Function, ProcessFunction
 from tagpin_local.lambda_runtime import REPO, LocalFunction
-from tagpin_local.moto_process import MotoProcess
+from tagpin_local.moto_process import MotoProcess, serialize_dynamodb
 from tagpin_local.recursion import LoopDetector, recursive_loop_settings
 from tagpin_local.registry_server import RegistryServer
 from tagpin_local.stack_aws import (
@@ -139,6 +139,7 @@ class LocalStack(GitWriteBack):
             self._moto = MotoProcess()
         else:
             _cache_moto_modules()
+            serialize_dynamodb()
             logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's access log
             self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()
