@@ -9,12 +9,15 @@ digest (read through the Kubernetes API every 10 ms). Its time is cut, from the 
 invocation records (``LocalFunction.history``), into these intervals, each clipped to the push's
 (the registry notifies before the push returns, so a part can start before it):
 
-* notification: the push done -> the webhook invoked (the registry's notification);
-* webhook container wait: a container started or waited for;
-* webhook: its handler's own time, until the consumer is invoked (it may return after: its send
-  to the queue is not its last step);
-* queue + receive loop: the webhook done -> the consumer's handler started (SQS and the loop
+* notification: the push done -> the webhook invoked over HTTP (the registry's notification);
+* webhook queues it: that HTTP call (a container waited for included), which authenticates and
+  queues the notification on the notifications queue, and answers;
+* notifications queue + receive loop: answered -> the webhook's check invoked (SQS and the loop
   that receives from it, as Lambda's event source does);
+* webhook check container wait: a container started or waited for;
+* webhook check: its handler's own time (re-resolve, record, enqueue the change), until the
+  consumer is invoked (it may return after: its send to the queue is not its last step);
+* changes queue + receive loop: the check done -> the consumer's handler started;
 * consumer container start or wait: a container started for this push, or waited for (0 when
   one was idle);
 * consumer to the patch: its handler started -> the patch seen from outside (every 10 ms).
@@ -76,13 +79,18 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
     hooks = [i for i in list(webhook.history)[w0:] if pushing <= i.started <= run.requested]
     if not hooks:
         raise SystemExit(f"push {n}: no webhook invocation recorded before the consumer's")
-    hook = hooks[-1]  # the call that sent the change (an earlier one: a blob's notification)
+    hook = hooks[-1]  # the check that sent the change (its SQS invocation)
+    # the HTTP call that queued it: the last call that answered before the check was invoked (an
+    # earlier one: a blob's notification); the check itself when none did
+    http = next((i for i in reversed(hooks[:-1]) if i.finished <= hook.requested), hook)
     handed = min(hook.finished, run.requested)  # the consumer may start before the webhook returns
     marks = [  # each part an interval, clipped to [pushed, seen]: the parts add up to the total
-        ("notification", pushed, hook.requested),
-        ("webhook container wait", hook.requested, hook.started),
-        ("webhook", hook.started, handed),
-        ("queue + receive loop", handed, run.requested),
+        ("notification", pushed, http.requested),
+        ("webhook queues it", http.requested, http.finished),
+        ("notifications queue + receive loop", http.finished, hook.requested),
+        ("webhook check container wait", hook.requested, hook.started),
+        ("webhook check", hook.started, handed),
+        ("changes queue + receive loop", handed, run.requested),
         ("consumer container start or wait", run.requested, run.started),
         ("consumer to the patch", run.started, seen),
     ]
@@ -92,7 +100,8 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
         "push_to_patch_ms": round((seen - pushed) * 1000, 1),
         "where_ms": {k: round(max(0.0, v) * 1000, 1) for k, v in where.items()},
         "consumer_after_patch_ms": round((run.finished - seen) * 1000, 1),
-        "webhook_first_call": hook.first,
+        "webhook_first_call": http.first,
+        "webhook_check_first_call": hook.first,
         "consumer_first_call": run.first,
         "webhook_calls": len(hooks),
         "consumer_calls": len(list(consumer.history)[c0:]),
