@@ -25,8 +25,10 @@ CHANGES_ARN = {"Fn::GetAtt": ["ChangesQueue", "Arn"]}
 
 
 def test_one_queue_is_read_by_one_function(template: dict[str, Any]) -> None:  # noqa: F811
-    """Each queue an event source reads costs about $0.33 a month idle (docs/cost.md): one in a
-    default stack; a second, the write-back queue, only with GitWriteBack=enabled."""
+    """Each queue an event source reads costs about $0.33 a month idle (docs/cost.md): two in a
+    default stack (the changes queue; the notifications queue, which lets the webhook answer a
+    registry once a notification is queued: docs/webhooks.md); a third, the write-back queue, only
+    with GitWriteBack=enabled."""
     res = resources(template)
     sources = [
         (name, event["Queue"], res[name].get("Condition"))
@@ -34,11 +36,18 @@ def test_one_queue_is_read_by_one_function(template: dict[str, Any]) -> None:  #
         for event in events_of_type(function_props(template, name), "SQS")
     ]
     assert sources == [
+        ("WebhookFunction", {"Fn::GetAtt": ["NotificationsQueue", "Arn"]}, None),
         ("ConsumerFunction", CHANGES_ARN, None),
         ("WriteBackFunction", {"Fn::GetAtt": ["WriteBackQueue", "Arn"]}, "WriteBackEnabled"),
     ]
     queues = [k for k, v in res.items() if v["Type"] == "AWS::SQS::Queue" and "Condition" not in v]
-    assert sorted(queues) == ["ChangesDeadLetterQueue", "ChangesQueue", "EventsDeadLetterQueue"]
+    assert sorted(queues) == [
+        "ChangesDeadLetterQueue",
+        "ChangesQueue",
+        "EventsDeadLetterQueue",
+        "NotificationsDeadLetterQueue",
+        "NotificationsQueue",
+    ]
     optional = [k for k, v in res.items() if v["Type"] == "AWS::SQS::Queue" and "Condition" in v]
     assert sorted(optional) == ["WriteBackDeadLetterQueue", "WriteBackQueue"]
     assert template["Parameters"]["GitWriteBack"]["Default"] == "disabled"
