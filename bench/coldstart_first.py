@@ -5,12 +5,14 @@ are printed side by side and the cost cannot just move.
 Each run is a fresh ``python -S`` process on the same PYTHONPATH as the import figures (the built
 function and its layers): it imports ``app`` (timed as the import figures are), then calls
 ``lambda_handler`` once (the first invocation) and again with the same event (warm: for the
-webhook a replay, answered as a duplicate; for the poller a poll that finds nothing new), each
+webhook the same delivery, queued again; for the poller a poll that finds nothing new), each
 timed with ``perf_counter`` and ``process_time``. The AWS side is moto's server and the registry Debian's
 ``docker-registry``, both on 127.0.0.1; before every run a new image is pushed under the followed
-tag, so every first invocation does the whole work of a push: the webhook authenticates the
-delivery, loads the configuration, re-resolves the tag at the registry, records it and enqueues
-the change; the poller loads the configuration, resolves the tag and enqueues the change.
+tag, so every first invocation does the whole work of a push: the webhook's HTTP call
+authenticates the delivery, loads the configuration and queues the notification on the
+notifications queue (its check, the re-resolution at the registry, the record and the change
+enqueued, is the same function's next invocation, from that queue: not timed here); the poller
+loads the configuration, resolves the tag and enqueues the change.
 """
 
 from __future__ import annotations
@@ -82,10 +84,12 @@ def local_aws_and_registry(env: dict[str, str]) -> Iterator[tuple[dict[str, str]
             region_name="us-east-1",
         )
         create_state_table(session.client("dynamodb", endpoint_url=endpoint), env["TAGPIN_STATE_TABLE"])
-        queue = session.client("sqs", endpoint_url=endpoint).create_queue(
+        sqs = session.client("sqs", endpoint_url=endpoint)
+        queue = sqs.create_queue(
             QueueName="tagpin-changes.fifo",
             Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"},
         )
+        notifications = sqs.create_queue(QueueName="tagpin-notifications")
         ssm = session.client("ssm", endpoint_url=endpoint)
         config = {
             "clusters": {"dev": {"kubeconfig": {"file": "/dev/null"}}},
@@ -103,7 +107,11 @@ def local_aws_and_registry(env: dict[str, str]) -> Iterator[tuple[dict[str, str]
             Value=json.dumps({"distribution": TOKEN}),
             Type="SecureString",
         )
-        probe_env = env | {"AWS_ENDPOINT_URL": endpoint, "TAGPIN_QUEUE_URL": queue["QueueUrl"]}
+        probe_env = env | {
+            "AWS_ENDPOINT_URL": endpoint,
+            "TAGPIN_QUEUE_URL": queue["QueueUrl"],
+            "TAGPIN_NOTIFICATIONS_QUEUE_URL": notifications["QueueUrl"],
+        }
         yield probe_env, registry.host, lambda: push_image(registry.url, REPOSITORY, TAG)
     finally:
         registry.stop()
