@@ -81,7 +81,7 @@ def template_defaults() -> dict[str, Any]:
             {
                 str(event["Properties"]["Queue"])
                 for r in resources.values()
-                if r["Type"] == "AWS::Serverless::Function"
+                if r["Type"] == "AWS::Serverless::Function" and created(r)
                 for event in (r["Properties"].get("Events") or {}).values()
                 if event["Type"] == "SQS"
             }
