@@ -182,11 +182,11 @@ class DynamoDigests:
         """Forget ``image``'s settled digest: its entry becomes a tombstone at the entry's own
         ``t``, so that a settle read before the move it was settled at is still refused (removing
         the entry let such a settle land again). DynamoDB cannot cut a string in an update, so the
-        entry is read first (one strongly consistent read of the shard's item: about 1 read unit at
-        10,000 tags), then one write of the tombstone (the item's size in write units, as before)
-        under ``tombstone``'s condition; nothing is written when neither layout holds a digest (a
-        tag that keeps failing costs the read only). A write that landed between the read and the
-        tombstone (``t`` only grows) is read again, at most ``DROP_TRIES`` times."""
+        entry is read first (one strongly consistent read of the shard's item: a read unit per 4 KB
+        of it), then one write of the tombstone (a write unit per KB of the item, as the removal
+        before) under ``tombstone``'s condition; nothing is written when neither layout holds a
+        digest. A write that landed between the read and the tombstone (``t`` only grows) is read
+        again, at most ``DROP_TRIES`` times."""
         for _ in range(DROP_TRIES):
             item = self._table.get(digest_key(image)) or {}
             t, held = _entry(item, image)
