@@ -171,6 +171,11 @@ def check_that_fails(w: World) -> None:
             "the failed check recorded",
             lambda: (tag := state_of(st).tags.get(image)) is not None and tag.last_error is not None,
         )
+        # a poll meanwhile: the tag's settled digest is dropped (a consistent read of its shard's
+        # item, then its tombstone), under the poller's role
+        assert image in state_of(st).digests.all()
+        st.run_poller()
+        assert image not in state_of(st).digests.all()
     finally:
         registry.reconfigure(None)
     wiring.reset()

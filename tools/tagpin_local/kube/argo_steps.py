@@ -24,6 +24,8 @@ handles, with a basic canary (no traffic routing) as the model:
   serving (``progressDeadlineAbort`` is not simulated).
 - ``status.abort`` (``kubectl argo rollouts abort``): the canary is scaled to 0, the stable back to
   ``spec.replicas``, phase ``Degraded`` with ``RolloutAborted``, until the template changes again.
+- ``status.conditions`` are written as ``SetRolloutCondition`` writes them: an unchanged
+  condition keeps its ``lastUpdateTime`` (so a ``Degraded`` phase can be dated).
 - ``status.observedGeneration`` is a string, as Argo writes it; the Rollout's
   ``rollout.argoproj.io/revision`` annotation counts its templates.
 """
@@ -169,6 +171,24 @@ def _walk_steps(walk: _Walk, steps: list[Obj], pause_reason: str, now: float) ->
     walk.promoted = True
 
 
+def _kept(found: list[Obj], before: Any) -> list[Obj]:
+    """The conditions as Argo's ``SetRolloutCondition`` (utils/conditions/conditions.go) writes
+    them over ``before``: one whose status and reason are unchanged is left as it was (its times and
+    message: how old a failure is can be read from it); one whose status is unchanged keeps its
+    ``lastTransitionTime``."""
+    was = {c.get("type"): c for c in before or [] if isinstance(c, dict)}
+    kept: list[Obj] = []
+    for new in found:
+        old = was.get(new["type"])
+        if old is None or old.get("status") != new["status"]:
+            kept.append(new)
+        elif old.get("reason") == new["reason"]:
+            kept.append(old)
+        else:
+            kept.append({**new, "lastTransitionTime": old.get("lastTransitionTime")})
+    return kept
+
+
 def _conditions(walk: _Walk, available: int, now: float) -> list[Obj]:
     if walk.phase == "Healthy":
         found = [
@@ -298,7 +318,7 @@ def decide(rollout: Obj, sets: list[Obj], now: float, progress: Progress) -> Dec
         if int((rs.get("spec") or {}).get("replicas") or 0) != want:
             decision.scale[rs["metadata"]["name"]] = want
     status.update(_counts(sets, canary_rs), phase=walk.phase, message=walk.message)
-    status["conditions"] = _conditions(walk, status["availableReplicas"], now)
+    status["conditions"] = _kept(_conditions(walk, status["availableReplicas"], now), old.get("conditions"))
     if steps:
         status["currentStepIndex"] = walk.index
     if walk.phase == "Paused":

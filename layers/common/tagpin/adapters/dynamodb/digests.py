@@ -21,8 +21,10 @@ The items are a cache of the ``TAG#`` items and never ahead of them, without tra
 - ``settle`` writes ``<t> <digest>`` only if the entry's ``t`` is not later than the ``changed_at``
   the poll read with the digest: a move that happened after that read has left a later tombstone,
   so an old digest is never cached over a newer move, whichever write lands first;
-- the poll drops the entry of a tag the registry failed to answer for (an entry, not a
-  tombstone), so that its error is cleared through the tag's item when it answers again.
+- the poll drops the entry of a tag the registry failed to answer for, so that its error is
+  cleared through the tag's item when it answers again: the entry becomes a tombstone at its own
+  ``t`` (the move it was settled at), so that the next settle of that move lands and an older one
+  is still refused.
 
 The layout before (the attribute named by the tag alone, a map ``{d, t}`` or ``{t}``; stacks
 deployed before this one have it) is read too, and every condition holds over both: a write checks
@@ -54,6 +56,7 @@ SEP = " "
 # Entries per combined write: each adds 8 operators to the condition (DynamoDB allows 300 in an
 # expression) and about 100 characters to the expressions (4 KB each).
 SETTLE_PER_WRITE = 25
+DROP_TRIES = 3  # a drop's read and tombstone, when a write lands between them each time
 
 
 def digest_key(image: FollowedKey) -> dict[str, dict[str, str]]:
@@ -112,6 +115,14 @@ def _old(value: Any) -> tuple[int, str | None]:
     return t, entry["d"]["S"] if "d" in entry else None
 
 
+def _entry(item: Item, image: FollowedKey) -> tuple[int, bool]:
+    """``image``'s entry in its shard's item: the later ``t`` of both layouts, and whether either
+    layout holds a digest."""
+    text = item.get(ENTRY + image, {}).get("S", "")
+    t_old, digest = _old(item[image]) if image in item else (0, None)
+    return max(int(text[:WIDTH] or 0), t_old), len(text) > WIDTH or digest is not None
+
+
 def _read(item: Item, found: dict[str, str]) -> None:
     """The settled digests of one shard's item into ``found``."""
     old: list[str] = []
@@ -168,23 +179,18 @@ class DynamoDigests:
         return written
 
     def drop(self, image: FollowedKey) -> None:
-        """Forget ``image``'s settled digest: remove its entries, never a tombstone (an older settle
-        could land). One write when neither layout holds a tombstone (always, but for a deploy's
-        older version writing beside this one), else one per layout."""
-        names = {"#n": ENTRY + image, "#o": image}
-        sep = {":sep": S(SEP)}
-        if (
-            self._table.update(
-                digest_key(image),
-                "REMOVE #n, #o",
-                condition="(attribute_not_exists(#n) OR contains(#n, :sep))"
-                " AND (attribute_not_exists(#o) OR attribute_exists(#o.d))",
-                names=names,
-                values=sep,
-            )
-            is None
-        ):
-            key_ = digest_key(image)
-            new, old = {"#n": names["#n"]}, {"#o": names["#o"]}
-            self._table.update(key_, "REMOVE #n", condition="contains(#n, :sep)", names=new, values=sep)
-            self._table.update(key_, "REMOVE #o", condition="attribute_exists(#o.d)", names=old)
+        """Forget ``image``'s settled digest: its entry becomes a tombstone at the entry's own
+        ``t``, so that a settle read before the move it was settled at is still refused (removing
+        the entry let such a settle land again). DynamoDB cannot cut a string in an update, so the
+        entry is read first (one strongly consistent read of the shard's item: a read unit per 4 KB
+        of it), then one write of the tombstone (a write unit per KB of the item, as the removal
+        before) under ``tombstone``'s condition; nothing is written when neither layout holds a
+        digest. A write that landed between the read and the tombstone (``t`` only grows) is read
+        again, at most ``DROP_TRIES`` times."""
+        for _ in range(DROP_TRIES):
+            item = self._table.get(digest_key(image)) or {}
+            t, held = _entry(item, image)
+            if not held:
+                return
+            if _write(self._table, [(image, _at(t), t)]):
+                return

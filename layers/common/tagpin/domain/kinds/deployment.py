@@ -10,18 +10,12 @@ resumed: ``PAUSED``, never a failure of the image.
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from tagpin.domain.kinds.profile import Health, Json, Profile, Progress, as_int
+from tagpin.domain.kinds.profile import Health, Json, Profile, Progress, as_int, epoch_ms
 
 
 def recorded_at(condition: Json) -> int | None:
     """When the controller last updated ``condition`` (epoch ms); None where it does not say."""
-    text = condition.get("lastUpdateTime")
-    try:
-        return int(datetime.fromisoformat(str(text)).timestamp() * 1000) if text else None
-    except ValueError:
-        return None
+    return epoch_ms(condition.get("lastUpdateTime"))
 
 
 def health(spec: Json, status: Json) -> Health:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -84,6 +85,15 @@ def as_int(value: Any, default: int = 0) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
+
+
+def epoch_ms(text: Any) -> int | None:
+    """A time the API serves (RFC 3339, whole seconds) as epoch milliseconds; None where it is
+    missing or not a time."""
+    try:
+        return int(datetime.fromisoformat(str(text)).timestamp() * 1000) if text else None
+    except ValueError:
+        return None
 
 
 def dig(data: Json, path: tuple[str, ...]) -> Json:
