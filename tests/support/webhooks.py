@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
 from tagpin.adapters.dynamodb.deliveries import DeliveryStore
 from tagpin.adapters.webhooks.sources import SOURCES
@@ -13,6 +14,7 @@ from tagpin.domain.config import TagpinConfig, parse_config
 from tagpin.ports.state import State
 from tagpin.ports.webhooks import PushEvent
 from tagpin.usecases.detect import Detector
+from tagpin.usecases.followed import Followed
 from tagpin.usecases.webhook import WebhookResult, WebhookService
 
 from tests.support.clock import FakeClock
@@ -72,11 +74,48 @@ def config_following(*images: str) -> TagpinConfig:
     return parse_config("\n".join(lines))
 
 
+class PortCalls:
+    """Every call made to a state's repositories, named ``<repository>.<method>`` (``index.entries``,
+    ``targets.get_many``...), from any thread: ``wrap`` gives the state that counts them."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []  # list.append is atomic: the records' threads share it
+
+    def wrap(self, state: State) -> State:
+        repositories = ("index", "tags", "targets", "heads")
+        return replace(
+            state, **{name: _Counted(getattr(state, name), name, self.names) for name in repositories}
+        )
+
+    def count(self, prefix: str) -> int:
+        return sum(name.startswith(prefix) for name in self.names)
+
+
+class _Counted:
+    def __init__(self, inner: object, name: str, names: list[str]) -> None:
+        self._inner, self._name, self._names = inner, name, names
+
+    def __getattr__(self, attribute: str) -> Any:
+        value = getattr(self._inner, attribute)
+        if not callable(value):
+            return value
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._names.append(f"{self._name}.{attribute}")
+            return value(*args, **kwargs)
+
+        return cast(Any, counted)
+
+
 class Hook:
     """The webhook function's service, following ``FOLLOWED``, with the samples' secrets. The
     registry answers ``D1`` for every tag."""
 
-    def __init__(self, store: State, db: Any, table: str, secrets: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, store: State, db: Any, table: str, secrets: dict[str, Any] | None = None, *, index: bool = False
+    ) -> None:
+        """``index``: what is followed read as the deployed webhook reads it (``Followed``: the
+        configuration and the state table's index), not from the configuration alone."""
         self.config = config_following(*FOLLOWED)
         self.secrets = secret() if secrets is None else secrets
         self.resolver = ScriptedRegistry(default=D1)
@@ -101,6 +140,7 @@ class Hook:
             notifications=lambda: self.notifications,
             deliveries=lambda: self.deliveries,
             clock=self.clock,
+            followed=(lambda: Followed(self.config, store)) if index else None,
         )
 
     def post(

@@ -1,6 +1,7 @@
 """The deployed webhook handler's two stages (functions/webhook/app.py, in process, moto): an HTTP
 delivery is queued on the notifications queue and answered before its check; the handler's SQS
-stage checks a batch side by side and reports only the records whose check failed."""
+stage checks a batch side by side and reports only the records whose check failed; a malformed
+message among them is dropped."""
 
 from __future__ import annotations
 
@@ -123,3 +124,17 @@ def test_a_message_that_is_not_a_notification_is_dropped_not_retried(webhook) ->
     sqs.send_message(QueueUrl=notifications, MessageBody="not what the webhook queues")
     assert check_queued(handler, sqs, notifications) == (1, [])
     assert visible(sqs, notifications) == 0
+
+
+def test_a_batch_of_good_and_malformed_messages_drops_only_the_malformed(webhook) -> None:
+    handler, sqs, notifications, changes = webhook
+    for repository, delivery in (("team/a", "d-6"), ("demo/web", "d-7")):
+        assert post(handler, json.dumps({"events": [push(repository, delivery)]}).encode())[0] == 202
+    sqs.send_message(QueueUrl=notifications, MessageBody='{"v": 1, "source": "distribution"}')
+    sqs.send_message(QueueUrl=notifications, MessageBody="not what the webhook queues")
+    handed, failed = check_queued(handler, sqs, notifications)
+    # the followed tag's check fails (its registry is unreachable) and it alone comes back; the
+    # unfollowed one is checked (ignored); the two malformed are answered 400 and dropped
+    assert handed == 4
+    assert [json.loads(body)["events"][0]["delivery_id"] for body in failed] == ["d-7"]
+    assert visible(sqs, notifications) == 1 and visible(sqs, changes) == 0
