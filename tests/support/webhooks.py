@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
+import boto3
+import pytest
 from tagpin.adapters.dynamodb.deliveries import DeliveryStore
 from tagpin.adapters.webhooks.sources import SOURCES
 from tagpin.domain.config import TagpinConfig, parse_config
@@ -17,8 +19,9 @@ from tagpin.usecases.detect import Detector
 from tagpin.usecases.followed import Followed
 from tagpin.usecases.webhook import WebhookResult, WebhookService
 
+from tests.support.aws import create_table
 from tests.support.clock import FakeClock
-from tests.support.constants import D1, EVENTS, WEB
+from tests.support.constants import D1, DISTRIBUTION_V1, EVENTS, REGION, WEB, WEBHOOK_TOKEN
 from tests.support.queues import ListNotificationQueue, ListQueue
 from tests.support.registry import ScriptedRegistry
 
@@ -172,6 +175,70 @@ class Hook:
         """The queued stage over what the HTTP answers queued so far: ``checked_all``'s results in one
         (the counts added up, the events in order; the last failure raises after the others ran)."""
         return merged(checked_all(self.service, self.notifications))
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The deployed webhook function (functions/webhook/app.py) loaded in process, as Lambda runs it,
+    over moto: its handler, the SQS client, the notifications queue's URL and the changes queue's."""
+
+    handler: Any
+    sqs: Any
+    notifications: str
+    changes: str
+
+
+def deploy_webhook(monkeypatch: pytest.MonkeyPatch, config: str) -> Deployed:
+    """The webhook function over moto (under the ``aws`` fixture): the state table, the changes and
+    notifications queues, ``config`` as its configuration parameter, the distribution source's
+    token (``WEBHOOK_TOKEN``) in its secret, its settings in the environment. The caller resets
+    ``tagpin.wiring`` after the test."""
+    create_table(boto3.client("dynamodb", region_name=REGION), "tagpin-state", ("pk", "sk"))
+    sqs = boto3.client("sqs", region_name=REGION)
+    changes = sqs.create_queue(QueueName="changes.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    notifications = sqs.create_queue(QueueName="notifications")["QueueUrl"]
+    ssm = boto3.client("ssm", region_name=REGION)
+    ssm.put_parameter(Name="/tagpin/config", Value=config, Type="String")
+    # the webhook secret in the default store (SecretStore=ssm): the SecureString "/" + its name
+    ssm.put_parameter(
+        Name="/tagpin/webhook", Value=json.dumps({"distribution": WEBHOOK_TOKEN}), Type="SecureString"
+    )
+    for name, value in {
+        "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
+        "TAGPIN_STATE_TABLE": "tagpin-state",
+        "TAGPIN_QUEUE_URL": changes,
+        "TAGPIN_NOTIFICATIONS_QUEUE_URL": notifications,
+        "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+        "POWERTOOLS_SERVICE_NAME": "webhook",
+        "POWERTOOLS_METRICS_DISABLED": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    from tagpin import wiring
+    from tagpin_local.lambda_runtime import load_handler
+
+    wiring.reset()
+    return Deployed(load_handler("webhook"), sqs, notifications, changes)
+
+
+def post_distribution(
+    handler: Any, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``body`` posted to the webhook function's ``POST /webhooks/distribution`` (API Gateway's
+    HTTP API event) with the distribution source's token and content type (and ``headers``): the
+    status and the JSON answer."""
+    from tagpin_local.lambda_runtime import LocalContext, http_api_event
+
+    event = http_api_event(
+        "POST",
+        "/webhooks/distribution",
+        "",
+        {"authorization": f"Bearer {WEBHOOK_TOKEN}", "content-type": DISTRIBUTION_V1, **(headers or {})},
+        body,
+        "192.0.2.1",
+        "POST /webhooks/{source}",
+    )
+    response = handler(event, LocalContext("tagpin-webhook", timeout_s=15))
+    return int(response["statusCode"]), json.loads(response["body"])
 
 
 def check_queued(handler: Any, sqs: Any, queue_url: str) -> tuple[int, list[str]]:
