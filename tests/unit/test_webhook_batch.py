@@ -14,8 +14,12 @@ from typing import Any
 
 import pytest
 from tagpin.adapters.webhooks.sources import SOURCES
-from tagpin.domain.config import NotConfigured, TagpinConfig
+from tagpin.domain.config import NotConfigured, Registry, TagpinConfig
+from tagpin.domain.messages import Trigger
+from tagpin.domain.refs import Digest
 from tagpin.ports.state import State
+from tagpin.usecases.attestations import AttestationFilter
+from tagpin.usecases.detect import Detector
 from tagpin.usecases.webhook import CheckFailed, WebhookResult, WebhookService
 from tagpin.usecases.webhook_check import Batch
 
@@ -183,3 +187,26 @@ def test_the_configuration_gone_raises_for_the_record_to_come_back(hook: Hook) -
     configured, malformed = side_by_side(service.batch(bodies), bodies)
     assert isinstance(configured, NotConfigured), configured
     assert isinstance(malformed, WebhookResult) and malformed.status == 400
+
+
+def test_where_attestation_changes_are_ignored_the_tags_are_read_once_too(
+    hook: Hook, calls: PortCalls
+) -> None:
+    """A registry that ignores attestation-only changes: a check compares the tag's stored digest
+    with the registry's answer, so the batch reads the followed tags' items too, once for all."""
+    ignoring = Registry(ignore_attestation_changes=True)
+    hook.detector = Detector(
+        hook.resolver,
+        hook.store,
+        hook.queue,
+        confirm_delays=(),
+        sleep=lambda _s: None,
+        attestations=AttestationFilter(hook.resolver, lambda _host: ignoring),
+    )
+    for image in (WEB, DOCKER_WEB):  # recorded before, at the digest the registry still answers
+        hook.store.tags.record(image, Digest(D1), 1, Trigger.POLL)
+    bodies = queued(hook, *THREE)
+    calls.names.clear()
+    assert answers(side_by_side(hook.service.batch(bodies), bodies)) == [(1, 2, 0), (1, 1, 0), (1, 2, 0)]
+    assert calls.names.count("tags.get_many") == 1 and calls.names.count("tags.get") == 0, calls.names
+    assert calls.count("targets.") == 1
