@@ -59,6 +59,8 @@ BENCHES: tuple[Bench, ...] = (
         (
             "functions/webhook",
             f"{LIB}/usecases/webhook.py",
+            f"{LIB}/usecases/webhook_check.py",
+            f"{LIB}/usecases/webhook_events.py",
             f"{LIB}/adapters/webhooks",
             f"{LIB}/adapters/dynamodb",
             "bench/webhook.py",

@@ -39,7 +39,7 @@ def require_binary(name: str, path: str | None = None) -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _close_cached_clients():
+def _close_cached_clients() -> Iterator[None]:
     """Close the composition root's cached clients (the registry client's event loop and
     connections) when the session ends, as a Lambda container's shutdown would."""
     yield

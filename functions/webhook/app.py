@@ -51,22 +51,24 @@ def receive(source: str, request: HttpRequest) -> dict[str, Any]:
     return http_response(result.status, json.dumps(result.body))
 
 
-def check(record: SQSRecord) -> int:
-    """One queued notification checked; raises (the record comes back) when it must be tried again."""
-    result = wiring.webhook_service().check_queued(record.body)
-    _count(result)
-    return result.status
-
-
 def checks(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """A batch of the notifications queue, its records checked side by side (the consumer's
-    processor: a standard queue's records carry no message group, so each is a group of its own),
-    each failure reported alone and brought back on the redelivery schedule (``tagpin.redelivery``:
-    5 s, 10 s, ... as the consumer's records; dead-lettered after maxReceiveCount)."""
+    """A batch of the notifications queue: looked up once (what is followed among all its records'
+    tags, their states), its records then checked side by side (the consumer's processor: a standard
+    queue's records carry no message group, so each is a group of its own), each failure reported
+    alone and brought back on the redelivery schedule (``tagpin.redelivery``: 5 s, 10 s, ... as the
+    consumer's records; dead-lettered after maxReceiveCount)."""
     from tagpin.adapters.sqs_fifo import GroupedFifoProcessor
     from tagpin.redelivery import process_batch
 
-    wiring.webhook_service(), wiring.detector()  # built once, on this thread, before the records'
+    wiring.detector()  # built once, on this thread, before the records' threads
+    batch = wiring.webhook_service().batch(str(record.get("body", "")) for record in event.get("Records", []))
+
+    def check(record: SQSRecord) -> int:
+        """One queued notification checked; raises (the record comes back) when it must be tried again."""
+        result = batch.check(record.body)
+        _count(result)
+        return result.status
+
     processor = GroupedFifoProcessor()
     processor.raise_on_entire_batch_failure = False  # every record failed: reported, not raised
     return process_batch(

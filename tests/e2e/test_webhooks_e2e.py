@@ -4,19 +4,16 @@ nothing."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from tagpin_local.demo import current_image, wait_for_digest
-from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
-from tagpin_local.stack import LocalStack, StackOptions
+from tagpin_local.stack import LocalStack
 
-from tests.conftest import require_binary
-from tests.support.stack import notifications_checked, state_of
+from tests.support.stack import notifications_checked, notify, state_of, webhook_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -24,36 +21,12 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def live() -> Iterator[LocalStack]:
     """Notifications on (the registry posts to the webhook), the SQS loop on, no poller."""
-    require_binary("docker-registry", "/usr/bin/docker-registry")
-    with LocalStack(StackOptions(notifications=True, poll_interval=None)) as st:
-        assert st.registry is not None
-        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
+    with webhook_stack(notifications=True) as st:
         yield st
 
 
 def forged(stack: LocalStack, digest: str, token: str) -> httpx.Response:
-    assert stack.registry is not None
-    event = {
-        "id": f"forged-{digest[-8:]}-{token[-4:]}",
-        "timestamp": "2026-01-01T00:00:00Z",
-        "action": "push",
-        "target": {
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": digest,
-            "repository": "demo/web",
-            "tag": "stable",
-        },
-        "request": {"host": stack.registry.host, "method": "PUT"},
-    }
-    return httpx.post(
-        stack.webhook_url + "/distribution",
-        content=json.dumps({"events": [event]}),
-        headers={
-            "authorization": f"Bearer {token}",
-            "content-type": "application/vnd.docker.distribution.events.v1+json",
-        },
-        timeout=30,
-    )
+    return notify(stack, digest, f"forged-{digest[-8:]}-{token[-4:]}", token=token)
 
 
 def test_real_notification_rolls_and_forged_ones_change_nothing(live: LocalStack) -> None:

@@ -9,15 +9,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from tagpin_local.demo import current_image
-from tagpin_local.kube.manifests import deployment
 from tagpin_local.oci import push_image
-from tagpin_local.stack import LocalStack, StackOptions
+from tagpin_local.stack import LocalStack
 
-from tests.conftest import require_binary
-from tests.support.stack import messages_on, notifications_checked, state_of, wait_for
+from tests.support.stack import (
+    messages_on,
+    notifications_checked,
+    notify,
+    notify_body,
+    state_of,
+    wait_for,
+    webhook_stack,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -25,42 +30,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def live() -> Iterator[LocalStack]:
     """Notifications posted by the tests (the registry's own off), the SQS loops on, no poller."""
-    require_binary("docker-registry", "/usr/bin/docker-registry")
-    with LocalStack(StackOptions(notifications=False, poll_interval=None)) as st:
-        assert st.registry is not None
-        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
+    with webhook_stack(notifications=False) as st:
         yield st
-
-
-def notify_body(st: LocalStack, digest: str, delivery: str) -> bytes:
-    """A distribution notification of demo/web:stable at ``digest``, as the registry posts it."""
-    assert st.registry is not None
-    event = {
-        "id": delivery,
-        "timestamp": "2026-01-01T00:00:00Z",
-        "action": "push",
-        "target": {
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": digest,
-            "repository": "demo/web",
-            "tag": "stable",
-        },
-        "request": {"host": st.registry.host, "method": "PUT"},
-    }
-    return json.dumps({"events": [event]}).encode()
-
-
-def notify(st: LocalStack, digest: str, delivery: str, body: bytes | None = None) -> httpx.Response:
-    """``body`` (by default ``notify_body``'s) posted to the webhook, as the registry posts it."""
-    return httpx.post(
-        st.webhook_url + "/distribution",
-        content=body if body is not None else notify_body(st, digest, delivery),
-        headers={
-            "authorization": f"Bearer {st.webhook_token}",
-            "content-type": "application/vnd.docker.distribution.events.v1+json",
-        },
-        timeout=30,
-    )
 
 
 def test_the_answer_comes_before_the_check_and_a_failed_check_comes_back(live: LocalStack) -> None:

@@ -2,15 +2,67 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 
+import httpx
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import State, TargetStatus
-from tagpin_local.stack import LocalStack
+from tagpin_local.kube.manifests import deployment
+from tagpin_local.stack import LocalStack, StackOptions
 
+from tests.conftest import require_binary
 from tests.support.constants import STATE_TABLE
 from tests.support.waiting import wait_for
+
+
+@contextlib.contextmanager
+def webhook_stack(*, notifications: bool) -> Iterator[LocalStack]:
+    """The webhook's tests' stack: the registry (its own notifications to the webhook on or off: off,
+    the tests post them), the notifications queue's loops on, no poller; the deployment ``web``
+    (container ``web``, namespace ``default``) running ``demo/web:stable``, which the stack follows."""
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    with LocalStack(StackOptions(notifications=notifications, poll_interval=None)) as st:
+        assert st.registry is not None
+        st.kube.create(deployment("web", "default", f"{st.registry.host}/demo/web:stable", container="web"))
+        yield st
+
+
+def notify_body(st: LocalStack, digest: str, delivery: str) -> bytes:
+    """A distribution notification of demo/web:stable at ``digest`` (event id ``delivery``), as the
+    stack's registry posts it."""
+    assert st.registry is not None
+    event = {
+        "id": delivery,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "action": "push",
+        "target": {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest,
+            "repository": "demo/web",
+            "tag": "stable",
+        },
+        "request": {"host": st.registry.host, "method": "PUT"},
+    }
+    return json.dumps({"events": [event]}).encode()
+
+
+def notify(
+    st: LocalStack, digest: str, delivery: str, *, body: bytes | None = None, token: str | None = None
+) -> httpx.Response:
+    """``body`` (by default ``notify_body``'s) posted to the stack's webhook as the registry posts it,
+    with ``token`` (by default the stack's own)."""
+    return httpx.post(
+        st.webhook_url + "/distribution",
+        content=body if body is not None else notify_body(st, digest, delivery),
+        headers={
+            "authorization": f"Bearer {st.webhook_token if token is None else token}",
+            "content-type": "application/vnd.docker.distribution.events.v1+json",
+        },
+        timeout=30,
+    )
 
 
 def drain(st: LocalStack) -> None:

@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
+import boto3
+import pytest
 from tagpin.adapters.dynamodb.deliveries import DeliveryStore
 from tagpin.adapters.webhooks.sources import SOURCES
 from tagpin.domain.config import TagpinConfig, parse_config
 from tagpin.ports.state import State
 from tagpin.ports.webhooks import PushEvent
 from tagpin.usecases.detect import Detector
+from tagpin.usecases.followed import Followed
 from tagpin.usecases.webhook import WebhookResult, WebhookService
 
+from tests.support.aws import create_table
 from tests.support.clock import FakeClock
-from tests.support.constants import D1, EVENTS, WEB
+from tests.support.constants import D1, DISTRIBUTION_V1, EVENTS, REGION, WEB, WEBHOOK_TOKEN
 from tests.support.queues import ListNotificationQueue, ListQueue
 from tests.support.registry import ScriptedRegistry
 
@@ -72,11 +77,48 @@ def config_following(*images: str) -> TagpinConfig:
     return parse_config("\n".join(lines))
 
 
+class PortCalls:
+    """Every call made to a state's repositories, named ``<repository>.<method>`` (``index.entries``,
+    ``targets.get_many``...), from any thread: ``wrap`` gives the state that counts them."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []  # list.append is atomic: the records' threads share it
+
+    def wrap(self, state: State) -> State:
+        repositories = ("index", "tags", "targets", "heads")
+        return replace(
+            state, **{name: _Counted(getattr(state, name), name, self.names) for name in repositories}
+        )
+
+    def count(self, prefix: str) -> int:
+        return sum(name.startswith(prefix) for name in self.names)
+
+
+class _Counted:
+    def __init__(self, inner: object, name: str, names: list[str]) -> None:
+        self._inner, self._name, self._names = inner, name, names
+
+    def __getattr__(self, attribute: str) -> Any:
+        value = getattr(self._inner, attribute)
+        if not callable(value):
+            return value
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._names.append(f"{self._name}.{attribute}")
+            return value(*args, **kwargs)
+
+        return cast(Any, counted)
+
+
 class Hook:
     """The webhook function's service, following ``FOLLOWED``, with the samples' secrets. The
     registry answers ``D1`` for every tag."""
 
-    def __init__(self, store: State, db: Any, table: str, secrets: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, store: State, db: Any, table: str, secrets: dict[str, Any] | None = None, *, index: bool = False
+    ) -> None:
+        """``index``: what is followed read as the deployed webhook reads it (``Followed``: the
+        configuration and the state table's index), not from the configuration alone."""
         self.config = config_following(*FOLLOWED)
         self.secrets = secret() if secrets is None else secrets
         self.resolver = ScriptedRegistry(default=D1)
@@ -101,6 +143,7 @@ class Hook:
             notifications=lambda: self.notifications,
             deliveries=lambda: self.deliveries,
             clock=self.clock,
+            followed=(lambda: Followed(self.config, store)) if index else None,
         )
 
     def post(
@@ -132,6 +175,70 @@ class Hook:
         """The queued stage over what the HTTP answers queued so far: ``checked_all``'s results in one
         (the counts added up, the events in order; the last failure raises after the others ran)."""
         return merged(checked_all(self.service, self.notifications))
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The deployed webhook function (functions/webhook/app.py) loaded in process, as Lambda runs it,
+    over moto: its handler, the SQS client, the notifications queue's URL and the changes queue's."""
+
+    handler: Any
+    sqs: Any
+    notifications: str
+    changes: str
+
+
+def deploy_webhook(monkeypatch: pytest.MonkeyPatch, config: str) -> Deployed:
+    """The webhook function over moto (under the ``aws`` fixture): the state table, the changes and
+    notifications queues, ``config`` as its configuration parameter, the distribution source's
+    token (``WEBHOOK_TOKEN``) in its secret, its settings in the environment. The caller resets
+    ``tagpin.wiring`` after the test."""
+    create_table(boto3.client("dynamodb", region_name=REGION), "tagpin-state", ("pk", "sk"))
+    sqs = boto3.client("sqs", region_name=REGION)
+    changes = sqs.create_queue(QueueName="changes.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    notifications = sqs.create_queue(QueueName="notifications")["QueueUrl"]
+    ssm = boto3.client("ssm", region_name=REGION)
+    ssm.put_parameter(Name="/tagpin/config", Value=config, Type="String")
+    # the webhook secret in the default store (SecretStore=ssm): the SecureString "/" + its name
+    ssm.put_parameter(
+        Name="/tagpin/webhook", Value=json.dumps({"distribution": WEBHOOK_TOKEN}), Type="SecureString"
+    )
+    for name, value in {
+        "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
+        "TAGPIN_STATE_TABLE": "tagpin-state",
+        "TAGPIN_QUEUE_URL": changes,
+        "TAGPIN_NOTIFICATIONS_QUEUE_URL": notifications,
+        "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
+        "POWERTOOLS_SERVICE_NAME": "webhook",
+        "POWERTOOLS_METRICS_DISABLED": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    from tagpin import wiring
+    from tagpin_local.lambda_runtime import load_handler
+
+    wiring.reset()
+    return Deployed(load_handler("webhook"), sqs, notifications, changes)
+
+
+def post_distribution(
+    handler: Any, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``body`` posted to the webhook function's ``POST /webhooks/distribution`` (API Gateway's
+    HTTP API event) with the distribution source's token and content type (and ``headers``): the
+    status and the JSON answer."""
+    from tagpin_local.lambda_runtime import LocalContext, http_api_event
+
+    event = http_api_event(
+        "POST",
+        "/webhooks/distribution",
+        "",
+        {"authorization": f"Bearer {WEBHOOK_TOKEN}", "content-type": DISTRIBUTION_V1, **(headers or {})},
+        body,
+        "192.0.2.1",
+        "POST /webhooks/{source}",
+    )
+    response = handler(event, LocalContext("tagpin-webhook", timeout_s=15))
+    return int(response["statusCode"]), json.loads(response["body"])
 
 
 def check_queued(handler: Any, sqs: Any, queue_url: str) -> tuple[int, list[str]]:

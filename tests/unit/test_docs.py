@@ -84,7 +84,11 @@ def test_every_path_the_docs_name_exists() -> None:
 
 def test_the_webhook_answers_are_the_statuses_the_code_answers() -> None:
     webhooks = ROOT / "layers" / "common" / "tagpin" / "adapters" / "webhooks"
-    code = statuses_raised(ROOT / "layers/common/tagpin/usecases/webhook.py", *sorted(webhooks.glob("*.py")))
+    usecases = ROOT / "layers" / "common" / "tagpin" / "usecases"
+    code = statuses_raised(
+        *(usecases / f"webhook{part}.py" for part in ("", "_events", "_check")),
+        *sorted(webhooks.glob("*.py")),
+    )
     rows = {int(row[0]): row[1] for row in table_after((ROOT / "docs/webhooks.md").read_text(), "## Answers")}
     assert set(rows) == code
     assert 413 in code and 400 in code  # the two rows below: guards against an empty parse

@@ -1,6 +1,7 @@
 """The deployed webhook handler's two stages (functions/webhook/app.py, in process, moto): an HTTP
 delivery is queued on the notifications queue and answered before its check; the handler's SQS
-stage checks a batch side by side and reports only the records whose check failed."""
+stage checks a batch side by side and reports only the records whose check failed; a malformed
+message among them is dropped."""
 
 from __future__ import annotations
 
@@ -8,15 +9,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from tagpin import wiring
 from tagpin.ports.registry import OCI_MANIFEST
-from tagpin_local.lambda_runtime import LocalContext, http_api_event, load_handler
 
-from tests.support.aws import create_table
-from tests.support.constants import DISTRIBUTION_V1, REGION, WEBHOOK_TOKEN
-from tests.support.webhooks import check_queued
+from tests.support.webhooks import check_queued, deploy_webhook, post_distribution
 
 UNREACHABLE = "127.0.0.1:9"  # nothing listens there: every check of its tags fails
 CONFIG = f"""
@@ -32,27 +29,8 @@ images:
 
 @pytest.fixture
 def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, str, str]]:
-    create_table(boto3.client("dynamodb", region_name=REGION), "tagpin-state", ("pk", "sk"))
-    sqs = boto3.client("sqs", region_name=REGION)
-    changes = sqs.create_queue(QueueName="changes.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-    notifications = sqs.create_queue(QueueName="notifications")["QueueUrl"]
-    ssm = boto3.client("ssm", region_name=REGION)
-    ssm.put_parameter(Name="/tagpin/config", Value=CONFIG, Type="String")
-    ssm.put_parameter(
-        Name="/tagpin/webhook", Value=json.dumps({"distribution": WEBHOOK_TOKEN}), Type="SecureString"
-    )
-    for name, value in {
-        "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
-        "TAGPIN_STATE_TABLE": "tagpin-state",
-        "TAGPIN_QUEUE_URL": changes,
-        "TAGPIN_NOTIFICATIONS_QUEUE_URL": notifications,
-        "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
-        "POWERTOOLS_SERVICE_NAME": "webhook",
-        "POWERTOOLS_METRICS_DISABLED": "1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    wiring.reset()
-    yield load_handler("webhook"), sqs, notifications, changes
+    deployed = deploy_webhook(monkeypatch, CONFIG)
+    yield deployed.handler, deployed.sqs, deployed.notifications, deployed.changes
     wiring.reset()
 
 
@@ -70,20 +48,6 @@ def push(repository: str, delivery: str) -> dict[str, Any]:
     }
 
 
-def post(handler: Any, body: bytes) -> tuple[int, dict[str, Any]]:
-    event = http_api_event(
-        "POST",
-        "/webhooks/distribution",
-        "",
-        {"authorization": f"Bearer {WEBHOOK_TOKEN}", "content-type": DISTRIBUTION_V1},
-        body,
-        "192.0.2.1",
-        "POST /webhooks/{source}",
-    )
-    response = handler(event, LocalContext("tagpin-webhook", timeout_s=15))
-    return int(response["statusCode"]), json.loads(response["body"])
-
-
 def visible(sqs: Any, url: str) -> int:
     attributes = sqs.get_queue_attributes(
         QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
@@ -93,7 +57,7 @@ def visible(sqs: Any, url: str) -> int:
 
 def test_the_answer_is_the_queueing_and_the_check_comes_after(webhook) -> None:
     handler, sqs, notifications, changes = webhook
-    status, answer = post(handler, json.dumps({"events": [push("demo/web", "d-1")]}).encode())
+    status, answer = post_distribution(handler, json.dumps({"events": [push("demo/web", "d-1")]}).encode())
     assert (status, answer) == (202, {"queued": 1})  # its registry unreachable: answered anyway
     assert visible(sqs, notifications) == 1 and visible(sqs, changes) == 0
 
@@ -101,7 +65,7 @@ def test_the_answer_is_the_queueing_and_the_check_comes_after(webhook) -> None:
 def test_a_malformed_notification_is_a_400_and_never_queued(webhook) -> None:
     handler, sqs, notifications, _ = webhook
     for body in (b"{", json.dumps({"events": [push("Demo/Web", "d-2")]}).encode()):
-        status, answer = post(handler, body)
+        status, answer = post_distribution(handler, body)
         assert status == 400, answer
     assert visible(sqs, notifications) == 0
 
@@ -111,7 +75,10 @@ def test_a_batch_with_one_failing_check_reports_only_that_one(webhook) -> None:
     # three deliveries in one batch: the followed tag's check fails (its registry is unreachable),
     # two unfollowed ones are checked (ignored)
     for repository, delivery in (("team/a", "d-3"), ("demo/web", "d-4"), ("team/b", "d-5")):
-        assert post(handler, json.dumps({"events": [push(repository, delivery)]}).encode())[0] == 202
+        assert (
+            post_distribution(handler, json.dumps({"events": [push(repository, delivery)]}).encode())[0]
+            == 202
+        )
     handed, failed = check_queued(handler, sqs, notifications)
     assert handed == 3
     assert [json.loads(body)["events"][0]["delivery_id"] for body in failed] == ["d-4"]
@@ -123,3 +90,20 @@ def test_a_message_that_is_not_a_notification_is_dropped_not_retried(webhook) ->
     sqs.send_message(QueueUrl=notifications, MessageBody="not what the webhook queues")
     assert check_queued(handler, sqs, notifications) == (1, [])
     assert visible(sqs, notifications) == 0
+
+
+def test_a_batch_of_good_and_malformed_messages_drops_only_the_malformed(webhook) -> None:
+    handler, sqs, notifications, changes = webhook
+    for repository, delivery in (("team/a", "d-6"), ("demo/web", "d-7")):
+        assert (
+            post_distribution(handler, json.dumps({"events": [push(repository, delivery)]}).encode())[0]
+            == 202
+        )
+    sqs.send_message(QueueUrl=notifications, MessageBody='{"v": 1, "source": "distribution"}')
+    sqs.send_message(QueueUrl=notifications, MessageBody="not what the webhook queues")
+    handed, failed = check_queued(handler, sqs, notifications)
+    # the followed tag's check fails (its registry is unreachable) and it alone comes back; the
+    # unfollowed one is checked (ignored); the two malformed are answered 400 and dropped
+    assert handed == 4
+    assert [json.loads(body)["events"][0]["delivery_id"] for body in failed] == ["d-7"]
+    assert visible(sqs, notifications) == 1 and visible(sqs, changes) == 0

@@ -11,6 +11,7 @@ import pytest
 from tagpin.adapters.dynamodb.deliveries import DeliveryStore
 from tagpin.ports.state import State
 from tagpin.usecases.webhook import DELIVERY_TTL_S, CheckFailed
+from tagpin.usecases.webhook_check import Checker
 
 from tests.support.constants import D1, STATE_TABLE, WEB, WEBHOOK_TOKEN
 from tests.support.webhooks import Hook, sample
@@ -72,10 +73,10 @@ def test_a_delivery_that_fails_midway_releases_every_claim(
         [{"image": WEB, "id": "d-1"}, {"image": "docker.io/demo/web:stable", "id": "d-1"}]
     ).encode()
 
-    def down(_images: Any) -> Any:
+    def down(_checker: Checker, _images: Any) -> Any:
         raise RuntimeError("DynamoDB unavailable")
 
-    monkeypatch.setattr(hook.service, "_lookup", down)
+    monkeypatch.setattr(Checker, "lookup", down)
     with pytest.raises(RuntimeError):
         post(hook, body)
     monkeypatch.undo()

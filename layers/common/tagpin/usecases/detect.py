@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from functools import partial
 
 from tagpin.domain.channels import FollowedKey
@@ -34,6 +35,12 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _done[T](value: T) -> Future[T]:
+    future: Future[T] = Future()
+    future.set_result(value)
+    return future
+
+
 def merge_followed(followed: Iterable[FollowedImage]) -> list[FollowedImage]:
     """One entry per tag (or channel), with the targets of every listing of it (first listing's
     order and policy). A tag listed once with distinct targets is its listing itself (a poll of
@@ -51,6 +58,29 @@ def merge_followed(followed: Iterable[FollowedImage]) -> list[FollowedImage]:
         else first[image].model_copy(update={"targets": targets})
         for image, targets in merged.items()
     ]
+
+
+class StateAhead:
+    """The items several checks would each read, read once for all of them and started before
+    their registries answer (the webhook's batch): the targets' states, and the tags' own items
+    where a check reads them (a registry that ignores attestation-only changes). ``conclude`` reads
+    none of them again. Read ahead as the poll reads them: a target applied after the read costs
+    one more message (the consumer finds nothing to do); one whose state went back meanwhile is
+    found behind by the next poll (the level). A failed read raises at each check that needs it."""
+
+    def __init__(
+        self, tags: Future[dict[FollowedKey, TagState]], targets: Future[dict[str, TargetState]]
+    ) -> None:
+        self._tags = tags
+        self._targets = targets
+
+    def known(self, image: FollowedKey) -> TagState | None:
+        return self._tags.result().get(image)
+
+    def targets(self, followed: FollowedImage) -> dict[str, TargetState | None]:
+        """Each of ``followed``'s targets' state, None for one that has none yet (read, not found)."""
+        states = self._targets.result()
+        return {t.id: states.get(t.id) for t in followed.targets}
 
 
 class Detector:
@@ -120,6 +150,24 @@ class Detector:
         except Exception as exc:  # one registry's failure must not stop the others
             return exc
 
+    def read_ahead(self, followed: Iterable[FollowedImage]) -> StateAhead:
+        """What ``conclude`` would read for each of ``followed``, for all of them at once: two
+        batched reads started side by side (the tags' items only where a check reads them)."""
+        followed = list(followed)
+        ids = list(dict.fromkeys(t.id for f in followed for t in f.targets))
+        images = [
+            f.image for f in followed if self._reads_tag(key.repository if (key := f.channel_key) else f.ref)
+        ]
+        return StateAhead(
+            overlap.start(partial(self._state.tags.get_many, images)) if images else _done({}),
+            overlap.start(partial(self._state.targets.get_many, ids)) if ids else _done({}),
+        )
+
+    def _reads_tag(self, ref: ImageRef) -> bool:
+        """Whether ``conclude`` reads the tag's item for ``ref`` (its registry ignores changes of
+        attestations only)."""
+        return self._attestations is not None and self._attestations.enabled(ref)
+
     def conclude(
         self,
         followed: FollowedImage,
@@ -129,9 +177,11 @@ class Detector:
         correlation_id: str | None = None,
         hint_digest: str | None = None,
         ref: ImageRef | None = None,
+        ahead: StateAhead | None = None,
     ) -> Observation:
         """``detect``'s second step, on ``resolve``'s answer: a failure recorded (the working digest
-        kept), an attestation-only change ignored, else ``observe``."""
+        kept), an attestation-only change ignored, else ``observe``. ``ahead``: the items it reads,
+        read before (``read_ahead``, with ``followed`` among them)."""
         image = followed.image
         ref = ref or followed.ref
         if isinstance(resolved, Exception):
@@ -142,8 +192,9 @@ class Detector:
             self._state.tags.record_error(image, message, self._clock())
             return Observation(image, TagOutcome.ERROR, error=message)
         resolution = resolved
-        if self._attestations is not None and self._attestations.enabled(ref):
-            known = self._state.tags.get(image)
+        known: TagState | None = None
+        if self._attestations is not None and self._reads_tag(ref):
+            known = self._state.tags.get(image) if ahead is None else ahead.known(image)
             if known is not None and self._attestations.only_attestations(ref, known.digest, resolution):
                 return Observation(
                     image,
@@ -153,7 +204,13 @@ class Detector:
                     reason="attestation-only change",
                 )
         return self.observe(
-            followed, resolution, trigger=trigger, correlation_id=correlation_id, hint_digest=hint_digest
+            followed,
+            resolution,
+            trigger=trigger,
+            correlation_id=correlation_id,
+            hint_digest=hint_digest,
+            known=known,
+            targets=None if ahead is None else ahead.targets(followed),
         )
 
     def record_error(self, followed: FollowedImage, error: Exception | str) -> Observation:
@@ -172,12 +229,13 @@ class Detector:
         correlation_id: str | None = None,
         hint_digest: str | None = None,
         known: TagState | None = None,
-        targets: Mapping[str, TargetState] | None = None,
+        targets: Mapping[str, TargetState | None] | None = None,
     ) -> Observation:
         """Record what the registry answered and enqueue a change if any target is behind it.
 
-        ``known`` and ``targets``: the tag's and its targets' items as the caller (the poll) read
-        them just before, so that they are not read again. A target read before it was applied
+        ``known`` and ``targets``: the tag's and its targets' items as the caller (the poll, the
+        webhook's batch) read them just before, so that they are not read again (a target left out
+        is read now; one given as None was read and has no state yet). A target read before it was applied
         at the new digest costs one more message (the consumer finds nothing to do); one whose
         state regressed since the read is found behind by the next poll (the level)."""
         image = followed.image
@@ -190,7 +248,7 @@ class Detector:
             )
         ids = [t.id for t in followed.targets]
         reading = None
-        if targets is None or any(i not in targets for i in ids):  # not read (or not found): read now,
+        if targets is None or any(i not in targets for i in ids):  # not read (or left out): read now,
             reading = overlap.start(partial(self._state.targets.get_many, ids))  # while the tag is recorded
         if followed.policy is not None:
             # A version channel's head: the tag the resolution was of (tagpin.usecases.channels),
@@ -212,7 +270,9 @@ class Detector:
                 "tag moved",
                 extra={"image": image, "digest": current.digest, "previous": record.previous_digest},
             )
-        states: Mapping[str, TargetState] = reading.result() if reading is not None else (targets or {})
+        states: Mapping[str, TargetState | None] = (
+            reading.result() if reading is not None else (targets or {})
+        )
         behind = [i for i in ids if not ((st := states.get(i)) is not None and st.settled_at(current.digest))]
         enqueued = False
         # A digest whose rollout failed (marked bad) is not enqueued until the tag moves.
