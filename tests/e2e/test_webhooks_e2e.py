@@ -4,7 +4,6 @@ nothing."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 
@@ -16,7 +15,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
-from tests.support.stack import notifications_checked, state_of
+from tests.support.stack import notification_body, notifications_checked, post_notification, state_of
 
 pytestmark = pytest.mark.e2e
 
@@ -32,27 +31,8 @@ def live() -> Iterator[LocalStack]:
 
 
 def forged(stack: LocalStack, digest: str, token: str) -> httpx.Response:
-    assert stack.registry is not None
-    event = {
-        "id": f"forged-{digest[-8:]}-{token[-4:]}",
-        "timestamp": "2026-01-01T00:00:00Z",
-        "action": "push",
-        "target": {
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": digest,
-            "repository": "demo/web",
-            "tag": "stable",
-        },
-        "request": {"host": stack.registry.host, "method": "PUT"},
-    }
-    return httpx.post(
-        stack.webhook_url + "/distribution",
-        content=json.dumps({"events": [event]}),
-        headers={
-            "authorization": f"Bearer {token}",
-            "content-type": "application/vnd.docker.distribution.events.v1+json",
-        },
-        timeout=30,
+    return post_notification(
+        stack, notification_body(stack, digest, f"forged-{digest[-8:]}-{token[-4:]}"), token
     )
 
 

@@ -17,7 +17,14 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
-from tests.support.stack import messages_on, notifications_checked, state_of, wait_for
+from tests.support.stack import (
+    messages_on,
+    notification_body,
+    notifications_checked,
+    post_notification,
+    state_of,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -32,35 +39,9 @@ def live() -> Iterator[LocalStack]:
         yield st
 
 
-def notify_body(st: LocalStack, digest: str, delivery: str) -> bytes:
-    """A distribution notification of demo/web:stable at ``digest``, as the registry posts it."""
-    assert st.registry is not None
-    event = {
-        "id": delivery,
-        "timestamp": "2026-01-01T00:00:00Z",
-        "action": "push",
-        "target": {
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": digest,
-            "repository": "demo/web",
-            "tag": "stable",
-        },
-        "request": {"host": st.registry.host, "method": "PUT"},
-    }
-    return json.dumps({"events": [event]}).encode()
-
-
 def notify(st: LocalStack, digest: str, delivery: str, body: bytes | None = None) -> httpx.Response:
-    """``body`` (by default ``notify_body``'s) posted to the webhook, as the registry posts it."""
-    return httpx.post(
-        st.webhook_url + "/distribution",
-        content=body if body is not None else notify_body(st, digest, delivery),
-        headers={
-            "authorization": f"Bearer {st.webhook_token}",
-            "content-type": "application/vnd.docker.distribution.events.v1+json",
-        },
-        timeout=30,
-    )
+    """``body`` (by default ``notification_body``'s) posted to the webhook, as the registry posts it."""
+    return post_notification(st, body if body is not None else notification_body(st, digest, delivery))
 
 
 def test_the_answer_comes_before_the_check_and_a_failed_check_comes_back(live: LocalStack) -> None:
@@ -100,7 +81,7 @@ def test_a_refused_notification_is_never_queued(live: LocalStack) -> None:
     assert live.registry is not None
     before = messages_on(live, live.notifications_url)
     digest = "sha256:" + "0" * 64
-    event = json.loads(notify_body(live, digest, "refused"))["events"][0]
+    event = json.loads(notification_body(live, digest, "refused"))["events"][0]
     event["target"]["repository"] = "Demo/Web"  # not a repository name
     for body in (b"{", json.dumps({"events": [event]}).encode()):
         answer = notify(live, digest, "refused", body=body)

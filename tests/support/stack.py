@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import httpx
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import State, TargetStatus
 from tagpin_local.stack import LocalStack
@@ -67,6 +68,39 @@ def messages_on(st: LocalStack, queue_url: str) -> int:
         ],
     )["Attributes"]
     return sum(int(value) for value in attributes.values())
+
+
+def notification_body(st: LocalStack, digest: str, delivery: str) -> bytes:
+    """A distribution notification of demo/web:stable at ``digest`` (event id ``delivery``), as
+    the stack's registry posts it."""
+    assert st.registry is not None
+    event = {
+        "id": delivery,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "action": "push",
+        "target": {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest,
+            "repository": "demo/web",
+            "tag": "stable",
+        },
+        "request": {"host": st.registry.host, "method": "PUT"},
+    }
+    return json.dumps({"events": [event]}).encode()
+
+
+def post_notification(st: LocalStack, body: bytes, token: str | None = None) -> httpx.Response:
+    """``body`` posted to the stack's webhook as the registry posts it (with the webhook's token
+    unless another is given)."""
+    return httpx.post(
+        st.webhook_url + "/distribution",
+        content=body,
+        headers={
+            "authorization": f"Bearer {token if token is not None else st.webhook_token}",
+            "content-type": "application/vnd.docker.distribution.events.v1+json",
+        },
+        timeout=60,
+    )
 
 
 def notifications_checked(st: LocalStack) -> None:
