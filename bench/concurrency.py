@@ -272,6 +272,9 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             if isinstance(f, ProcessFunction)
             for pid in f.pids
         }
+        moto = getattr(st._moto, "_process", None)  # moto's server, when a process of its own
+        if moto is not None:
+            roles[moto.pid] = "moto server"
         before = st.functions["consumer"].invocations
         listed = client.AppsV1Api(st.kube.kube.api_client()).list_namespaced_deployment("default", limit=1)
         since = str(listed.metadata.resource_version)  # type: ignore[union-attr]
