@@ -1,8 +1,8 @@
 """Concurrency bench: N tags pushed at once through the whole local stack (registry notifications,
 the webhook, the SQS loops, the consumer), in three setups measured in one run:
 
-* ``threads:1``: one container per function, every container a thread of the stack's process
-  (every invocation of a function serialised);
+* ``threads:1``: one container per function (and the webhook one more per batch of its checks at
+  once, its event source's concurrency), every container a thread of the stack's process;
 * ``threads:3``: three containers per function, threads of the stack's process (one interpreter
   and its GIL for moto, the clusters' fronts, the loops and every container);
 * ``processes:3``: three containers per function, each a process of its own as on Lambda
@@ -272,6 +272,9 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             if isinstance(f, ProcessFunction)
             for pid in f.pids
         }
+        moto = getattr(st._moto, "_process", None)  # moto's server, when a process of its own
+        if moto is not None:
+            roles[moto.pid] = "moto server"
         before = st.functions["consumer"].invocations
         listed = client.AppsV1Api(st.kube.kube.api_client()).list_namespaced_deployment("default", limit=1)
         since = str(listed.metadata.resource_version)  # type: ignore[union-attr]
@@ -292,23 +295,34 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
         latencies = sorted(patched[name] - pushed[name][1] for name in patched)
         consumer = st.functions["consumer"]
         last = max(patched.values(), default=first)
-        busy = {  # where the time went: each function's invocations during the storm
-            name: {
+        # where the time went: each function's invocations during the storm, the webhook's HTTP calls
+        # and its checks apart (each with containers of their own: its HTTP ``containers``, and its
+        # event source's concurrency, as many as the checks' batches at once)
+        parts = {
+            "webhook HTTP calls": ("webhook", "http", containers),
+            "webhook checks": ("webhook", "sqs", st.sources["notifications"].concurrency),
+            "consumer": ("consumer", "sqs", st.functions["consumer"].containers),
+        }
+        busy = {
+            part: {
                 "invocations": len(calls),
                 "busy_s": round(sum(i.finished - i.started for i in calls), 2),
                 "per_invocation_s": round(statistics.mean(i.finished - i.started for i in calls), 3)
                 if calls
                 else None,
                 "waited_for_a_container_s": round(sum(i.started - i.requested for i in calls), 2),
-                "utilisation": round(
-                    sum(i.finished - i.started for i in calls) / (containers * (last - first)), 2
-                )
+                "containers": slots,
+                "utilisation": round(sum(i.finished - i.started for i in calls) / (slots * (last - first)), 2)
                 if last > first
                 else None,
             }
-            for name in ("webhook", "consumer")
+            for part, (name, kind, slots) in parts.items()
             for calls in [
-                [i for i in st.functions[name].history if i.started >= first - 1 and i.started <= last]
+                [
+                    i
+                    for i in st.functions[name].history
+                    if i.trigger == kind and i.started >= first - 1 and i.started <= last
+                ]
             ]
         }
         # Each workload's PATCHes as the API server answered them: applied (2xx) is what "rolled
@@ -383,8 +397,8 @@ def main() -> None:
         for name, b in row["functions"].items():
             print(
                 f"  {name}: {b['invocations']} invocations, {b['per_invocation_s']} s each, busy "
-                f"{b['busy_s']} s (utilisation {b['utilisation']} of {c} container(s)), waited for a "
-                f"container {b['waited_for_a_container_s']} s"
+                f"{b['busy_s']} s (utilisation {b['utilisation']} of {b['containers']} container(s)), "
+                f"waited for a container {b['waited_for_a_container_s']} s"
             )
         print(
             "  where a push's time goes (median / p90 / max, s): "

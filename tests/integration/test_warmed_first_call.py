@@ -105,7 +105,7 @@ def webhook_run(stack: LocalStack) -> tuple[list[Call], list[dict[str, Any]]]:
     so one made after both pushes would find the second digest twice. The stack's own loop of the
     notifications queue is held off meanwhile (its one receive at a time), so this container checks
     them."""
-    with stack._notifications_receive:
+    with stack.paused("notifications"):
         empty(stack, stack.queue_url)  # nothing but what these pushes queue (another test's poll did)
         empty(stack, stack.notifications_url)
         calls = invoke_started_container(

@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tagpin_local import recursion
-from tagpin_local.lambda_runtime import Invocation, LocalFunction
+from tagpin_local.lambda_runtime import Invocation, LocalFunction, trigger
 
 type Function = LocalFunction | ProcessFunction
 
@@ -245,7 +245,9 @@ class ProcessFunction:
             finally:
                 with self._count:
                     self.concurrent -= 1
-                    self.history.append(Invocation(requested, started, time.monotonic(), cold, first))
+                    self.history.append(
+                        Invocation(requested, started, time.monotonic(), cold, first, trigger(event))
+                    )
                 self._idle.put(kept)
         if "error" in reply:
             raise FunctionError(reply["error"]["errorType"], reply["error"]["errorMessage"])

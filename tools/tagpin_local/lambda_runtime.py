@@ -54,6 +54,7 @@ __all__ = [  # the events' builders live in lambda_events; imported from here by
     "scheduled_event",
     "set_function_output",
     "sqs_event",
+    "trigger",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -182,13 +183,23 @@ def load_handler(function: str) -> Handler:
 @dataclass(frozen=True)
 class Invocation:
     """One invocation, timed (``time.monotonic``): asked for a container, handler started, ended;
-    the cold start it waited for (0: a container was idle); whether it was its container's first."""
+    the cold start it waited for (0: a container was idle); whether it was its container's first;
+    what invoked it (``trigger``)."""
 
     requested: float
     started: float
     finished: float
     container_start_s: float
     first: bool
+    trigger: str = ""
+
+
+def trigger(event: dict[str, Any]) -> str:
+    """What invoked a function with ``event``, by its shape: "sqs" (an event source's batch), "http"
+    (an HTTP API request), "events" (EventBridge: a schedule, an ECR push)."""
+    if "Records" in event:
+        return "sqs"
+    return "http" if "requestContext" in event else "events"
 
 
 class LocalFunction:
@@ -275,5 +286,7 @@ class LocalFunction:
                 _running.active = outer
                 with self._count:
                     self.concurrent -= 1
-                    self.history.append(Invocation(requested, started, time.monotonic(), cold, first))
+                    self.history.append(
+                        Invocation(requested, started, time.monotonic(), cold, first, trigger(event))
+                    )
                 self._idle.put((handler, False))

@@ -5,8 +5,9 @@
   parameters ``/tagpin/...`` by default, or Secrets Manager secrets): ``put_secret`` and friends;
 - the CNCF registry (Debian's docker-registry) with push notifications to the webhook adapter;
 - an HTTP adapter that turns requests into HTTP API v2 events for the real webhook handler (which
-  queues what it accepts on the notifications queue, and an SQS loop gives it back to the webhook
-  to check, as the template's event source does), and for
+  queues what it accepts on the notifications queue, and that queue's event source gives it back
+  to the webhook to check, as the template's does: up to its MaximumConcurrency of batches at once,
+  in containers of their own beside the HTTP calls'), and for
   the real console handler under ``/console`` (signed in with ``console_token``; with
   ``StackOptions.console_auth="jwt"`` behind a stand-in of the JWT authorizer, ``jwt_claims``);
 - a scheduler that invokes the real poller handler with EventBridge schedule events, as an
@@ -59,6 +60,7 @@ from tagpin_local.stack_aws import (
     _cache_moto_modules,
     cluster_secret,
 )
+from tagpin_local.stack_events import SqsEventSource, maximum_concurrency
 from tagpin_local.stack_git import WRITEBACK_TIMEOUT_S, GitWriteBack
 from tagpin_local.stack_options import StackOptions
 
@@ -95,8 +97,7 @@ class LocalStack(GitWriteBack):
         self._clients_lock = threading.Lock()
         self._adapter: WebhookAdapter | None = None
         self._threads: list[threading.Thread] = []
-        self._receive_lock = threading.Lock()
-        self._notifications_receive = threading.Lock()
+        self.sources: dict[str, SqsEventSource] = {}
         self._stop = threading.Event()
         self._poll_wake = threading.Event()
         self.functions: dict[str, Function] = {}
@@ -151,6 +152,16 @@ class LocalStack(GitWriteBack):
         httpx.post(f"{self.aws_endpoint}/moto-api/reset", timeout=10).raise_for_status()
         self._set_env()
         self._create_aws_resources()
+        self.sources["changes"] = SqsEventSource(
+            "consumer", self.queue_url, self.queue_arn, self.options.containers, self.consumer_errors
+        )
+        self.sources["notifications"] = SqsEventSource(
+            "webhook",
+            self.notifications_url,
+            self.notifications_arn,
+            self._check_concurrency(),
+            self.webhook_errors,
+        )
         if self.options.git_write_back:
             self._create_writeback_queues()
         self._kube_clusters, self._starting = self._starting.result(), None
@@ -175,13 +186,12 @@ class LocalStack(GitWriteBack):
         if self.options.console_auth == "jwt":
             self._adapter.jwt_claims = self.options.jwt_claims or (lambda _token: None)
         # The webhook's own event source (its notifications queue), whatever ``consume`` says.
-        for n in range(self.options.containers if self.options.check_notifications else 0):
-            self._spawn(self._notifications_loop, f"sqs-webhook-{n}")
+        if self.options.check_notifications:
+            self._start_pollers("notifications")
         if self.options.consume:
-            for n in range(self.options.containers):  # Lambda's pollers: batches side by side
-                self._spawn(self._sqs_loop, f"sqs-consumer-{n}")
-            for n in range(self.options.containers if self.options.git_write_back else 0):
-                self._spawn(self._writeback_loop, f"sqs-writeback-{n}")
+            self._start_pollers("changes")
+            if self.options.git_write_back:
+                self._start_pollers("writeback")
         self._spawn(self._scheduler, "scheduler")
         self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
 
@@ -192,8 +202,15 @@ class LocalStack(GitWriteBack):
         if self.options.git_write_back:
             timeouts["writeback"] = WRITEBACK_TIMEOUT_S
 
+        # The webhook's HTTP calls and its event source's batches each have containers of their own:
+        # on Lambda a function scales out for whatever invokes it, so an HTTP call never waits for a
+        # container behind the checks, which the event source keeps to its MaximumConcurrency.
+        checks = self.sources["notifications"].concurrency if self.options.check_notifications else 0
+
         def start(name: str) -> Function:
             containers = self.options.containers if name in scaled else 1
+            if name == "webhook":
+                containers += checks
             kind = ProcessFunction if self.options.processes else LocalFunction
             return kind(name, timeout_s=timeouts[name], containers=containers)
 
@@ -202,6 +219,16 @@ class LocalStack(GitWriteBack):
             return
         with ThreadPoolExecutor(max_workers=len(timeouts)) as pool:  # processes: side by side
             self.functions.update(zip(timeouts, pool.map(start, timeouts), strict=True))
+
+    def _check_concurrency(self) -> int:
+        """The notifications queue's event source's batches at once: the stack's option, else the
+        template's (its ScalingConfig.MaximumConcurrency)."""
+        if self.options.check_concurrency is not None:
+            return self.options.check_concurrency
+        found = maximum_concurrency(REPO / "template.yaml", "NotificationsQueue")
+        if found is None:
+            raise ValueError("template.yaml: the NotificationsQueue event source has no MaximumConcurrency")
+        return found
 
     def stop(self) -> None:
         self._stop.set()

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 
-from tagpin_local.stack_events import EventSources
+from tagpin_local.stack_events import EventSources, SqsEventSource
 
 log = logging.getLogger("tagpin.local")
 WRITEBACK_TIMEOUT_S = 120.0  # template.yaml: WriteBackFunction.Timeout
@@ -19,8 +18,6 @@ WRITEBACK_TIMEOUT_S = 120.0  # template.yaml: WriteBackFunction.Timeout
 class GitWriteBack(EventSources):
     """A part of :class:`tagpin_local.stack.LocalStack`, which sets these attributes."""
 
-    # One receive at a time, as for the changes queue (stack_events.deliver).
-    _writeback_receive = threading.Lock()
     writeback_url: str = ""
     writeback_arn: str = ""
     writeback_dlq_url: str = ""
@@ -32,18 +29,16 @@ class GitWriteBack(EventSources):
         )
         self._saved_env.setdefault("TAGPIN_WRITEBACK_QUEUE_URL", os.environ.get("TAGPIN_WRITEBACK_QUEUE_URL"))
         os.environ["TAGPIN_WRITEBACK_QUEUE_URL"] = self.writeback_url
+        # as many batches at once as the function has containers (the stack's ``containers``)
+        self.sources["writeback"] = SqsEventSource(
+            "writeback",
+            self.writeback_url,
+            self.writeback_arn,
+            self.options.containers,
+            self.writeback_errors,
+        )
 
     def write_once(self, wait_s: int = 1) -> int:
         """Receive up to 10 write requests, invoke the write-back function with them, delete what
         succeeded; failed records come back after the delay the handler set."""
-        return self.deliver(
-            "writeback",
-            self.writeback_url,
-            self.writeback_arn,
-            receive=self._writeback_receive,
-            errors=self.writeback_errors,
-            wait_s=wait_s,
-        )
-
-    def _writeback_loop(self) -> None:
-        self._delivery_loop(self.write_once, "write-back queue")
+        return self.deliver("writeback", wait_s)

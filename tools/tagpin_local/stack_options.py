@@ -24,6 +24,10 @@ class StackOptions:
     # the webhook's own SQS loop (its notifications queue: the checks of what its HTTP path queued);
     # what drives the checks itself (bench/cost: check_once inside a measurement) turns it off
     check_notifications: bool = True
+    # the notifications queue's event source's batches at once (its pollers, and the webhook's
+    # containers for them beside the ``containers`` of its HTTP calls); None: template.yaml's
+    # ScalingConfig.MaximumConcurrency of that event source
+    check_concurrency: int | None = None
     clusters: list[str] = field(default_factory=list)  # more clusters besides "local"
     reconcile_interval: float | None = None  # seconds between scheduled reconciler runs; None = off
     rollout: dict[str, Any] | None = None  # the configuration's ``rollout`` section
