@@ -22,7 +22,7 @@ from tests.support.constants import ROOT
 
 MARK = "FIRST-CALL-PROBE "
 PROBE = r"""
-import importlib.util, json, sys, time
+import gc, importlib.util, json, sys, time
 function = sys.argv[1]
 from pydantic._internal._generate_schema import GenerateSchema  # pydantic: loaded by every handler
 built = []  # each validator pydantic builds (a model, a TypeAdapter, a validate_call): its name
@@ -42,6 +42,18 @@ if sys.argv[3] == "1":
     from tagpin.warming import warm
     warm(function)
 
+def aws_setup():
+    # botocore's per-operation setup so far, as (emitter, event) pairs: each client's event emitter
+    # looks up an event's handlers once (_lookup_cache), at the first call of each operation; and
+    # the endpoint ruleset's resolutions (each set of parameters resolved once: its cache misses).
+    hooks, provider = sys.modules.get("botocore.hooks"), sys.modules.get("botocore.endpoint_provider")
+    if hooks is None:
+        return set(), 0
+    emitters = [o for o in gc.get_objects() if isinstance(o, hooks.HierarchicalEmitter)]
+    events = {(id(e), name) for e in emitters for name in e._lookup_cache if name.count(".") >= 2}
+    misses = provider.EndpointProvider._resolve_endpoint.cache_info().misses if provider else 0
+    return events, misses
+
 class Context:
     function_name = "tagpin-" + function
     function_version = "$LATEST"
@@ -54,12 +66,15 @@ class Context:
 
 for line in sys.stdin:
     event = json.loads(line)
-    before, built[:] = set(sys.modules), []
+    (events, misses), before, built[:] = aws_setup(), set(sys.modules), []
     c0, t0 = time.process_time(), time.perf_counter()
     answer = app.lambda_handler(event, Context())
     c1, t1 = time.process_time(), time.perf_counter()
+    events_after, misses_after = aws_setup()
+    operations = {".".join(name.split(".")[1:3]) for _, name in events_after - events}
     call = {"imported": sorted(set(sys.modules) - before), "cpu_ms": (c1 - c0) * 1000,
-            "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built)}
+            "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built),
+            "aws_set_up": sorted(operations), "endpoints_resolved": misses_after - misses}
     print("\n__PROBE_MARK__" + json.dumps(call, default=str), flush=True)
 """.replace("__PROBE_MARK__", MARK)
 
@@ -76,6 +91,8 @@ class Call:
     wall_ms: float
     answer: Any
     built: list[str]  # the pydantic validators it built (models, TypeAdapters, validate_call)
+    aws_set_up: list[str]  # the AWS operations botocore set up at their first call ("sqs.SendMessage")
+    endpoints_resolved: int  # the endpoint ruleset's resolutions of parameters not resolved before
 
     @property
     def watched(self) -> list[str]:
