@@ -49,9 +49,17 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "coldstart",
         "bench-coldstart",
-        ("functions", "layers", "template.yaml", "bench/coldstart.py", "bench/coldstart_first.py"),
+        (
+            "functions",
+            "layers",
+            "template.yaml",
+            "bench/coldstart.py",
+            "bench/coldstart_first.py",
+            "tools/tagpin_local/firstcall.py",
+        ),
         12,
-        "import time of each built handler, package sizes, the webhook's and poller's first invocation",
+        "import time of each built handler, package sizes, the first invocation of the webhook's HTTP call, "
+        "its check and the poller",
     ),
     Bench(
         "webhook",

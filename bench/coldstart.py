@@ -17,7 +17,8 @@ For each function in the build directory:
     (what SAM's default python_pip workflow would ship);
   * whether ``kubernetes`` is in sys.modules after the import (must be False for the
     poller and the webhook);
-  * the webhook's and the poller's first invocation after that import (bench/coldstart_first.py).
+  * the first invocation after that import (bench/coldstart_first.py) of the webhook's HTTP call, of
+    the webhook's check of what that call queued, and of the poller.
 
 Usage:  .venv/bin/python bench/coldstart.py [--runs 5] [--python python3.13]
 Writes bench/results/coldstart.json and prints a table.

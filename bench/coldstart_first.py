@@ -3,16 +3,20 @@ times: what a handler defers from its import (a lazy import) its first invocatio
 are printed side by side and the cost cannot just move.
 
 Each run is a fresh ``python -S`` process on the same PYTHONPATH as the import figures (the built
-function and its layers): it imports ``app`` (timed as the import figures are), then calls
-``lambda_handler`` once (the first invocation) and again with the same event (warm: for the
-webhook the same delivery, queued again; for the poller a poll that finds nothing new), each
-timed with ``perf_counter`` and ``process_time``. The AWS side is moto's server and the registry Debian's
-``docker-registry``, both on 127.0.0.1; before every run a new image is pushed under the followed
-tag, so every first invocation does the whole work of a push: the webhook's HTTP call
-authenticates the delivery, loads the configuration and queues the notification on the
-notifications queue (its check, the re-resolution at the registry, the record and the change
-enqueued, is the same function's next invocation, from that queue: not timed here); the poller
-loads the configuration, resolves the tag and enqueues the change.
+function and its layers), a container not warmed (``tagpin_local.firstcall``, the process
+tests/integration/test_warmed_first_call.py starts too): it imports ``app`` (timed as the import
+figures are), then calls ``lambda_handler`` once (the first invocation) and again (warm), each
+timed with ``perf_counter`` and ``process_time``. The AWS side is moto's server and the registry
+Debian's ``docker-registry``, both on 127.0.0.1; before every invocation a new image is pushed
+under the followed tag, so every one does the whole work of a push:
+
+* the webhook's HTTP call authenticates the delivery, loads the configuration and queues the
+  notification on the notifications queue;
+* the webhook's check (the same function's next invocation, from that queue; a container of its
+  own here, as on Lambda where the HTTP calls and the checks scale apart) loads the configuration,
+  re-resolves the tag at the registry, records it and enqueues the change; it is given the
+  notifications the HTTP rows queued;
+* the poller loads the configuration, resolves the tag and enqueues the change.
 """
 
 from __future__ import annotations
@@ -20,17 +24,18 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 import yaml
-from tagpin_local.lambda_events import http_api_event
+from tagpin_local.firstcall import Container, run_container
+from tagpin_local.lambda_events import http_api_event, sqs_event
 from tagpin_local.moto_process import MotoProcess
 from tagpin_local.oci import push_image
 from tagpin_local.registry_server import RegistryServer
@@ -39,39 +44,30 @@ from tagpin_local.tables import create_state_table
 TOKEN = "coldstart-bench-token"
 REPOSITORY = "demo/web"
 TAG = "stable"
-FUNCTIONS = ("WebhookFunction", "PollerFunction")
 
-INVOKE_PROBE = """
-import json, sys, time
-t0, c0 = time.perf_counter(), time.process_time()
-import app
-t1, c1 = time.perf_counter(), time.process_time()
+# Each row: a function's container (its handler, its service) and the stage it is given: the
+# webhook's HTTP call (a registry's notification, which it queues), the webhook's check of what it
+# queued (its next invocation, from the notifications queue), the poller's schedule.
+ROWS = {
+    "WebhookFunction": ("WebhookFunction", "http"),
+    "WebhookFunction check": ("WebhookFunction", "check"),
+    "PollerFunction": ("PollerFunction", "schedule"),
+}
 
-class Context:
-    function_name = "tagpin-" + sys.argv[2]
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:" + function_name
-    memory_limit_in_mb = 512
-    aws_request_id = "coldstart-bench"
-    log_group_name = log_stream_name = "bench"
-    def get_remaining_time_in_millis(self):
-        return 60000
 
-first = app.lambda_handler(json.loads(sys.argv[1]), Context())
-t2, c2 = time.perf_counter(), time.process_time()
-app.lambda_handler(json.loads(sys.argv[1]), Context())
-t3, c3 = time.perf_counter(), time.process_time()
-print(json.dumps({"import_s": t1 - t0, "import_cpu_s": c1 - c0, "first_s": t2 - t1, "first_cpu_s": c2 - c1,
-                  "warm_s": t3 - t2, "answer": first}, default=str))
-"""
+@dataclass(frozen=True)
+class LocalAws:
+    env: dict[str, str]  # the probe's
+    host: str  # the registry's
+    push: Callable[[], str]  # a new image under the followed tag: its digest
+    queued: Callable[[], dict[str, Any]]  # the oldest queued notification, as its event source hands it over
 
 
 @contextmanager
-def local_aws_and_registry(env: dict[str, str]) -> Iterator[tuple[dict[str, str], str, Callable[[], str]]]:
+def local_aws_and_registry(env: dict[str, str]) -> Iterator[LocalAws]:
     """moto's server and a registry on 127.0.0.1 with what the webhook and the poller read: the state
-    table, the changes queue, the configuration (one followed tag) and the webhook secret. Yields the
-    probe's environment, the registry's host and ``push`` (a new image under the followed tag; its
-    digest)."""
+    table, the changes and notifications queues, the configuration (one followed tag) and the
+    webhook secret."""
     moto = MotoProcess()
     registry = RegistryServer()
     moto.start()
@@ -112,7 +108,15 @@ def local_aws_and_registry(env: dict[str, str]) -> Iterator[tuple[dict[str, str]
             "TAGPIN_QUEUE_URL": queue["QueueUrl"],
             "TAGPIN_NOTIFICATIONS_QUEUE_URL": notifications["QueueUrl"],
         }
-        yield probe_env, registry.host, lambda: push_image(registry.url, REPOSITORY, TAG)
+        arn = sqs.get_queue_attributes(QueueUrl=notifications["QueueUrl"], AttributeNames=["QueueArn"])
+
+        def queued() -> dict[str, Any]:
+            url = notifications["QueueUrl"]
+            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, WaitTimeSeconds=1)["Messages"]
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=messages[0]["ReceiptHandle"])
+            return sqs_event(messages, arn["Attributes"]["QueueArn"])
+
+        yield LocalAws(probe_env, registry.host, lambda: push_image(registry.url, REPOSITORY, TAG), queued)
     finally:
         registry.stop()
         moto.stop()
@@ -159,21 +163,27 @@ def event_for(function: str, host: str, digest: str) -> dict[str, Any]:
 
 
 def run_once(
-    python: str, env: dict[str, str], cwd: Path, event: dict[str, Any], service: str
-) -> dict[str, Any]:
-    proc = subprocess.run(
-        [python, "-S", "-c", INVOKE_PROBE, json.dumps(event), service],
-        check=False,
+    python: str, env: dict[str, str], code: Path, cwd: Path, local: LocalAws, function: str, stage: str
+) -> Container:
+    """A fresh container of ``function`` (``python -S``, its built ``code`` and path), not warmed: its
+    import, then its first invocation and a warm one, each given the event of a push made just
+    before it. The check's events are notifications the webhook's HTTP calls queued before."""
+    service = function.removesuffix("Function").lower()
+
+    def event() -> dict[str, Any]:
+        digest = local.push()
+        return local.queued() if stage == "check" else event_for(function, local.host, digest)
+
+    return run_container(
+        service,
+        code / "app.py",
+        [event, event],
+        python=python,
         env=env,
-        cwd=str(cwd),
-        capture_output=True,
-        text=True,
-        timeout=120,
+        warm=False,
+        cwd=cwd,
+        python_flags=("-S",),
     )
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-12:]}
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
 
 
 def measure_first(
@@ -183,26 +193,38 @@ def measure_first(
     cwd: Path,
     runs: int,
 ) -> dict[str, Any]:
-    """Per function: import, first and warm invocation (best and median of ``runs`` processes)."""
+    """Per row (``ROWS``): import, first and warm invocation (best and median of ``runs`` processes).
+    The webhook's HTTP rows run first: each queues two notifications, which its check's rows check."""
     results: dict[str, Any] = {}
-    with local_aws_and_registry(env) as (probe_env, registry_host, push):
-        for function in FUNCTIONS:
+    with local_aws_and_registry(env) as local:
+        for row, (function, stage) in ROWS.items():
             service = function.removesuffix("Function").lower()
-            fn_env = probe_env | {
+            fn_env = local.env | {
                 "POWERTOOLS_SERVICE_NAME": service,
                 "PYTHONPATH": os.pathsep.join(str(p) for p in paths[function]),
             }
             samples = []
             for _ in range(runs):
-                digest = push()
-                sample = run_once(python, fn_env, cwd, event_for(function, registry_host, digest), service)
-                if "error" in sample:
-                    results[function] = {"error": sample["error"]}
+                try:
+                    container = run_once(python, fn_env, paths[function][0], cwd, local, function, stage)
+                except RuntimeError as exc:
+                    results[row] = {"error": str(exc).strip().splitlines()[-12:]}
                     break
-                samples.append(sample)
+                first, warm = container.calls
+                samples.append(
+                    {
+                        "import_s": container.import_ms / 1000,
+                        "import_cpu_s": container.import_cpu_ms / 1000,
+                        "first_s": first.wall_ms / 1000,
+                        "first_cpu_s": first.cpu_ms / 1000,
+                        "warm_s": warm.wall_ms / 1000,
+                        "warm_cpu_s": warm.cpu_ms / 1000,
+                        "answer": first.answer,
+                    }
+                )
                 time.sleep(0.2)  # the registry's and moto's own work settles between runs
             else:
-                results[function] = summarise(samples)
+                results[row] = summarise(samples)
     return results
 
 
@@ -221,22 +243,26 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
             "median_s": statistics.median(s["import_s"] + s["first_s"] for s in samples),
         },
         "warm": stat("warm_s"),
+        "warm_cpu": stat("warm_cpu_s"),
         "answer": samples[-1]["answer"],
     }
 
 
 def print_first(results: dict[str, Any]) -> None:
     print("\nfirst invocation after the import (moto's server, docker-registry; 127.0.0.1), ms best/median:")
-    print(f"{'function':<18}{'import':>14}{'first':>14}{'import+first':>16}{'first CPU':>14}{'warm':>14}")
+    print(
+        f"{'function':<22}{'import':>14}{'first':>14}{'import+first':>16}{'first CPU':>14}{'warm':>14}"
+        f"{'warm CPU':>14}"
+    )
     for function, r in results.items():
         if "error" in r:
-            print(f"{function:<18} ERROR")
+            print(f"{function:<22} ERROR")
             for line in r["error"]:
                 print(f"    {line}")
             continue
-        cells = [r[k] for k in ("import", "first", "import_and_first", "first_cpu", "warm")]
+        cells = [r[k] for k in ("import", "first", "import_and_first", "first_cpu", "warm", "warm_cpu")]
         print(
-            f"{function:<18}"
+            f"{function:<22}"
             + "".join(f"{c['best_s'] * 1000:>8.0f} /{c['median_s'] * 1000:>4.0f}" for c in cells[:1])
             + "".join(f"{c['best_s'] * 1000:>8.0f} /{c['median_s'] * 1000:>4.0f}" for c in cells[1:2])
             + "".join(f"{c['best_s'] * 1000:>10.0f} /{c['median_s'] * 1000:>4.0f}" for c in cells[2:3])

@@ -1,15 +1,17 @@
 """A warmed container's first invocation costs what a warm one does (issue 26: the first push after a
 start): ``tagpin.warming`` builds at a container's start what that first invocation would, so the
-first invocation imports nothing of the library, pydantic, aiohttp, kubernetes, boto3 or YAML, and
-builds no pydantic validator (a model, a TypeAdapter, the Kubernetes client's ``validate_call``).
+first invocation imports nothing of the library, pydantic, aiohttp, kubernetes, boto3 or YAML,
+builds no pydantic validator (a model, a TypeAdapter, the Kubernetes client's ``validate_call``), sets
+up no AWS operation in botocore (its events' handlers looked up at an operation's first call) and
+resolves no endpoint (``tagpin.aws_warming`` rehearses each operation at the start, sending nothing).
 
 Not a hand-kept list: each function's container is started in a process of its own
 (tests/support/firstcall.py), warmed, and given the event of a real push on the local stack (the
 webhook a registry's notification and then the check it queued, the poller its schedule, the
 consumer the change the webhook's check queued); whatever that first invocation imports or builds
 is named. A handler that starts importing something new at its first call fails here until warming
-builds it too. Without warming (the control) the same
-first invocation imports the use cases and the clients, so the check can fail."""
+builds it too. Without warming (the control) the same first invocation imports the use cases and the
+clients and sets up the AWS operation it calls, so the check can fail."""
 
 from __future__ import annotations
 
@@ -77,11 +79,13 @@ def queued_changes(stack: LocalStack) -> list[dict[str, Any]]:
 
 
 def unwarmed(calls: list[Call]) -> str:
-    """What each call imported of the watched packages, and the pydantic validators it built."""
+    """What each call imported of the watched packages, the pydantic validators it built, the AWS
+    operations botocore set up at their first call and the endpoints it resolved."""
     return "; ".join(
-        f"call {n}: imported {c.watched}, built {c.built}"
+        f"call {n}: imported {c.watched}, built {c.built}, set up the AWS operations {c.aws_set_up}"
+        f" and resolved {c.endpoints_resolved} endpoints"
         for n, c in enumerate(calls)
-        if c.watched or c.built
+        if c.watched or c.built or c.aws_set_up or c.endpoints_resolved
     )
 
 
@@ -124,7 +128,9 @@ def test_the_webhooks_first_call_imports_nothing_warming_did_not(webhook_calls: 
     assert all(c.answer["statusCode"] == 202 for c in received), received
     assert all(json.loads(c.answer["body"])["queued"] == 1 for c in received), received
     assert all(c.answer == {"batchItemFailures": []} for c in checked), checked
-    assert not unwarmed(webhook_calls), f"the warmed webhook's invocations imported {unwarmed(webhook_calls)}"
+    assert not unwarmed(webhook_calls), (
+        f"the warmed webhook's invocations did what warming did not: {unwarmed(webhook_calls)}"
+    )
 
 
 def test_the_consumers_first_call_imports_nothing_warming_did_not(
@@ -134,7 +140,9 @@ def test_the_consumers_first_call_imports_nothing_warming_did_not(
     assert len(changes) == 2, changes
     calls = invoke_started_container("consumer", [lambda change=change: change for change in changes])
     assert all(c.answer == {"batchItemFailures": []} for c in calls), calls
-    assert not unwarmed(calls), f"the warmed consumer's invocations imported {unwarmed(calls)}"
+    assert not unwarmed(calls), (
+        f"the warmed consumer's invocations did what warming did not: {unwarmed(calls)}"
+    )
 
 
 def test_the_pollers_first_call_imports_nothing_warming_did_not(stack: LocalStack) -> None:
@@ -146,13 +154,15 @@ def test_the_pollers_first_call_imports_nothing_warming_did_not(stack: LocalStac
         return scheduled_event()
 
     calls = invoke_started_container("poller", [pushed] * 2)
-    assert not unwarmed(calls), f"the warmed poller's invocations imported {unwarmed(calls)}"
+    assert not unwarmed(calls), f"the warmed poller's invocations did what warming did not: {unwarmed(calls)}"
 
 
 def test_the_check_sees_what_a_cold_containers_first_call_imports(stack: LocalStack) -> None:
     """The control: left cold, the webhook's first invocation imports the use cases and the clients,
-    and this probe names them (the check above can fail). The stack's own loop checks what it
-    queued."""
+    sets up the AWS operation it calls and resolves its endpoint, and this probe names them (the
+    checks above can fail). The stack's own loop checks what it queued."""
     first = invoke_started_container("webhook", [lambda: notification(stack)], warm=False)[0]
     assert first.answer["statusCode"] == 202, first
     assert {"tagpin.usecases.webhook", "tagpin.domain.config"} <= set(first.watched), first
+    assert "sqs.SendMessage" in first.aws_set_up, first
+    assert first.endpoints_resolved >= 1, first

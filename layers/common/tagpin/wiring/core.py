@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tagpin import wiring
+from tagpin import aws_warming, wiring
 from tagpin.adapters.secrets import Secrets
 from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.settings import Function, SecretStore, Settings
@@ -67,10 +67,12 @@ def aws_session() -> Any:
 
 @cached
 def aws(service: str, region: str | None = None) -> Any:
-    """A client of ``service`` in the function's region, or in ``region``."""
+    """A client of ``service`` in the function's region, or in ``region``; its operations can be
+    rehearsed at a container's start (``aws_warming.install``: its one hook, set at its creation)."""
     with _CLIENTS:
         session = wiring.aws_session()
-        return session.client(service) if region is None else session.client(service, region_name=region)
+        client = session.client(service) if region is None else session.client(service, region_name=region)
+        return aws_warming.install(client)
 
 
 def parameters_on_session(provider: str) -> None:
