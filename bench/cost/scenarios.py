@@ -127,7 +127,7 @@ def measure_size(
         # discovery: the first reconcile (the real path) where its run is measured, else the index
         # and the tags' states written through the same repository calls it makes
         t0 = time.perf_counter()
-        seed_target_states(stack, tags, digest)
+        cloned = {"target states": seed_target_states(stack, tags, digest)}
         timings["seed_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         if n <= args.reconcile_max:
@@ -139,7 +139,7 @@ def measure_size(
             out["first_reconcile"] = first.as_dict()
             timings["first_reconcile_s"] = time.perf_counter() - t0
         else:
-            seed_index(stack, tags, digest)
+            cloned["tag states"] = seed_index(stack, tags, digest)
             timings["seed_index_s"] = time.perf_counter() - t0
 
         # the first polls after discovery settle every tag's digest (a write per tag, once); not
@@ -226,6 +226,7 @@ def measure_size(
         stopping = time.perf_counter()
     timings["stack_stop_s"] = time.perf_counter() - stopping
     out["setup_seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    out["setup_cloned"] = cloned  # which state was copied (clone.py), not written per tag by the real calls
     # every 5xx/throttling answer of this size, setup included (each measured operation has its own)
     out["aws_server_errors"] = errors.report(errors_before)
     return out
