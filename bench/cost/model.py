@@ -243,6 +243,7 @@ def estimate(
         "reconciles_per_month": round(reconciles),
         "changes_per_month": round(changes),
         "reconcile_extrapolated": reconcile_extrapolated,
+        **({"reconcile_basis_from": row.get("reconcile_basis_from")} if reconcile_extrapolated else {}),
         "lines": {k: round(v, 4) for k, v in sorted(bill.lines.items())},
         "by_part": by_part(bill.lines),
         "total_usd_month": round(total, 2),
