@@ -5,6 +5,7 @@ share is merged into that item where ``shared_key`` says it is."""
 
 from __future__ import annotations
 
+import threading
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -18,6 +19,10 @@ from tagpin_local.tables import create_state_table
 from bench.cost.clone import TABLE, Cloner, substitute
 from bench.cost.world import images, seed_index
 
+# moto in process is not thread-safe (the same item updated by two threads); the bench's moto server
+# answers DynamoDB requests one at a time (tools/tagpin_local): so are the real calls here, which the
+# fallback makes side by side
+SERIAL = threading.Lock()
 NAMES = [(f"reg/bench/r000:t{i:03d}", f"local/team{i % 3}/Deployment/r000-t{i:03d}/app") for i in range(60)]
 
 
@@ -45,6 +50,11 @@ def every_item(db: Any) -> dict[tuple[str, str], Any]:
 
 def real_write(db: Any, i: int, shared: bool = False) -> None:
     """What a repository writes for the i-th: its state (conditional update) and a trail item."""
+    with SERIAL:
+        _real_write(db, i, shared)
+
+
+def _real_write(db: Any, i: int, shared: bool) -> None:
     image, target = NAMES[i]
     db.update_item(
         TableName=TABLE,
@@ -103,6 +113,11 @@ def shard_of(name: str) -> tuple[str, str]:
 
 def real_record(db: Any, i: int, names: Sequence[Sequence[str]] = NAMES) -> None:
     """What a tag's state is: its own item, and its entry in the item its shard's tags share."""
+    with SERIAL:
+        _real_record(db, i, names)
+
+
+def _real_record(db: Any, i: int, names: Sequence[Sequence[str]]) -> None:
     image = names[i][0]
     db.update_item(
         TableName=TABLE,
