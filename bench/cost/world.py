@@ -11,7 +11,7 @@ they wrote for the first are then copied for every other one with its names put 
 batches of 25, after checking that the copy made for the second equals what the real call wrote for
 it (if not, every one goes through the real calls, slowly, and the bench says so); a tag's entry in
 its shard's settled-digest item is merged into that item, one write per shard. At 10,000 tags
-that is about 1,600 BatchWriteItem calls and 64 PutItem instead of 70,000 conditional updates
+that is about 1,200 BatchWriteItem calls and 64 PutItem instead of 70,000 conditional updates
 against moto.
 """
 
