@@ -24,9 +24,12 @@ Usage (from the repository root):
   .venv/bin/python -m bench.cost [--sizes 100,1000,10000] [--changes-per-1000-per-day 20]
       [--reconcile-max 1000] [--clusters 1] [--registries-with-credentials 0]
       [--secret-store ssm|secretsmanager] [--from-results]
-      [--results bench/results/cost.json]
+      [--results bench/results/cost.json] [--reconcile-from bench/results/cost.json]
 Writes bench/results/cost.json (or --results: a partial run such as ``--sizes 100`` belongs
-elsewhere, e.g. ``--results /tmp/cost-100.json``) and prints a table.
+elsewhere, e.g. ``--results /tmp/cost-100.json``) and prints a table. A size above
+``--reconcile-max`` scales the largest reconcile measured in the same run, or, when the run measured
+none (``--sizes 10000`` alone), the largest in the stored results ``--reconcile-from`` names; the
+output and the record (``reconcile_basis_from``) say which run it came from.
 """
 
 from __future__ import annotations

@@ -40,6 +40,14 @@ def main() -> None:
         help="largest N whose reconcile runs are measured; larger ones are scaled linearly from it "
         "(on 2 cores a reconcile against moto takes about 21 ms per tag)",
     )
+    parser.add_argument(
+        "--reconcile-from",
+        type=Path,
+        default=RESULTS,
+        help="stored results whose largest measured reconcile a run that measured none scales (e.g. "
+        "--sizes 10000 on its own); the run it came from is printed and recorded. Default "
+        "bench/results/cost.json",
+    )
     parser.add_argument("--poll-runs", type=int, default=3, help="steady polls measured per size")
     parser.add_argument("--clusters", type=int, default=1, help="clusters (one kubeconfig secret each)")
     parser.add_argument("--registries-with-credentials", type=int, default=0)

@@ -1,7 +1,7 @@
 """Price: the template's defaults the monthly model runs at, read from template.yaml.
 
 Schedules, memory sizes, the alarms created at the parameters' defaults (their conditions
-evaluated), the queues Lambda's event sources poll, log retention and the secret store.
+evaluated), the queues Lambda's event sources poll (and their types), log retention and the secret store.
 """
 
 from __future__ import annotations
@@ -66,6 +66,14 @@ def template_defaults() -> dict[str, Any]:
         for name, r in resources.items()
         if r["Type"] == "AWS::Serverless::Function"
     }
+    consumed = {
+        queue: "fifo" if _fifo(resources[queue]) else "standard"
+        for r in resources.values()
+        if r["Type"] == "AWS::Serverless::Function" and created(r)
+        for event in (r["Properties"].get("Events") or {}).values()
+        if event["Type"] == "SQS"
+        for queue in [_queue_name(event["Properties"]["Queue"])]
+    }
     return {
         "poll_schedule": params["PollSchedule"]["Default"],
         "reconcile_schedule": params["ReconcileSchedule"]["Default"],
@@ -76,18 +84,24 @@ def template_defaults() -> dict[str, Any]:
         ),
         # the alarms created at the parameters' defaults
         "alarms": sum(r["Type"] == "AWS::CloudWatch::Alarm" and created(r) for r in resources.values()),
-        # the queues Lambda's event sources poll around the clock, idle or not
-        "consumed_queues": len(
-            {
-                str(event["Properties"]["Queue"])
-                for r in resources.values()
-                if r["Type"] == "AWS::Serverless::Function" and created(r)
-                for event in (r["Properties"].get("Events") or {}).values()
-                if event["Type"] == "SQS"
-            }
-        ),
+        # the queues Lambda's event sources poll around the clock, idle or not, and their types
+        "consumed_queues": len(consumed),
+        "consumed_queue_types": consumed,
         "detailed_monitoring": str(params["DetailedMonitoring"]["Default"]).lower() == "true",
         "log_retention_days": params["LogRetentionInDays"]["Default"],
         "log_groups": sum(r["Type"] == "AWS::Logs::LogGroup" for r in resources.values()),
         "secret_store": params["SecretStore"]["Default"],
     }
+
+
+def _queue_name(queue: Any) -> str:
+    """The logical id of the queue an SQS event source reads (``!GetAtt Name.Arn``)."""
+    if isinstance(queue, dict) and set(queue) == {"Fn::GetAtt"}:
+        attribute = queue["Fn::GetAtt"]
+        return str(attribute[0] if isinstance(attribute, list) else attribute.split(".")[0])
+    raise ValueError(f"an SQS event source's queue is not a !GetAtt of the template's queue: {queue!r}")
+
+
+def _fifo(resource: dict[str, Any]) -> bool:
+    """A queue's type as created (``FifoQueue``; standard when absent)."""
+    return str(resource.get("Properties", {}).get("FifoQueue", False)).lower() == "true"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .defaults import rate_minutes
-from .prices import FREE_TIER, HOURS_PER_MONTH, PRICES
+from .prices import FREE_TIER, HOURS_PER_MONTH, PRICES, sqs_request_price
 
 
 def gb_second_price(architecture: str) -> float:
@@ -78,7 +78,7 @@ def dynamodb_cost(m: dict[str, Any]) -> float:
     )
 
 
-def sqs_requests(m: dict[str, Any], fifo: bool = True) -> float:
+def sqs_requests(m: dict[str, Any]) -> float:
     return float(
         sum(v for k, v in m["aws_calls"].items() if k.startswith("sqs:") and k != "sqs:GetQueueAttributes")
     )
@@ -138,7 +138,9 @@ class Bill:
         self.usage["lambda_gb_seconds"] += per_month * duration / 1000 * memory_mb / 1024
         self.lines[f"{label}: DynamoDB"] += per_month * dynamodb_cost(m)
         requests = sqs_requests(m)
-        self.lines[f"{label}: SQS"] += per_month * requests * PRICES["sqs_fifo_request"]
+        # the calls are not told apart by queue: priced as FIFO's (the changes queue; the webhook's
+        # notifications queue is standard, a few requests per change, slightly overstated)
+        self.lines[f"{label}: SQS"] += per_month * requests * sqs_request_price(True)
         self.usage["sqs_requests"] += per_month * requests
         self.lines[f"{label}: secret reads ({self.secrets.label})"] += (
             per_month * secrets_calls(m) * self.secrets.per_read
@@ -214,11 +216,14 @@ def estimate(
         args.registries_with_credentials * (polls + reconciles) * store.per_read
     )
     # Lambda's SQS event source long-polls each consumed queue even when idle (not measured here):
-    # the template's queues that an event source reads (one since verifications share it)
-    queues = defaults.get("consumed_queues", 1)
-    idle = queues * args.esm_receives_per_minute * minutes
-    bill.lines["fixed: SQS event source idle polling (assumed)"] = idle * PRICES["sqs_fifo_request"]
-    bill.usage["sqs_requests"] += idle
+    # the template's queues that an event source reads, each priced by its type (FIFO or standard)
+    per_queue = args.esm_receives_per_minute * minutes
+    kinds = list(defaults["consumed_queue_types"].values())
+    bill.lines["fixed: SQS event source idle polling (assumed)"] = sum(
+        per_queue * sqs_request_price(kind == "fifo") for kind in kinds
+    )
+    bill.usage["sqs_requests"] += per_queue * len(kinds)
+    bill.usage["sqs_requests_standard"] += per_queue * kinds.count("standard")
     gb = sum(row["table_bytes"].values()) / 1e9
     bill.lines["fixed: DynamoDB storage + PITR"] = gb * (
         PRICES["dynamodb_storage_gb_month"] + PRICES["dynamodb_pitr_gb_month"]
@@ -238,6 +243,7 @@ def estimate(
         "reconciles_per_month": round(reconciles),
         "changes_per_month": round(changes),
         "reconcile_extrapolated": reconcile_extrapolated,
+        **({"reconcile_basis_from": row.get("reconcile_basis_from")} if reconcile_extrapolated else {}),
         "lines": {k: round(v, 4) for k, v in sorted(bill.lines.items())},
         "by_part": by_part(bill.lines),
         "total_usd_month": round(total, 2),
@@ -274,7 +280,11 @@ def after_free_tier(bill: Bill, total: float) -> float:
     u = bill.usage
     saved = min(u["lambda_requests"], FREE_TIER["lambda_requests"]) * PRICES["lambda_request"]
     saved += min(u["lambda_gb_seconds"], FREE_TIER["lambda_gb_seconds"]) * gb_second_price(bill.architecture)
-    saved += min(u["sqs_requests"], FREE_TIER["sqs_requests"]) * PRICES["sqs_fifo_request"]
+    # SQS's free requests are shared by both types: counted against the standard ones first (the
+    # cheaper: the smaller saving)
+    standard = min(u["sqs_requests_standard"], FREE_TIER["sqs_requests"])
+    fifo = min(u["sqs_requests"] - u["sqs_requests_standard"], FREE_TIER["sqs_requests"] - standard)
+    saved += standard * sqs_request_price(False) + fifo * sqs_request_price(True)
     saved += (
         min(u["cloudwatch_logs_gb"], FREE_TIER["cloudwatch_logs_gb"]) * PRICES["cloudwatch_logs_ingest_gb"]
     )

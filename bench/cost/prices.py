@@ -21,7 +21,9 @@ PRICES: dict[str, float] = {
     "dynamodb_rru": 0.125 / 1e6,  # on-demand read request unit
     "dynamodb_storage_gb_month": 0.25,
     "dynamodb_pitr_gb_month": 0.20,  # continuous backups (the state table has PITR on)
-    "sqs_fifo_request": 0.50 / 1e6,  # per 64 KB chunk
+    # https://aws.amazon.com/sqs/pricing/ : per request (each 64 KB chunk of a payload one request),
+    # the first 100 billion a month; a queue is priced by its type (template.yaml: FifoQueue)
+    "sqs_fifo_request": 0.50 / 1e6,
     "sqs_standard_request": 0.40 / 1e6,
     "secrets_manager_secret_month": 0.40,
     "secrets_manager_api_call": 0.05 / 10_000,
@@ -48,3 +50,8 @@ FREE_TIER: dict[str, float] = {
     "cloudwatch_logs_gb": 5,
     "xray_traces": 100_000,
 }
+
+
+def sqs_request_price(fifo: bool) -> float:
+    """One SQS request on a FIFO or a standard queue."""
+    return PRICES["sqs_fifo_request" if fifo else "sqs_standard_request"]

@@ -25,6 +25,47 @@ from .model import (
 from .prices import FREE_TIER, HOURS_PER_MONTH, PRICE_DATE, PRICES
 
 RESULTS = ROOT / "bench" / "results" / "cost.json"
+SAME_RUN = "measured in the same run"
+
+
+def reconcile_basis(rows: list[dict[str, Any]], stored: Path) -> Callable[[], dict[str, Any]]:
+    """Where a size whose reconcile was not measured (above ``--reconcile-max``) takes it from, to
+    scale it linearly: the largest size measured in the same run, else the largest in the stored
+    results of an earlier run (``--reconcile-from``, the run named in the record and printed). A
+    measurement from elsewhere is kept in the row, so that ``--from-results`` estimates it again."""
+
+    def found() -> dict[str, Any]:
+        measured = [r for r in rows if "steady_reconcile" in r]
+        if measured:
+            row = max(measured, key=lambda r: r["n"])
+            return {
+                "reconcile_basis": row["steady_reconcile"],
+                "reconcile_basis_n": row["n"],
+                "reconcile_basis_from": SAME_RUN,
+            }
+        try:
+            doc = json.loads(stored.read_text())
+            row = max((r for r in doc["measured"] if "steady_reconcile" in r), key=lambda r: r["n"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise SystemExit(
+                f"no steady reconcile was measured in this run and none is stored in {stored} ({exc!r}): "
+                "measure one (--reconcile-max at least the size, or a smaller size beside it) or name "
+                "stored results with --reconcile-from"
+            ) from exc
+        run = doc.get("run") or {}
+        source = f"{_shown(stored)}, the run at {str(run.get('commit', '?'))[:7]} on {run.get('date', '?')}"
+        return {
+            "reconcile_basis": row["steady_reconcile"],
+            "reconcile_basis_n": row["n"],
+            "reconcile_basis_from": source,
+        }
+
+    return found
+
+
+def _shown(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
 
 
 def write(
@@ -36,18 +77,16 @@ def write(
     path: Path = RESULTS,
 ) -> None:
     defaults = template_defaults()
-    basis = max((r for r in rows if "steady_reconcile" in r), key=lambda r: r["n"], default=None)
+    basis = reconcile_basis(rows, getattr(args, "reconcile_from", RESULTS))
     for row in rows:
-        if "steady_reconcile" not in row:
-            if basis is None:
-                raise SystemExit("no steady reconcile was measured (raise --reconcile-max)")
-            row["reconcile_basis"] = basis["steady_reconcile"]
-            row["reconcile_basis_n"] = basis["n"]
+        if "steady_reconcile" not in row and "reconcile_basis" not in row:
+            row.update(basis())
     # custom metrics exist only with DetailedMonitoring (opt-in; the bench turns them on to see them)
     metrics = len(seen) if defaults.get("detailed_monitoring") else 0
     estimates = [estimate(row, defaults, args, metrics) for row in rows]
-    for row in rows:
-        row.pop("reconcile_basis", None)
+    for row in rows:  # a basis from this run's rows is there already; one from elsewhere is kept
+        if row.get("reconcile_basis_from") == SAME_RUN:
+            row.pop("reconcile_basis", None)
     doc = {
         "what": "monthly cost of tagpin at the template's defaults, from API calls measured per operation",
         "machine": previous.get("machine")
@@ -174,5 +213,10 @@ def print_table(doc: dict[str, Any], path: Path = RESULTS) -> None:
         ],
     )
     print(f"* modelled, not measured: N={largest['n']:,}'s parts scaled linearly in N, the fixed part kept")
-    path = path.resolve()
-    print(f"written to {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    for r in rows:
+        if "reconcile_basis_n" in r and "steady_reconcile" not in r:
+            print(
+                f"N={r['n']:,}'s reconcile (extrap.) scaled linearly from N={r['reconcile_basis_n']:,}'s "
+                f"steady reconcile, {r.get('reconcile_basis_from', SAME_RUN)}"
+            )
+    print(f"written to {_shown(path)}")

@@ -9,8 +9,10 @@ what the consumer does) instead of N consumer runs. Where the first reconcile is
 Per-target and per-tag state is written by the real repositories for the first two only; the items
 they wrote for the first are then copied for every other one with its names put in (``Cloner``), in
 batches of 25, after checking that the copy made for the second equals what the real call wrote for
-it (if not, every one goes through the real calls, slowly, and the bench says so). At 10,000 tags
-that is 800 BatchWriteItem calls instead of 40,000 conditional updates against moto.
+it (if not, every one goes through the real calls, slowly, and the bench says so); a tag's entry in
+its shard's settled-digest item is merged into that item, one write per shard. At 10,000 tags
+that is about 1,200 BatchWriteItem calls and 64 PutItem instead of 70,000 conditional updates
+against moto.
 """
 
 from __future__ import annotations
@@ -74,9 +76,9 @@ def workload_name(image: str) -> str:
     return f"{repo}-{tag}"
 
 
-def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
+def seed_target_states(stack: Any, tags: list[str], digest: str) -> bool:
     """Every target applied at ``digest`` as the real state repositories write it (what the consumer
-    writes): through them for the first two, copied for the rest (``Cloner``)."""
+    writes): through them for the first two, copied for the rest (``Cloner``). Whether copied."""
     from tagpin.adapters.dynamodb import dynamodb_state
     from tagpin.domain.channels import FollowedKey
     from tagpin.domain.messages import Trigger
@@ -92,16 +94,20 @@ def seed_target_states(stack: Any, tags: list[str], digest: str) -> None:
         applied = TargetStatus.APPLIED
         assert store.targets.finish(target, Digest(digest), applied, now, trigger=Trigger.RECONCILE)
 
-    Cloner(stack, "target states").run(seed, [(tags[i], target_id(i, tags[i])) for i in range(len(tags))])
+    cloner = Cloner(stack, "target states")
+    cloner.run(seed, [(tags[i], target_id(i, tags[i])) for i in range(len(tags))])
+    return cloner.cloned
 
 
 def target_id(i: int, image: str) -> str:
     return f"local/team{i % NAMESPACES}/Deployment/{workload_name(image)}/app"
 
 
-def seed_index(stack: Any, tags: list[str], digest: str) -> None:
-    """The index entries and tag states the first reconcile writes, through the real state repositories."""
+def seed_index(stack: Any, tags: list[str], digest: str) -> bool:
+    """The index entries and tag states the first reconcile writes, through the real state
+    repositories (the tag states copied for all but two, ``Cloner``). Whether copied."""
     from tagpin.adapters.dynamodb import dynamodb_state
+    from tagpin.adapters.dynamodb.digests import digest_key
     from tagpin.domain.channels import FollowedKey
     from tagpin.domain.messages import Trigger
     from tagpin.domain.refs import Digest
@@ -125,10 +131,22 @@ def seed_index(stack: Any, tags: list[str], digest: str) -> None:
     # one update of them all, as the first reconcile makes it: each shard summarised once (in parts
     # side by side, each shard was summarised once per part, while other parts wrote: moto's race)
     store.index.update(entries, [])
-    Cloner(stack, "tag states").run(
-        lambda i: store.tags.record(FollowedKey(tags[i]), Digest(digest), now, Trigger.RECONCILE),
-        [(image,) for image in tags],
+    # each tag's own item and its entry in its shard's settled-digest item (a move's tombstone); the
+    # second one checked in another repository (so another shard) where there is one
+    order = [0, *([TAGS_PER_REPO] if len(tags) > TAGS_PER_REPO else [])]
+    order += [i for i in range(1, len(tags)) if i not in order]
+
+    def shared_key(i: int) -> tuple[str, str]:
+        found = digest_key(FollowedKey(tags[order[i]]))
+        return found["pk"]["S"], found["sk"]["S"]
+
+    cloner = Cloner(stack, "tag states")
+    cloner.run(
+        lambda i: store.tags.record(FollowedKey(tags[order[i]]), Digest(digest), now, Trigger.RECONCILE),
+        [(tags[i],) for i in order],
+        shared_key,
     )
+    return cloner.cloned
 
 
 def table_bytes(stack: Any) -> dict[str, int]:
