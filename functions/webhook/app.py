@@ -35,6 +35,10 @@ wiring.check_settings("webhook")  # cold start: a missing or malformed TAGPIN_* 
 # One route; not powertools' APIGatewayHttpResolver, whose package import is a tenth of this
 # function's cold start (tagpin.adapters.http_api matches the same requests the same way).
 RECEIVE = Route("POST", "/webhooks/")
+# What a check keeps of its invocation for after a registry that did not answer: the tag's error
+# and its released claim written, the batch's failures reported (a few DynamoDB calls); the rest
+# of the function's Timeout (template.yaml) is how long a registry is waited for.
+RESERVE_MS = 3_000
 counting = threading.Lock()  # powertools' add_metric is not atomic: the records' threads take turns
 
 
@@ -58,10 +62,12 @@ def checks(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     alone and brought back on the redelivery schedule (``tagpin.redelivery``: 5 s, 10 s, ... as the
     consumer's records; dead-lettered after maxReceiveCount)."""
     from tagpin.adapters.sqs_fifo import GroupedFifoProcessor
+    from tagpin.domain.budget import Budget
     from tagpin.redelivery import process_batch
 
     wiring.detector()  # built once, on this thread, before the records' threads
-    batch = wiring.webhook_service().batch(str(record.get("body", "")) for record in event.get("Records", []))
+    bodies = (str(record.get("body", "")) for record in event.get("Records", []))
+    batch = wiring.webhook_service().batch(bodies, Budget(context.get_remaining_time_in_millis, RESERVE_MS))
 
     def check(record: SQSRecord) -> int:
         """One queued notification checked; raises (the record comes back) when it must be tried again."""
@@ -95,7 +101,12 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     if is_sqs_event(event):
         return checks(event, context)
     if is_ecr_event(event):
-        result = wiring.webhook_service().handle_trusted("ecr", json.dumps(event).encode(), correlation_id())
+        from tagpin.domain.budget import Budget
+
+        budget = Budget(context.get_remaining_time_in_millis, RESERVE_MS)
+        result = wiring.webhook_service().handle_trusted(
+            "ecr", json.dumps(event).encode(), correlation_id(), budget
+        )
         _count(result)
         # EventBridge ignores the result; a malformed event is logged (4xx), never retried.
         return {"status": result.status, **result.body}

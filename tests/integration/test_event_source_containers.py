@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 from tagpin_local.cfn import load_template
 from tagpin_local.lambda_runtime import REPO, trigger
+from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
@@ -93,3 +95,37 @@ def test_an_http_delivery_is_answered_while_every_check_container_is_busy(live: 
     finally:
         os.kill(live.registry.pid, signal.SIGCONT)
     wait_for("the checks ended", lambda: webhook.running["sqs"] == 0 and webhook.finished["sqs"] >= checks)
+
+
+def test_a_check_waiting_on_a_silent_registry_ends_before_the_functions_timeout(live: LocalStack) -> None:
+    """Lambda stops a function at its Timeout and fails the whole batch, the claims it made kept
+    (their retries would be counted duplicates): the check gives a silent registry up while the
+    invocation still has its reserve, reports its record failed, and the record comes back."""
+    assert live.registry is not None and live.registry.pid is not None
+    push_image(live.registry.url, "demo/web", "stable")
+    function = live.functions["webhook"]
+    ours: list[tuple[float, float, Any]] = []  # (began, ended, what the invocation answered)
+    invoke = function.invoke
+
+    def timed(event: dict[str, Any]) -> Any:
+        began = time.monotonic()
+        answer = invoke(event)
+        if trigger(event) == "sqs" and any("silent-1" in r.get("body", "") for r in event["Records"]):
+            ours.append((began, time.monotonic(), answer))
+        return answer
+
+    function.invoke = timed
+    try:
+        os.kill(live.registry.pid, signal.SIGSTOP)  # it accepts connections, and answers nothing
+        try:
+            assert notify(live, "sha256:" + "5" * 64, "silent-1").status_code == 202
+            wait_for("the check given up", lambda: ours, deadline_s=2 * function.timeout_s)
+        finally:
+            os.kill(live.registry.pid, signal.SIGCONT)
+        began, ended, answer = ours[0]
+        assert ended - began < function.timeout_s, "the check ran past the function's Timeout"
+        assert len(answer["batchItemFailures"]) == 1, answer
+        wait_for("the notification checked once the registry answers", lambda: len(ours) > 1)
+        assert ours[-1][2]["batchItemFailures"] == [], ours[-1]
+    finally:
+        function.invoke = invoke

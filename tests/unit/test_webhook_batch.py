@@ -9,11 +9,13 @@ records of a batch are checked side by side, as the handler's batch processor ch
 from __future__ import annotations
 
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from tagpin.adapters.webhooks.sources import SOURCES
+from tagpin.domain.budget import Budget, OutOfTime
 from tagpin.domain.config import NotConfigured, Registry, TagpinConfig
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest
@@ -210,3 +212,38 @@ def test_where_attestation_changes_are_ignored_the_tags_are_read_once_too(
     assert answers(side_by_side(hook.service.batch(bodies), bodies)) == [(1, 2, 0), (1, 1, 0), (1, 2, 0)]
     assert calls.names.count("tags.get_many") == 1 and calls.names.count("tags.get") == 0, calls.names
     assert calls.count("targets.") == 1
+
+
+def test_a_registry_silent_past_the_invocations_time_fails_its_record_alone(hook: Hook) -> None:
+    """Lambda stopping the function at its timeout would fail the whole batch and keep its claims
+    (their retries counted duplicates): a registry that has not answered when only the reserve is
+    left is that tag's error instead, its claim released, and the other records are answered."""
+    answering = threading.Event()
+    resolve = hook.resolver.resolve
+
+    def silent_for_docker(ref: Any) -> Any:
+        if ref.tagged == DOCKER_WEB:
+            answering.wait(30)
+        return resolve(ref)
+
+    hook.resolver.resolve = silent_for_docker  # type: ignore[method-assign]
+    bodies = queued(hook, *THREE)
+    left = Budget(lambda: 1_300, 1_000)  # 0.3 s to wait for a registry
+    try:
+        first, failed, third = side_by_side(hook.service.batch(bodies, left), bodies)
+    finally:
+        answering.set()
+    assert isinstance(failed, CheckFailed), failed
+    assert "did not answer within the invocation's time" in failed.result.body["events"][0]["error"]
+    assert answers([first, third]) == [(1, 2, 0), (1, 2, 0)]
+    # its claim was released: received again, it is checked, not counted a duplicate
+    assert answers(side_by_side(hook.service.batch([bodies[1]]), [bodies[1]])) == [(1, 1, 0)]
+    assert DOCKER_WEB in {c.move.image for c in hook.queue.sent}
+
+
+def test_a_record_is_not_started_when_only_the_reserve_is_left(hook: Hook) -> None:
+    bodies = queued(hook, *THREE[:1])
+    (outcome,) = side_by_side(hook.service.batch(bodies, Budget(lambda: 999, 1_000)), bodies)
+    assert isinstance(outcome, OutOfTime), outcome
+    assert hook.resolver.calls == [] and hook.queue.sent == []
+    assert answers(side_by_side(hook.service.batch(bodies), bodies)) == [(1, 2, 0)]

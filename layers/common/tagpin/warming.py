@@ -53,6 +53,7 @@ def _queued_stage() -> None:
     """The webhook's SQS path (the check of what its HTTP path queued): the batch processor and the
     redelivery schedule its first batch would import."""
     from tagpin.adapters.sqs_fifo import GroupedFifoProcessor
+    from tagpin.domain.budget import Budget  # noqa: F401
     from tagpin.redelivery import process_batch  # noqa: F401
 
     GroupedFifoProcessor()

@@ -30,5 +30,9 @@ class Budget:
                 f"{what}: not started, {self.remaining_ms()} ms left (needs {self.reserve_ms} ms)"
             )
 
+    def left_s(self) -> float:
+        """Seconds a step may still wait before the reserve is reached (0 when it is)."""
+        return max(0, self.remaining_ms() - self.reserve_ms) / 1000
+
 
 UNLIMITED = Budget(lambda: 2**31, 0)

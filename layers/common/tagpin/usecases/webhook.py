@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tagpin.domain.budget import UNLIMITED, Budget
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, NotConfigured, TagpinConfig
 from tagpin.ports.webhooks import (
@@ -108,9 +109,12 @@ class WebhookService:
         request = Request({k.lower(): v for k, v in headers.items()}, dict(query or {}), body)
         return self._answer(source, lambda: self._queue(source, self._http(source, request), correlation_id))
 
-    def handle_trusted(self, source: str, body: bytes, correlation_id: str | None = None) -> WebhookResult:
+    def handle_trusted(
+        self, source: str, body: bytes, correlation_id: str | None = None, budget: Budget = UNLIMITED
+    ) -> WebhookResult:
         """An event whose sender AWS has already authorised (EventBridge -> Lambda, by IAM): the
-        same parsing and the same path, without HTTP authentication."""
+        same parsing and the same path, without HTTP authentication (a registry waited for while
+        ``budget`` lasts)."""
 
         def parse() -> list[PushEvent]:
             known = self._sources.get(source)
@@ -118,19 +122,22 @@ class WebhookService:
                 raise WebhookError(404, f"unknown source {source[:64]!r}")
             return known.parse(body, {})
 
-        return self._answer(source, lambda: self._checker.act(Queued.of(source, parse(), correlation_id)))
+        return self._answer(
+            source, lambda: self._checker.act(Queued.of(source, parse(), correlation_id), budget=budget)
+        )
 
     def check_queued(self, body: str) -> WebhookResult:
         """The queued stage for one message of the notifications queue (``batch`` of one)."""
         return self.batch([body]).check(body)
 
-    def batch(self, bodies: Iterable[str]) -> Batch:
+    def batch(self, bodies: Iterable[str], budget: Budget = UNLIMITED) -> Batch:
         """The queued stage: a batch of the notifications queue's messages, looked up once; each
         checked by ``Batch.check`` (202 with the counts of accepted, ignored and duplicate events;
         raises when it must be tried again: ``CheckFailed`` (a registry unreachable),
         ``NotConfigured`` (the configuration is gone), our own store or queue failing; a message
-        that is not a queued notification is answered 400 and dropped)."""
-        return self._checker.batch(bodies)
+        that is not a queued notification is answered 400 and dropped). ``budget``: the
+        invocation's time (a record started only while it lasts, a registry waited for as long)."""
+        return self._checker.batch(bodies, budget)
 
     # -- steps ------------------------------------------------------------------------------------
     def _answer(self, source: str, act: Callable[[], WebhookResult]) -> WebhookResult:

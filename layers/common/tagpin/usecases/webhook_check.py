@@ -12,6 +12,13 @@ only, which comes back; a record that is not a queued notification is answered 4
 A failed lookup fails every record that needs it (each comes back), as each record's own lookup
 would have failed before.
 
+The invocation's time (``Budget``): a record is started only while more than the reserve is left,
+and a registry that has not answered when only the reserve is left is an error of that tag (its
+claim released, the record reported failed and received again), not a timeout of the function.
+Lambda stopping the function at its timeout would fail the whole batch and keep the claims it
+had made, so the retries of those deliveries would be counted as duplicates (the poll would still
+find the tags, minutes later).
+
 Replays: an event that carries a delivery id (GitHub/Nexus delivery headers, CloudEvents and
 Event Grid ids, Pub/Sub message ids, distribution event ids, EventBridge ids, the generic ``id``)
 is claimed in the state table, per (source, delivery id, tag), with a TTL; a second delivery with
@@ -30,10 +37,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as WaitTimedOut
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
+from tagpin.domain.budget import UNLIMITED, Budget
 from tagpin.domain.channels import FollowedKey, repository_part
 from tagpin.domain.config import ConfigError, FollowedImage, TagpinConfig
 from tagpin.domain.messages import Trigger
@@ -105,8 +114,9 @@ class Batch:
     """One batch's records, judged as it is made; ``check`` (from any thread) checks one of them,
     the batch's lookup made once, by the first check that needs it."""
 
-    def __init__(self, checker: Checker, bodies: Iterable[str]) -> None:
+    def __init__(self, checker: Checker, bodies: Iterable[str], budget: Budget = UNLIMITED) -> None:
         self._checker = checker
+        self._budget = budget
         self._judged: dict[str, Queued | Exception] = {}
         for body in bodies:
             self._judged.setdefault(body, _judge(body))
@@ -122,10 +132,11 @@ class Batch:
         that is not a queued notification is answered 400 and dropped."""
         ours = body in self._judged  # else not one of the batch's: judged now, a lookup of its own
         judged = self._judged[body] if ours else _judge(body)
+        self._budget.check("a queued notification")  # OutOfTime: not started, received again
         try:
             if isinstance(judged, Exception):
                 raise judged
-            result = self._checker.act(judged, self._lookup if ours else None)
+            result = self._checker.act(judged, self._lookup if ours else None, self._budget)
         except ConfigError:  # the configuration, not the message (NotConfigured: gone): tried again
             raise
         except (ValueError, WebhookError) as exc:  # not what the HTTP path queues: never retried
@@ -184,8 +195,8 @@ class Checker:
         self._channels = channels
         self._clock = clock
 
-    def batch(self, bodies: Iterable[str]) -> Batch:
-        return Batch(self, bodies)
+    def batch(self, bodies: Iterable[str], budget: Budget = UNLIMITED) -> Batch:
+        return Batch(self, bodies, budget)
 
     def lookup(self, images: list[FollowedKey]) -> Lookup:
         """The followed tags among ``images`` and the version channels of their repositories (one
@@ -205,8 +216,11 @@ class Checker:
         chosen = [*tags.values(), *(c for listed in channels.values() for c in listed)]
         return Lookup(tags, channels, self._detector().read_ahead(chosen) if chosen else None)
 
-    def act(self, queued: Queued, lookup: Callable[[], Lookup] | None = None) -> WebhookResult:
-        """``queued`` checked, with its batch's ``lookup`` (None: a lookup of its own)."""
+    def act(
+        self, queued: Queued, lookup: Callable[[], Lookup] | None = None, budget: Budget = UNLIMITED
+    ) -> WebhookResult:
+        """``queued`` checked, with its batch's ``lookup`` (None: a lookup of its own), a registry
+        answer waited for while ``budget`` lasts."""
         source = queued.source
         # A tag the configuration follows is followed whatever the lookup adds (discovered
         # targets): its claim and its registry request start now, beside the lookup.
@@ -218,12 +232,14 @@ class Checker:
                 early[image] = self._begin(source, event, f, None)
         try:
             looked = lookup() if lookup is not None else self.lookup([image for _, image in queued.images])
-            return self._checks(queued, looked, early)
+            return self._checks(queued, looked, early, budget)
         finally:
             for begun in early.values():  # begun and not concluded (an error on the way): heard again
                 self._release(begun)
 
-    def _checks(self, queued: Queued, looked: Lookup, early: dict[FollowedKey, Begun]) -> WebhookResult:
+    def _checks(
+        self, queued: Queued, looked: Lookup, early: dict[FollowedKey, Begun], budget: Budget
+    ) -> WebhookResult:
         results: list[Observation] = []
         ignored = duplicates = 0
         seen: set[FollowedKey] = set()
@@ -250,7 +266,7 @@ class Checker:
                     continue  # several events for one tag in one delivery: one detection is enough
                 seen.add(followed.image)
                 begun = early.pop(followed.image, None) if ref is None else None
-                observation = self._check(queued, event, followed, ref, looked.ahead, begun)
+                observation = self._check(queued, event, followed, ref, looked.ahead, begun, budget)
                 duplicates += observation.outcome is TagOutcome.DUPLICATE
                 results.append(observation)
         accepted = len(results) - ignored - duplicates
@@ -290,14 +306,22 @@ class Checker:
         ref: ImageRef | None,
         ahead: StateAhead | None,
         begun: Begun | None = None,
+        budget: Budget = UNLIMITED,
     ) -> Observation:
         """One followed tag (or channel, at ``ref``): claim the delivery and re-resolve (``begun``
-        before, or now), then record."""
+        before, or now), then record. A registry that has not answered while ``budget`` lasts is
+        this tag's error (the request goes on in the client and its answer is dropped)."""
         claiming, resolving = begun or self._begin(queued.source, event, followed, ref)
+        resolved: Resolution | Exception
         try:
             claim = claiming.result()
         finally:
-            resolved = resolving.result()  # never raises: an error is the answer
+            try:
+                resolved = resolving.result(timeout=budget.left_s())  # an error is the answer
+            except WaitTimedOut:
+                resolved = TimeoutError(
+                    f"the registry did not answer within the invocation's time for {followed.image}"
+                )
         if claim is False:
             return Observation(followed.image, TagOutcome.DUPLICATE, delivery_id=event.delivery_id)
         try:
