@@ -5,7 +5,6 @@ standard queue's at $0.40 (bench/cost/prices.py)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from tagpin_local.cfn import load_template
 
@@ -13,32 +12,13 @@ from bench.cost import ROOT
 from bench.cost.defaults import template_defaults
 from bench.cost.model import estimate
 from bench.cost.prices import HOURS_PER_MONTH, PRICES, sqs_request_price
+from tests.support.cost import row
 
 IDLE = "fixed: SQS event source idle polling (assumed)"
 RECEIVES_PER_MINUTE = 15.0
 
 
-def measurement(**calls: int) -> dict[str, Any]:
-    return {
-        "invocations": {"f": 1},
-        "duration_ms": [10.0],
-        "aws_calls": dict(calls),
-        "dynamodb_rru": 0.0,
-        "dynamodb_wru": 0.0,
-        "log_bytes": 0,
-    }
-
-
-ROW = {
-    "n": 100,
-    "steady_poll": measurement(),
-    "poll_one_change": measurement(),
-    "consumer_one_change": measurement(),
-    "verification_one_change": measurement(),
-    "webhook_one_change": measurement(),
-    "steady_reconcile": measurement(),
-    "table_bytes": {"tagpin-state": 0},
-}
+ROW = row()
 ARGS = argparse.Namespace(
     changes_per_1000_per_day=0.0,
     clusters=1,

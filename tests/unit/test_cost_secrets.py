@@ -12,29 +12,12 @@ import pytest
 from bench.cost.defaults import template_defaults
 from bench.cost.model import estimate
 from bench.cost.prices import PRICES
+from tests.support.cost import measurement, row
 
-
-def measurement(**calls: int) -> dict[str, Any]:
-    return {
-        "invocations": {"f": 1},
-        "duration_ms": [10.0],
-        "aws_calls": dict(calls),
-        "dynamodb_rru": 0.0,
-        "dynamodb_wru": 0.0,
-        "log_bytes": 0,
-    }
-
-
-ROW = {
-    "n": 100,
-    "steady_poll": measurement(),
-    "poll_one_change": measurement(),
-    "consumer_one_change": measurement(**{"secretsmanager:GetSecretValue": 1}),
-    "verification_one_change": measurement(),
-    "webhook_one_change": measurement(**{"secretsmanager:GetSecretValue": 1}),
-    "steady_reconcile": measurement(),
-    "table_bytes": {"tagpin-state": 0},
-}
+ROW = row(
+    consumer_one_change=measurement(**{"secretsmanager:GetSecretValue": 1}),
+    webhook_one_change=measurement(**{"secretsmanager:GetSecretValue": 1}),
+)
 
 
 def args(store: str | None, clusters: int = 1, registries: int = 2) -> argparse.Namespace:
