@@ -209,19 +209,22 @@ class LocalFunction:
     ``history`` keeps the last invocations' timings (``Invocation``). Unlike Lambda, the containers
     share one process: the layer's module-level caches (clients, the configuration), and the GIL."""
 
-    def __init__(self, name: str, timeout_s: float = 60.0, containers: int = 1) -> None:
+    def __init__(self, name: str, timeout_s: float = 60.0, containers: int = 1, started: int = 1) -> None:
+        """``started``: the containers started now (the others when an invocation finds none idle)."""
         self.name = name
         self.timeout_s = timeout_s
         self.containers = containers
         recursion.install()  # the trace header on what its invocations send to SQS
         self._idle: queue.SimpleQueue[tuple[Handler, bool]] = queue.SimpleQueue()
-        started = time.monotonic()
-        self._idle.put((self._start_container(), True))
-        self.container_start_s = [time.monotonic() - started]  # each container's start
+        self.container_start_s: list[float] = []  # each container's start
+        for _ in range(max(1, min(started, containers))):
+            began = time.monotonic()
+            self._idle.put((self._start_container(), True))
+            self.container_start_s.append(time.monotonic() - began)
         self._slots = threading.BoundedSemaphore(containers)
         self._count = threading.Lock()
         self.invocations = 0
-        self.cold_starts = 1
+        self.cold_starts = len(self.container_start_s)
         self.concurrent = 0
         self.peak_concurrency = 0
         self.history: collections.deque[Invocation] = collections.deque(maxlen=10_000)

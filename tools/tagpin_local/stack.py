@@ -211,8 +211,13 @@ class LocalStack(GitWriteBack):
             containers = self.options.containers if name in scaled else 1
             if name == "webhook":
                 containers += checks
-            kind = ProcessFunction if self.options.processes else LocalFunction
-            return kind(name, timeout_s=timeouts[name], containers=containers)
+            if self.options.processes:  # every container started with the stack
+                return ProcessFunction(name, timeout_s=timeouts[name], containers=containers)
+            # threads: one container started with the stack, and for the webhook one for its HTTP
+            # calls and one for its checks (as in processes, a first push's check does not wait
+            # behind its own HTTP call for a container to start)
+            started = 2 if name == "webhook" and checks else 1
+            return LocalFunction(name, timeout_s=timeouts[name], containers=containers, started=started)
 
         if not self.options.processes:  # threads: one after the other (they share the modules)
             self.functions.update((name, start(name)) for name in timeouts)
