@@ -1,8 +1,9 @@
 """moto's server in a process of its own (``StackOptions.processes``): the AWS endpoint no longer
 shares the stack's interpreter and GIL with the clusters' fronts, the event sources' loops and the
 tools. The same server as ``moto.server.ThreadedMotoServer`` (moto's Flask app under werkzeug, a
-thread per request), with the same local speed-up (``stack_aws._cache_moto_modules``) and the same
-DynamoDB requests one at a time (``serialize_dynamodb``, which the in-process server uses too).
+thread per connection), with the same local speed-up (``stack_aws._cache_moto_modules``) and the
+same DynamoDB requests one at a time (``serialize_dynamodb``, which the in-process server uses
+too); its connections kept alive between requests, and its requests counted (:mod:`.moto_server`).
 
     python -m tagpin_local.moto_process <port>
 """
@@ -10,6 +11,7 @@ DynamoDB requests one at a time (``serialize_dynamodb``, which the in-process se
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -87,14 +89,14 @@ class MotoProcess:
 
 
 def main(port: str) -> None:
-    from moto import server
-
+    from tagpin_local.moto_server import serve
     from tagpin_local.stack_aws import _cache_moto_modules
 
     _cache_moto_modules()
     serialize_dynamodb()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # its access log
-    server.main(["-H", "127.0.0.1", "-p", port])
+    os.environ["MOTO_PORT"] = port  # as moto.server sets it
+    serve(int(port))
 
 
 if __name__ == "__main__":
