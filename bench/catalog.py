@@ -76,7 +76,13 @@ BENCHES: tuple[Bench, ...] = (
         0.5,
         "one delivery of up to 1,000 unfollowed events at the webhook handler",
     ),
-    Bench("concurrency", "bench-concurrency", (*STACK, "bench/concurrency.py"), 5, "50 tags pushed at once"),
+    Bench(
+        "concurrency",
+        "bench-concurrency",
+        (*STACK, "bench/concurrency.py", "bench/stages.py"),
+        5,
+        "50 tags pushed at once",
+    ),
     Bench(
         "gitops",
         "bench-gitops",

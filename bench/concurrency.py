@@ -24,10 +24,8 @@ process, the function containers, the API server, etcd, the registry...).
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -36,6 +34,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from bench.stages import Calls, is_sqs, notification_line, where_the_time_goes
 
 RESULTS = Path(__file__).parent / "results" / "concurrency.json"
 SETUPS = "threads:1,threads:3,processes:3"
@@ -105,99 +105,6 @@ def watch_patches(
     return thread
 
 
-def is_sqs(event: dict[str, Any]) -> bool:
-    """An SQS event source's batch (the webhook's queued checks), not an HTTP request."""
-    return "Records" in event
-
-
-class Calls:
-    """The invocations of a function, as its event source makes them (from this process: the time
-    spent waiting for a container included), each with the workloads its event names; ``only``:
-    the events to count (the webhook's HTTP requests apart from its queued checks)."""
-
-    def __init__(self, function: Any, only: Any = None) -> None:
-        self.calls: list[tuple[frozenset[str], float, float]] = []  # (workloads, called, returned)
-        invoke = function.invoke
-
-        def traced(event: dict[str, Any]) -> Any:
-            called = time.monotonic()
-            try:
-                return invoke(event)
-            finally:
-                if only is None or only(event):
-                    names = frozenset(re.findall(r"storm/(app\d+)", json.dumps(event)))
-                    self.calls.append((names, called, time.monotonic()))
-
-        function.invoke = traced
-
-    def last(self, name: str, before: float) -> tuple[float, float] | None:
-        """(called, returned) of the last call for ``name`` made at or before ``before``."""
-        found = [(c, r) for names, c, r in self.calls if name in names and c <= before]
-        return max(found) if found else None
-
-
-PHASES = ("notification", "webhook", "queued + check", "queue + receive", "consumer to the patch")
-
-
-def where_the_time_goes(
-    pushed: dict[str, tuple[str, float]],
-    patched: dict[str, float],
-    webhook: Calls,
-    checks: Calls,
-    consumer: Calls,
-) -> dict[str, dict[str, float]]:
-    """Each patched push's time cut into ``PHASES`` (each clipped at 0: the registry notifies before
-    the push returns), median, p90 and max over the pushes, in seconds:
-
-    * notification: the push returned -> the webhook invoked (the registry delivers its
-      notifications one at a time: a push waits for the webhook calls of every push before it);
-    * webhook: the webhook's HTTP call (its container, its handler: it queues the notification);
-    * queued + check: the HTTP call returned -> the webhook's queued check of it returned (the
-      notifications queue, its receive loops, the check: claim, registry, record, enqueue);
-    * queue + receive: the check returned -> the consumer invoked with the change (SQS, the
-      receive loops as Lambda's event source, a consumer container free);
-    * consumer to the patch: the consumer's call -> the patch seen (the records before it in its
-      batch, or beside it, and its own work)."""
-    parts: dict[str, list[float]] = {phase: [] for phase in PHASES}
-    for name, seen in patched.items():
-        run = consumer.last(name, seen)
-        check = checks.last(name, run[0] if run else seen)
-        hook = webhook.last(name, check[0] if check else seen)
-        if run is None or hook is None or check is None:
-            continue
-        marks = (pushed[name][1], hook[0], hook[1], check[1], run[0], seen)
-        for phase, a, b in zip(PHASES, marks, marks[1:], strict=False):
-            parts[phase].append(max(0.0, b - a))
-    result = {}
-    for phase, values in parts.items():
-        ordered = sorted(values)
-        if ordered:
-            result[phase] = {
-                "median_s": round(statistics.median(ordered), 3),
-                "p90_s": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
-                "max_s": round(ordered[-1], 3),
-            }
-    return result
-
-
-def notification_line(webhook: Calls, first: float) -> dict[str, Any]:
-    """The registry's notifications, one after the other (distribution delivers them to an
-    endpoint one at a time): each webhook call (as the adapter makes it: the container and the
-    handler) and the time between one call's return and the next call (the registry's own turn,
-    its HTTP request, the local API's event), median and max over the storm, in seconds."""
-    calls = sorted((c, r) for _n, c, r in webhook.calls if c >= first)
-    spans = [r - c for c, r in calls]
-    gaps = [max(0.0, c - r) for (_c0, r), (c, _r1) in itertools.pairwise(calls)]
-    return {
-        "calls": len(calls),
-        "call_median_s": round(statistics.median(spans), 3) if spans else None,
-        "call_max_s": round(max(spans), 3) if spans else None,
-        "between_median_s": round(statistics.median(gaps), 3) if gaps else None,
-        "between_max_s": round(max(gaps), 3) if gaps else None,
-        "line_s": round(calls[-1][1] - calls[0][0], 2) if calls else None,
-    }
-
-
 def registry_retries(log_path: Path | None, offset: int) -> int:
     """The notifications the registry had to send again (a webhook answer not in time, or not a
     2xx): distribution logs each one (``retryingsink: error writing events``)."""
@@ -215,6 +122,23 @@ def quiet(webhook: Any, seconds: float = 1.0, limit: float = 60.0) -> None:
     while count != webhook.invocations and time.monotonic() < deadline:
         count = webhook.invocations
         time.sleep(seconds)
+
+
+def moto_requests(
+    before: dict[str, tuple[int, float, float]], after: dict[str, tuple[int, float, float]]
+) -> dict[str, dict[str, float]]:
+    """The requests moto's server answered during the storm, per operation (most first): how many,
+    and the wall and CPU seconds its threads spent on them (empty: moto in the stack's process)."""
+    spent = {
+        name: (
+            n - before.get(name, (0, 0.0, 0.0))[0],
+            wall - before.get(name, (0, 0.0, 0.0))[1],
+            cpu - before.get(name, (0, 0.0, 0.0))[2],
+        )
+        for name, (n, wall, cpu) in after.items()
+    }
+    ranked = sorted(((k, v) for k, v in spent.items() if v[0] > 0), key=lambda kv: -kv[1][0])
+    return {k: {"requests": n, "wall_s": round(w, 2), "cpu_s": round(c, 2)} for k, (n, w, c) in ranked}
 
 
 def push_from_outside(url: str, tags: int) -> dict[str, Any]:
@@ -247,6 +171,7 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
     from tagpin_local.kube.manifests import deployment
     from tagpin_local.lambda_process import ProcessFunction
     from tagpin_local.lambda_runtime import LocalFunction
+    from tagpin_local.moto_server import requests_by_operation
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions
 
@@ -285,12 +210,14 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
         check_calls = Calls(st.functions["webhook"], only=is_sqs)
         consumer_calls = Calls(st.functions["consumer"])
         log_offset = st.registry.log_path.stat().st_size if st.registry.log_path else 0
+        requests_before = requests_by_operation(st.aws_endpoint)
         cpu_before = cpu_by_process()
         pushes = push_from_outside(st.registry.url, tags)
         first = pushes["first"]
         pushed: dict[str, tuple[str, float]] = {k: (d, t) for k, (d, t) in pushes["pushed"].items()}
         watcher.join(timeout=120)
         cpu = cpu_during(cpu_before, roles)
+        requests = moto_requests(requests_before, requests_by_operation(st.aws_endpoint))
         patched = {name: at for name, (image, at) in seen.items() if image.endswith("@" + pushed[name][0])}
         latencies = sorted(patched[name] - pushed[name][1] for name in patched)
         consumer = st.functions["consumer"]
@@ -309,6 +236,10 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
                 "busy_s": round(sum(i.finished - i.started for i in calls), 2),
                 "per_invocation_s": round(statistics.mean(i.finished - i.started for i in calls), 3)
                 if calls
+                else None,
+                # the handler's own time (a process container measures it): the rest is the dispatch
+                "handler_s": round(statistics.mean(i.handler_s for i in calls if i.handler_s is not None), 3)
+                if any(i.handler_s is not None for i in calls)
                 else None,
                 "waited_for_a_container_s": round(sum(i.started - i.requested for i in calls), 2),
                 "containers": slots,
@@ -366,6 +297,7 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
                 "registry_retries": registry_retries(st.registry.log_path, log_offset),
             },
             "cpu_s": cpu,
+            "moto_requests": requests,
         }
 
 
@@ -398,7 +330,8 @@ def main() -> None:
             print(
                 f"  {name}: {b['invocations']} invocations, {b['per_invocation_s']} s each, busy "
                 f"{b['busy_s']} s (utilisation {b['utilisation']} of {b['containers']} container(s)), "
-                f"waited for a container {b['waited_for_a_container_s']} s"
+                f"waited for a container {b['waited_for_a_container_s']} s; "
+                f"its handler {b['handler_s']} s each (the rest: the dispatch)"
             )
         print(
             "  where a push's time goes (median / p90 / max, s): "
@@ -413,6 +346,13 @@ def main() -> None:
             f"{line['between_median_s']} s between two (max {line['between_max_s']} s); "
             f"{line['registry_retries']} sent again by the registry"
         )
+        if row["moto_requests"]:
+            print(
+                "  moto's requests during the storm (count, wall s, CPU s): "
+                + ", ".join(
+                    f"{k} {v['requests']} {v['wall_s']} {v['cpu_s']}" for k, v in row["moto_requests"].items()
+                )
+            )
         print("  CPU during the storm (s): " + ", ".join(f"{k} {v}" for k, v in row["cpu_s"].items()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")

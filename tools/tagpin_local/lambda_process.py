@@ -229,6 +229,7 @@ class ProcessFunction:
             }
             started = time.monotonic()
             kept: _Container | None = container
+            reply: dict[str, Any] = {}
             try:
                 reply = container.call(request, started + self.timeout_s + GRACE_S)
             except TimeoutError:
@@ -245,8 +246,10 @@ class ProcessFunction:
             finally:
                 with self._count:
                     self.concurrent -= 1
+                    finished = time.monotonic()
+                    handler_s = reply.get("handler_s", finished - started)
                     self.history.append(
-                        Invocation(requested, started, time.monotonic(), cold, first, trigger(event))
+                        Invocation(requested, started, finished, cold, first, trigger(event), handler_s)
                     )
                 self._idle.put(kept)
         if "error" in reply:
@@ -284,11 +287,13 @@ def serve(function: str, timeout_s: float, generation: int) -> None:
         header = request["lineage"]
         lineage = recursion.Lineage.parse(header) if header else None
         delivered = recursion.delivering(lineage) if lineage is not None else contextlib.nullcontext()
+        began = time.monotonic()
         try:
             with delivered:
                 reply: dict[str, Any] = {"result": local.invoke(request["event"])}
         except Exception as exc:
             reply = _error(type(exc).__name__, exc)
+        reply["handler_s"] = time.monotonic() - began  # its own time, apart from the stack's dispatch
         try:
             _send(replies, reply)
         except (TypeError, ValueError) as exc:  # a result that is not JSON fails, as on Lambda

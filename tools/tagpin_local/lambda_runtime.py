@@ -184,7 +184,9 @@ def load_handler(function: str) -> Handler:
 class Invocation:
     """One invocation, timed (``time.monotonic``): asked for a container, handler started, ended;
     the cold start it waited for (0: a container was idle); whether it was its container's first;
-    what invoked it (``trigger``)."""
+    what invoked it (``trigger``); the seconds its handler ran (``handler_s``: a process container
+    measures it itself, and the rest of ``finished - started`` is the stack's dispatch, the event
+    and the result carried between the processes; None: not measured apart)."""
 
     requested: float
     started: float
@@ -192,6 +194,7 @@ class Invocation:
     container_start_s: float
     first: bool
     trigger: str = ""
+    handler_s: float | None = None
 
 
 def trigger(event: dict[str, Any]) -> str:
