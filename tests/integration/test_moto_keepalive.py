@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+from botocore.config import Config
 from tagpin_local.moto_process import MotoProcess
 from tagpin_local.moto_server import requests_by_operation
 
@@ -62,22 +63,27 @@ def test_calls_with_bodies_follow_one_another_on_one_connection(moto: MotoProces
     assert sorted(m["Body"][:9] for m in messages) == ["message 0", "message 1", "message 2"]
 
 
-def test_requests_are_counted_per_operation(moto: MotoProcess) -> None:
+def test_requests_are_counted_per_caller_and_operation(moto: MotoProcess) -> None:
     endpoint = f"http://127.0.0.1:{moto.port}"
     session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing")
     sqs = session.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
+    # what a function container's clients send (the stack sets AWS_SDK_UA_APP_ID for each)
+    named = Config(user_agent_appid="tagpin-consumer")
+    consumer_sqs = session.client("sqs", endpoint_url=endpoint, region_name="us-east-1", config=named)
     sts = session.client("sts", endpoint_url=endpoint, region_name="us-east-1")
     before = requests_by_operation(endpoint)
     url = sqs.create_queue(QueueName="counted")["QueueUrl"]
     for _ in range(4):
-        sqs.send_message(QueueUrl=url, MessageBody="hello")
+        consumer_sqs.send_message(QueueUrl=url, MessageBody="hello")
+    sqs.send_message(QueueUrl=url, MessageBody="hello")
     sts.get_caller_identity()
     after = requests_by_operation(endpoint)
 
     def made(name: str) -> int:
         return after.get(name, (0, 0.0, 0.0))[0] - before.get(name, (0, 0.0, 0.0))[0]
 
-    assert made("AmazonSQS.SendMessage") == 4
+    assert made("tagpin-consumer AmazonSQS.SendMessage") == 4
+    assert made("AmazonSQS.SendMessage") == 1
     assert made("AmazonSQS.CreateQueue") == 1
     assert made("GetCallerIdentity") == 1  # a query-protocol call: its Action, from its body
-    assert after["AmazonSQS.SendMessage"][2] > 0  # the CPU its threads spent
+    assert after["tagpin-consumer AmazonSQS.SendMessage"][2] > 0  # the CPU its threads spent

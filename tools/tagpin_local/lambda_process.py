@@ -101,7 +101,12 @@ class _Container:
         started = time.monotonic()
         command = [sys.executable, "-m", "tagpin_local.lambda_process", function, str(timeout_s)]
         self.process = subprocess.Popen(
-            [*command, str(generation)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ)
+            [*command, str(generation)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # its AWS calls say which function makes them (``app/tagpin-<function>`` in their
+            # User-Agent): moto's server counts each function's requests (tagpin_local.moto_server)
+            env=dict(os.environ, AWS_SDK_UA_APP_ID=f"tagpin-{function}"),
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._in, self._out = self.process.stdin.fileno(), self.process.stdout.fileno()

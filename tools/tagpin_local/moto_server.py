@@ -7,8 +7,8 @@ werkzeug's threaded server, as ``moto.server`` runs it, with two changes.
   client's connection open, and botocore reuses it: here too, since :class:`KeepAliveHandler`
   reads each request's body whole before moto sees it (nothing is left unread on the connection);
   a chunked body still closes its connection.
-* Counted requests: :class:`CountedRequests` counts the requests per operation (``AmazonSQS.
-  SendMessage``, ``DynamoDB.PutItem``...) with the wall and CPU seconds moto's thread spent on
+* Counted requests: :class:`CountedRequests` counts the requests per caller and operation
+  (``tagpin-consumer DynamoDB.PutItem``...) with the wall and CPU seconds moto's thread spent on
   them, served at ``GET /_tagpin/requests`` (``requests_by_operation``): what a storm costs moto
   (``bench/concurrency``), deterministic where the wall clock is not.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -83,9 +84,18 @@ class KeepAliveHandler(MotoRequestHandler):
 
 
 def operation(environ: Environ) -> str:
+    """Who asks for what: the caller's application (``app/...`` in its User-Agent, botocore's
+    ``AWS_SDK_UA_APP_ID``: the stack names each function container ``tagpin-<function>``) and the
+    AWS operation, ``tagpin-consumer DynamoDB.PutItem``; the caller left out when it has none."""
+    found = re.search(r"\bapp/(\S+)", str(environ.get("HTTP_USER_AGENT", "")))
+    name = _operation(environ)
+    return f"{found.group(1)} {name}" if found else name
+
+
+def _operation(environ: Environ) -> str:
     """The AWS operation a request asks for: its ``X-Amz-Target`` (JSON protocols: SQS, DynamoDB,
     SSM, Secrets Manager; the service's API version left out), else its ``Action`` (query
-    protocol: STS), else its method and first path segment (moto's own API)."""
+    protocol: STS, SNS), else its method and first path segment (moto's own API)."""
     target = environ.get("HTTP_X_AMZ_TARGET")
     if target:
         service, _, name = target.partition(".")
