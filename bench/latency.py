@@ -91,14 +91,16 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
     if not hooks:
         raise SystemExit(f"push {n}: no webhook invocation recorded before the consumer's")
     hook = hooks[-1]  # the check that sent the change (its SQS invocation)
-    # the HTTP call that queued it: the last call that answered before the check was invoked (an
-    # earlier one: a blob's notification); the check itself when none did
-    http = next((i for i in reversed(hooks[:-1]) if i.finished <= hook.requested), hook)
+    # the HTTP call that queued it: the last call invoked before the check was (an earlier one: a
+    # blob's notification); the check itself when none was. It may return after the check was
+    # invoked (its message received while it answers): its part ends there, the parts never overlap.
+    http = next((i for i in reversed(hooks[:-1]) if i.requested <= hook.requested), hook)
+    queued = min(http.finished, hook.requested) if http is not hook else hook.requested
     handed = min(hook.finished, run.requested)  # the consumer may start before the webhook returns
     marks = [  # each part an interval, clipped to [pushed, seen]: the parts add up to the total
         ("notification", pushed, http.requested),
-        ("webhook queues it", http.requested, http.finished),
-        ("notifications queue + receive loop", http.finished, hook.requested),
+        ("webhook queues it", http.requested, queued),
+        ("notifications queue + receive loop", queued, hook.requested),
         ("webhook check container wait", hook.requested, hook.started),
         ("webhook check", hook.started, handed),
         ("changes queue + receive loop", handed, run.requested),
