@@ -55,6 +55,7 @@ BENCHES: tuple[Bench, ...] = (
             "template.yaml",
             "bench/coldstart.py",
             "bench/coldstart_first.py",
+            "bench/coldstart_artifacts.py",
             "tools/tagpin_local/firstcall.py",
         ),
         12,

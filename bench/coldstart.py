@@ -7,7 +7,7 @@ packages and the same pycs, measured on this host's CPU (the JSON records the ho
 
 For each function in the build directory:
   * unzipped size of the function dir plus its layers (MB), with and without .pyc, and the
-    deflate-zipped size (what is uploaded);
+    deflate-zipped size (what is uploaded) (bench/coldstart_artifacts.py);
   * cold import time of the handler module ``app`` as built: a fresh interpreter per run,
     function dir and layer dirs on PYTHONPATH in Lambda's order (/var/task first, then the
     layers, then the runtime's boto3), ``-S`` so nothing from the host's site-packages
@@ -27,24 +27,20 @@ Writes bench/results/coldstart.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # a script: bench/ is on the path, the package is not
 
-from tagpin_local.cfn import load_template  # noqa: E402
-
+from bench.coldstart_artifacts import built_layout, measure_artifacts  # noqa: E402
 from bench.coldstart_first import measure_first, print_first  # noqa: E402
 
 BUILD = ROOT / ".aws-sam" / "build"
@@ -53,7 +49,6 @@ RESULTS = ROOT / "bench" / "results" / "coldstart.json"
 FUNCTIONS = ("PollerFunction", "WebhookFunction", "ConsumerFunction", "ConsoleFunction")
 MUST_NOT_LOAD_KUBERNETES = ("PollerFunction", "WebhookFunction", "ConsoleFunction")
 LAMBDA_UNZIPPED_LIMIT_MB = 250.0
-MB = 1024 * 1024
 
 # Handlers must import without AWS: dummies only, and an endpoint that refuses connections
 # so that an AWS call at import time fails fast instead of leaving the machine.
@@ -115,50 +110,6 @@ REFERENCES = {
     "ref:k8s-client": (("CommonLayer", "KubernetesLayer"), REFERENCE_K8S),
     "ref:consumer-libs": (("CommonLayer", "KubernetesLayer"), REFERENCE_COMMON + REFERENCE_K8S),
 }
-
-
-def built_layout(build: Path = BUILD) -> dict[str, dict[str, Any]]:
-    """Function name -> {"code": dir, "layers": [(name, python dir), ...]} from the built template."""
-    template_path = build / "template.yaml"
-    if not template_path.exists():
-        sys.exit(f"{template_path} not found: run `sam build` first (see docs/build.md)")
-    template = load_template(template_path)
-    resources: dict[str, Any] = template["Resources"]
-    layout: dict[str, dict[str, Any]] = {}
-    for fn in FUNCTIONS:
-        props = resources[fn]["Properties"]
-        layers = []
-        for ref in props.get("Layers", []):
-            name = ref["Ref"]
-            content = build / resources[name]["Properties"]["ContentUri"]
-            layers.append((name, content))
-        layout[fn] = {"code": build / props["CodeUri"], "layers": layers}
-    return layout
-
-
-def dir_size(path: Path, *, with_pyc: bool = True) -> int:
-    total = 0
-    for p in path.rglob("*"):
-        if p.is_file() and (with_pyc or p.suffix != ".pyc"):
-            total += p.stat().st_size
-    return total
-
-
-def zipped_size(path: Path) -> int:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
-        for p in sorted(path.rglob("*")):
-            if p.is_file():
-                zf.write(p, p.relative_to(path).as_posix())
-    return buf.getbuffer().nbytes
-
-
-def pycless_copy(src: Path, name: str) -> Path:
-    dst = WORK / "nopyc" / name
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return dst
 
 
 def runtime_boto3(python: str) -> Path:
@@ -247,24 +198,11 @@ def main() -> int:
     if not version.startswith("3.13."):
         sys.exit(f"{args.python} is Python {version}; the runtime is python3.13 (give --python)")
 
-    layout = built_layout(args.build_dir.resolve())  # the probes run in WORK: absolute paths
+    layout = built_layout(args.build_dir.resolve(), FUNCTIONS)  # the probes run in WORK: absolute paths
     WORK.mkdir(parents=True, exist_ok=True)
     runtime = runtime_boto3(args.python)
 
-    artifacts: dict[str, dict[str, Any]] = {}
-    nopyc: dict[str, Path] = {}
-    for fn, info in layout.items():
-        for name, path in [(fn, info["code"]), *info["layers"]]:
-            if name in artifacts:
-                continue
-            artifacts[name] = {
-                "unzipped_mb": dir_size(path) / MB,
-                "unzipped_no_pyc_mb": dir_size(path, with_pyc=False) / MB,
-                "pyc_files": sum(1 for _ in path.rglob("*.pyc")),
-            }
-            if not args.no_zip:
-                artifacts[name]["zipped_mb"] = zipped_size(path) / MB
-            nopyc[name] = pycless_copy(path, name)
+    artifacts, nopyc = measure_artifacts(layout, WORK / "nopyc", zipped=not args.no_zip)
 
     functions: dict[str, Any] = {}
     for fn, info in layout.items():

@@ -74,8 +74,15 @@ def gitops(doc: Doc) -> str:
 def latency(doc: Doc) -> str:
     first, warm = doc["first"], doc["warm"]
     where = ", ".join(f"{k} {v:.0f} ms" for k, v in first["where_ms"].items() if round(v))
+    over = doc.get("first_over_warm_spread_ms", {}).get("push_to_patch_ms")
+    starts = (
+        f" (median of {first['starts']} starts; over a warm push of its start {over['median']:+.0f} ms, "
+        f"{over['min']:+.0f} to {over['max']:+.0f})"
+        if over
+        else ""
+    )
     return (
-        f"first push after a start {first['push_to_patch_ms']:.0f} ms ({where}); warm: median "
+        f"first push after a start {first['push_to_patch_ms']:.0f} ms{starts} ({where}); warm: median "
         f"{warm['median_ms']:.0f} ms, p90 {warm['p90_ms']:.0f} ms of {warm['pushes']} pushes"
     )
 

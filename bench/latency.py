@@ -23,11 +23,18 @@ invocation records (``LocalFunction.history``), into these intervals, each clipp
 * consumer to the patch: its handler started -> the patch seen from outside (every 10 ms).
 
 The consumer's own time after the patch (its bookkeeping, the rollout's verification enqueued) is
-printed beside, not in the push's time. So is what the first push after a start costs over a warm
-one, part by part (``first_over_warm_ms``): what the containers' warming (``tagpin.warming``) left
-to the first calls shows in the webhook's and the consumer's parts.
+printed beside, not in the push's time.
 
-    python -m bench.latency [--pushes 11] [--containers 1]
+The first push after a start is measured after several starts (``--starts``, 5), each a process of
+its own as `tagpin local` is (nothing an earlier start built is there), each followed by warm pushes
+(``--pushes`` in all, 5). Each start's first push is compared with the warm ones of the same start
+(same minute, same load), part by part and in all, the consumer's own work after the patch too;
+``first_over_warm_ms`` is the median of that excess over the starts, ``first_over_warm_spread_ms``
+its spread (min, max, each start's). What the containers' warming (``tagpin.warming``) left to the
+first calls shows in the webhook's and the consumer's parts. ``first`` is the first push, the
+median over the starts; ``warm`` the warm pushes of every start, pooled.
+
+    python -m bench.latency [--starts 5] [--pushes 5] [--containers 1]
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +53,7 @@ from typing import Any
 RESULTS = Path(__file__).parent / "results" / "latency.json"
 REPOSITORY = "demo/web"  # followed by the local stack's own configuration
 POLL_S = 0.01
+FIRST_CALLS = ("webhook_first_call", "webhook_check_first_call", "consumer_first_call")
 
 
 def one_push(st: Any, n: int) -> dict[str, Any]:
@@ -80,14 +91,16 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
     if not hooks:
         raise SystemExit(f"push {n}: no webhook invocation recorded before the consumer's")
     hook = hooks[-1]  # the check that sent the change (its SQS invocation)
-    # the HTTP call that queued it: the last call that answered before the check was invoked (an
-    # earlier one: a blob's notification); the check itself when none did
-    http = next((i for i in reversed(hooks[:-1]) if i.finished <= hook.requested), hook)
+    # the HTTP call that queued it: the last call invoked before the check was (an earlier one: a
+    # blob's notification); the check itself when none was. It may return after the check was
+    # invoked (its message received while it answers): its part ends there, the parts never overlap.
+    http = next((i for i in reversed(hooks[:-1]) if i.requested <= hook.requested), hook)
+    queued = min(http.finished, hook.requested) if http is not hook else hook.requested
     handed = min(hook.finished, run.requested)  # the consumer may start before the webhook returns
     marks = [  # each part an interval, clipped to [pushed, seen]: the parts add up to the total
         ("notification", pushed, http.requested),
-        ("webhook queues it", http.requested, http.finished),
-        ("notifications queue + receive loop", http.finished, hook.requested),
+        ("webhook queues it", http.requested, queued),
+        ("notifications queue + receive loop", queued, hook.requested),
         ("webhook check container wait", hook.requested, hook.started),
         ("webhook check", hook.started, handed),
         ("changes queue + receive loop", handed, run.requested),
@@ -108,7 +121,8 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
     }
 
 
-def measure(pushes: int, containers: int) -> dict[str, Any]:
+def measure_start(pushes: int, containers: int) -> dict[str, Any]:
+    """One start of the stack: its first push, then ``pushes - 1`` warm ones."""
     from tagpin_local.kube.manifests import deployment
     from tagpin_local.stack import LocalStack, StackOptions
 
@@ -124,29 +138,72 @@ def measure(pushes: int, containers: int) -> dict[str, Any]:
         containers_s = {
             name: [round(s * 1000) for s in f.container_start_s] for name, f in st.functions.items()
         }
-    warm = [r["push_to_patch_ms"] for r in rows[1:]]
-    where_median = (
-        {k: round(statistics.median(r["where_ms"][k] for r in rows[1:]), 1) for k in rows[0]["where_ms"]}
-        if warm
-        else {}
-    )
+    return {"stack_start_s": round(start_s, 2), "container_start_ms": containers_s, "pushes": rows}
+
+
+def fresh_start(pushes: int, containers: int) -> dict[str, Any]:
+    """``measure_start`` in a process of its own, as `tagpin local` starts: nothing the process
+    built for an earlier start (modules, clients, caches) is there at this start's first push."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "start.json"
+        command = [sys.executable, "-m", "bench.latency", "--one-start", "--out", str(out)]
+        command += ["--pushes", str(pushes), "--containers", str(containers)]
+        subprocess.run(command, check=True, cwd=Path(__file__).parents[1])
+        start: dict[str, Any] = json.loads(out.read_text())
+        return start
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 1)
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    return {"median": _median(values), "min": min(values), "max": max(values), "each": values}
+
+
+def summarise(starts: list[dict[str, Any]], containers: int) -> dict[str, Any]:
+    """Each start's first push against its own warm pushes (same minute, same load), then the
+    median and the spread of that excess over the starts; the warm pushes of every start pooled."""
+    firsts = [s["pushes"][0] for s in starts]
+    warm_rows = [r for s in starts for r in s["pushes"][1:]]
+    parts = list(firsts[0]["where_ms"])
+
+    def over(key: str, start: dict[str, Any]) -> float:  # its first push over its warm ones' median
+        def value(row: dict[str, Any]) -> float:
+            return float(row["where_ms"][key] if key in parts else row[key])
+
+        first, *warm = start["pushes"]
+        return round(value(first) - statistics.median(value(r) for r in warm), 1)
+
+    keys = ["push_to_patch_ms", *parts, "consumer_after_patch_ms"]
+    spread = {k: _spread([over(k, s) for s in starts]) for k in keys}
+    warm = [r["push_to_patch_ms"] for r in warm_rows]
+    where_median = {k: _median([r["where_ms"][k] for r in warm_rows]) for k in parts}
+    first = {  # the first push after a start: the median over the starts, part by part
+        "starts": len(starts),
+        "push_to_patch_ms": _median([r["push_to_patch_ms"] for r in firsts]),
+        "where_ms": {k: _median([r["where_ms"][k] for r in firsts]) for k in parts},
+        "consumer_after_patch_ms": _median([r["consumer_after_patch_ms"] for r in firsts]),
+        "first_calls": all(r[k] for r in firsts for k in FIRST_CALLS),
+    }
     return {
         "containers": containers,
-        "stack_start_s": round(start_s, 2),
-        "container_start_ms": containers_s,
-        "first": rows[0],
+        "starts": len(starts),
+        "stack_start_s": [s["stack_start_s"] for s in starts],
+        "container_start_ms": [s["container_start_ms"] for s in starts],
+        "first": first,
         "warm": {
             "pushes": len(warm),
-            "median_ms": round(statistics.median(warm), 1) if warm else None,
-            "p90_ms": round(sorted(warm)[int(0.9 * (len(warm) - 1))], 1) if warm else None,
+            "median_ms": _median(warm),
+            "p90_ms": round(sorted(warm)[int(0.9 * (len(warm) - 1))], 1),
             "where_median_ms": where_median,
-            "consumer_after_patch_median_ms": (
-                round(statistics.median(r["consumer_after_patch_ms"] for r in rows[1:]), 1) if warm else None
-            ),
+            "consumer_after_patch_median_ms": _median([r["consumer_after_patch_ms"] for r in warm_rows]),
         },
-        # What the first push after a start costs over a warm one, part by part (negative: less).
-        "first_over_warm_ms": {k: round(rows[0]["where_ms"][k] - v, 1) for k, v in where_median.items()},
-        "pushes": rows,
+        # What the first push after a start costs over the warm ones of the same start, part by part
+        # (negative: less): the median over the starts, and its spread (min, max, each start's).
+        "first_over_warm_ms": {k: v["median"] for k, v in spread.items()},
+        "first_over_warm_spread_ms": spread,
+        "pushes": [{"start": i, **r} for i, s in enumerate(starts) for r in s["pushes"]],
     }
 
 
@@ -154,40 +211,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--pushes", type=int, default=11, help="the first and 10 warm")
+    parser.add_argument("--starts", type=int, default=5, help="fresh starts, each a process of its own")
+    parser.add_argument("--pushes", type=int, default=5, help="per start: the first and the warm ones")
     parser.add_argument("--containers", type=int, default=1, help="containers per function")
     parser.add_argument(
         "--cold-containers",
         action="store_true",
         help="containers only load their handler (no tagpin.warming): the first push pays the rest",
     )
+    parser.add_argument("--one-start", action="store_true", help=argparse.SUPPRESS)  # fresh_start's process
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go (JSON)")
     args = parser.parse_args()
     if args.cold_containers:
-        os.environ["TAGPIN_LOCAL_WARM"] = "0"
+        os.environ["TAGPIN_LOCAL_WARM"] = "0"  # the starts' processes inherit it
+    if args.one_start:
+        args.out.write_text(json.dumps(measure_start(args.pushes, args.containers)))
+        return
     from bench.runinfo import Run
 
     run = Run.begin("latency")  # the cold variant's file is not stamped by make: stamped here
-    result = measure(args.pushes, args.containers)
-    for r in result["pushes"]:
-        where = ", ".join(f"{k} {v:.0f}" for k, v in r["where_ms"].items())
-        print(f"push {r['push']:>2}: {r['push_to_patch_ms']:7.0f} ms  ({where})")
-    warm = result["warm"]
+    starts = []
+    for i in range(args.starts):
+        starts.append(fresh_start(args.pushes, args.containers))
+        for r in starts[-1]["pushes"]:
+            where = ", ".join(f"{k} {v:.0f}" for k, v in r["where_ms"].items())
+            print(f"start {i} push {r['push']}: {r['push_to_patch_ms']:5.0f} ms  ({where})", flush=True)
+    result = summarise(starts, args.containers)
+    warm, first = result["warm"], result["first"]
     print(
-        f"\nfirst push after a start: {result['first']['push_to_patch_ms']:.0f} ms; warm: median "
-        f"{warm['median_ms']} ms, p90 {warm['p90_ms']} ms of {warm['pushes']}"
+        f"\nfirst push after a start: median {first['push_to_patch_ms']:.0f} ms of {first['starts']} starts; "
+        f"warm: median {warm['median_ms']} ms, p90 {warm['p90_ms']} ms of {warm['pushes']}"
     )
-    print(
-        "warm, median per part (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in warm["where_median_ms"].items())
-    )
-    first = result["first"]
-    over = ", ".join(f"{k} {v:+.0f}" for k, v in result["first_over_warm_ms"].items())
-    print(f"the first push over a warm one, per part (ms): {over}")
-    print(
-        f"the consumer's own work after the patch (ms): first {first['consumer_after_patch_ms']:.0f}, "
-        f"warm median {warm['consumer_after_patch_median_ms']}"
-    )
-    print(f"containers started with the stack (ms): {result['container_start_ms']}")
+    parts = ", ".join(f"{k} {v:.0f}" for k, v in warm["where_median_ms"].items())
+    print(f"warm, median per part (ms): {parts}")
+    print("the first push over the warm ones of its start, per part (ms): median [min, max] of the starts")
+    for part, v in result["first_over_warm_spread_ms"].items():
+        each = " ".join(f"{x:+.0f}" for x in v["each"])
+        print(f"  {part:<38}{v['median']:+7.1f}  [{v['min']:+.0f}, {v['max']:+.0f}]  ({each})")
+    print(f"stack starts (s): {result['stack_start_s']}")
     document = {**result, "warmed_containers": not args.cold_containers}
     if args.cold_containers:
         run.write(RESULTS.with_name("latency-cold-containers.json"), document)

@@ -27,7 +27,7 @@ from typing import Any
 
 MARK = "FIRST-CALL-PROBE "
 PROBE = r"""
-import gc, importlib.util, json, sys, time
+import gc, importlib.util, json, sys, threading, time
 function, path, warmed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 t0, c0 = time.perf_counter(), time.process_time()
 spec = importlib.util.spec_from_file_location("app", path)
@@ -81,14 +81,17 @@ class Context:
 for line in sys.stdin:
     event = json.loads(line)
     (events, misses), before, built[:] = aws_setup(), set(sys.modules), []
+    running = set(threading.enumerate())
     c0, t0 = time.process_time(), time.perf_counter()
     answer = app.lambda_handler(event, Context())
     c1, t1 = time.process_time(), time.perf_counter()
     events_after, misses_after = aws_setup()
     operations = {".".join(name.split(".")[1:3]) for _, name in events_after - events}
+    started = sorted(t.name for t in set(threading.enumerate()) - running)
     call = {"imported": sorted(set(sys.modules) - before), "cpu_ms": (c1 - c0) * 1000,
             "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built),
-            "aws_set_up": sorted(operations), "endpoints_resolved": misses_after - misses}
+            "aws_set_up": sorted(operations), "endpoints_resolved": misses_after - misses,
+            "threads_started": started}
     print("\n__PROBE_MARK__" + json.dumps(call, default=str), flush=True)
 """.replace("__PROBE_MARK__", MARK)
 
@@ -107,6 +110,7 @@ class Call:
     built: list[str]  # the pydantic validators it built (models, TypeAdapters, validate_call)
     aws_set_up: list[str]  # the AWS operations botocore set up at their first call ("sqs.SendMessage")
     endpoints_resolved: int  # the endpoint ruleset's resolutions of parameters not resolved before
+    threads_started: list[str]  # the threads it started that still run after it (their names)
 
     @property
     def watched(self) -> list[str]:

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 from collections.abc import Callable
 
 from tagpin import aws_warming, wiring
+from tagpin.domain.channels import is_channel
+from tagpin.domain.refs import ImageRef
 from tagpin.settings import Function
 
 logger = logging.getLogger(__name__)
+REGISTRY_WARMING_S = 1.0  # how long a container's start waits for the followed registries' first answers
 
 
 def _connect_clusters() -> None:
@@ -68,6 +72,24 @@ def _registry_access() -> None:
             wiring.registry_access(host)
         except Exception as exc:  # that registry's tags fail at the invocation, and report it
             logger.debug("warming: the access to %s failed: %r", host, exc)
+
+
+def _registry_connections() -> None:
+    """Each followed registry asked once for one of its followed tags (a HEAD, what a check's or a
+    poll's resolve sends): the registry client's event loop thread and HTTP session started, a
+    connection opened and kept alive, a token fetched and cached where the registry wants one, all of
+    which the first invocation's first request did (measured after warming: its first resolve 2.7 ms
+    of CPU against 0.8, 6 to 14 ms of wall against 2). Bounded (``REGISTRY_WARMING_S``): a registry
+    that has not answered by then is cancelled and left to the first invocation, which reports it."""
+    refs: dict[str, ImageRef] = {}
+    for image in wiring.config().images:
+        if not is_channel(image.image):  # a channel's tag is chosen at its check: none to ask for
+            refs.setdefault(image.ref.registry, image.ref)
+    if refs:
+        batch = wiring.registry_client().start_many(
+            refs.values(), deadline=time.monotonic() + REGISTRY_WARMING_S
+        )
+        batch.result(timeout=REGISTRY_WARMING_S + 1)
 
 
 # An AWS operation a first invocation calls: its service, its name and its parameters (those that
@@ -141,9 +163,17 @@ BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
         _webhook_secret,
         _per_invocation,
         _registry_access,
+        _registry_connections,
         _queued_stage,
     ),
-    "poller": (wiring.poller, _registry_http, wiring.config, _per_invocation, _registry_access),
+    "poller": (
+        wiring.poller,
+        _registry_http,
+        wiring.config,
+        _per_invocation,
+        _registry_access,
+        _registry_connections,
+    ),
     # The consumer reads registries too (the platform and signature gates read the pushed image).
     "consumer": (
         wiring.applier,
@@ -153,8 +183,16 @@ BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
         _per_invocation,
         _registry_http,
         _registry_access,
+        _registry_connections,
     ),
-    "reconciler": (wiring.reconciler, _connect_clusters, _per_invocation, _registry_http, _registry_access),
+    "reconciler": (
+        wiring.reconciler,
+        _connect_clusters,
+        _per_invocation,
+        _registry_http,
+        _registry_access,
+        _registry_connections,
+    ),
     "console": (wiring.console_app, wiring.config),
 }
 
