@@ -286,7 +286,7 @@ class Checker:
         delivers its notifications one after the other). A duplicate delivery costs its registry
         request; nothing of it is recorded or enqueued."""
         claim = overlap.start(partial(self._claim, source, event, followed.image))
-        resolution = overlap.start(
+        resolution = overlap.ask_registry(  # never on the claims' workers: it may never answer
             partial(self._detector().resolve, followed, hint_digest=event.digest, ref=ref)
         )
         return claim, resolution
