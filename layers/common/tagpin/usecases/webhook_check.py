@@ -217,7 +217,7 @@ class Checker:
         chosen = [*tags.values(), *(c for listed in channels.values() for c in listed)]
         # A read ahead pays when checks share it. One tag's check reads its targets itself, beside
         # its record's write (``Detector.observe``): read ahead, that read was one more round trip
-        # before the write (a warm push's check, in process with 20 ms per AWS call: 182 -> 16x ms).
+        # before the write, on a single push's way to its rollout.
         return Lookup(tags, channels, self._detector().read_ahead(chosen) if len(chosen) > 1 else None)
 
     def act(
