@@ -6,10 +6,18 @@ notifications one after the other: each event's chain is the wait of every event
 two of them do not need each other's answer, one is started here (``start``) and the other made
 meanwhile; ``all_of`` makes a few at once.
 
-A call runs on a shared worker thread in a copy of the caller's context (``contextvars``): the
+Two kinds of round trip, on workers of their own each: our own store's and queues' (``start``),
+which a caller waits for without a time limit (their clients bound them), and a registry's
+(``ask_registry``), which a caller waits for only while its invocation lasts (``Budget``): a
+registry that accepts a request and answers nothing holds its worker for as long as its client
+lets it, so the registries' requests must never take the workers the store's round trips need.
+Before they had workers of their own, eight requests to a silent registry held every worker, and
+the delivery claims queued behind them were waited for past the invocation's end.
+
+A call runs on a worker thread in a copy of the caller's context (``contextvars``): the
 invocation's log keys, and which function runs it (the local runtime attributes each AWS call to
 its function that way). A call started here must not itself wait for another started here (the
-pool is bounded): the callers are handlers' threads, never these workers.
+pools are bounded): the callers are handlers' threads, never these workers.
 """
 
 from __future__ import annotations
@@ -21,12 +29,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 # A handful of round trips at once per invocation; several invocations share it in the local
 # runtime's thread containers.
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="overlap")
+# As many as the registry client lets requests be in flight (its global bound): a request past it
+# waits for a slot there, not for a worker here. Threads are made as they are needed.
+_REGISTRIES = ThreadPoolExecutor(max_workers=64, thread_name_prefix="overlap-registry")
+
+
+def _submit[T](pool: ThreadPoolExecutor, call: Callable[[], T]) -> Future[T]:
+    context = contextvars.copy_context()
+    return pool.submit(context.run, call)
 
 
 def start[T](call: Callable[[], T]) -> Future[T]:
-    """``call`` started on a worker thread, in a copy of this context; its future."""
-    context = contextvars.copy_context()
-    return _POOL.submit(context.run, call)
+    """``call`` (a round trip to our own store or queues) started on a worker thread, in a copy of
+    this context; its future."""
+    return _submit(_POOL, call)
+
+
+def ask_registry[T](call: Callable[[], T]) -> Future[T]:
+    """``call`` (a registry's request, which may never be answered) started on a worker of the
+    registries', in a copy of this context; its future, to be waited for with a timeout."""
+    return _submit(_REGISTRIES, call)
 
 
 def all_of[T](calls: Sequence[Callable[[], T]]) -> list[T]:

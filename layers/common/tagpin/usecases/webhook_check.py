@@ -3,8 +3,9 @@
 A batch of the notifications queue (the event source's BatchSize: up to 10 messages; a delivery
 over 64 KiB is queued as several) is looked up once: one lookup of what is followed among all its
 records' tags (``Followed.lookup``: one Query per tag while there are a few, else one per shard
-they fall in, up to 64) and one read of the followed ones' states (``Detector.read_ahead``),
-made by the first record whose check needs them while the others wait for it. Each record is then
+they fall in, up to 64) and, when several tags are followed, one read of their states
+(``Detector.read_ahead``), made by the first record whose check needs them while the others wait
+for it (one tag's check reads its own, beside its record's write). Each record is then
 checked alone, as a message was before: its delivery claims and registry requests (begun before
 the lookup for the tags the configuration follows), its records and changes, its answer; a check
 that fails (``CheckFailed``: a registry unreachable; our own store or queue) raises for that record
@@ -103,7 +104,7 @@ class Queued:
 @dataclass(frozen=True)
 class Lookup:
     """What the checks of a batch share: the followed tags among theirs, the version channels of
-    their repositories, and the followed ones' states read ahead (None: nothing is followed)."""
+    their repositories, and the followed ones' states read ahead (None: fewer than two followed)."""
 
     followed: Mapping[FollowedKey, FollowedImage]
     channels: dict[str, list[FollowedImage]]
@@ -201,7 +202,7 @@ class Checker:
     def lookup(self, images: list[FollowedKey]) -> Lookup:
         """The followed tags among ``images`` and the version channels of their repositories (one
         lookup: ``Followed.lookup``; a plain mapping, the configuration's, is looked up in memory),
-        and their states' read started (``Detector.read_ahead``)."""
+        and, when there are several, their states' read started (``Detector.read_ahead``)."""
         repositories = [image.rsplit(":", 1)[0] for image in images] if self._channels is not None else []
         followed = self._followed()
         tags: Mapping[FollowedKey, FollowedImage]
@@ -214,7 +215,10 @@ class Checker:
                 if f.policy is not None and (repository := repository_part(image)) in pushed:
                     channels.setdefault(repository, []).append(f)
         chosen = [*tags.values(), *(c for listed in channels.values() for c in listed)]
-        return Lookup(tags, channels, self._detector().read_ahead(chosen) if chosen else None)
+        # A read ahead pays when checks share it. One tag's check reads its targets itself, beside
+        # its record's write (``Detector.observe``): read ahead, that read was one more round trip
+        # before the write, on a single push's way to its rollout.
+        return Lookup(tags, channels, self._detector().read_ahead(chosen) if len(chosen) > 1 else None)
 
     def act(
         self, queued: Queued, lookup: Callable[[], Lookup] | None = None, budget: Budget = UNLIMITED
@@ -286,7 +290,7 @@ class Checker:
         delivers its notifications one after the other). A duplicate delivery costs its registry
         request; nothing of it is recorded or enqueued."""
         claim = overlap.start(partial(self._claim, source, event, followed.image))
-        resolution = overlap.start(
+        resolution = overlap.ask_registry(  # never on the claims' workers: it may never answer
             partial(self._detector().resolve, followed, hint_digest=event.digest, ref=ref)
         )
         return claim, resolution
