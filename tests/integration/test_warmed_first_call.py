@@ -80,10 +80,11 @@ def queued_changes(stack: LocalStack) -> list[dict[str, Any]]:
     return [sqs_event([m], stack.queue_arn) for m in messages]
 
 
-# Threads a first call may start: the workers of the pool its overlapped round trips share
-# (tagpin.usecases.overlap), each started as a call finds none idle (a fraction of a millisecond);
-# warming would have to hold that pool, which the local stack's thread containers share, to start them.
-POOL_WORKERS = "overlap_"
+# Threads a first call may start: the workers of the pools its overlapped round trips share
+# (tagpin.usecases.overlap: its own calls' and the registry requests'), each started as a call finds
+# none idle (a fraction of a millisecond); warming would have to hold those pools, which the local
+# stack's thread containers share, to start them.
+POOL_WORKERS = ("overlap_", "overlap-registry_")
 
 
 def unwarmed(calls: list[Call]) -> str:
