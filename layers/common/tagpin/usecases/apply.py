@@ -64,6 +64,10 @@ ApplyTarget = Callable[[TargetChange], ApplyResult]
 Guard = Callable[[ApplyTarget], ApplyTarget]
 
 
+# A target's outcome that leaves it ``applied`` with a ``verify`` verification sent (TargetApplier).
+LEFT_TO_VERIFY = frozenset({ApplyOutcome.PATCHED, ApplyOutcome.ALREADY_CURRENT})
+
+
 class ChangeFailed(Exception):
     """At least one target failed transiently; the message must be retried."""
 
@@ -173,8 +177,11 @@ class Applier:
                 announce=RolloutEventKind.APPLIED,
                 targets=[t.id for t in wave.targets],
             )
-        if self._promoter is not None:
-            self._promoter.evaluate(move.image, move.digest)
+        if self._promoter is not None:  # what it would read again is in hand (Promoter.evaluate)
+            verifying = frozenset(r.target for r in results if r.target and r.outcome in LEFT_TO_VERIFY)
+            self._promoter.evaluate(
+                move.image, move.digest, in_hand=(promotion, followed), verifying=verifying
+            )
         if failed:
             raise ChangeFailed("; ".join(failed))
         return results
