@@ -84,12 +84,15 @@ class Promoter:
         """Move the promotion of ``digest`` on as far as it may go now; say where it stands.
 
         The consumer's change passes what it read or wrote a moment before: ``in_hand``, the
-        promotion and the followed tag (instead of reading them again: every step below is a write
-        conditional on the stored promotion, so one older than the stored one only races), and
+        promotion and the followed tag, not read again while its active wave is not verified yet
+        (the only step then is ``wave_verified``, a write conditional on the stored digest, wave
+        and status: an in-hand promotion older than the stored one only races); and
         ``verifying``, the targets it has just left to a verification (``applied``, not verified
         yet): with ``rollout.verify`` a wave holding one is waiting, and that verification's own
         evaluation moves the promotion on once it is verified."""
-        promotion, followed = in_hand if in_hand is not None else (self._state.promotions.get(image), None)
+        promotion, followed = in_hand if in_hand is not None else (None, None)
+        if promotion is None or promotion.wave_verified_at is not None:  # soak, advance, complete: read
+            promotion = self._state.promotions.get(image)
         if promotion is None or promotion.digest != digest or promotion.status is not PromotionStatus.ROLLING:
             return VerificationResult(VerificationOutcome.NOT_ROLLING)
         followed = followed or self._followed().get(image)
