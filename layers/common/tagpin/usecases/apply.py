@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from tagpin.domain.budget import UNLIMITED, Budget
@@ -42,6 +44,7 @@ from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State
 from tagpin.ports.workloads import WorkloadError, Workloads
+from tagpin.usecases import overlap
 from tagpin.usecases.admission import Admission, Known, Stage, standard
 from tagpin.usecases.admission.slot import release_slot
 from tagpin.usecases.admission.wave import reached as reached_wave
@@ -62,6 +65,16 @@ logger = logging.getLogger(__name__)
 # replayed message) is answered from the first result instead of rolled again.
 ApplyTarget = Callable[[TargetChange], ApplyResult]
 Guard = Callable[[ApplyTarget], ApplyTarget]
+
+
+# A target's outcome that leaves it ``applied`` with a ``verify`` verification sent (TargetApplier).
+LEFT_TO_VERIFY = frozenset({ApplyOutcome.PATCHED, ApplyOutcome.ALREADY_CURRENT})
+
+
+def written(started: Future[None] | None) -> None:
+    """Wait for a history write started alongside (its error raised here)."""
+    if started is not None:
+        started.result()
 
 
 class ChangeFailed(Exception):
@@ -117,11 +130,14 @@ class Applier:
         """Apply ``change`` to every target it may touch now; a target is started only while
         ``budget`` lasts (the rest fail the change, so the queue delivers it again)."""
         move = change.move
+        # The tag's state (a digest marked bad) is read while the index is: the change's first two
+        # round trips at once (one wasted GetItem for a tag no longer followed, a rare change).
+        reading = overlap.start(partial(self._state.tags.get, move.image))
         followed = self._followed().get(move.image)
         if followed is None:
             logger.info("change for an image no longer followed; nothing to do", extra={"image": move.image})
             return [ApplyResult(outcome=ApplyOutcome.NOT_FOLLOWED, image=move.image)]
-        tag = self._state.tags.get(move.image)
+        tag = reading.result()
         settings = self._settings()
         now = self._clock()
         stop = self._admission.decide_move(move, Known(tag=tag), now)
@@ -140,15 +156,19 @@ class Applier:
         if promotion is None:
             return [ApplyResult(outcome=ApplyOutcome.SUPERSEDED, image=move.image)]
         waves = plan(settings, list(followed.targets))
-        if promotion.started:
-            self._started(move, promotion, waves, now)
+        # The STARTED history item is written while the targets' states are read (``_admit``).
+        started = (
+            overlap.start(partial(self._started, move, promotion, waves, now)) if promotion.started else None
+        )
         if promotion.status is PromotionStatus.DRY_RUN:
             if not promotion.started:
                 detail = "plan already recorded"
                 return [ApplyResult(outcome=ApplyOutcome.PLANNED, image=move.image, detail=detail)]
+            written(started)
             return self._dry.record(move, followed, waves, tag, promotion, self._clock())
         stop = self._admission.decide_move(move, Known(tag=tag, promotion=promotion), now)
         if not stop.goes:  # its promotion was halted
+            written(started)
             return [move_stopped(move, stop)]
         # The waves the promotion has reached (a complete one heals every target): the wave gate
         # says which, as it does for every "would this roll?" (tagpin.usecases.admission.wave)
@@ -159,7 +179,9 @@ class Applier:
             for target in wave.targets
             if self._admission.decide(move, target, replace(reached, wave=wave), now, Stage.WAVE).goes
         ]
-        results, failed = self._admit(change, move, followed, promotion, active, settings, budget, now)
+        results, failed = self._admit(
+            change, move, followed, promotion, active, settings, budget, now, started
+        )
         if any(r.outcome is ApplyOutcome.PATCHED for r in results):
             last = reached_wave(move, promotion)
             wave = waves[len(waves) - 1 if last is None else min(last, len(waves) - 1)]
@@ -173,8 +195,11 @@ class Applier:
                 announce=RolloutEventKind.APPLIED,
                 targets=[t.id for t in wave.targets],
             )
-        if self._promoter is not None:
-            self._promoter.evaluate(move.image, move.digest)
+        if self._promoter is not None:  # what it would read again is in hand (Promoter.evaluate)
+            verifying = frozenset(r.target for r in results if r.target and r.outcome in LEFT_TO_VERIFY)
+            self._promoter.evaluate(
+                move.image, move.digest, in_hand=(promotion, followed), verifying=verifying
+            )
         if failed:
             raise ChangeFailed("; ".join(failed))
         return results
@@ -189,11 +214,13 @@ class Applier:
         settings: RolloutSettings,
         budget: Budget,
         now: int,
+        started: Future[None] | None = None,
     ) -> tuple[list[ApplyResult], list[str]]:
         """Admit each target of the waves reached, record its decision, apply the admitted ones;
         a deferred one is tried again by one ``retry`` verification (the shortest wait). The
         results, and the transient failures that make the change fail."""
         states = self._state.targets.get_many([t.id for _, t in active])
+        written(started)  # the STARTED item (``apply``) before any target's decision is recorded
         round_ = Round(self._state, self._audit, self._approvals, move, promotion)
         results: list[ApplyResult] = []
         git = self._git.batch(change, [t.id for _, t in active])

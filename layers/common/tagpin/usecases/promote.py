@@ -73,12 +73,29 @@ class Promoter:
         self._audit = Audit(state, notifier)
         self._clock = clock
 
-    def evaluate(self, image: FollowedKey, digest: Digest) -> VerificationResult:
-        """Move the promotion of ``digest`` on as far as it may go now; say where it stands."""
-        promotion = self._state.promotions.get(image)
+    def evaluate(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        *,
+        in_hand: tuple[Promotion, FollowedImage] | None = None,
+        verifying: frozenset[str] = frozenset(),
+    ) -> VerificationResult:
+        """Move the promotion of ``digest`` on as far as it may go now; say where it stands.
+
+        The consumer's change passes what it read or wrote a moment before: ``in_hand``, the
+        promotion and the followed tag, not read again while its active wave is not verified yet
+        (the only step then is ``wave_verified``, a write conditional on the stored digest, wave
+        and status: an in-hand promotion older than the stored one only races); and
+        ``verifying``, the targets it has just left to a verification (``applied``, not verified
+        yet): with ``rollout.verify`` a wave holding one is waiting, and that verification's own
+        evaluation moves the promotion on once it is verified."""
+        promotion, followed = in_hand if in_hand is not None else (None, None)
+        if promotion is None or promotion.wave_verified_at is not None:  # soak, advance, complete: read
+            promotion = self._state.promotions.get(image)
         if promotion is None or promotion.digest != digest or promotion.status is not PromotionStatus.ROLLING:
             return VerificationResult(VerificationOutcome.NOT_ROLLING)
-        followed = self._followed().get(image)
+        followed = followed or self._followed().get(image)
         if followed is None:
             return VerificationResult(VerificationOutcome.NOT_FOLLOWED)
         settings = self._settings()
@@ -89,6 +106,8 @@ class Promoter:
         now = self._clock()
         verified_at = promotion.wave_verified_at
         following = next_wave(waves, index)
+        if verified_at is None and settings.verify and any(t.id in verifying for t in wave.targets):
+            return VerificationResult(VerificationOutcome.WAITING, f"wave {wave.name}: being verified")
         if verified_at is None:
             states = self._state.targets.get_many([t.id for t in wave.targets])
             waiting = [t.id for t in wave.targets if not done(states.get(t.id), digest, settings.verify)]

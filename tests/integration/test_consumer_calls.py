@@ -1,0 +1,97 @@
+"""The AWS calls the consumer makes for one change (a push of a followed tag with one target),
+counted through botocore as its handler makes them on the local stack: what each costs per push
+and what the storm's moto server serves. Every call is named with why it is made; a new one (or a
+read made twice) shows here."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import botocore.client
+import pytest
+from tagpin.domain.messages import Change, Trigger
+from tagpin.domain.moves import Move
+from tagpin_local.lambda_runtime import sqs_event
+from tagpin_local.oci import push_image
+from tagpin_local.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+# One change, one target, rollout.verify on (the default), no waves: 15 calls.
+ONE_CHANGE = Counter(
+    {
+        "dynamodb.Query": 1,  # the index: the tag's discovered targets (followed)
+        "dynamodb.GetItem": 1,  # the tag's state: a digest marked bad (admission of the move)
+        # the promotion started (conditional), its STARTED history item, the idempotency record
+        # (conditional: in progress), the target's and the image's history items
+        "dynamodb.PutItem": 5,
+        # the targets' states (admission), the target's claim read again after the workload's GET
+        "dynamodb.BatchGetItem": 2,
+        # the claim and the outcome (both conditional), the idempotency record (completed), the
+        # APPLIED notice claimed once (conditional)
+        "dynamodb.UpdateItem": 4,
+        "sqs.SendMessage": 1,  # the verification
+        "sns.Publish": 1,  # the APPLIED notification
+    }
+)
+
+
+@contextmanager
+def aws_calls() -> Iterator[Counter[str]]:
+    counted: Counter[str] = Counter()
+    lock = threading.Lock()
+    original = botocore.client.BaseClient._make_api_call
+
+    def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        with lock:
+            counted[f"{client.meta.service_model.service_name}.{operation}"] += 1
+        return original(client, operation, params)
+
+    botocore.client.BaseClient._make_api_call = counting  # type: ignore[method-assign]
+    try:
+        yield counted
+    finally:
+        botocore.client.BaseClient._make_api_call = original  # type: ignore[method-assign]
+
+
+def change_event(st: LocalStack, change: Change) -> dict[str, Any]:
+    now = str(int(time.time() * 1000))
+    message = {
+        "MessageId": str(uuid.uuid4()),
+        "ReceiptHandle": str(uuid.uuid4()),
+        "Body": change.model_dump_json(),
+        "MD5OfBody": "0" * 32,
+        "Attributes": {
+            "ApproximateReceiveCount": "1",
+            "SentTimestamp": now,
+            "SequenceNumber": str(10**19),
+            "MessageGroupId": change.move.image,
+            "MessageDeduplicationId": uuid.uuid4().hex,
+            "SenderId": "AIDAEXAMPLE",
+            "ApproximateFirstReceiveTimestamp": now,
+        },
+    }
+    return sqs_event([message], st.queue_arn)
+
+
+def test_one_change_costs_the_consumer_these_calls(stack: LocalStack) -> None:
+    consumer = stack.functions["consumer"]
+    # warm: the configuration read (and cached) by a change of a tag nobody follows
+    unfollowed = Move(
+        image="example.com/none:x", digest="sha256:" + "0" * 64, observed_at=1, trigger=Trigger.MANUAL
+    )
+    assert consumer.invoke(change_event(stack, Change(move=unfollowed))) == {"batchItemFailures": []}
+    digest = push_image(stack.registry.url, "demo/web", "stable")
+    image = f"{stack.registry.host}/demo/web:stable"
+    move = Move(image=image, digest=digest, observed_at=int(time.time() * 1000), trigger=Trigger.MANUAL)
+    with aws_calls() as counted:
+        assert consumer.invoke(change_event(stack, Change(move=move))) == {"batchItemFailures": []}
+    container = stack.kube.get("Deployment", "default", "web")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"{image}@{digest}"
+    assert counted == ONE_CHANGE, sorted(counted.items())
