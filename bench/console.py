@@ -23,8 +23,6 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -41,49 +39,6 @@ AWAITING = 3  # promotions waiting for a person's approval
 HISTORY = 30  # history items of the image and the target whose pages are timed
 DIGEST = "sha256:" + "a" * 64
 CLUSTER = "local"
-
-
-@contextmanager
-def partition_queries() -> Iterator[None]:
-    """moto 5.2.5 sorts every item of the table on each Query (``Table.all_items``), DynamoDB reads
-    one partition: with 20,000 items a Query costs moto about 100 ms whatever it returns. Here a
-    Query of the table reads its partition only, and a Query of a global secondary index the items
-    whose index key is the one asked for (DynamoDB reads that partition of the index), so that the
-    figures are the function's cost; ``--moto-as-is`` measures without this."""
-    from moto.dynamodb.models.table import Table as MotoTable
-
-    query, all_items = MotoTable.query, MotoTable.all_items
-    scope: dict[int, Callable[[Any], list[Any]]] = {}
-
-    def partition_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
-        index = kwargs.get("index_name") or (args[6] if len(args) > 6 else None)
-        if index:  # moto 5.2.5 passes the index's key as hash_key_conditions: [(attribute, value)]
-            wanted = dict(kwargs.get("hash_key_conditions") or [])
-            scope[id(self)] = lambda table: [
-                item
-                for items in table.items.values()
-                for item in items.values()
-                if wanted
-                and all(name in item.attrs and item.attrs[name] == value for name, value in wanted.items())
-            ]
-        elif hash_key is not None:
-            scope[id(self)] = lambda table: sorted(
-                table.items.get(hash_key, {}).values(), key=lambda item: item.range_key
-            )
-        try:
-            return query(self, hash_key, *args, **kwargs)
-        finally:
-            scope.pop(id(self), None)
-
-    def partition_items(self: Any) -> Any:
-        read = scope.get(id(self))
-        return all_items(self) if read is None else read(self)
-
-    MotoTable.query, MotoTable.all_items = partition_query, partition_items  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        MotoTable.query, MotoTable.all_items = query, all_items  # type: ignore[method-assign]
 
 
 def image_of(t: int) -> str:
@@ -179,7 +134,7 @@ def next_cursor(body: str) -> str | None:
     return unquote(unescape(match.group(1))) if match else None
 
 
-def measure(shape: str, repeats: int, moto_as_is: bool) -> dict[str, Any]:
+def measure(shape: str, repeats: int) -> dict[str, Any]:
     import httpx
     from tagpin import wiring
     from tagpin_local.stack import LocalStack, StackOptions
@@ -188,7 +143,7 @@ def measure(shape: str, repeats: int, moto_as_is: bool) -> dict[str, Any]:
 
     tags, per_tag = SHAPES[shape]
     options = StackOptions(notifications=False, consume=False, containers=1)
-    with LocalStack(options) as stack, nullcontext() if moto_as_is else partition_queries():
+    with LocalStack(options) as stack:
         began = time.perf_counter()
         seed(stack.client("dynamodb"), tags, per_tag)
         seeded_s = time.perf_counter() - began
@@ -263,8 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    if args.moto_as_is:  # the stack's moto keeps its whole-table sort (tagpin_local.moto_partitions)
+        os.environ["TAGPIN_LOCAL_MOTO_AS_IS"] = "1"
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
-    results = {shape: measure(shape, args.repeats, args.moto_as_is) for shape in shapes}
+    results = {shape: measure(shape, args.repeats) for shape in shapes}
     worst = max(
         max(row["in_process_ms"], row["http_ms"])
         for shape in results.values()
