@@ -219,10 +219,14 @@ class AiohttpTransport:
 
 
 class LoopThread:
-    """An event loop running in a daemon thread."""
+    """An event loop running in a daemon thread: uvloop's (libuv, in C). A steady poll's CPU is
+    mostly the event loop's and aiohttp's per request: asyncio's own loop, in Python, cost about 8%
+    more of the poller's CPU per tag (bench/poll.py's resolution of 10,000 tags, back to back)."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        import uvloop  # imported with the first loop: the registry client's first request
+
+        self.loop = uvloop.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="tagpin-registry", daemon=True)
         self.thread.start()
 
