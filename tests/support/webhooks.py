@@ -125,14 +125,7 @@ class Hook:
         self.queue = ListQueue()
         self.notifications = ListNotificationQueue()
         self.store = store
-        self.detector = Detector(
-            self.resolver,
-            store,
-            self.queue,
-            clock=FakeClock(1_000_000, step=1_000),
-            confirm_delays=(),
-            sleep=lambda _s: None,
-        )
+        self.detector = self.detector_over(store)
         self.deliveries = DeliveryStore(db, table)
         self.clock = FakeClock(1_763_702_400.0)
         self.service = WebhookService(
@@ -144,6 +137,17 @@ class Hook:
             deliveries=lambda: self.deliveries,
             clock=self.clock,
             followed=(lambda: Followed(self.config, store)) if index else None,
+        )
+
+    def detector_over(self, store: State) -> Detector:
+        """The detector over ``store``: this hook's registry and queue, no confirmation delays."""
+        return Detector(
+            self.resolver,
+            store,
+            self.queue,
+            clock=FakeClock(1_000_000, step=1_000),
+            confirm_delays=(),
+            sleep=lambda _s: None,
         )
 
     def post(

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 from tagpin.ports.state import State
-from tagpin.usecases.detect import Detector
 
-from tests.support.clock import FakeClock
 from tests.support.constants import STATE_TABLE, WEB, WEBHOOK_TOKEN
 from tests.support.webhooks import Hook
 
@@ -53,14 +51,7 @@ def test_one_tags_targets_are_read_while_its_record_is_written(hook: Hook) -> No
         targets=Meeting(hook.store.targets, "get_many", meeting),
         tags=Meeting(hook.store.tags, "record", meeting),
     )
-    hook.detector = Detector(
-        hook.resolver,
-        met,
-        hook.queue,
-        clock=FakeClock(1_000_000, step=1_000),
-        confirm_delays=(),
-        sleep=lambda _s: None,
-    )
+    hook.detector = hook.detector_over(met)
     result = hook.service.batch([body]).check(body)
     assert (result.body["accepted"], result.body["ignored"], result.body["duplicates"]) == (1, 0, 0)
     assert [c.move.image for c in hook.queue.sent] == [WEB]
