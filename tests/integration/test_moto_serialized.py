@@ -76,15 +76,18 @@ def dynamodb() -> Iterator[Any]:
 def test_a_query_answers_while_another_request_adds_an_item(dynamodb: Any) -> None:
     create_state_table(dynamodb, "state")
     for i in range(3):
-        dynamodb.put_item(TableName="state", Item={"pk": {"S": f"P#{i}"}, "sk": {"S": "-"}})
+        item = {"pk": {"S": f"P#{i}"}, "sk": {"S": "-"}, "target_id": {"S": f"T#{i}"}}
+        dynamodb.put_item(TableName="state", Item=item)
     table = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables["state"]
     table.items = items = PausingItems(table.items)
 
-    def query() -> Any:
+    def query() -> Any:  # of the index: a walk of the table's items, whether or not the stack's
+        # moto reads one partition per Query of the table (tagpin_local.moto_partitions)
         return dynamodb.query(
             TableName="state",
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": "P#1"}},
+            IndexName="ByTarget",
+            KeyConditionExpression="target_id = :t",
+            ExpressionAttributeValues={":t": {"S": "T#1"}},
         )
 
     def put() -> None:
