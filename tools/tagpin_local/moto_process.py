@@ -3,7 +3,8 @@ shares the stack's interpreter and GIL with the clusters' fronts, the event sour
 tools. The same server as ``moto.server.ThreadedMotoServer`` (moto's Flask app under werkzeug, a
 thread per connection), with the same local speed-up (``stack_aws._cache_moto_modules``) and the
 same DynamoDB requests one at a time (``serialize_dynamodb``, which the in-process server uses
-too) and the same Query of one partition (:mod:`.moto_partitions`); its connections kept alive
+too), the same Query of one partition (:mod:`.moto_partitions`) and the same expressions parsed
+once per text (:mod:`.moto_expressions`); its connections kept alive
 between requests, and its requests counted (:mod:`.moto_server`).
 
     python -m tagpin_local.moto_process <port>
@@ -90,13 +91,14 @@ class MotoProcess:
 
 
 def main(port: str) -> None:
-    from tagpin_local import moto_partitions
+    from tagpin_local import moto_expressions, moto_partitions
     from tagpin_local.moto_server import serve
     from tagpin_local.stack_aws import _cache_moto_modules
 
     _cache_moto_modules()
     serialize_dynamodb()
     moto_partitions.install()
+    moto_expressions.install()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # its access log
     os.environ["MOTO_PORT"] = port  # as moto.server sets it
     serve(int(port))
