@@ -27,8 +27,21 @@ from typing import Any
 
 MARK = "FIRST-CALL-PROBE "
 PROBE = r"""
-import gc, importlib.util, json, sys, threading, time
+import gc, importlib.util, json, os, socket, sys, threading, time
 function, path, warmed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+connects = []  # each TCP connection this process opened (urllib3's and asyncio's both call connect)
+_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+def connect(self, address):
+    connects.append("%s:%s" % address[:2] if isinstance(address, tuple) else str(address))
+    return _connect(self, address)
+
+def connect_ex(self, address):
+    connects.append("%s:%s" % address[:2] if isinstance(address, tuple) else str(address))
+    return _connect_ex(self, address)
+
+socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+profile = os.environ.get("TAGPIN_FIRSTCALL_PROFILE")  # a file prefix: each call's cProfile stats
 t0, c0 = time.perf_counter(), time.process_time()
 spec = importlib.util.spec_from_file_location("app", path)
 app = importlib.util.module_from_spec(spec)
@@ -78,20 +91,29 @@ class Context:
     def get_remaining_time_in_millis(self):
         return 60000
 
+calls = 0
 for line in sys.stdin:
     event = json.loads(line)
     (events, misses), before, built[:] = aws_setup(), set(sys.modules), []
-    running = set(threading.enumerate())
+    running, connects[:] = set(threading.enumerate()), []
+    if profile:
+        import cProfile
+        profiler = cProfile.Profile()
+        profiler.enable()
     c0, t0 = time.process_time(), time.perf_counter()
     answer = app.lambda_handler(event, Context())
     c1, t1 = time.process_time(), time.perf_counter()
+    if profile:
+        profiler.disable()
+        profiler.dump_stats("%s.%s.%d" % (profile, function, calls))
+    calls += 1
     events_after, misses_after = aws_setup()
     operations = {".".join(name.split(".")[1:3]) for _, name in events_after - events}
     started = sorted(t.name for t in set(threading.enumerate()) - running)
     call = {"imported": sorted(set(sys.modules) - before), "cpu_ms": (c1 - c0) * 1000,
             "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built),
             "aws_set_up": sorted(operations), "endpoints_resolved": misses_after - misses,
-            "threads_started": started}
+            "threads_started": started, "connections": list(connects)}
     print("\n__PROBE_MARK__" + json.dumps(call, default=str), flush=True)
 """.replace("__PROBE_MARK__", MARK)
 
@@ -111,6 +133,7 @@ class Call:
     aws_set_up: list[str]  # the AWS operations botocore set up at their first call ("sqs.SendMessage")
     endpoints_resolved: int  # the endpoint ruleset's resolutions of parameters not resolved before
     threads_started: list[str]  # the threads it started that still run after it (their names)
+    connections: list[str]  # the TCP connections it opened ("127.0.0.1:5000"), in order
 
     @property
     def watched(self) -> list[str]:
