@@ -63,6 +63,19 @@ else:
         return clean(self, schema)
 
     GenerateSchema.clean_schema = clean_schema
+sent = []  # each AWS call made ("dynamodb.PutItem"), in any thread; warming's rehearsals too
+try:  # botocore: loaded by every handler's import
+    from botocore.client import BaseClient
+except ImportError:
+    pass
+else:
+    make_api_call = BaseClient._make_api_call
+
+    def _make_api_call(self, operation_name, api_params):
+        sent.append(self.meta.service_model.service_name + "." + operation_name)
+        return make_api_call(self, operation_name, api_params)
+
+    BaseClient._make_api_call = _make_api_call
 if warmed:
     from tagpin.warming import warm
     warm(function)
@@ -95,7 +108,7 @@ calls = 0
 for line in sys.stdin:
     event = json.loads(line)
     (events, misses), before, built[:] = aws_setup(), set(sys.modules), []
-    running, connects[:] = set(threading.enumerate()), []
+    running, connects[:], sent[:] = set(threading.enumerate()), [], []
     if profile:
         import cProfile
         profiler = cProfile.Profile()
@@ -113,7 +126,8 @@ for line in sys.stdin:
     call = {"imported": sorted(set(sys.modules) - before), "cpu_ms": (c1 - c0) * 1000,
             "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built),
             "aws_set_up": sorted(operations), "endpoints_resolved": misses_after - misses,
-            "threads_started": started, "connections": list(connects)}
+            "threads_started": started, "connections": list(connects),
+            "aws_calls": sorted(sent)}
     print("\n__PROBE_MARK__" + json.dumps(call, default=str), flush=True)
 """.replace("__PROBE_MARK__", MARK)
 
@@ -134,6 +148,7 @@ class Call:
     endpoints_resolved: int  # the endpoint ruleset's resolutions of parameters not resolved before
     threads_started: list[str]  # the threads it started that still run after it (their names)
     connections: list[str]  # the TCP connections it opened ("127.0.0.1:5000"), in order
+    aws_calls: list[str]  # the AWS calls it made ("dynamodb.PutItem"), sorted
 
     @property
     def watched(self) -> list[str]:
