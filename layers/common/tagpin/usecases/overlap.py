@@ -42,9 +42,9 @@ _REGISTRIES = ThreadPoolExecutor(max_workers=64, thread_name_prefix=REGISTRY_POO
 # The registries' workers started ahead: as many as the store's (a check asks one registry request
 # per event, beside its store's round trips).
 REGISTRY_WORKERS_STARTED = WORKERS
+_STARTING = threading.Lock()  # two containers warming at once: one starts the workers
 
 
-@functools.cache  # the pools are the process's: its first container's warming starts their workers
 def start_workers(timeout: float = 1.0) -> None:
     """Both pools' workers started ahead (``tagpin.warming``, at a container's start): a pool starts
     a thread at a call that finds none idle, and the first invocation's overlapped calls would start
@@ -54,6 +54,12 @@ def start_workers(timeout: float = 1.0) -> None:
     together (or after ``timeout``), their workers left idle for the invocations. Once a process:
     the local runtime's thread containers share it, and a later container's warming must not hold
     the workers other containers' invocations use."""
+    with _STARTING:
+        _start_workers(timeout)
+
+
+@functools.cache  # the pools are the process's: its first container's warming starts their workers
+def _start_workers(timeout: float) -> None:
     for pool, workers in ((_POOL, WORKERS), (_REGISTRIES, REGISTRY_WORKERS_STARTED)):
         running = threading.Barrier(workers, timeout=timeout)
         for future in [pool.submit(running.wait) for _ in range(workers)]:
