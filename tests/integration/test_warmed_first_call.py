@@ -3,7 +3,8 @@ start): ``tagpin.warming`` builds at a container's start what that first invocat
 first invocation imports nothing of the library, pydantic, aiohttp, kubernetes, boto3 or YAML,
 builds no pydantic validator (a model, a TypeAdapter, the Kubernetes client's ``validate_call``), sets
 up no AWS operation in botocore (its events' handlers looked up at an operation's first call),
-resolves no endpoint (``tagpin.aws_warming`` rehearses each operation at the start, sending nothing)
+resolves no endpoint and no shape of botocore's model (``tagpin.aws_warming`` rehearses each
+operation at the start, sending nothing, its parameters and its answer filled)
 and starts no thread of its own (the registry client's event loop, which its first request started
 with its session and connection: warming asks each followed registry once; the workers of the pools
 that overlap its round trips, which its first overlapped calls started: warming starts them), and
@@ -85,7 +86,8 @@ def queued_changes(stack: LocalStack) -> list[dict[str, Any]]:
 
 def unwarmed(calls: list[Call], kinds: int = 1) -> str:
     """What each call imported of the watched packages, the pydantic validators it built, the AWS
-    operations botocore set up at their first call, the endpoints it resolved, the threads it
+    operations botocore set up at their first call, the endpoints and the shapes of botocore's model
+    it resolved (an answer's or a parameter's, parsed or serialized the first time), the threads it
     started (the registry client's event loop: its first request; the workers of the pools that
     overlap its round trips, ``tagpin.usecases.overlap``: its first overlapped calls), and the TCP
     connections it opened beyond what the next call of its kind opened (``kinds``: the calls
@@ -97,10 +99,17 @@ def unwarmed(calls: list[Call], kinds: int = 1) -> str:
 
     return "; ".join(
         f"call {n}: imported {c.watched}, built {c.built}, set up the AWS operations {c.aws_set_up},"
-        f" resolved {c.endpoints_resolved} endpoints, started the threads {c.threads_started} and"
+        f" resolved {c.endpoints_resolved} endpoints and {c.shapes_resolved} shapes of botocore's model,"
+        f" started the threads {c.threads_started} and"
         f" opened the connections {opened(n)} more than the next call of its kind"
         for n, c in enumerate(calls)
-        if c.watched or c.built or c.aws_set_up or c.endpoints_resolved or c.threads_started or opened(n)
+        if c.watched
+        or c.built
+        or c.aws_set_up
+        or c.endpoints_resolved
+        or c.shapes_resolved
+        or c.threads_started
+        or opened(n)
     )
 
 

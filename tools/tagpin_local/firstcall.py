@@ -64,6 +64,7 @@ else:
 
     GenerateSchema.clean_schema = clean_schema
 sent = []  # each AWS call made ("dynamodb.PutItem"), in any thread; warming's rehearsals too
+resolved = [0]  # the shapes botocore's model resolved (each once: an operation's, an answer's)
 try:  # botocore: loaded by every handler's import
     from botocore.client import BaseClient
 except ImportError:
@@ -76,6 +77,15 @@ else:
         return make_api_call(self, operation_name, api_params)
 
     BaseClient._make_api_call = _make_api_call
+    from botocore.model import ShapeResolver
+
+    get_shape_by_name = ShapeResolver.get_shape_by_name
+
+    def _get_shape_by_name(self, shape_name, member_traits=None):
+        resolved[0] += 1
+        return get_shape_by_name(self, shape_name, member_traits)
+
+    ShapeResolver.get_shape_by_name = _get_shape_by_name
 if warmed:
     from tagpin.warming import warm
     warm(function)
@@ -109,6 +119,7 @@ for line in sys.stdin:
     event = json.loads(line)
     (events, misses), before, built[:] = aws_setup(), set(sys.modules), []
     running, connects[:], sent[:] = set(threading.enumerate()), [], []
+    shapes = resolved[0]
     if profile:
         import cProfile
         profiler = cProfile.Profile()
@@ -127,7 +138,7 @@ for line in sys.stdin:
             "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built),
             "aws_set_up": sorted(operations), "endpoints_resolved": misses_after - misses,
             "threads_started": started, "connections": list(connects),
-            "aws_calls": sorted(sent)}
+            "aws_calls": sorted(sent), "shapes_resolved": resolved[0] - shapes}
     print("\n__PROBE_MARK__" + json.dumps(call, default=str), flush=True)
 """.replace("__PROBE_MARK__", MARK)
 
@@ -149,6 +160,7 @@ class Call:
     threads_started: list[str]  # the threads it started that still run after it (their names)
     connections: list[str]  # the TCP connections it opened ("127.0.0.1:5000"), in order
     aws_calls: list[str]  # the AWS calls it made ("dynamodb.PutItem"), sorted
+    shapes_resolved: int  # the shapes botocore's model resolved (an answer's, parsed the first time)
 
     @property
     def watched(self) -> list[str]:
