@@ -7,7 +7,8 @@ How: ``install`` registers one ``before-send`` handler on a client when it is cr
 (``tagpin.wiring.aws``). botocore documents ``before-send`` as the last step before the HTTP request:
 a handler that returns a response stops the request there and that response is parsed as if it
 came from AWS. The handler answers only while its own thread is rehearsing (``rehearse``: a
-thread-local flag), with an empty ``200``; for every other thread, and at any other time, it returns
+thread-local flag), with a ``200`` (every member of the operation's answer in the JSON protocol,
+``sample``; empty in the query protocol); for every other thread, and at any other time, it returns
 ``None`` and the request is sent. So the clients that a process's containers share (the local
 stack's thread containers; botocore's clients are thread safe) keep sending every other thread's
 requests, and a rehearsal never reaches AWS: no call, no cost, no IAM permission needed, nothing
@@ -18,8 +19,11 @@ mock (unit tests) moto also handles a rehearsed request (its server, the local s
 one).
 
 The first connections are not opened here: a rehearsal sends nothing, and opening one without a
-request needs urllib3's private pool methods (``bench/latency`` shows that the local stack's moto
-closes each connection after its answer, so there a warm call opens as many as a first one)."""
+request needs urllib3's private pool methods. Measured with ``tagpin_local.firstcall`` (its
+``connections``): on the local stack's in-process moto, which closes each connection after its
+answer, a warmed webhook's check opens 7, its first as its later ones; moto in a process of its own
+(``tagpin_local.moto_server``) keeps them open, so there a first call opens what a later one
+reuses."""
 
 from __future__ import annotations
 
