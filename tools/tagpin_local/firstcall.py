@@ -7,8 +7,9 @@ The process loads the handler (``app.py``: its import timed, in wall and CPU tim
 ``tagpin.warming`` when asked (Lambda's init phase, provisioned concurrency), then answers the events
 it reads on stdin, one JSON document a line, each made by the caller once the invocation before it
 has returned (a push between two). For each invocation it prints: the modules it imported, the
-pydantic validators it built, the AWS operations botocore set up at their first call and the
-endpoints it resolved, its CPU (``process_time``: the container's threads too) and wall time, and
+pydantic validators it built, the AWS operations botocore set up at their first call, the
+endpoints and the model's shapes it resolved, the AWS calls it made, the threads it started and the
+TCP connections it opened, its CPU (``process_time``: the container's threads too) and wall time, and
 its answer. It loads nothing but the handler, its layers and this probe (no ``tagpin_local``, no
 moto): a module the caller happened to import cannot hide one the invocation imports.
 
@@ -27,8 +28,16 @@ from typing import Any
 
 MARK = "FIRST-CALL-PROBE "
 PROBE = r"""
-import gc, importlib.util, json, os, socket, sys, threading, time
+import gc, importlib.util, json, os, sys, threading, time
 function, path, warmed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+profile = os.environ.get("TAGPIN_FIRSTCALL_PROFILE")  # a file prefix: each call's cProfile stats
+t0, c0 = time.perf_counter(), time.process_time()
+spec = importlib.util.spec_from_file_location("app", path)
+app = importlib.util.module_from_spec(spec)
+sys.modules["app"] = app
+spec.loader.exec_module(app)
+t1, c1 = time.perf_counter(), time.process_time()
+import socket  # after the handler's import, which it may import (timed there)
 connects = []  # each TCP connection this process opened (urllib3's and asyncio's both call connect)
 _connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
 
@@ -41,13 +50,6 @@ def connect_ex(self, address):
     return _connect_ex(self, address)
 
 socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
-profile = os.environ.get("TAGPIN_FIRSTCALL_PROFILE")  # a file prefix: each call's cProfile stats
-t0, c0 = time.perf_counter(), time.process_time()
-spec = importlib.util.spec_from_file_location("app", path)
-app = importlib.util.module_from_spec(spec)
-sys.modules["app"] = app
-spec.loader.exec_module(app)
-t1, c1 = time.perf_counter(), time.process_time()
 built = []  # each validator pydantic builds (a model, a TypeAdapter, a validate_call): its name
 try:  # pydantic: loaded by every handler's import
     from pydantic._internal._generate_schema import GenerateSchema
@@ -63,13 +65,13 @@ else:
         return clean(self, schema)
 
     GenerateSchema.clean_schema = clean_schema
-sent = []  # each AWS call made ("dynamodb.PutItem"), in any thread; warming's rehearsals too
+if warmed:
+    from tagpin.warming import warm
+    warm(function)
+sent = []  # each AWS call made ("dynamodb.PutItem"), in any thread
 resolved = [0]  # the shapes botocore's model resolved (each once: an operation's, an answer's)
-try:  # botocore: loaded by every handler's import
+if "botocore.client" in sys.modules:  # loaded by the handler or warming: never imported here
     from botocore.client import BaseClient
-except ImportError:
-    pass
-else:
     make_api_call = BaseClient._make_api_call
 
     def _make_api_call(self, operation_name, api_params):
@@ -86,9 +88,6 @@ else:
         return get_shape_by_name(self, shape_name, member_traits)
 
     ShapeResolver.get_shape_by_name = _get_shape_by_name
-if warmed:
-    from tagpin.warming import warm
-    warm(function)
 started = {"import_ms": (t1 - t0) * 1000, "import_cpu_ms": (c1 - c0) * 1000}
 print("\n__PROBE_MARK__" + json.dumps(started), flush=True)
 
@@ -159,8 +158,12 @@ class Call:
     endpoints_resolved: int  # the endpoint ruleset's resolutions of parameters not resolved before
     threads_started: list[str]  # the threads it started that still run after it (their names)
     connections: list[str]  # the TCP connections it opened ("127.0.0.1:5000"), in order
-    aws_calls: list[str]  # the AWS calls it made ("dynamodb.PutItem"), sorted
-    shapes_resolved: int  # the shapes botocore's model resolved (an answer's, parsed the first time)
+    # Counted where botocore was loaded before the first invocation (by the handler or warming: the
+    # probe imports nothing a cold container's first invocation would): the AWS calls it made
+    # ("dynamodb.PutItem"), sorted, and the shapes of botocore's model it resolved (a parameter's
+    # or an answer's, serialized or parsed the first time).
+    aws_calls: list[str]
+    shapes_resolved: int
 
     @property
     def watched(self) -> list[str]:
