@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
 
     webhook, consumer = st.functions["webhook"], st.functions["consumer"]
     w0, c0 = len(webhook.history), len(consumer.history)
+    running, cpu = {t.ident for t in threading.enumerate()}, time.process_time()
     pushing = time.monotonic()
     digest = push_image(st.registry.url, REPOSITORY, "stable")
     pushed = time.monotonic()
@@ -75,7 +77,10 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
         time.sleep(POLL_S)
     else:
         raise SystemExit(f"push {n}: not patched within 60 s")
-    seen = time.monotonic()
+    seen, cpu = time.monotonic(), time.process_time() - cpu
+    # threads the push left running in this process (the functions' thread containers, moto): a pool's
+    # worker, a client's loop, which a warm push reuses
+    kept = sorted(t.name for t in threading.enumerate() if t.ident not in running)
 
     def patching() -> list[Any]:  # the consumer calls running when the patch was made
         calls = list(consumer.history)[c0:]
@@ -113,6 +118,8 @@ def one_push(st: Any, n: int) -> dict[str, Any]:
         "push_to_patch_ms": round((seen - pushed) * 1000, 1),
         "where_ms": {k: round(max(0.0, v) * 1000, 1) for k, v in where.items()},
         "consumer_after_patch_ms": round((run.finished - seen) * 1000, 1),
+        "stack_cpu_ms": round(cpu * 1000, 1),  # this process's CPU, push -> patch seen (moto's too)
+        "threads_started": kept,
         "webhook_first_call": http.first,
         "webhook_check_first_call": hook.first,
         "consumer_first_call": run.first,
@@ -175,7 +182,7 @@ def summarise(starts: list[dict[str, Any]], containers: int) -> dict[str, Any]:
         first, *warm = start["pushes"]
         return round(value(first) - statistics.median(value(r) for r in warm), 1)
 
-    keys = ["push_to_patch_ms", *parts, "consumer_after_patch_ms"]
+    keys = ["push_to_patch_ms", *parts, "consumer_after_patch_ms", "stack_cpu_ms"]
     spread = {k: _spread([over(k, s) for s in starts]) for k in keys}
     warm = [r["push_to_patch_ms"] for r in warm_rows]
     where_median = {k: _median([r["where_ms"][k] for r in warm_rows]) for k in parts}
@@ -185,6 +192,7 @@ def summarise(starts: list[dict[str, Any]], containers: int) -> dict[str, Any]:
         "where_ms": {k: _median([r["where_ms"][k] for r in firsts]) for k in parts},
         "consumer_after_patch_ms": _median([r["consumer_after_patch_ms"] for r in firsts]),
         "first_calls": all(r[k] for r in firsts for k in FIRST_CALLS),
+        "threads_started": [r["threads_started"] for r in firsts],
     }
     return {
         "containers": containers,
@@ -249,6 +257,8 @@ def main() -> None:
         each = " ".join(f"{x:+.0f}" for x in v["each"])
         print(f"  {part:<38}{v['median']:+7.1f}  [{v['min']:+.0f}, {v['max']:+.0f}]  ({each})")
     print(f"stack starts (s): {result['stack_start_s']}")
+    warm_threads = sorted({n for r in result["pushes"] if r["push"] > 0 for n in r["threads_started"]})
+    print(f"threads left running: by each first push {first['threads_started']}, by warm ones {warm_threads}")
     document = {**result, "warmed_containers": not args.cold_containers}
     if args.cold_containers:
         run.write(RESULTS.with_name("latency-cold-containers.json"), document)

@@ -3,9 +3,12 @@ start): ``tagpin.warming`` builds at a container's start what that first invocat
 first invocation imports nothing of the library, pydantic, aiohttp, kubernetes, boto3 or YAML,
 builds no pydantic validator (a model, a TypeAdapter, the Kubernetes client's ``validate_call``), sets
 up no AWS operation in botocore (its events' handlers looked up at an operation's first call),
-resolves no endpoint (``tagpin.aws_warming`` rehearses each operation at the start, sending nothing)
+resolves no endpoint and no shape of botocore's model (``tagpin.aws_warming`` rehearses each
+operation at the start, sending nothing, its parameters and its answer filled)
 and starts no thread of its own (the registry client's event loop, which its first request started
-with its session and connection: warming asks each followed registry once).
+with its session and connection: warming asks each followed registry once; the workers of the pools
+that overlap its round trips, which its first overlapped calls started: warming starts them), and
+opens no TCP connection the next call of its kind does not (the registry's, kept open from warming).
 
 Not a hand-kept list: each function's container is started in a process of its own
 (tests/support/firstcall.py), warmed, and given the event of a real push on the local stack (the
@@ -18,6 +21,7 @@ clients and sets up the AWS operation it calls, so the check can fail."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -80,26 +84,32 @@ def queued_changes(stack: LocalStack) -> list[dict[str, Any]]:
     return [sqs_event([m], stack.queue_arn) for m in messages]
 
 
-# Threads a first call may start: the workers of the pools its overlapped round trips share
-# (tagpin.usecases.overlap: its own calls' and the registry requests'), each started as a call finds
-# none idle (a fraction of a millisecond); warming would have to hold those pools, which the local
-# stack's thread containers share, to start them.
-POOL_WORKERS = ("overlap_", "overlap-registry_")
-
-
-def unwarmed(calls: list[Call]) -> str:
+def unwarmed(calls: list[Call], kinds: int = 1) -> str:
     """What each call imported of the watched packages, the pydantic validators it built, the AWS
-    operations botocore set up at their first call, the endpoints it resolved and the threads it
-    started (the registry client's event loop: its first request)."""
+    operations botocore set up at their first call, the endpoints and the shapes of botocore's model
+    it resolved (an answer's or a parameter's, parsed or serialized the first time), the threads it
+    started (the registry client's event loop: its first request; the workers of the pools that
+    overlap its round trips, ``tagpin.usecases.overlap``: its first overlapped calls), and the TCP
+    connections it opened beyond what the next call of its kind opened (``kinds``: the calls
+    alternate between that many kinds of event; a registry's connection, which warming keeps open)."""
 
-    def started(call: Call) -> list[str]:
-        return [name for name in call.threads_started if not name.startswith(POOL_WORKERS)]
+    def opened(n: int) -> list[str]:
+        later = calls[n + kinds].connections if n + kinds < len(calls) else calls[n].connections
+        return sorted((Counter(calls[n].connections) - Counter(later)).elements())
 
     return "; ".join(
         f"call {n}: imported {c.watched}, built {c.built}, set up the AWS operations {c.aws_set_up},"
-        f" resolved {c.endpoints_resolved} endpoints and started the threads {started(c)}"
+        f" resolved {c.endpoints_resolved} endpoints and {c.shapes_resolved} shapes of botocore's model,"
+        f" started the threads {c.threads_started} and"
+        f" opened the connections {opened(n)} more than the next call of its kind"
         for n, c in enumerate(calls)
-        if c.watched or c.built or c.aws_set_up or c.endpoints_resolved or started(c)
+        if c.watched
+        or c.built
+        or c.aws_set_up
+        or c.endpoints_resolved
+        or c.shapes_resolved
+        or c.threads_started
+        or opened(n)
     )
 
 
@@ -142,8 +152,8 @@ def test_the_webhooks_first_call_imports_nothing_warming_did_not(webhook_calls: 
     assert all(c.answer["statusCode"] == 202 for c in received), received
     assert all(json.loads(c.answer["body"])["queued"] == 1 for c in received), received
     assert all(c.answer == {"batchItemFailures": []} for c in checked), checked
-    assert not unwarmed(webhook_calls), (
-        f"the warmed webhook's invocations did what warming did not: {unwarmed(webhook_calls)}"
+    assert not unwarmed(webhook_calls, kinds=2), (
+        f"the warmed webhook's invocations did what warming did not: {unwarmed(webhook_calls, kinds=2)}"
     )
 
 

@@ -7,8 +7,9 @@ The process loads the handler (``app.py``: its import timed, in wall and CPU tim
 ``tagpin.warming`` when asked (Lambda's init phase, provisioned concurrency), then answers the events
 it reads on stdin, one JSON document a line, each made by the caller once the invocation before it
 has returned (a push between two). For each invocation it prints: the modules it imported, the
-pydantic validators it built, the AWS operations botocore set up at their first call and the
-endpoints it resolved, its CPU (``process_time``: the container's threads too) and wall time, and
+pydantic validators it built, the AWS operations botocore set up at their first call, the
+endpoints and the model's shapes it resolved, the AWS calls it made, the threads it started and the
+TCP connections it opened, its CPU (``process_time``: the container's threads too) and wall time, and
 its answer. It loads nothing but the handler, its layers and this probe (no ``tagpin_local``, no
 moto): a module the caller happened to import cannot hide one the invocation imports.
 
@@ -27,14 +28,28 @@ from typing import Any
 
 MARK = "FIRST-CALL-PROBE "
 PROBE = r"""
-import gc, importlib.util, json, sys, threading, time
+import gc, importlib.util, json, os, sys, threading, time
 function, path, warmed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+profile = os.environ.get("TAGPIN_FIRSTCALL_PROFILE")  # a file prefix: each call's cProfile stats
 t0, c0 = time.perf_counter(), time.process_time()
 spec = importlib.util.spec_from_file_location("app", path)
 app = importlib.util.module_from_spec(spec)
 sys.modules["app"] = app
 spec.loader.exec_module(app)
 t1, c1 = time.perf_counter(), time.process_time()
+import socket  # after the handler's import, which it may import (timed there)
+connects = []  # each TCP connection this process opened (urllib3's and asyncio's both call connect)
+_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+def connect(self, address):
+    connects.append("%s:%s" % address[:2] if isinstance(address, tuple) else str(address))
+    return _connect(self, address)
+
+def connect_ex(self, address):
+    connects.append("%s:%s" % address[:2] if isinstance(address, tuple) else str(address))
+    return _connect_ex(self, address)
+
+socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
 built = []  # each validator pydantic builds (a model, a TypeAdapter, a validate_call): its name
 try:  # pydantic: loaded by every handler's import
     from pydantic._internal._generate_schema import GenerateSchema
@@ -53,6 +68,26 @@ else:
 if warmed:
     from tagpin.warming import warm
     warm(function)
+sent = []  # each AWS call made ("dynamodb.PutItem"), in any thread
+resolved = [0]  # the shapes botocore's model resolved (each once: an operation's, an answer's)
+if "botocore.client" in sys.modules:  # loaded by the handler or warming: never imported here
+    from botocore.client import BaseClient
+    make_api_call = BaseClient._make_api_call
+
+    def _make_api_call(self, operation_name, api_params):
+        sent.append(self.meta.service_model.service_name + "." + operation_name)
+        return make_api_call(self, operation_name, api_params)
+
+    BaseClient._make_api_call = _make_api_call
+    from botocore.model import ShapeResolver
+
+    get_shape_by_name = ShapeResolver.get_shape_by_name
+
+    def _get_shape_by_name(self, shape_name, member_traits=None):
+        resolved[0] += 1
+        return get_shape_by_name(self, shape_name, member_traits)
+
+    ShapeResolver.get_shape_by_name = _get_shape_by_name
 started = {"import_ms": (t1 - t0) * 1000, "import_cpu_ms": (c1 - c0) * 1000}
 print("\n__PROBE_MARK__" + json.dumps(started), flush=True)
 
@@ -78,20 +113,31 @@ class Context:
     def get_remaining_time_in_millis(self):
         return 60000
 
+calls = 0
 for line in sys.stdin:
     event = json.loads(line)
     (events, misses), before, built[:] = aws_setup(), set(sys.modules), []
-    running = set(threading.enumerate())
+    running, connects[:], sent[:] = set(threading.enumerate()), [], []
+    shapes = resolved[0]
+    if profile:
+        import cProfile
+        profiler = cProfile.Profile()
+        profiler.enable()
     c0, t0 = time.process_time(), time.perf_counter()
     answer = app.lambda_handler(event, Context())
     c1, t1 = time.process_time(), time.perf_counter()
+    if profile:
+        profiler.disable()
+        profiler.dump_stats("%s.%s.%d" % (profile, function, calls))
+    calls += 1
     events_after, misses_after = aws_setup()
     operations = {".".join(name.split(".")[1:3]) for _, name in events_after - events}
     started = sorted(t.name for t in set(threading.enumerate()) - running)
     call = {"imported": sorted(set(sys.modules) - before), "cpu_ms": (c1 - c0) * 1000,
             "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built),
             "aws_set_up": sorted(operations), "endpoints_resolved": misses_after - misses,
-            "threads_started": started}
+            "threads_started": started, "connections": list(connects),
+            "aws_calls": sorted(sent), "shapes_resolved": resolved[0] - shapes}
     print("\n__PROBE_MARK__" + json.dumps(call, default=str), flush=True)
 """.replace("__PROBE_MARK__", MARK)
 
@@ -111,6 +157,13 @@ class Call:
     aws_set_up: list[str]  # the AWS operations botocore set up at their first call ("sqs.SendMessage")
     endpoints_resolved: int  # the endpoint ruleset's resolutions of parameters not resolved before
     threads_started: list[str]  # the threads it started that still run after it (their names)
+    connections: list[str]  # the TCP connections it opened ("127.0.0.1:5000"), in order
+    # Counted where botocore was loaded before the first invocation (by the handler or warming: the
+    # probe imports nothing a cold container's first invocation would): the AWS calls it made
+    # ("dynamodb.PutItem"), sorted, and the shapes of botocore's model it resolved (a parameter's
+    # or an answer's, serialized or parsed the first time).
+    aws_calls: list[str]
+    shapes_resolved: int
 
     @property
     def watched(self) -> list[str]:

@@ -7,7 +7,8 @@ How: ``install`` registers one ``before-send`` handler on a client when it is cr
 (``tagpin.wiring.aws``). botocore documents ``before-send`` as the last step before the HTTP request:
 a handler that returns a response stops the request there and that response is parsed as if it
 came from AWS. The handler answers only while its own thread is rehearsing (``rehearse``: a
-thread-local flag), with an empty ``200``; for every other thread, and at any other time, it returns
+thread-local flag), with a ``200`` (every member of the operation's answer in the JSON protocol,
+``sample``; empty in the query protocol); for every other thread, and at any other time, it returns
 ``None`` and the request is sent. So the clients that a process's containers share (the local
 stack's thread containers; botocore's clients are thread safe) keep sending every other thread's
 requests, and a rehearsal never reaches AWS: no call, no cost, no IAM permission needed, nothing
@@ -18,12 +19,16 @@ mock (unit tests) moto also handles a rehearsed request (its server, the local s
 one).
 
 The first connections are not opened here: a rehearsal sends nothing, and opening one without a
-request needs urllib3's private pool methods (``bench/latency`` shows that the local stack's moto
-closes each connection after its answer, so there a warm call opens as many as a first one)."""
+request needs urllib3's private pool methods. Measured with ``tagpin_local.firstcall`` (its
+``connections``): on the local stack's in-process moto, which closes each connection after its
+answer, a warmed webhook's check opens 7, its first as its later ones; moto in a process of its own
+(``tagpin_local.moto_server``) keeps them open, so there a first call opens what a later one
+reuses."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import weakref
@@ -54,7 +59,8 @@ class _Body:
 
 
 def _answer(request: Any, event_name: str, **_: Any) -> Any:
-    """``before-send``: an empty 200 while this thread rehearses; otherwise nothing (sent)."""
+    """``before-send``: a 200 while this thread rehearses (its answer's every member filled in the
+    JSON protocol, ``sample``; empty in the others); otherwise nothing (sent)."""
     protocol = getattr(_REHEARSING, "protocol", None)
     if protocol is None:
         return None
@@ -62,9 +68,8 @@ def _answer(request: Any, event_name: str, **_: Any) -> Any:
 
     body, content_type = _EMPTY[protocol]
     operation = event_name.rsplit(".", 1)[-1]  # before-send.<service>.<operation>
-    return AWSResponse(
-        request.url, 200, {"content-type": content_type}, _Body(body.format(op=operation).encode())
-    )
+    content = getattr(_REHEARSING, "content", None) or body.format(op=operation).encode()
+    return AWSResponse(request.url, 200, {"content-type": content_type}, _Body(content))
 
 
 def install(client: Any) -> Any:
@@ -74,20 +79,35 @@ def install(client: Any) -> Any:
     return client
 
 
-def placeholder(shape: Any, given: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
-    """A value ``shape`` accepts (its required members filled, ``given`` over them at the top)."""
+_HOLDERS = {"structure", "list", "map"}
+
+
+def placeholder(
+    shape: Any, given: Mapping[str, Any] | None = None, depth: int = 0, *, every: bool = False
+) -> Any:
+    """A value ``shape`` accepts (its required members filled, ``given`` over them at the top).
+    ``every``: its members that hold others too (structures, lists, maps; a tagged union's first
+    member), a list's item and a map's entry, down to 6 levels: serializing it walks each of the
+    input's shapes in botocore's model, resolved once a shape (an operation's
+    ``ExpressionAttributeValues`` were left to its first real call). Not its optional scalars: an
+    ``IndexName`` would name another resource than the call's (the suite's IAM check reads it)."""
     kind = shape.type_name
+    deep = depth < (6 if every else 8)
     if kind == "structure":
+        names = list(shape.required_members)
+        if every and shape.is_tagged_union:
+            names = list(shape.members)[:1]
+        elif every:
+            names += [n for n, m in shape.members.items() if n not in names and m.type_name in _HOLDERS]
         value = {
-            name: placeholder(shape.members[name], None, depth + 1)
-            for name in shape.required_members
-            if depth < 8
+            name: placeholder(shape.members[name], None, depth + 1, every=every) for name in names if deep
         }
         return value | dict(given or {})
     if kind == "list":
-        return [placeholder(shape.member, None, depth + 1)] if shape.metadata.get("min") else []
+        filled = shape.metadata.get("min") or (every and deep)
+        return [placeholder(shape.member, None, depth + 1, every=every)] if filled else []
     if kind == "map":
-        return {}
+        return {"x": placeholder(shape.value, None, depth + 1, every=every)} if every and deep else {}
     if kind in {"integer", "long", "float", "double"}:
         return max(0, shape.metadata.get("min", 0))
     if kind == "boolean":
@@ -100,14 +120,36 @@ def placeholder(shape: Any, given: Mapping[str, Any] | None = None, depth: int =
     return enum[0] if enum else "x" * max(1, shape.metadata.get("min", 1))
 
 
+def sample(shape: Any, depth: int = 0) -> Any:
+    """An answer's value of ``shape`` with each of its members (a tagged union's first; nothing
+    deeper than 6 levels), as a JSON protocol carries it: parsing it resolves each of the answer's
+    shapes in botocore's model (``_resolve_shape_ref``, once a shape), which an empty answer left to
+    the first real one (measured: 81 shapes at a warmed webhook's first check, 0 at its third)."""
+    if depth > 6:
+        return None
+    kind = shape.type_name
+    if kind == "structure":
+        members = list(shape.members.items())[:1] if shape.is_tagged_union else shape.members.items()
+        found = {name: sample(member, depth + 1) for name, member in members}
+        return {name: value for name, value in found.items() if value is not None}
+    if kind == "list":
+        item = sample(shape.member, depth + 1)
+        return [] if item is None else [item]
+    if kind == "map":
+        value = sample(shape.value, depth + 1)
+        return {} if value is None else {"x": value}
+    scalars = {"integer": 0, "long": 0, "float": 0.0, "double": 0.0, "boolean": False, "timestamp": 0}
+    return scalars.get(kind, "eA==" if kind == "blob" else "x")  # a blob: base64
+
+
 @contextlib.contextmanager
-def rehearsing(protocol: str) -> Iterator[None]:
-    outer = getattr(_REHEARSING, "protocol", None)
-    _REHEARSING.protocol = protocol
+def rehearsing(protocol: str, content: bytes | None = None) -> Iterator[None]:
+    outer = getattr(_REHEARSING, "protocol", None), getattr(_REHEARSING, "content", None)
+    _REHEARSING.protocol, _REHEARSING.content = protocol, content
     try:
         yield
     finally:
-        _REHEARSING.protocol = outer
+        _REHEARSING.protocol, _REHEARSING.content = outer
 
 
 def rehearse(client: Any, operation: str, params: Mapping[str, Any]) -> bool:
@@ -122,9 +164,12 @@ def rehearse(client: Any, operation: str, params: Mapping[str, Any]) -> bool:
         logger.debug("warming: %s.%s cannot be rehearsed", model.service_name, operation)
         return False
     operation_model = model.operation_model(operation)
-    arguments = placeholder(operation_model.input_shape, params) if operation_model.input_shape else {}
+    input_shape = operation_model.input_shape
+    arguments = placeholder(input_shape, params, every=True) if input_shape else {}
+    output = operation_model.output_shape
+    content = json.dumps(sample(output)).encode() if protocol == "json" and output else None
     try:
-        with rehearsing(protocol):
+        with rehearsing(protocol, content):
             getattr(client, _method(client, operation))(**arguments)
     except Exception as exc:  # a rehearsal is best effort: the first real call pays it
         logger.debug("warming: %s.%s not rehearsed: %r", model.service_name, operation, exc)

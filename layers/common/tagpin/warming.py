@@ -14,6 +14,7 @@ from tagpin import aws_warming, wiring
 from tagpin.domain.channels import is_channel
 from tagpin.domain.refs import ImageRef
 from tagpin.settings import Function
+from tagpin.usecases import overlap
 
 logger = logging.getLogger(__name__)
 REGISTRY_WARMING_S = 1.0  # how long a container's start waits for the followed registries' first answers
@@ -37,9 +38,10 @@ def _cluster_nodes() -> None:
         gate.required(name)  # a cluster not reached: the gate logs it, the configuration decides
 
 
-def _registry_http() -> None:
-    """The registry transport's HTTP stack, which it imports at its first request (~0.2 s)."""
-    import aiohttp  # noqa: F401
+def _pool_workers() -> None:
+    """The workers of the pools that overlap an invocation's round trips (``usecases.overlap``),
+    which its first overlapped calls would start."""
+    overlap.start_workers()
 
 
 def _webhook_secret() -> None:
@@ -80,7 +82,11 @@ def _registry_connections() -> None:
     connection opened and kept alive, a token fetched and cached where the registry wants one, all of
     which the first invocation's first request did (measured after warming: its first resolve 2.7 ms
     of CPU against 0.8, 6 to 14 ms of wall against 2). Bounded (``REGISTRY_WARMING_S``): a registry
-    that has not answered by then is cancelled and left to the first invocation, which reports it."""
+    that has not answered by then is cancelled and left to the first invocation, which reports it.
+    The transport's HTTP stack (aiohttp, ~0.2 s), which the first request imports, is imported here
+    even where no tag is asked (a configuration of channels only)."""
+    import aiohttp  # noqa: F401
+
     refs: dict[str, ImageRef] = {}
     for image in wiring.config().images:
         if not is_channel(image.image):  # a channel's tag is chosen at its check: none to ask for
@@ -158,21 +164,21 @@ BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
         wiring.webhook_service,
         wiring.detector,
         wiring.channels,
-        _registry_http,
         wiring.config,
         _webhook_secret,
         _per_invocation,
         _registry_access,
         _registry_connections,
         _queued_stage,
+        _pool_workers,
     ),
     "poller": (
         wiring.poller,
-        _registry_http,
         wiring.config,
         _per_invocation,
         _registry_access,
         _registry_connections,
+        _pool_workers,
     ),
     # The consumer reads registries too (the platform and signature gates read the pushed image).
     "consumer": (
@@ -181,17 +187,17 @@ BUILDERS: dict[str, tuple[Callable[[], object], ...]] = {
         _connect_clusters,
         _cluster_nodes,
         _per_invocation,
-        _registry_http,
         _registry_access,
         _registry_connections,
+        _pool_workers,
     ),
     "reconciler": (
         wiring.reconciler,
         _connect_clusters,
         _per_invocation,
-        _registry_http,
         _registry_access,
         _registry_connections,
+        _pool_workers,
     ),
     "console": (wiring.console_app, wiring.config),
 }

@@ -23,15 +23,47 @@ pools are bounded): the callers are handlers' threads, never these workers.
 from __future__ import annotations
 
 import contextvars
+import functools
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+# The pools' thread names (``concurrent.futures`` names each worker ``<prefix>_<n>``).
+POOL_NAME, REGISTRY_POOL_NAME = "overlap", "overlap-registry"
+WORKER_PREFIXES = (f"{POOL_NAME}_", f"{REGISTRY_POOL_NAME}_")
 # A handful of round trips at once per invocation; several invocations share it in the local
 # runtime's thread containers.
-_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="overlap")
+WORKERS = 8
+_POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=POOL_NAME)
 # As many as the registry client lets requests be in flight (its global bound): a request past it
-# waits for a slot there, not for a worker here. Threads are made as they are needed.
-_REGISTRIES = ThreadPoolExecutor(max_workers=64, thread_name_prefix="overlap-registry")
+# waits for a slot there, not for a worker here. Threads past those started ahead
+# (``start_workers``) are made as they are needed.
+_REGISTRIES = ThreadPoolExecutor(max_workers=64, thread_name_prefix=REGISTRY_POOL_NAME)
+# The registries' workers started ahead: as many as the store's (a check asks one registry request
+# per event, beside its store's round trips).
+REGISTRY_WORKERS_STARTED = WORKERS
+_STARTING = threading.Lock()  # two containers warming at once: one starts the workers
+
+
+def start_workers(timeout: float = 1.0) -> None:
+    """Both pools' workers started ahead (``tagpin.warming``, at a container's start): a pool starts
+    a thread at a call that finds none idle, and the first invocation's overlapped calls would start
+    theirs, each start waiting for the new thread to take the interpreter's lock (measured: a
+    warmed webhook's first check started three). Each worker is held by a call that waits until
+    every worker of its pool runs one, so none is idle before all are started; the calls end
+    together (or after ``timeout``), their workers left idle for the invocations. Once a process:
+    the local runtime's thread containers share it, and a later container's warming must not hold
+    the workers other containers' invocations use."""
+    with _STARTING:
+        _start_workers(timeout)
+
+
+@functools.cache  # the pools are the process's: its first container's warming starts their workers
+def _start_workers(timeout: float) -> None:
+    for pool, workers in ((_POOL, WORKERS), (_REGISTRIES, REGISTRY_WORKERS_STARTED)):
+        running = threading.Barrier(workers, timeout=timeout)
+        for future in [pool.submit(running.wait) for _ in range(workers)]:
+            future.exception()  # a broken barrier (a worker not started in time): left to the calls
 
 
 def _submit[T](pool: ThreadPoolExecutor, call: Callable[[], T]) -> Future[T]:
