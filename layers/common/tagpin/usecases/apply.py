@@ -42,7 +42,7 @@ from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State
+from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State, TargetState
 from tagpin.ports.workloads import WorkloadError, Workloads
 from tagpin.usecases import overlap
 from tagpin.usecases.admission import Admission, Known, Stage, standard
@@ -130,14 +130,14 @@ class Applier:
         """Apply ``change`` to every target it may touch now; a target is started only while
         ``budget`` lasts (the rest fail the change, so the queue delivers it again)."""
         move = change.move
-        # The tag's state (a digest marked bad) is read while the index is: the change's first two
-        # round trips at once (one wasted GetItem for a tag no longer followed, a rare change).
-        reading = overlap.start(partial(self._state.tags.get, move.image))
         followed = self._followed().get(move.image)
         if followed is None:
             logger.info("change for an image no longer followed; nothing to do", extra={"image": move.image})
             return [ApplyResult(outcome=ApplyOutcome.NOT_FOLLOWED, image=move.image)]
-        tag = reading.result()
+        # The tag's state (a digest marked bad) and every target's (admission, ``_admit``): one
+        # request, not a GetItem beside the index's Query and a BatchGetItem after the promotion's
+        # start. Read before the start, as the tag was: the claims' conditions still decide.
+        tag, states = self._state.targets.get_with_tag(move.image, [t.id for t in followed.targets])
         settings = self._settings()
         now = self._clock()
         stop = self._admission.decide_move(move, Known(tag=tag), now)
@@ -180,7 +180,7 @@ class Applier:
             if self._admission.decide(move, target, replace(reached, wave=wave), now, Stage.WAVE).goes
         ]
         results, failed = self._admit(
-            change, move, followed, promotion, active, settings, budget, now, started
+            change, move, followed, promotion, active, states, settings, budget, now, started
         )
         if any(r.outcome is ApplyOutcome.PATCHED for r in results):
             last = reached_wave(move, promotion)
@@ -211,6 +211,7 @@ class Applier:
         followed: FollowedImage,
         promotion: Promotion,
         active: list[tuple[PlannedWave, Target]],
+        states: Mapping[str, TargetState],
         settings: RolloutSettings,
         budget: Budget,
         now: int,
@@ -218,8 +219,8 @@ class Applier:
     ) -> tuple[list[ApplyResult], list[str]]:
         """Admit each target of the waves reached, record its decision, apply the admitted ones;
         a deferred one is tried again by one ``retry`` verification (the shortest wait). The
-        results, and the transient failures that make the change fail."""
-        states = self._state.targets.get_many([t.id for _, t in active])
+        results, and the transient failures that make the change fail. ``states``: the targets'
+        states, read by ``apply``."""
         written(started)  # the STARTED item (``apply``) before any target's decision is recorded
         round_ = Round(self._state, self._audit, self._approvals, move, promotion)
         results: list[ApplyResult] = []
