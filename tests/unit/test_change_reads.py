@@ -8,17 +8,22 @@ its promotion."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import rule, run_state_machine_as_test
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
+from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.domain.refs import Digest
-from tagpin.usecases.apply import Applier
+from tagpin.usecases.apply import Applier, ApplyTarget
 
-from tests.unit.test_drift import APP, Interleavings, World
+from tests.support.cluster import FakeCluster, FakeClusters
+from tests.support.constants import D0
+from tests.unit.test_drift import APP, DIGESTS, NAMES, Interleavings, World
 
 CHANGES = "change-"
 
@@ -52,6 +57,9 @@ class WholeChanges(Interleavings):
             if "DynamoPromotions.start" in calls:  # read first, in one request
                 assert calls.index("DynamoTargets.get_with_tag") < calls.index("DynamoPromotions.start")
                 assert "DynamoTargets.get_many" not in calls and "DynamoTags.get" not in calls, calls
+            writes = [i for i, c in enumerate(calls) if c.split(".")[1] in ("claim", "finish", "note")]
+            if "DynamoHistory.image_event" in calls and writes:  # STARTED before any target's record
+                assert calls.index("DynamoHistory.image_event") < writes[0], calls
 
 
 def test_generated_interleavings_of_whole_changes(dynamodb: Any) -> None:
@@ -65,3 +73,50 @@ def test_generated_interleavings_of_whole_changes(dynamodb: Any) -> None:
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
+
+
+def test_the_started_item_and_the_idempotency_record_are_written_side_by_side(dynamodb: Any) -> None:
+    """The STARTED history item is waited for inside the idempotency guard, before the claim: its
+    write and the guard's (the consumer's idempotency record) meet, each waiting for the other."""
+    world = World(dynamodb)
+    world.applied(D0)
+    moved = world.store.tags.record(APP, DIGESTS[1], world.clock(), Trigger.POLL)
+    meeting = threading.Barrier(2, timeout=5)
+    trail = world.store.history
+
+    class Meeting:  # the first image_event (STARTED) waits, before it runs, for the guard's write
+        def __getattr__(self, attribute: str) -> Any:
+            return getattr(trail, attribute)
+
+        def image_event(self, *args: Any, **kwargs: Any) -> None:
+            if meeting.n_waiting or not guarded:  # broken (raises) when the guard's is not under way
+                meeting.wait()
+            trail.image_event(*args, **kwargs)
+
+    met = dataclasses.replace(world.store, history=Meeting())  # type: ignore[arg-type]
+    guarded: list[str] = []
+
+    def guard(fn: ApplyTarget) -> ApplyTarget:
+        def once(change: Any) -> ApplyResult:
+            if not guarded:  # the first target's idempotency record, written as STARTED is
+                meeting.wait()
+            guarded.append(change.target_id)
+            return fn(change)
+
+        return once
+
+    applier = Applier(
+        followed=lambda: world.followed,
+        state=met,
+        workloads=FakeClusters(east=FakeCluster(world.cluster.items.values())),
+        clock=world.clock,
+        guard=guard,
+    )
+    move = Move(
+        image=APP, digest=Digest(DIGESTS[1]), observed_at=moved.current.observed_at, trigger=Trigger.POLL
+    )
+    results = applier.apply(Change(move=move))
+    assert [r.outcome for r in results] == [ApplyOutcome.PATCHED] * len(NAMES)
+    assert len(guarded) == len(NAMES)
+    events = sorted(str(e.event) for e in world.store.history.of_image(APP))
+    assert events == ["applied", "started"], events

@@ -124,7 +124,7 @@ class Applier:
             git=self._git,
         )
         self._dry = DryRun(state, self._admission, workloads)
-        self._apply_target = guard(self.apply_target) if guard else self.apply_target
+        self._guard = guard
 
     def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:
         """Apply ``change`` to every target it may touch now; a target is started only while
@@ -221,7 +221,6 @@ class Applier:
         a deferred one is tried again by one ``retry`` verification (the shortest wait). The
         results, and the transient failures that make the change fail. ``states``: the targets'
         states, read by ``apply``."""
-        written(started)  # the STARTED item (``apply``) before any target's decision is recorded
         round_ = Round(self._state, self._audit, self._approvals, move, promotion)
         results: list[ApplyResult] = []
         git = self._git.batch(change, [t.id for _, t in active])
@@ -233,8 +232,13 @@ class Applier:
                 continue
             known = Known(followed=followed, wave=wave, state=states.get(target.id), promotion=promotion)
             decision = self._admission.decide(move, target, known, now, Stage.TARGET)
+            if not decision.goes or decision.warnings:
+                written(started)  # the STARTED item (``apply``) before any decision's record
             result = round_.record(target, wave, known.state, decision, now)
-            results.append(git.done(result or self._apply_one(change, target, settings, round_.failed)))
+            results.append(
+                git.done(result or self._apply_one(change, target, settings, round_.failed, started))
+            )
+        written(started)
         git.flush()  # one write request per repository, each sent once its targets are decided
         if round_.deferred and self._verifications is not None:
             self._verifications.send(
@@ -254,7 +258,12 @@ class Applier:
         )
 
     def _apply_one(
-        self, change: Change, target: Target, settings: RolloutSettings, failed: list[str]
+        self,
+        change: Change,
+        target: Target,
+        settings: RolloutSettings,
+        failed: list[str],
+        started: Future[None] | None = None,
     ) -> ApplyResult:
         work = TargetChange(
             target_id=target.id,
@@ -266,8 +275,11 @@ class Applier:
             move=change.move,
             reconcile_run=change.reconcile_run,
         )
+        # The STARTED item is waited for inside the guard, before the claim: its write and the
+        # guard's own (the idempotency record) are one round trip, not two after another.
+        step = self.apply_target if started is None else partial(self._after, started)
         try:
-            result = self._apply_target(work)
+            result = (self._guard(step) if self._guard else step)(work)
         except TargetNotApplied as exc:
             result = exc.result
         except WorkloadError as exc:
@@ -281,6 +293,10 @@ class Applier:
         if not (rolled and settings.verify and self._verifications is not None):
             release_slot(self._state, settings, target, change.move.digest)  # else the verifier does
         return result
+
+    def _after(self, started: Future[None], target_change: TargetChange) -> ApplyResult:
+        written(started)
+        return self.apply_target(target_change)
 
     def apply_target(self, target_change: TargetChange) -> ApplyResult:
         """One target (``tagpin.usecases.apply_target``); the consumer's idempotency guard wraps it."""
