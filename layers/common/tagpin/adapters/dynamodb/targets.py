@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tagpin.adapters.dynamodb.hints import Hints
-from tagpin.adapters.dynamodb.tags import tag_state
 from tagpin.adapters.dynamodb.history import DynamoHistory
 from tagpin.adapters.dynamodb.table import (
     HOLDS,
@@ -33,6 +32,7 @@ from tagpin.adapters.dynamodb.table import (
     number,
     text,
 )
+from tagpin.adapters.dynamodb.tags import tag_state
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest, OptionalDigest
