@@ -13,6 +13,7 @@ from typing import Protocol
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest, OptionalDigest
+from tagpin.ports.tags import TagState
 
 
 class TargetStatus(StrEnum):
@@ -90,6 +91,13 @@ class Targets(Protocol):
     def get(self, target_id: str) -> TargetState | None: ...
 
     def get_many(self, target_ids: list[str]) -> dict[str, TargetState]: ...
+
+    def get_with_tag(
+        self, image: FollowedKey, target_ids: list[str]
+    ) -> tuple[TagState | None, dict[str, TargetState]]:
+        """The tag's state (None: none yet) and these targets' (``get_many``), in one consistent
+        read: what a change decides on (a digest marked bad, each target's state)."""
+        ...
 
     def claim(
         self,

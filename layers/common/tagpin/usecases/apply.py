@@ -42,7 +42,7 @@ from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State
+from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State, TargetState
 from tagpin.ports.workloads import WorkloadError, Workloads
 from tagpin.usecases import overlap
 from tagpin.usecases.admission import Admission, Known, Stage, standard
@@ -124,20 +124,20 @@ class Applier:
             git=self._git,
         )
         self._dry = DryRun(state, self._admission, workloads)
-        self._apply_target = guard(self.apply_target) if guard else self.apply_target
+        self._guard = guard
 
     def apply(self, change: Change, budget: Budget = UNLIMITED) -> list[ApplyResult]:
         """Apply ``change`` to every target it may touch now; a target is started only while
         ``budget`` lasts (the rest fail the change, so the queue delivers it again)."""
         move = change.move
-        # The tag's state (a digest marked bad) is read while the index is: the change's first two
-        # round trips at once (one wasted GetItem for a tag no longer followed, a rare change).
-        reading = overlap.start(partial(self._state.tags.get, move.image))
         followed = self._followed().get(move.image)
         if followed is None:
             logger.info("change for an image no longer followed; nothing to do", extra={"image": move.image})
             return [ApplyResult(outcome=ApplyOutcome.NOT_FOLLOWED, image=move.image)]
-        tag = reading.result()
+        # The tag's state (a digest marked bad) and every target's (admission, ``_admit``): one
+        # request, not a GetItem beside the index's Query and a BatchGetItem after the promotion's
+        # start. Read before the start, as the tag was: the claims' conditions still decide.
+        tag, states = self._state.targets.get_with_tag(move.image, [t.id for t in followed.targets])
         settings = self._settings()
         now = self._clock()
         stop = self._admission.decide_move(move, Known(tag=tag), now)
@@ -180,7 +180,7 @@ class Applier:
             if self._admission.decide(move, target, replace(reached, wave=wave), now, Stage.WAVE).goes
         ]
         results, failed = self._admit(
-            change, move, followed, promotion, active, settings, budget, now, started
+            change, move, followed, promotion, active, states, settings, budget, now, started
         )
         if any(r.outcome is ApplyOutcome.PATCHED for r in results):
             last = reached_wave(move, promotion)
@@ -211,6 +211,7 @@ class Applier:
         followed: FollowedImage,
         promotion: Promotion,
         active: list[tuple[PlannedWave, Target]],
+        states: Mapping[str, TargetState],
         settings: RolloutSettings,
         budget: Budget,
         now: int,
@@ -218,9 +219,8 @@ class Applier:
     ) -> tuple[list[ApplyResult], list[str]]:
         """Admit each target of the waves reached, record its decision, apply the admitted ones;
         a deferred one is tried again by one ``retry`` verification (the shortest wait). The
-        results, and the transient failures that make the change fail."""
-        states = self._state.targets.get_many([t.id for _, t in active])
-        written(started)  # the STARTED item (``apply``) before any target's decision is recorded
+        results, and the transient failures that make the change fail. ``states``: the targets'
+        states, read by ``apply``."""
         round_ = Round(self._state, self._audit, self._approvals, move, promotion)
         results: list[ApplyResult] = []
         git = self._git.batch(change, [t.id for _, t in active])
@@ -232,8 +232,13 @@ class Applier:
                 continue
             known = Known(followed=followed, wave=wave, state=states.get(target.id), promotion=promotion)
             decision = self._admission.decide(move, target, known, now, Stage.TARGET)
+            if not decision.goes or decision.warnings:
+                written(started)  # the STARTED item (``apply``) before any decision's record
             result = round_.record(target, wave, known.state, decision, now)
-            results.append(git.done(result or self._apply_one(change, target, settings, round_.failed)))
+            results.append(
+                git.done(result or self._apply_one(change, target, settings, round_.failed, started))
+            )
+        written(started)
         git.flush()  # one write request per repository, each sent once its targets are decided
         if round_.deferred and self._verifications is not None:
             self._verifications.send(
@@ -253,7 +258,12 @@ class Applier:
         )
 
     def _apply_one(
-        self, change: Change, target: Target, settings: RolloutSettings, failed: list[str]
+        self,
+        change: Change,
+        target: Target,
+        settings: RolloutSettings,
+        failed: list[str],
+        started: Future[None] | None = None,
     ) -> ApplyResult:
         work = TargetChange(
             target_id=target.id,
@@ -265,8 +275,11 @@ class Applier:
             move=change.move,
             reconcile_run=change.reconcile_run,
         )
+        # The STARTED item is waited for inside the guard, before the claim: its write and the
+        # guard's own (the idempotency record) are one round trip, not two after another.
+        step = self.apply_target if started is None else partial(self._after, started)
         try:
-            result = self._apply_target(work)
+            result = (self._guard(step) if self._guard else step)(work)
         except TargetNotApplied as exc:
             result = exc.result
         except WorkloadError as exc:
@@ -280,6 +293,10 @@ class Applier:
         if not (rolled and settings.verify and self._verifications is not None):
             release_slot(self._state, settings, target, change.move.digest)  # else the verifier does
         return result
+
+    def _after(self, started: Future[None], target_change: TargetChange) -> ApplyResult:
+        written(started)
+        return self.apply_target(target_change)
 
     def apply_target(self, target_change: TargetChange) -> ApplyResult:
         """One target (``tagpin.usecases.apply_target``); the consumer's idempotency guard wraps it."""

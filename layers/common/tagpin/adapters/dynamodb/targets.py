@@ -17,6 +17,7 @@ from tagpin.adapters.dynamodb.hints import Hints
 from tagpin.adapters.dynamodb.history import DynamoHistory
 from tagpin.adapters.dynamodb.table import (
     HOLDS,
+    TAG,
     TARGET,
     TEXT_LIMIT,
     Item,
@@ -31,10 +32,11 @@ from tagpin.adapters.dynamodb.table import (
     number,
     text,
 )
+from tagpin.adapters.dynamodb.tags import tag_state
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest, OptionalDigest
-from tagpin.ports.state import TargetNote, TargetState, TargetStatus
+from tagpin.ports.state import TagState, TargetNote, TargetState, TargetStatus
 
 
 def trigger_of(item: Item) -> Trigger | None:
@@ -74,6 +76,22 @@ class DynamoTargets:
         keys = [key(TARGET + t) for t in dict.fromkeys(target_ids)]
         states = (target_state(item) for item in self._table.batch_get(keys, consistent=True))
         return {state.target_id: state for state in states}
+
+    def get_with_tag(
+        self, image: FollowedKey, target_ids: list[str]
+    ) -> tuple[TagState | None, dict[str, TargetState]]:
+        """One BatchGetItem of ``TAG#<image>`` and the targets' items (strongly consistent, as the
+        targets' alone are: the tag's item is read as its own GetItem read it)."""
+        keys = [key(TAG + image), *(key(TARGET + t) for t in dict.fromkeys(target_ids))]
+        tag: TagState | None = None
+        states: dict[str, TargetState] = {}
+        for item in self._table.batch_get(keys, consistent=True):
+            if (text(item, "pk") or "").startswith(TAG):
+                tag = tag_state(image, item)
+            else:
+                state = target_state(item)
+                states[state.target_id] = state
+        return tag, states
 
     def claim(
         self,
