@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from tagpin.wiring.poll_gc import YOUNG
 
 import bench.poll
-from tagpin.wiring.poll_gc import YOUNG
 from tests.support.constants import ROOT
 from tests.support.fresh import run_fresh
 

@@ -11,11 +11,11 @@ before its poll: one place for both):
 
 - raises the young generation's threshold to ``YOUNG`` allocations (never lowers it): fewer young
   collections, and fewer survivors promoted into the older generations, so fewer full ones;
-- freezes (``gc.freeze``) what the process holds when it is first called, once per process,
-  after a collection (its garbage is not frozen): the collector no longer walks it. Frozen objects are still freed by reference counting when they
-  are dropped; only a reference cycle among them would be kept until the process ends, and what
-  is alive when a function's module loads is its imports and its module-level objects, which live
-  as long as the container anyway.
+- freezes (``gc.freeze``) what the process holds when it is first called (when nothing is frozen
+  yet), after a collection (its garbage is not frozen): the collector no longer walks it. Frozen
+  objects are still freed by reference counting when they are dropped; only a reference cycle
+  among them would be kept until the process ends, and what is alive when the handler's module
+  loads is its imports and its module-level objects, which live as long as the container anyway.
 
 Memory: at most ``YOUNG`` more unreachable container objects wait for a collection than before
 (cycles only: everything else is freed by reference counting as before), a few MB at the worst;
@@ -30,15 +30,11 @@ import gc
 
 YOUNG = 20_000  # allocations between young collections (CPython 3.13's default: 2,000)
 
-_frozen = False
-
 
 def collect_for_polls() -> None:
-    global _frozen
     young, *older = gc.get_threshold()
     if young < YOUNG:
         gc.set_threshold(YOUNG, *older)
-    if not _frozen:
+    if gc.get_freeze_count() == 0:
         gc.collect()  # what is garbage already is not frozen with the rest
         gc.freeze()
-        _frozen = True
