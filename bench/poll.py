@@ -95,9 +95,21 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def collect_as_the_poller() -> None:
+    """The poller's garbage collector settings, as its handler sets them when it loads, before its
+    first invocation imports the rest (a library measured with ``--code`` from before they existed
+    runs without)."""
+    try:
+        from tagpin.wiring.poll_gc import collect_for_polls
+    except ImportError:
+        return
+    collect_for_polls()
+
+
 def worker(args: argparse.Namespace) -> None:
     """One measured poll of ``args.table`` in this (fresh) process, after a poll of 20 tags of the
     steady table (connections and clients warm, as in a warm container); prints one JSON line."""
+    collect_as_the_poller()  # before the library's imports, as the handler (its own imports only)
     from tagpin.adapters.dynamodb import dynamodb_state
     from tagpin.adapters.registry.client import RegistryClient
     from tagpin.domain.channels import FollowedKey

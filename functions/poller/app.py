@@ -15,12 +15,15 @@ from tagpin import wiring
 from tagpin.adapters.lambda_parts import event_part
 from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.observability import correlation_id, logger, metrics, own_keys, registry_metrics
+from tagpin.wiring.poll_gc import collect_for_polls
 
 wiring.check_settings("poller")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 # The configuration's and the messages' models (pydantic), the state table's adapters and the
 # registry client are imported by the first invocation, not by this module's import:
 # tests/unit/test_function_imports.py keeps them out of it, `make bench-coldstart` prints both.
+
+collect_for_polls()  # fewer collections per poll (tagpin.wiring.poll_gc); bench/poll.py does the same
 
 MAX_RESULTS = 100  # per-tag details in the response (the counts cover everything)
 

@@ -155,6 +155,7 @@ class Poller:
         self._reserve = reserve_seconds
         self._attestations = AttestationFilter(resolver, registry_settings)
         self._channels = channels
+        self._tags: dict[FollowedKey, ImageRef] = {}  # the last run's tags, parsed (the same next run)
 
     def run(
         self,
@@ -249,7 +250,8 @@ class Poller:
     ) -> tuple[dict[FollowedKey, ImageRef], set[FollowedKey]]:
         """What to resolve for each followed image: its tag, or a version channel's head; and the
         channels whose head moves (to be recorded even when the new version has the old digest)."""
-        refs = {image: f.ref for image, f in items.items() if f.policy is None}
+        refs = {image: self._tags.get(image) or f.ref for image, f in items.items() if f.policy is None}
+        self._tags = dict(refs)  # a followed tag's ref is its key's, parsed: kept for the next run
         moved: set[FollowedKey] = set()
         channels = [f for f in items.values() if f.policy is not None]
         if not channels:

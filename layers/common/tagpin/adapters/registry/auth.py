@@ -101,7 +101,8 @@ class RegistryAuth:
         """``method url`` with ``base_headers`` plus the Authorization the host asks for (learnt from a
         401 and retried once). ``max_body``: see ``HttpRequest``."""
         headers = dict(base_headers)
-        cached = await self._cached_authorization(host, scope, access)
+        # before the host's first challenge: none (and no coroutine per request to say so)
+        cached = await self._cached_authorization(host, scope, access) if host in self._challenges else None
         if cached:
             headers["Authorization"] = cached
         response = await self._send(method, url, host, headers, max_body=max_body)

@@ -52,7 +52,7 @@ from tagpin.adapters.registry.http import (
 from tagpin.adapters.registry.manifests import body_info, check_status, reject_schema1, verified_digest
 from tagpin.adapters.registry.resilience import CircuitBreaker, RetryPolicy, parse_retry_after
 from tagpin.adapters.registry.tags import ACCEPT_TAG_LIST, TagLimits, check_page, paginate
-from tagpin.domain.refs import Digest, ImageRef, is_digest
+from tagpin.domain.refs import Digest, ImageRef, InvalidReference
 from tagpin.ports.registry import (
     MANIFEST_TYPES,
     RETRY_STATUSES,
@@ -277,10 +277,13 @@ class RegistryClient:
         check_status(head, host, ref)
         media_type = head.media_type
         reject_schema1(media_type, host, ref)
-        digest = head.headers.get("docker-content-digest")
-        if is_digest(digest):
+        try:  # validated once, as it becomes a Digest
+            digest = Digest(head.headers.get("docker-content-digest"))
+        except InvalidReference:
+            pass
+        else:
             log.debug("resolved %s via HEAD to %s", ref, digest)
-            return Resolution(ref, Digest(digest), media_type, "HEAD", rate_limit)
+            return Resolution(ref, digest, media_type, "HEAD", rate_limit)
         if access.head_only:
             raise RegistryError(
                 f"{host}: HEAD {ref} gave no usable Docker-Content-Digest and this registry is HEAD-only "
@@ -299,9 +302,9 @@ class RegistryClient:
             media_type = body_type
         if schema_version == 1:
             reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
-        digest = verified_digest(get, host, ref)
-        log.debug("resolved %s via GET to %s", ref, digest)
-        return Resolution(ref, Digest(digest), media_type, "GET", rate_limit)
+        verified = Digest(verified_digest(get, host, ref))
+        log.debug("resolved %s via GET to %s", ref, verified)
+        return Resolution(ref, verified, media_type, "GET", rate_limit)
 
     async def _fetch(
         self, ref: ImageRef, access: RegistryAccess, max_bytes: int | None = None

@@ -151,17 +151,28 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
+# URLs kept parsed (``AiohttpTransport``): about 0.8 KB each, 16 MB at the most.
+PARSED_URLS = 20_000
+
+
 class AiohttpTransport:
-    """The production transport: one aiohttp session (keep-alive pool) created in the loop."""
+    """The production transport: one aiohttp session (keep-alive pool) created in the loop.
+
+    Each URL is parsed (``yarl.URL``) once and kept, up to ``PARSED_URLS`` (then they are all
+    dropped and parsed again): a warm container's polls ask for the same manifests every time, and
+    parsing one, with what aiohttp reads of it, cost 6 µs of a request's CPU (yarl's own cache of
+    encoded URLs holds 128)."""
 
     def __init__(self, limit: int = 100, keepalive_timeout: float = 30.0) -> None:
         self._limit = limit
         self._keepalive = keepalive_timeout
         self._session: Any = None
         self._timeouts: dict[float, Any] = {}  # seconds -> aiohttp.ClientTimeout (one per value)
+        self._urls: dict[str, Any] = {}  # text -> yarl.URL
 
     async def send(self, request: HttpRequest, timeout: float) -> HttpResponse:
         import aiohttp
+        import yarl
 
         if self._session is None:
             connector = aiohttp.TCPConnector(
@@ -171,10 +182,15 @@ class AiohttpTransport:
         client_timeout = self._timeouts.get(timeout)
         if client_timeout is None:
             client_timeout = self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
+        url = self._urls.get(request.url)
+        if url is None:
+            if len(self._urls) >= PARSED_URLS:
+                self._urls.clear()
+            url = self._urls[request.url] = yarl.URL(request.url)
         try:
             async with self._session.request(
                 request.method,
-                request.url,
+                url,
                 headers=request.headers,
                 params=request.params or None,
                 timeout=client_timeout,
