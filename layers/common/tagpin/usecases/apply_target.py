@@ -33,6 +33,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
 from tagpin.usecases.admission.owner import live_owner, not_live
 from tagpin.usecases.gitroute import GitRoute
+from tagpin.usecases.interrupted import replaced
 from tagpin.usecases.patch import patch_with_retries, pinned_image, restore, tagpin_annotations
 
 logger = logging.getLogger(__name__)
@@ -175,7 +176,14 @@ class TargetApplier:
             if owner is not None:  # written back through Git instead of patched
                 owned.append(str(owner))
                 return (current, ApplyOutcome.WRITE_BACK), None
-            notes = tagpin_annotations(workload, tc.container, tc.move.digest, self._clock(), tc.move.trigger)
+            notes = tagpin_annotations(
+                workload,
+                tc.container,
+                tc.move.digest,
+                self._clock(),
+                tc.move.trigger,
+                **replaced(workload, tc.container, current, now),  # for a hold (usecases.interrupted)
+            )
             change = ImageChange(workload.resource_version, tc.container, init, desired, notes)
             return (current, ApplyOutcome.PATCHED), change
 

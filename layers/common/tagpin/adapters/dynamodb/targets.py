@@ -58,7 +58,16 @@ def target_state(item: Item) -> TargetState:
         previous_image=text(item, "previous_image"),
         held_digest=digest_if(item, "held_digest"),
         held_until=number(item, "held_until"),
+        held_over=_status_or_none(text(item, "held_over")),
+        held_over_at=number(item, "held_over_at"),
     )
+
+
+def _status_or_none(value: str | None) -> TargetStatus | None:
+    try:
+        return TargetStatus(value) if value else None
+    except ValueError:  # written by another version
+        return None
 
 
 class DynamoTargets:
@@ -203,7 +212,12 @@ class DynamoTargets:
             ":r": S(reason, TEXT_LIMIT),
             ":h": S(digest),
         }
-        sets = "#status = :s, updated_at = :now, detail = :r, held_digest = :h"
+        # what the hold is written over, read in this same write (a claim it interrupts: pending)
+        sets = (
+            "held_over = if_not_exists(#status, :none), held_over_at = if_not_exists(updated_at, :zero), "
+            "#status = :s, updated_at = :now, detail = :r, held_digest = :h"
+        )
+        values |= {":none": S(""), ":zero": N(0)}
         if until is not None:
             values[":u"] = N(until)
             sets += ", held_until = :u"
@@ -238,7 +252,8 @@ class DynamoTargets:
         released = self._table.update(
             key(TARGET + target_id),
             # pending: not settled at any digest, so the next check applies the tag's digest
-            "SET #status = :p, updated_at = :now, detail = :r REMOVE held_digest, held_until",
+            "SET #status = :p, updated_at = :now, detail = :r"
+            " REMOVE held_digest, held_until, held_over, held_over_at",
             condition="#status = :s",
             names={"#status": "status"},
             values={
@@ -258,6 +273,18 @@ class DynamoTargets:
             TEXT_LIMIT,
         )
         return True
+
+    def interruption_settled(self, target_id: str, claimed_at: int) -> bool:
+        return (
+            self._table.update(
+                key(TARGET + target_id),
+                "REMOVE held_over, held_over_at",
+                condition="#status = :s AND held_over_at = :c",
+                names={"#status": "status"},
+                values={":s": S(TargetStatus.HELD), ":c": N(claimed_at)},
+            )
+            is not None
+        )
 
     def held(self, limit: int, now: int) -> list[TargetState]:
         """The targets on hold (at most ``limit`` hints read), in target id order."""
