@@ -2,18 +2,16 @@
 PATCH and its put-back (``tagpin.usecases.interrupted``).
 
 The real use cases run as actors, one port call at a time in an order the test chooses
-(``tests.support.interleave``): consumers applying a digest (claim, GET, claim read again, PATCH,
-finish, put-back), the same change delivered again after a consumer stopped, and the reconciler. A
-consumer may stop before any of its calls (a timeout, a crash: it makes no call after). People act
-between any two calls: hold the target (`tagpin hold`), set its image by hand while it is held,
-release it. The state table is moto's.
+(``tests.support.interleave``): consumers (claim, GET, claim read again, PATCH, finish, put-back),
+each may stop before any call (a timeout, a crash) and its message come back, and the reconciler.
+People act between any two calls: hold (`tagpin hold`), set the image while holding, release.
 
-Once everything has run and the reconciler has run after every claim could still patch, a held
-target runs what it ran when the hold was written: the image before the patch of the claim the hold
-was written over (the hold stops the move in flight), else the image it had then (a hold written
-after tagpin recorded ``applied`` keeps the new digest), unless a person set another image since (a
-person's decision stands). A hold stays until released; no digest is patched twice without a release
-between; tagpin writes a held workload only to put back the image the hold asked for.
+Once settled (every actor ended, every claim too old to patch, a reconcile run), a held target runs
+what it ran when the hold was written: the image the patch of the claim the hold was written over
+replaced (the hold stops the move in flight), else its image then (a hold written once ``applied``
+was recorded keeps the new digest), unless a person set another since (their decision stands). A
+hold stays until released; no digest is patched twice without a release between; tagpin writes a
+held workload only to put back what the hold asked for.
 """
 
 from __future__ import annotations
@@ -22,23 +20,15 @@ import dataclasses
 import itertools
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    invariant,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.config import FollowedImage, Kind, Target, parse_config
 from tagpin.domain.messages import TargetChange, Trigger
 from tagpin.domain.moves import Move
-from tagpin.domain.outcomes import ApplyOutcome
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import ImageChange, Workload
 from tagpin.usecases.apply import Applier
@@ -61,6 +51,8 @@ BY_HAND = [f"{APP}@{D0}", f"{APP}@sha256:{'9' * 64}", APP]  # what a person may 
 CONFIG = parse_config("clusters:\n  east: {kubeconfig: {file: /dev/null}}\nimages: []\n")
 WEB = Target(cluster="east", namespace="shop", kind=Kind.DEPLOYMENT, name="web", container="web")
 KEY = ("shop", Kind.DEPLOYMENT, "web")
+WEB_AS_CHANGE: dict[str, Any] = {f: getattr(WEB, f) for f in ("cluster", "namespace", "name", "container")}
+WEB_AS_CHANGE |= {"target_id": WEB.id, "kind": WEB.kind.value}
 TABLES = itertools.count()
 
 
@@ -69,8 +61,7 @@ class Stopped(BaseException):
 
 
 class Stoppable:
-    """A port of one actor: its calls raise ``Stopped`` once the actor is stopped; a claim it
-    makes is noted (the claim's time names the patch made under it)."""
+    """An actor's port: raises ``Stopped`` once the actor is stopped; notes the time of its claim."""
 
     def __init__(self, port: Any, world: World, actor: str) -> None:
         self._port, self._world, self._actor = port, world, actor
@@ -101,15 +92,12 @@ def stoppable(port: Any, world: World, actor: str) -> Any:
 
 @dataclass
 class Hold:
-    """A person's hold, as the oracle saw it written."""
-
     at_image: str  # what the workload ran when it was written
     over_claim: int | None  # the claim's time, when written over a claim (pending)
     by_hand: str | None = None  # a person's image set since
 
 
-@dataclass
-class Patch:
+class Patch(NamedTuple):
     actor: str
     digest: str
     replaced: str
@@ -139,18 +127,8 @@ class Cluster(FakeCluster):
     """One Deployment; every write of tagpin's is checked against the oracle as it lands."""
 
     def __init__(self, world: World) -> None:
-        super().__init__(
-            [
-                Workload(
-                    "1",
-                    {"web": f"{APP}@{D0}"},
-                    namespace="shop",
-                    name="web",
-                    labels=dict(FOLLOW),
-                    selector={"matchLabels": {"app": "web"}},
-                )
-            ]
-        )
+        web = {"web": f"{APP}@{D0}"}
+        super().__init__([Workload("1", web, namespace="shop", name="web", labels=dict(FOLLOW))])
         self.world = world
 
     def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
@@ -195,7 +173,7 @@ class World:
         assert self.store.targets.claim(WEB.id, APP, D0, self.clock(), Trigger.POLL, self.clock())
         self.store.targets.finish(WEB.id, D0, TargetStatus.APPLIED, self.clock(), trigger=Trigger.POLL)
 
-    def image(self) -> str:
+    def image(self) -> str:  # what web's container runs
         return self.cluster.image(*KEY, "web")
 
     # -- actors --------------------------------------------------------------------------------------
@@ -219,17 +197,7 @@ class World:
     def move(self, digest: str) -> str:
         recorded = self.store.tags.record(APP, digest, self.clock(), Trigger.POLL)
         move = Move(image=APP, digest=digest, observed_at=recorded.current.observed_at, trigger=Trigger.POLL)
-        return self.apply(
-            TargetChange(
-                target_id=WEB.id,
-                cluster=WEB.cluster,
-                namespace=WEB.namespace,
-                kind=WEB.kind.value,
-                name=WEB.name,
-                container=WEB.container,
-                move=move,
-            )
-        )
+        return self.apply(TargetChange(move=move, **WEB_AS_CHANGE))
 
     def reconcile(self) -> ReconcileReport:
         actor = f"reconcile-{next(self.actors)}"
@@ -249,6 +217,10 @@ class World:
         assert isinstance(report, ReconcileReport), report
         return report
 
+    def park(self, actor: str, call: str) -> None:
+        while self.baton.parked_at(actor) != call:
+            self.baton.step(actor)
+
     def stop(self, actor: str) -> None:
         """``actor`` stops before the call it is parked at."""
         self.stopped.add(actor)
@@ -259,10 +231,8 @@ class World:
     def hold(self) -> bool:
         before = self.store.targets.get(WEB.id)
         held = self.store.targets.hold(WEB.id, "", self.clock(), reason="held by a person", trigger="manual")
-        if held:
-            assert before is not None
-            over = before.updated_at if before.status is TargetStatus.PENDING else None
-            self.oracle.hold = Hold(self.image(), over)
+        if held and before is not None:
+            self.oracle.hold = Hold(self.image(), before.updated_at if before.status == "pending" else None)
         return held
 
     def release(self) -> None:
@@ -304,45 +274,36 @@ class Interleavings(RuleBasedStateMachine):
         self.world = World(self.dynamodb)
         self.next = 0
 
-    @precondition(lambda self: self.next < len(DIGESTS))
-    @rule()
-    def tag_moves(self) -> None:
-        self.world.move(DIGESTS[self.next])
-        self.next += 1
-
-    @precondition(lambda self: any(a in self.world.stopped for a in self.world.changes))
     @rule(data=st.data())
-    def delivered_again(self, data: st.DataObject) -> None:
-        """A stopped consumer's message comes back (SQS's redelivery)."""
-        stopped = sorted(a for a in self.world.changes if a in self.world.stopped)
-        self.world.apply(self.world.changes[data.draw(st.sampled_from(stopped), label="message")])
-
-    @precondition(lambda self: bool(self.world.baton.live()))
-    @rule(data=st.data())
-    def step(self, data: st.DataObject) -> None:
-        self.world.baton.step(data.draw(st.sampled_from(self.world.baton.live()), label="actor"))
-
-    @precondition(lambda self: bool(self.world.baton.live()))
-    @rule(data=st.data())
-    def a_consumer_stops(self, data: st.DataObject) -> None:
-        self.world.stop(data.draw(st.sampled_from(self.world.baton.live()), label="stopped"))
-
-    @rule()
-    def a_person_holds(self) -> None:
-        self.world.hold()
-
-    @precondition(lambda self: self.world.oracle.hold is not None)
-    @rule(image=st.sampled_from(BY_HAND))
-    def a_person_sets_the_image(self, image: str) -> None:
-        self.world.set_by_hand(image)
-
-    @rule()
-    def a_person_releases(self) -> None:
-        self.world.release()
-
-    @rule()
-    def reconcile(self) -> None:
-        self.world.reconcile()
+    def act(self, data: st.DataObject) -> None:
+        """Mostly an actor's next call (a hold, a stop land between any two), else the tag moves, a
+        consumer stops or its message comes back, a person acts, or the reconciler runs."""
+        world = self.world
+        live = world.baton.live()
+        stopped = sorted(a for a in world.changes if a in world.stopped)
+        options = ["hold", "release", "reconcile"]
+        options += ["move"] * (self.next < len(DIGESTS))
+        options += ["step"] * 6 + ["stop"] if live else []
+        options += ["again"] if stopped else []
+        options += ["by_hand"] if world.oracle.hold is not None else []
+        action = data.draw(st.sampled_from(options), label="action")
+        if action == "move":
+            world.move(DIGESTS[self.next])
+            self.next += 1
+        elif action == "step":
+            world.baton.step(data.draw(st.sampled_from(live), label="actor"))
+        elif action == "stop":
+            world.stop(data.draw(st.sampled_from(live), label="stopped"))
+        elif action == "again":  # SQS delivers a stopped consumer's message again
+            world.apply(world.changes[data.draw(st.sampled_from(stopped), label="message")])
+        elif action == "hold":
+            world.hold()
+        elif action == "by_hand":
+            world.set_by_hand(data.draw(st.sampled_from(BY_HAND), label="image"))
+        elif action == "release":
+            world.release()
+        else:
+            world.reconcile()
 
     @invariant()
     def tagpin_writes_a_held_workload_only_to_put_back(self) -> None:
@@ -358,77 +319,9 @@ def test_generated_interleavings(dynamodb: Any) -> None:
     run_state_machine_as_test(
         Interleavings,
         settings=settings(
-            max_examples=int(os.environ.get("TAGPIN_INTERLEAVINGS", "60")),
+            max_examples=int(os.environ.get("TAGPIN_INTERLEAVINGS", "40")),
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
-
-
-# -- the interleavings the mechanism exists for ----------------------------------------------------
-
-
-@pytest.fixture
-def world(dynamodb: Any) -> World:
-    return World(dynamodb)
-
-
-def test_a_consumer_stopped_between_its_patch_and_the_put_back(world: World) -> None:
-    """The hold lands after the consumer read its claim; its PATCH lands; it stops before it
-    records anything. The message comes back and finds the target held (nothing done); the
-    reconciler puts back the image the workload ran, once."""
-    apply = world.move(DIGESTS[0])
-    while world.baton.parked_at(apply) != "Cluster.set_image":
-        world.baton.step(apply)
-    assert world.hold()
-    world.baton.step(apply)  # the PATCH lands
-    assert world.image() == f"{APP}@{DIGESTS[0]}"
-    world.stop(apply)  # before its conditional write of applied
-    again = world.apply(world.changes[apply])
-    assert world.baton.finish(again).outcome is ApplyOutcome.SUPERSEDED  # held: nothing done
-    assert world.image() == f"{APP}@{DIGESTS[0]}"
-    report = world.reconcile()
-    assert world.image() == f"{APP}@{D0}"
-    assert report.put_back == [WEB.id]
-    assert world.reconcile().put_back == []
-    world.settle()
-    world.check()
-
-
-def test_a_hold_written_after_applied_keeps_the_new_digest(world: World) -> None:
-    assert world.baton.finish(world.move(DIGESTS[0])).outcome is ApplyOutcome.PATCHED
-    assert world.hold()
-    world.settle()
-    assert world.image() == f"{APP}@{DIGESTS[0]}"
-    world.check()
-
-
-def test_a_hold_over_a_claim_never_patched_is_settled_once_the_claim_is_old(world: World) -> None:
-    apply = world.move(DIGESTS[0])
-    world.baton.step(apply)  # claimed
-    world.baton.step(apply)
-    assert world.hold()
-    world.stop(apply)
-    assert world.reconcile().put_back == []
-    state = world.store.targets.get(WEB.id)
-    assert state is not None and state.interrupted() is not None  # its consumer may still patch
-    world.settle()
-    state = world.store.targets.get(WEB.id)
-    assert state is not None and state.interrupted() is None and state.status is TargetStatus.HELD
-    assert world.image() == f"{APP}@{D0}"
-    world.check()
-
-
-def test_a_persons_edit_after_the_interrupted_patch_stands(world: World) -> None:
-    apply = world.move(DIGESTS[0])
-    while world.baton.parked_at(apply) != "Cluster.set_image":
-        world.baton.step(apply)
-    assert world.hold()
-    world.baton.step(apply)
-    world.stop(apply)
-    world.set_by_hand(BY_HAND[1])
-    assert world.reconcile().put_back == []
-    world.settle()
-    assert world.image() == BY_HAND[1]
-    world.check()

@@ -118,8 +118,9 @@ class TargetApplier:
         patched = outcome is ApplyOutcome.PATCHED
         last = previous if patched else None
         if not self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last, claimed=True):
-            if patched and self._held_since(tc):
-                return self._put_back(tc, kind, previous)
+            if self._held_since(tc):  # kept; nothing to put back when the digest already ran
+                held = ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
+                return self._put_back(tc, kind, previous) if patched else held
             # claimed by a newer digest since (its own patch follows this one): recorded as superseded
             self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last)
         logger.info("applied", extra={"target": tc.target_id, "digest": tc.move.digest, "outcome": outcome})

@@ -26,6 +26,8 @@ A scheduled run does, for every configured cluster at once:
    had settled at the tag's digest that runs another one is read again before it counts as a
    person's change (then it is held, not patched back): a listing older than tagpin's own last
    write never does.
+5. **Put back.** A hold written while tagpin patched, whose consumer stopped before it put the
+   image back, gets the image the workload ran (``tagpin.usecases.interrupted``).
 
 The cluster side is a port (``tagpin.ports.workloads.Inventory``); ``tagpin.adapters.kubernetes``
 implements it with the official client. This module never imports ``kubernetes``.
