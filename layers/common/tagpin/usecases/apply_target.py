@@ -18,7 +18,7 @@ from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
 from tagpin.domain.messages import TargetChange, Verification, VerificationKind
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import State, TargetStatus
+from tagpin.ports.state import State, TargetState, TargetStatus
 from tagpin.ports.workloads import (
     Held,
     ImageChange,
@@ -118,9 +118,11 @@ class TargetApplier:
         patched = outcome is ApplyOutcome.PATCHED
         last = previous if patched else None
         if not self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last, claimed=True):
-            if self._held_since(tc):  # kept; nothing to put back when the digest already ran
-                held = ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
-                return self._put_back(tc, kind, previous) if patched else held
+            held = self._held_since(tc)
+            if held is not None:  # kept; what this claim patched is put back (usecases.interrupted)
+                if patched and held.interrupted() == claimed_at:
+                    return self._put_back(tc, kind, previous)
+                return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
             # claimed by a newer digest since (its own patch follows this one): recorded as superseded
             self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last)
         logger.info("applied", extra={"target": tc.target_id, "digest": tc.move.digest, "outcome": outcome})
@@ -190,9 +192,9 @@ class TargetApplier:
 
         return patch_with_retries(workloads, kind, tc.namespace, tc.name, step, tc.target_id)
 
-    def _held_since(self, tc: TargetChange) -> bool:
+    def _held_since(self, tc: TargetChange) -> TargetState | None:
         state = self._state.targets.get(tc.target_id)
-        return state is not None and state.status is TargetStatus.HELD
+        return state if state is not None and state.status is TargetStatus.HELD else None
 
     def _put_back(self, tc: TargetChange, kind: Kind, previous: str) -> ApplyResult:
         """A person held the target between the claim's last read and the patch (a hold is a row in

@@ -8,7 +8,8 @@ claim is still ``pending``: a hold written in between makes it put back the imag
 held target: the workload would keep the new digest under a hold asked while it ran the old one.
 
 The rule, for the consumer and for this module alike: **a hold written over a claim undoes that
-claim's patch, and nothing else.** A digest runs on a target, as tagpin and a person see it, once
+claim's patch, and nothing else** (the consumer puts back only when ``TargetState.interrupted`` is
+its own claim's time). A digest runs on a target, as tagpin and a person see it, once
 tagpin has recorded it ``applied``; until then a hold stops the move, wherever it is.
 
 Two facts settle it, each written by a write that happens anyway (no request added to a change):
