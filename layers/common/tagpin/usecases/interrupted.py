@@ -108,7 +108,7 @@ class InterruptedPatches:
                 outcome = self._put_back(held, claimed_at)
             except NotFound:  # the workload is gone: nothing to put back
                 outcome = RestoreOutcome.NO_PREVIOUS
-            except WorkloadError as exc:  # unreachable, forbidden, 5xx: the next run settles it
+            except (WorkloadError, ValueError) as exc:  # unreachable, 5xx, a kind unknown here: next run
                 logger.warning(
                     "hold over a claim not settled", extra={"target": held.target_id, "error": str(exc)}
                 )
