@@ -88,3 +88,19 @@ def test_a_hold_over_a_claim_that_finds_the_digest_running_stays(world: World) -
     world.settle()
     assert world.image() == f"{APP}@{DIGESTS[0]}"
     world.check()
+
+
+def test_a_hold_released_and_written_again_before_the_patch_lands_is_kept(world: World) -> None:
+    """Found by the generated interleavings: a person holds, releases and holds again while the
+    consumer is between its claim's last read and its PATCH; the PATCH lands after the second hold.
+    The release leaves the target pending as the claim left it, so the second hold is over that
+    claim too, and the consumer puts the image back."""
+    apply = world.move(DIGESTS[0])
+    world.park(apply, "Cluster.set_image")
+    assert world.hold()
+    world.release()
+    assert world.hold()
+    assert world.baton.finish(apply).outcome is ApplyOutcome.HELD
+    assert world.image() == f"{APP}@{D0}"
+    world.settle()
+    world.check()

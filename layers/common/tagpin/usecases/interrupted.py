@@ -17,6 +17,8 @@ Two facts settle it, each written by a write that happens anyway (no request add
 - **The hold keeps what it was written over** (``held_over``, ``held_over_at``: the status and
   ``updated_at`` its own conditional write replaced, copied by that write). Written over a claim
   (``pending``), ``held_over_at`` is the claim's time: the one claim whose patch it may interrupt.
+  A release of such a hold leaves the target ``pending`` with the claim's time, so a hold written
+  again while the claim is in flight is over the same claim.
 - **The patch keeps what it replaced** (``tagpin.dev/replaced`` on the pod template, in the same
   PATCH as the image: ``{container: {"image": <the image it ran>, "claim": <the claim's time>}}``).
   The workload shows that claim's patch exactly while its container is pinned to the claim's digest,

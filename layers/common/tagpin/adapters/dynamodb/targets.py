@@ -249,20 +249,29 @@ class DynamoTargets:
         return True
 
     def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:
-        released = self._table.update(
-            key(TARGET + target_id),
-            # pending: not settled at any digest, so the next check applies the tag's digest
-            "SET #status = :p, updated_at = :now, detail = :r"
-            " REMOVE held_digest, held_until, held_over, held_over_at",
-            condition="#status = :s",
-            names={"#status": "status"},
-            values={
-                ":s": S(TargetStatus.HELD),
-                ":p": S(TargetStatus.PENDING),
-                ":now": N(now),
-                ":r": S(reason, TEXT_LIMIT),
-            },
-        )
+        # pending: not settled at any digest, so the next check applies the tag's digest. A hold
+        # written over a claim leaves the target pending as that claim left it (its time kept): a
+        # hold written again is over the same claim (tagpin.usecases.interrupted).
+        values: Item = {
+            ":s": S(TargetStatus.HELD),
+            ":p": S(TargetStatus.PENDING),
+            ":r": S(reason, TEXT_LIMIT),
+        }
+        released = None
+        for at, extra, condition in (
+            ("held_over_at", {":pending": S(TargetStatus.PENDING)}, " AND held_over = :pending"),
+            (":now", {":now": N(now)}, ""),
+        ):
+            released = self._table.update(
+                key(TARGET + target_id),
+                f"SET #status = :p, updated_at = {at}, detail = :r"
+                " REMOVE held_digest, held_until, held_over, held_over_at",
+                condition="#status = :s" + condition,
+                names={"#status": "status"},
+                values={**values, **extra},
+            )
+            if released is not None:
+                break
         if released is None:
             return False
         self._history.target_item(
