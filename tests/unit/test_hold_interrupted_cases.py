@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from tagpin.domain.outcomes import ApplyOutcome
 from tagpin.ports.state import TargetStatus
+from tagpin.ports.workloads import Forbidden
 
 from tests.support.constants import D0
 from tests.unit.test_hold_interrupted import APP, BY_HAND, DIGESTS, WEB, World
@@ -104,3 +105,16 @@ def test_a_hold_released_and_written_again_before_the_patch_lands_is_kept(world:
     assert world.image() == f"{APP}@{D0}"
     world.settle()
     world.check()
+
+
+def test_a_hold_over_a_claim_whose_patch_fails_stays(world: World) -> None:
+    """The PATCH is refused (RBAC) after a hold landed over the claim: the failure is not recorded
+    over the hold (it was, unconditionally: the hold was gone and the next poll patched)."""
+    apply = world.move(DIGESTS[0])
+    world.park(apply, "Cluster.set_image")
+    assert world.hold()
+    world.cluster.patch_error = Forbidden("patch is forbidden")
+    world.baton.finish(apply)
+    state = world.store.targets.get(WEB.id)
+    assert state is not None and state.status is TargetStatus.HELD
+    assert world.image() == f"{APP}@{D0}"

@@ -97,7 +97,7 @@ class TargetApplier:
         except WorkloadError as exc:
             status = FAILED_STATUS.get(type(exc), TargetStatus.FAILED)
             detail = f"{type(exc).__name__}: {exc}"
-            self._finish(tc, status, detail=detail)
+            self._finish(tc, status, detail=detail, claimed=True)  # never over a hold written since
             logger.warning(
                 "apply failed", extra={"target": tc.target_id, "digest": tc.move.digest, "error": detail}
             )
