@@ -18,6 +18,9 @@ ANNOTATION_DIGESTS = "tagpin.dev/digests"  # container -> digest (JSON)
 ANNOTATION_APPLIED_AT = "tagpin.dev/applied-at"
 ANNOTATION_TRIGGER = "tagpin.dev/trigger"
 ANNOTATION_ROLLED_BACK = "tagpin.dev/rolled-back-from"  # the digest that failed
+# container -> {"image": what tagpin's patch replaced, "claim": the claim's time} (JSON): what a hold
+# written while tagpin patched puts back (tagpin.usecases.interrupted)
+ANNOTATION_REPLACED = "tagpin.dev/replaced"
 
 
 def is_true(value: str | None) -> bool:

@@ -65,6 +65,9 @@ class TargetState:
     previous_image: str | None = None
     held_digest: OptionalDigest | None = None  # HELD: the digest not to be applied again ("" for any digest)
     held_until: int | None = None  # HELD by a person until then (epoch ms); None: until released
+    # HELD: the status and ``updated_at`` the hold was written over (``tagpin.usecases.interrupted``)
+    held_over: TargetStatus | None = None
+    held_over_at: int | None = None
 
     def settled_at(self, digest: Digest) -> bool:
         """Applied or verified at ``digest``, or held against it: not behind (the level checks
@@ -74,6 +77,13 @@ class TargetState:
         if self.status is TargetStatus.OWNED:  # refused at this digest: not re-sent by every poll;
             return self.digest == digest  # the reconciler's heal tries it again (patch_live added)
         return self.digest == digest and self.status in SETTLED
+
+    def interrupted(self) -> int | None:
+        """Held over a claim (``pending``): the claim's time, whose patch the hold may have
+        interrupted; None when the hold was written over anything else (or was settled)."""
+        if self.status is not TargetStatus.HELD or self.held_over is not TargetStatus.PENDING:
+            return None
+        return self.held_over_at
 
     def holds(self, digest: Digest, now: int | None = None) -> bool:
         """Held against ``digest`` (at ``now``, when given: a hold with an end lapses). A target
@@ -155,11 +165,17 @@ class Targets(Protocol):
         """Put the target on hold against ``digest`` ("" for any digest, a person's hold), until
         ``until`` or a release; False when it was held already (nothing written). With
         ``if_still``: only while the stored state is still that one (same status, digest and
-        ``updated_at``): a claim, an outcome or a rollback written since wins, nothing is held."""
+        ``updated_at``): a claim, an outcome or a rollback written since wins, nothing is held.
+        The status and ``updated_at`` written over are kept (``held_over``, ``held_over_at``)."""
         ...
 
     def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:
         """End a hold; False when the target was not held."""
+        ...
+
+    def interruption_settled(self, target_id: str, claimed_at: int) -> bool:
+        """Forget the claim a hold was written over (``TargetState.interrupted``), once what its
+        patch did is settled; only while the target is still held over that claim."""
         ...
 
     def held(self, limit: int, now: int) -> list[TargetState]:

@@ -18,7 +18,7 @@ from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
 from tagpin.domain.messages import TargetChange, Verification, VerificationKind
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import State, TargetStatus
+from tagpin.ports.state import State, TargetState, TargetStatus
 from tagpin.ports.workloads import (
     Held,
     ImageChange,
@@ -33,6 +33,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
 from tagpin.usecases.admission.owner import live_owner, not_live
 from tagpin.usecases.gitroute import GitRoute
+from tagpin.usecases.interrupted import replaced
 from tagpin.usecases.patch import patch_with_retries, pinned_image, restore, tagpin_annotations
 
 logger = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class TargetApplier:
         except WorkloadError as exc:
             status = FAILED_STATUS.get(type(exc), TargetStatus.FAILED)
             detail = f"{type(exc).__name__}: {exc}"
-            self._finish(tc, status, detail=detail)
+            self._finish(tc, status, detail=detail, claimed=True)  # never over a hold written since
             logger.warning(
                 "apply failed", extra={"target": tc.target_id, "digest": tc.move.digest, "error": detail}
             )
@@ -117,8 +118,11 @@ class TargetApplier:
         patched = outcome is ApplyOutcome.PATCHED
         last = previous if patched else None
         if not self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last, claimed=True):
-            if patched and self._held_since(tc):
-                return self._put_back(tc, kind, previous)
+            held = self._held_since(tc)
+            if held is not None:  # kept; what this claim patched is put back (usecases.interrupted)
+                if patched and held.interrupted() == claimed_at:
+                    return self._put_back(tc, kind, previous)
+                return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
             # claimed by a newer digest since (its own patch follows this one): recorded as superseded
             self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last)
         logger.info("applied", extra={"target": tc.target_id, "digest": tc.move.digest, "outcome": outcome})
@@ -175,15 +179,22 @@ class TargetApplier:
             if owner is not None:  # written back through Git instead of patched
                 owned.append(str(owner))
                 return (current, ApplyOutcome.WRITE_BACK), None
-            notes = tagpin_annotations(workload, tc.container, tc.move.digest, self._clock(), tc.move.trigger)
+            notes = tagpin_annotations(
+                workload,
+                tc.container,
+                tc.move.digest,
+                self._clock(),
+                tc.move.trigger,
+                **replaced(workload, tc.container, current, now),  # for a hold (usecases.interrupted)
+            )
             change = ImageChange(workload.resource_version, tc.container, init, desired, notes)
             return (current, ApplyOutcome.PATCHED), change
 
         return patch_with_retries(workloads, kind, tc.namespace, tc.name, step, tc.target_id)
 
-    def _held_since(self, tc: TargetChange) -> bool:
+    def _held_since(self, tc: TargetChange) -> TargetState | None:
         state = self._state.targets.get(tc.target_id)
-        return state is not None and state.status is TargetStatus.HELD
+        return state if state is not None and state.status is TargetStatus.HELD else None
 
     def _put_back(self, tc: TargetChange, kind: Kind, previous: str) -> ApplyResult:
         """A person held the target between the claim's last read and the patch (a hold is a row in

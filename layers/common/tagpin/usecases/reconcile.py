@@ -26,6 +26,8 @@ A scheduled run does, for every configured cluster at once:
    had settled at the tag's digest that runs another one is read again before it counts as a
    person's change (then it is held, not patched back): a listing older than tagpin's own last
    write never does.
+5. **Put back.** A hold written while tagpin patched, whose consumer stopped before it put the
+   image back, gets the image the workload ran (``tagpin.usecases.interrupted``).
 
 The cluster side is a port (``tagpin.ports.workloads.Inventory``); ``tagpin.adapters.kubernetes``
 implements it with the official client. This module never imports ``kubernetes``.
@@ -38,7 +40,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tagpin.domain.annotations import FOLLOW_SELECTOR
 from tagpin.domain.channels import FollowedKey, repository_of
@@ -50,12 +52,13 @@ from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import IndexEntry, State, TagState
-from tagpin.ports.workloads import Forbidden, Inventory, NotFound, Pod, Workload, WorkloadError
+from tagpin.ports.workloads import Forbidden, Inventory, NotFound, Pod, Workload, WorkloadError, Workloads
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.discover import discovered_targets
 from tagpin.usecases.drift import PeopleFirst
 from tagpin.usecases.followed import merge
+from tagpin.usecases.interrupted import InterruptedPatches
 from tagpin.usecases.running import Observed, running_digest
 
 if TYPE_CHECKING:
@@ -64,6 +67,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_LISTED = 50  # target ids listed per category in the run's report
+
+
+class Cluster(Inventory, Workloads, Protocol):
+    """A cluster as the reconciler sees it: listed, and written only to put back an image a hold
+    asked for (``tagpin.usecases.interrupted``)."""
 
 
 @dataclass
@@ -87,6 +95,7 @@ class ReconcileReport:
     removed: list[str] = field(default_factory=list)
     behind: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # put on hold in this run: changed outside tagpin
+    put_back: list[str] = field(default_factory=list)  # held while tagpin patched: the image put back
     enqueued: int = 0
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -102,6 +111,7 @@ class ReconcileReport:
             "removed": len(self.removed),
             "behind": len(self.behind),
             "held": len(self.held),
+            "put_back": self.put_back[:MAX_LISTED],
             "enqueued": self.enqueued,
             "errors": self.errors[:MAX_LISTED],
             "removed_targets": self.removed[:MAX_LISTED],
@@ -116,7 +126,7 @@ class Reconciler:
         *,
         config: Callable[[], TagpinConfig],
         state: State,
-        clusters: Callable[[str], Inventory],
+        clusters: Callable[[str], Cluster],
         detector: Detector,
         queue: ChangeQueue,
         clock: Callable[[], int],
@@ -139,6 +149,7 @@ class Reconciler:
         self._concurrency = concurrency
         self._channels = channels
         self._people = PeopleFirst(state, clusters, Audit(state, notifier), clock, lambda: config().gitops)
+        self._interrupted = InterruptedPatches(state, clusters, clock)
 
     def run(self, run_id: str | None = None) -> ReconcileReport:
         report = ReconcileReport(run_id or str(uuid.uuid4()))
@@ -180,6 +191,8 @@ class Reconciler:
                 pool.map(lambda f: self._heal(f, observed.get(f.image, []), report, known.get(f.image)), todo)
             )
         report.enqueued = sum(outcomes)
+        # 5. A hold written while tagpin patched: the image the workload ran is put back.
+        report.put_back = self._interrupted.settle()
         logger.info("reconciled", extra=report.summary())
         return report
 

@@ -60,7 +60,16 @@ def target_state(item: Item) -> TargetState:
         previous_image=text(item, "previous_image"),
         held_digest=digest_if(item, "held_digest"),
         held_until=number(item, "held_until"),
+        held_over=_status_or_none(text(item, "held_over")),
+        held_over_at=number(item, "held_over_at"),
     )
+
+
+def _status_or_none(value: str | None) -> TargetStatus | None:
+    try:
+        return TargetStatus(value) if value else None
+    except ValueError:  # written by another version
+        return None
 
 
 class DynamoTargets:
@@ -221,7 +230,12 @@ class DynamoTargets:
             ":r": S(reason, TEXT_LIMIT),
             ":h": S(digest),
         }
-        sets = "#status = :s, updated_at = :now, detail = :r, held_digest = :h"
+        # what the hold is written over, read in this same write (a claim it interrupts: pending)
+        sets = (
+            "held_over = if_not_exists(#status, :none), held_over_at = if_not_exists(updated_at, :zero), "
+            "#status = :s, updated_at = :now, detail = :r, held_digest = :h"
+        )
+        values |= {":none": S(""), ":zero": N(0)}
         if until is not None:
             values[":u"] = N(until)
             sets += ", held_until = :u"
@@ -253,19 +267,29 @@ class DynamoTargets:
         return True
 
     def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:
-        released = self._table.update(
-            key(TARGET + target_id),
-            # pending: not settled at any digest, so the next check applies the tag's digest
-            "SET #status = :p, updated_at = :now, detail = :r REMOVE held_digest, held_until",
-            condition="#status = :s",
-            names={"#status": "status"},
-            values={
-                ":s": S(TargetStatus.HELD),
-                ":p": S(TargetStatus.PENDING),
-                ":now": N(now),
-                ":r": S(reason, TEXT_LIMIT),
-            },
-        )
+        # pending: not settled at any digest, so the next check applies the tag's digest. A hold
+        # written over a claim leaves the target pending as that claim left it (its time kept): a
+        # hold written again is over the same claim (tagpin.usecases.interrupted).
+        values: Item = {
+            ":s": S(TargetStatus.HELD),
+            ":p": S(TargetStatus.PENDING),
+            ":r": S(reason, TEXT_LIMIT),
+        }
+        released = None
+        for at, extra, condition in (
+            ("held_over_at", {":pending": S(TargetStatus.PENDING)}, " AND held_over = :pending"),
+            (":now", {":now": N(now)}, ""),
+        ):
+            released = self._table.update(
+                key(TARGET + target_id),
+                f"SET #status = :p, updated_at = {at}, detail = :r"
+                " REMOVE held_digest, held_until, held_over, held_over_at",
+                condition="#status = :s" + condition,
+                names={"#status": "status"},
+                values={**values, **extra},
+            )
+            if released is not None:
+                break
         if released is None:
             return False
         self._history.target_item(
@@ -276,6 +300,18 @@ class DynamoTargets:
             TEXT_LIMIT,
         )
         return True
+
+    def interruption_settled(self, target_id: str, claimed_at: int) -> bool:
+        return (
+            self._table.update(
+                key(TARGET + target_id),
+                "REMOVE held_over, held_over_at",
+                condition="#status = :s AND held_over_at = :c",
+                names={"#status": "status"},
+                values={":s": S(TargetStatus.HELD), ":c": N(claimed_at)},
+            )
+            is not None
+        )
 
     def held(self, limit: int, now: int) -> list[TargetState]:
         """The targets on hold (at most ``limit`` hints read), in target id order."""

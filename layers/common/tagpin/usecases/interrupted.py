@@ -1,0 +1,174 @@
+"""A hold that lands while the consumer patches, and a consumer that stops before it puts the image back.
+
+A person's hold is a row in the state table; the consumer's patch is a write to the Kubernetes API.
+The consumer reads its claim again before the PATCH and writes ``applied`` after it only while the
+claim is still ``pending``: a hold written in between makes it put back the image the container ran
+(``tagpin.usecases.apply_target``). If the consumer stops after its PATCH and before that put-back
+(a timeout, a crash), the retried message finds the target held and does nothing, as for every
+held target: the workload would keep the new digest under a hold asked while it ran the old one.
+
+The rule, for the consumer and for this module alike: **a hold written over a claim undoes that
+claim's patch, and nothing else** (the consumer puts back only when ``TargetState.interrupted`` is
+its own claim's time). A digest runs on a target, as tagpin and a person see it, once
+tagpin has recorded it ``applied``; until then a hold stops the move, wherever it is.
+
+Two facts settle it, each written by a write that happens anyway (no request added to a change):
+
+- **The hold keeps what it was written over** (``held_over``, ``held_over_at``: the status and
+  ``updated_at`` its own conditional write replaced, copied by that write). Written over a claim
+  (``pending``), ``held_over_at`` is the claim's time: the one claim whose patch it may interrupt.
+  A release of such a hold leaves the target ``pending`` with the claim's time, so a hold written
+  again while the claim is in flight is over the same claim.
+- **The patch keeps what it replaced** (``tagpin.dev/replaced`` on the pod template, in the same
+  PATCH as the image: ``{container: {"image": <the image it ran>, "claim": <the claim's time>}}``).
+  The workload shows that claim's patch exactly while its container is pinned to the claim's digest,
+  ``tagpin.dev/digests`` says so (a put-back, a rollback or ``kubectl rollout undo`` rewrites it) and
+  the annotation names that claim.
+
+The reconciler settles each hold written over a claim (``InterruptedPatches.settle``, every run):
+the workload is read and, if it shows that claim's patch, the image it replaced is put back (with
+the workload's ``resourceVersion``, the hold read again after each read of the workload, as the
+rollback's ``restore`` does), and the hold forgets the claim. A workload that does not show the
+patch is left for the next run until the claim is older than any invocation can be
+(``CLAIM_LIFETIME_MS``): the consumer that made it may still be on its way to the PATCH; after that
+nothing can land under it, and the hold forgets the claim. Once forgotten, nothing is put back again,
+so a person's own later edit (even back to that digest) stands.
+
+Why not the retried message (the consumer finding its own claim held): the message may never come
+back (dead-lettered, superseded by a newer digest, the hold released first), the claim's item no
+longer knows the image the workload ran (the claim overwrote the settled digest, and
+``previous_image`` is what the patch before replaced), and a hold written over an ``applied`` target
+looks the same as one written over the claim, unless the hold keeps what it replaced. The
+reconciler runs whatever became of the message, and reads the workload anyway.
+
+Not closed: between the PATCH and the put-back the workload's controller has seen the new template
+(docs/rollouts.md); here that window lasts until the next reconcile run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tagpin.domain.annotations import ANNOTATION_DIGESTS, ANNOTATION_REPLACED, ANNOTATION_ROLLED_BACK
+from tagpin.domain.config import Kind, Target
+from tagpin.domain.outcomes import RestoreOutcome
+from tagpin.ports.state import State, TargetState
+from tagpin.ports.workloads import ImageChange, NotFound, Workload, WorkloadError, Workloads
+from tagpin.usecases.patch import patch_with_retries, tagpin_annotations
+
+logger = logging.getLogger(__name__)
+
+# Longer than any invocation that may still patch under a claim: Lambda's limit (15 minutes) and the
+# API server's request timeout (60 s) for a PATCH sent just before it.
+CLAIM_LIFETIME_MS = 16 * 60 * 1000
+HOLDS_READ = 1000  # holds looked at per run (the HOLDS hints, one Query)
+
+
+def replaced(workload: Workload, container: str, image: str, claimed_at: int) -> dict[str, str]:
+    """The ``tagpin.dev/replaced`` annotation of a patch of ``container``, made under the claim of
+    ``claimed_at``, that replaces ``image`` (the consumer writes it with the image)."""
+    notes = _notes(workload)
+    notes[container] = {"image": image, "claim": claimed_at}
+    return {ANNOTATION_REPLACED: json.dumps(notes, sort_keys=True, separators=(",", ":"))}
+
+
+def patched_under(workload: Workload, container: str, digest: str, claimed_at: int) -> str | None:
+    """The image the claim of ``claimed_at`` replaced, if the workload still shows that claim's
+    patch of ``container`` to ``digest``; else None."""
+    image = workload.image_of(container)
+    if image is None or not image.endswith("@" + digest):
+        return None
+    if _json(workload.template_annotations.get(ANNOTATION_DIGESTS)).get(container) != digest:
+        return None
+    note = _notes(workload).get(container)
+    if not isinstance(note, dict) or note.get("claim") != claimed_at:
+        return None
+    previous = note.get("image")
+    return previous if isinstance(previous, str) and previous and previous != image else None
+
+
+class InterruptedPatches:
+    """The reconciler's part: every hold written over a claim is settled (the module says how)."""
+
+    def __init__(self, state: State, clusters: Callable[[str], Workloads], clock: Callable[[], int]) -> None:
+        self._state = state
+        self._clusters = clusters
+        self._clock = clock
+
+    def settle(self) -> list[str]:
+        """Settle the holds written over a claim; the targets whose image was put back."""
+        now = self._clock()
+        put_back: list[str] = []
+        for held in self._state.targets.held(HOLDS_READ, now):
+            claimed_at = held.interrupted()
+            if claimed_at is None:
+                continue
+            try:
+                outcome = self._put_back(held, claimed_at)
+            except NotFound:  # the workload is gone: nothing to put back
+                outcome = RestoreOutcome.NO_PREVIOUS
+            except (WorkloadError, ValueError) as exc:  # unreachable, 5xx, a kind unknown here: next run
+                logger.warning(
+                    "hold over a claim not settled", extra={"target": held.target_id, "error": str(exc)}
+                )
+                continue
+            if outcome is None:  # released, or settled by another run, since it was read
+                continue
+            if outcome is RestoreOutcome.NOT_RUNNING and claimed_at + CLAIM_LIFETIME_MS > now:
+                continue  # the claim's consumer may still patch: looked at again next run
+            if outcome is RestoreOutcome.RESTORED:
+                put_back.append(held.target_id)
+                logger.warning(
+                    "a hold landed while tagpin patched: the image the workload ran is put back",
+                    extra={"target": held.target_id, "digest": held.digest},
+                )
+            self._state.targets.interruption_settled(held.target_id, claimed_at)
+        return put_back
+
+    def _put_back(self, held: TargetState, claimed_at: int) -> RestoreOutcome | None:
+        """Put back the image the claim's patch replaced, if the workload shows that patch."""
+        cluster, namespace, kind, name, container = held.target_id.split("/")
+        target = Target(cluster=cluster, namespace=namespace, kind=Kind(kind), name=name, container=container)
+
+        def step(workload: Workload) -> tuple[RestoreOutcome | None, ImageChange | None]:
+            now = self._state.targets.get(held.target_id)  # after each read of the workload
+            if now is None or now.interrupted() != claimed_at:
+                return None, None
+            previous = patched_under(workload, target.container, held.digest, claimed_at)
+            if previous is None:
+                return RestoreOutcome.NOT_RUNNING, None
+            if workload.manages_own_rollback:  # as the consumer's own put-back (patch.restore)
+                return RestoreOutcome.LEFT_TO_ARGO, None
+            _name, at, was = previous.rpartition("@")
+            notes = tagpin_annotations(
+                workload,
+                target.container,
+                was if at else None,
+                self._clock(),
+                "rollback",
+                **{ANNOTATION_ROLLED_BACK: held.digest},
+            )
+            init = target.container not in workload.containers
+            return RestoreOutcome.RESTORED, ImageChange(
+                workload.resource_version, target.container, init, previous, notes
+            )
+
+        return patch_with_retries(
+            self._clusters(target.cluster), target.kind, target.namespace, target.name, step, target.id
+        )
+
+
+def _notes(workload: Workload) -> dict[str, Any]:
+    return _json(workload.template_annotations.get(ANNOTATION_REPLACED))
+
+
+def _json(text: str | None) -> dict[str, Any]:
+    """An annotation's JSON object (a cluster's text: anything else is empty)."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
