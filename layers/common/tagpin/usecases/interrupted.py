@@ -165,10 +165,15 @@ def _notes(workload: Workload) -> dict[str, Any]:
     return _json(workload.template_annotations.get(ANNOTATION_REPLACED))
 
 
+NOTE_MAX_CHARS = 16_384  # tagpin's own notes are a few hundred characters per container
+
+
 def _json(text: str | None) -> dict[str, Any]:
-    """An annotation's JSON object (a cluster's text: anything else is empty)."""
+    """An annotation's JSON object (a cluster's text: anything else, too long or too deep, is empty)."""
+    if not text or len(text) > NOTE_MAX_CHARS:
+        return {}
     try:
-        value = json.loads(text or "{}")
-    except ValueError:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
