@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 # Opting in, on the workload.
 LABEL_FOLLOW = "tagpin.dev/follow"  # "true": discovered by the reconciler (server-side selection)
 FOLLOW_SELECTOR = f"{LABEL_FOLLOW}=true"
@@ -25,3 +28,18 @@ ANNOTATION_REPLACED = "tagpin.dev/replaced"
 
 def is_true(value: str | None) -> bool:
     return (value or "").strip().lower() in ("true", "yes", "1", "on")
+
+
+NOTE_MAX_CHARS = 16_384  # tagpin's own JSON notes are a few hundred characters per container
+
+
+def json_note(text: str | None) -> dict[str, Any]:
+    """A JSON annotation's object. A cluster's text: anything else, longer than ``NOTE_MAX_CHARS``
+    or nested past the parser's depth (``RecursionError``, not a ``ValueError``), is no note."""
+    if not text or len(text) > NOTE_MAX_CHARS:
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -52,7 +52,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tagpin.domain.annotations import ANNOTATION_DIGESTS, ANNOTATION_REPLACED, ANNOTATION_ROLLED_BACK
+from tagpin.domain.annotations import (
+    ANNOTATION_DIGESTS,
+    ANNOTATION_REPLACED,
+    ANNOTATION_ROLLED_BACK,
+    json_note,
+)
 from tagpin.domain.config import Kind, Target
 from tagpin.domain.outcomes import RestoreOutcome
 from tagpin.ports.state import State, TargetState
@@ -81,7 +86,7 @@ def patched_under(workload: Workload, container: str, digest: str, claimed_at: i
     image = workload.image_of(container)
     if image is None or not image.endswith("@" + digest):
         return None
-    if _json(workload.template_annotations.get(ANNOTATION_DIGESTS)).get(container) != digest:
+    if json_note(workload.template_annotations.get(ANNOTATION_DIGESTS)).get(container) != digest:
         return None
     note = _notes(workload).get(container)
     if not isinstance(note, dict) or note.get("claim") != claimed_at:
@@ -162,18 +167,4 @@ class InterruptedPatches:
 
 
 def _notes(workload: Workload) -> dict[str, Any]:
-    return _json(workload.template_annotations.get(ANNOTATION_REPLACED))
-
-
-NOTE_MAX_CHARS = 16_384  # tagpin's own notes are a few hundred characters per container
-
-
-def _json(text: str | None) -> dict[str, Any]:
-    """An annotation's JSON object (a cluster's text: anything else, too long or too deep, is empty)."""
-    if not text or len(text) > NOTE_MAX_CHARS:
-        return {}
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return json_note(workload.template_annotations.get(ANNOTATION_REPLACED))

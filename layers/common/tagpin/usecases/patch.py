@@ -20,6 +20,7 @@ from tagpin.domain.annotations import (
     ANNOTATION_DIGESTS,
     ANNOTATION_ROLLED_BACK,
     ANNOTATION_TRIGGER,
+    json_note,
 )
 from tagpin.domain.config import Kind, Target
 from tagpin.domain.outcomes import RestoreOutcome
@@ -135,8 +136,4 @@ def restore(
 
 
 def _json_map(text: str | None) -> dict[str, str]:
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+    return {str(k): str(v) for k, v in json_note(text).items()}
