@@ -55,14 +55,13 @@ from typing import Any
 from tagpin.domain.annotations import (
     ANNOTATION_DIGESTS,
     ANNOTATION_REPLACED,
-    ANNOTATION_ROLLED_BACK,
     json_note,
 )
 from tagpin.domain.config import Kind, Target
 from tagpin.domain.outcomes import RestoreOutcome
 from tagpin.ports.state import State, TargetState
 from tagpin.ports.workloads import ImageChange, NotFound, Workload, WorkloadError, Workloads
-from tagpin.usecases.patch import patch_with_retries, tagpin_annotations
+from tagpin.usecases.patch import image_back, patch_with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -147,19 +146,8 @@ class InterruptedPatches:
                 return RestoreOutcome.NOT_RUNNING, None
             if workload.manages_own_rollback:  # as the consumer's own put-back (patch.restore)
                 return RestoreOutcome.LEFT_TO_ARGO, None
-            _name, at, was = previous.rpartition("@")
-            notes = tagpin_annotations(
-                workload,
-                target.container,
-                was if at else None,
-                self._clock(),
-                "rollback",
-                **{ANNOTATION_ROLLED_BACK: held.digest},
-            )
-            init = target.container not in workload.containers
-            return RestoreOutcome.RESTORED, ImageChange(
-                workload.resource_version, target.container, init, previous, notes
-            )
+            change = image_back(workload, target.container, previous, held.digest, self._clock())
+            return RestoreOutcome.RESTORED, change
 
         return patch_with_retries(
             self._clusters(target.cluster), target.kind, target.namespace, target.name, step, target.id

@@ -118,21 +118,20 @@ def restore(
             return RestoreOutcome.LEFT_TO_ARGO, None
         if previous is None or previous.endswith("@" + digest):
             return RestoreOutcome.NO_PREVIOUS, None
-        _name, at, was = previous.rpartition("@")
-        notes = tagpin_annotations(
-            workload,
-            target.container,
-            was if at else None,
-            now,
-            "rollback",
-            **{ANNOTATION_ROLLED_BACK: digest},
-        )
-        init = target.container not in workload.containers
-        return RestoreOutcome.RESTORED, ImageChange(
-            workload.resource_version, target.container, init, previous, notes
-        )
+        return RestoreOutcome.RESTORED, image_back(workload, target.container, previous, digest, now)
 
     return patch_with_retries(workloads, target.kind, target.namespace, target.name, step, target.id)
+
+
+def image_back(workload: Workload, container: str, previous: str, digest: str, now: int) -> ImageChange:
+    """The change that puts ``previous`` back on ``container`` in place of ``digest`` (a rollback's
+    and an interrupted patch's put-back alike), with tagpin's notes on the pod template."""
+    _name, at, was = previous.rpartition("@")
+    notes = tagpin_annotations(
+        workload, container, was if at else None, now, "rollback", **{ANNOTATION_ROLLED_BACK: digest}
+    )
+    init = container not in workload.containers
+    return ImageChange(workload.resource_version, container, init, previous, notes)
 
 
 def _json_map(text: str | None) -> dict[str, str]:
