@@ -109,7 +109,9 @@ def test_rbac_is_exactly_what_the_code_calls():
     kinds = {(p.group, p.plural) for p in PROFILES}  # the adapter addresses every kind by its profile
     assert ("apps", "deployments") in kinds and ("argoproj.io", "rollouts") in kinds
     roles = _rules()
-    assert roles["tagpin-reconciler"] == {(g, r, v) for g, r in kinds for v in ("get", "list")} | {
+    # the reconciler patches only to put back what an interrupted patch replaced under a hold
+    # (tagpin.usecases.interrupted)
+    assert roles["tagpin-reconciler"] == {(g, r, v) for g, r in kinds for v in ("get", "list", "patch")} | {
         ("", "pods", "list")
     }
     # the consumer may also list nodes: what platforms they run, for the platform gate (it falls back
