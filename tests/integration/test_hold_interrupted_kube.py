@@ -70,8 +70,8 @@ def now_ms() -> int:
 
 
 class HeldDuringThePatch:
-    """tagpin's client, with a person holding the target just before the PATCH is sent, and the
-    consumer stopping as soon as it has landed."""
+    """tagpin's client, with a person holding the target as the PATCH lands, and the consumer
+    stopping before it reads its claim again."""
 
     def __init__(self, workloads: KubeWorkloads, hold: Any) -> None:
         self._workloads, self._hold = workloads, hold
@@ -80,8 +80,12 @@ class HeldDuringThePatch:
         return getattr(self._workloads, name)
 
     def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
-        self._hold()
+        # The hold is written once the PATCH is accepted, while the claim is still open: a PATCH
+        # refused (409, the Deployment's controller wrote it since the GET) is retried by the
+        # consumer, which would then find the hold before its PATCH (superseded, as it must) and
+        # not be the case under test (CI run W).
         self._workloads.set_image(namespace, kind, name, change)
+        self._hold()
         raise Stopped("after the PATCH")
 
 
