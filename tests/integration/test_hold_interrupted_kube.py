@@ -33,7 +33,7 @@ from tagpin_local.kube.manifests import deployment
 
 from tests.support.aws import create_table
 from tests.support.constants import D1, D2, FOLLOW
-from tests.support.kube import cluster
+from tests.support.kube import local_cluster
 from tests.support.queues import ListQueue
 from tests.support.registry import ScriptedRegistry
 
@@ -51,10 +51,7 @@ class Stopped(BaseException):
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[LocalCluster]:
-    for lent in cluster():
-        local = LocalCluster(lent, "lab")
-        yield local
-        local.close()
+    yield from local_cluster("lab")
 
 
 @pytest.fixture

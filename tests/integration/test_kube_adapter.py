@@ -28,7 +28,7 @@ from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.manifests import cronjob, deployment, rollout
 
 from tests.support.constants import D1, D2, FOLLOW
-from tests.support.kube import cluster, wait_for
+from tests.support.kube import local_cluster, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -38,10 +38,7 @@ _SERIAL = itertools.count()
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[LocalCluster]:
-    for lent in cluster():
-        local = LocalCluster(lent, "lab")
-        yield local
-        local.close()
+    yield from local_cluster("lab")
 
 
 @pytest.fixture

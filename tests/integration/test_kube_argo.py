@@ -18,7 +18,7 @@ from tagpin.ports.workloads import Progress
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.manifests import rollout
 
-from tests.support.kube import cluster, wait_for, watch_until
+from tests.support.kube import local_cluster, wait_for, watch_until
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +28,7 @@ _SERIAL = itertools.count()
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[LocalCluster]:
-    for lent in cluster():
-        local = LocalCluster(lent, "argo")
-        yield local
-        local.close()
+    yield from local_cluster("argo")
 
 
 @pytest.fixture

@@ -15,10 +15,13 @@ of a ``State``. A use case's own thread pool is fine as long as it runs its call
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from tagpin.ports.state import State
 
 TIMEOUT_S = 30.0
@@ -121,3 +124,17 @@ class _Checkpointed:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # a connector: cluster name -> port
         return _Checkpointed(self._port(*args, **kwargs), self._baton, self._name)
+
+
+def run_interleavings(machine: type[RuleBasedStateMachine], examples: int, steps: int) -> None:
+    """Run a state machine of generated interleavings: ``examples`` of them (``TAGPIN_INTERLEAVINGS``
+    overrides it: about 1 s an example on 2 cores, 1000 explores further), ``steps`` steps each."""
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=int(os.environ.get("TAGPIN_INTERLEAVINGS", str(examples))),
+            stateful_step_count=steps,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )

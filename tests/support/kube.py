@@ -65,6 +65,14 @@ def cluster(name: str = "local") -> Iterator[KubeCluster]:
         source.release(lent)
 
 
+def local_cluster(name: str) -> Iterator[LocalCluster]:
+    """A lent cluster (:func:`cluster`) as tagpin's client sees it, named ``name`` in its config."""
+    for lent in cluster():
+        local = LocalCluster(lent, name)
+        yield local
+        local.close()
+
+
 SUMMARY: list[str] = []  # lines for the terminal summary (tests/conftest.py prints them)
 
 

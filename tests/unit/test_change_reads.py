@@ -9,12 +9,10 @@ its promotion."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from typing import Any
 
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import rule, run_state_machine_as_test
+from hypothesis.stateful import rule
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
@@ -23,6 +21,7 @@ from tagpin.usecases.apply import Applier, ApplyTarget
 
 from tests.support.cluster import FakeCluster, FakeClusters
 from tests.support.constants import D0
+from tests.support.interleave import run_interleavings
 from tests.unit.test_drift import APP, DIGESTS, NAMES, Interleavings, World
 
 CHANGES = "change-"
@@ -64,15 +63,7 @@ class WholeChanges(Interleavings):
 
 def test_generated_interleavings_of_whole_changes(dynamodb: Any) -> None:
     WholeChanges.dynamodb = dynamodb
-    run_state_machine_as_test(
-        WholeChanges,
-        settings=settings(
-            max_examples=int(os.environ.get("TAGPIN_INTERLEAVINGS", "20")),
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    run_interleavings(WholeChanges, examples=20, steps=30)
 
 
 def test_the_started_item_and_the_idempotency_record_are_written_side_by_side(dynamodb: Any) -> None:

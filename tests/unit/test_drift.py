@@ -21,18 +21,15 @@ each of the three confirmation steps exists for, so that each step is needed by 
 from __future__ import annotations
 
 import itertools
-import os
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target, parse_config
@@ -51,7 +48,7 @@ from tests.support.aws import create_table
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters, Key
 from tests.support.constants import D0, FOLLOW
-from tests.support.interleave import Baton
+from tests.support.interleave import Baton, run_interleavings
 from tests.support.queues import ListQueue, ListVerificationQueue
 from tests.support.registry import ScriptedRegistry
 from tests.unit.conftest import SerializedClient
@@ -369,16 +366,7 @@ class Interleavings(RuleBasedStateMachine):
 
 def test_generated_interleavings(dynamodb: Any) -> None:
     Interleavings.dynamodb = dynamodb
-    run_state_machine_as_test(
-        Interleavings,
-        settings=settings(
-            # ~1 s an example on 2 cores; TAGPIN_INTERLEAVINGS=1000 explores further
-            max_examples=int(os.environ.get("TAGPIN_INTERLEAVINGS", "40")),
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    run_interleavings(Interleavings, examples=40, steps=30)
 
 
 # -- the interleavings each confirmation step exists for ------------------------------------------

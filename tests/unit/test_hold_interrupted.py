@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.config import FollowedImage, Kind, Target, parse_config
 from tagpin.domain.messages import TargetChange, Trigger
@@ -40,7 +38,7 @@ from tests.support.aws import create_table
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters
 from tests.support.constants import D0, FOLLOW
-from tests.support.interleave import Baton
+from tests.support.interleave import Baton, run_interleavings
 from tests.support.queues import ListQueue
 from tests.support.registry import ScriptedRegistry
 from tests.unit.conftest import SerializedClient
@@ -316,12 +314,4 @@ class Interleavings(RuleBasedStateMachine):
 
 def test_generated_interleavings(dynamodb: Any) -> None:
     Interleavings.dynamodb = dynamodb
-    run_state_machine_as_test(
-        Interleavings,
-        settings=settings(
-            max_examples=int(os.environ.get("TAGPIN_INTERLEAVINGS", "40")),
-            stateful_step_count=25,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    run_interleavings(Interleavings, examples=40, steps=25)
