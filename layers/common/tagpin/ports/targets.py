@@ -50,6 +50,7 @@ class TargetNote(StrEnum):
     PLANNED = "planned"  # dry run: what would have been done
     DEFERRED = "deferred"  # a maintenance window or the concurrency limit held the start back
     BLOCKED = "blocked"  # a trust gate refused the digest here (unsigned, a platform missing)
+    PUT_BACK = "put-back"  # a hold landed while tagpin patched: the image the workload ran went back on
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
 from tagpin.domain.messages import TargetChange, Verification, VerificationKind
-from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
+from tagpin.domain.outcomes import ApplyOutcome, ApplyResult, RestoreOutcome
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import State, TargetState, TargetStatus
 from tagpin.ports.workloads import (
@@ -33,7 +33,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
 from tagpin.usecases.admission.owner import live_owner, not_live
 from tagpin.usecases.gitroute import GitRoute
-from tagpin.usecases.interrupted import replaced
+from tagpin.usecases.interrupted import note_put_back, replaced
 from tagpin.usecases.patch import patch_with_retries, pinned_image, restore, tagpin_annotations
 
 logger = logging.getLogger(__name__)
@@ -204,7 +204,10 @@ class TargetApplier:
         target = Target(
             cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
         )
-        put = restore(self._workloads(tc.cluster), target, previous, tc.move.digest, self._clock())
+        now = self._clock()
+        put = restore(self._workloads(tc.cluster), target, previous, tc.move.digest, now)
+        if put is RestoreOutcome.RESTORED:
+            note_put_back(self._state, tc.target_id, tc.move.digest, previous, now, tc.move.trigger)
         logger.warning(
             "held during the patch; the image it ran is put back",
             extra={"target": tc.target_id, "digest": tc.move.digest, "restore": put.value},

@@ -58,8 +58,11 @@ from tagpin.domain.annotations import (
     json_note,
 )
 from tagpin.domain.config import Kind, Target
+from tagpin.domain.moves import Trigger
 from tagpin.domain.outcomes import RestoreOutcome
+from tagpin.domain.refs import Digest
 from tagpin.ports.state import State, TargetState
+from tagpin.ports.targets import TargetNote
 from tagpin.ports.workloads import ImageChange, NotFound, Workload, WorkloadError, Workloads
 from tagpin.usecases.patch import image_back, patch_with_retries
 
@@ -77,6 +80,22 @@ def replaced(workload: Workload, container: str, image: str, claimed_at: int) ->
     notes = _notes(workload)
     notes[container] = {"image": image, "claim": claimed_at}
     return {ANNOTATION_REPLACED: json.dumps(notes, sort_keys=True, separators=(",", ":"))}
+
+
+def note_put_back(
+    state: State, target_id: str, digest: Digest, image: str, now: int, trigger: Trigger
+) -> None:
+    """The target's history item of a put-back (``TargetNote.PUT_BACK``): which image went back on
+    over ``digest``, so the trail shows what the workload ran and why (the consumer's own put-back
+    and the reconciler's write the same item; a log line alone is gone with its retention)."""
+    state.targets.note(
+        target_id,
+        digest,
+        TargetNote.PUT_BACK,
+        now,
+        f"a hold landed during the patch; {image} put back",
+        trigger,
+    )
 
 
 def patched_under(workload: Workload, container: str, digest: str, claimed_at: int) -> str | None:
@@ -110,8 +129,9 @@ class InterruptedPatches:
             claimed_at = held.interrupted()
             if claimed_at is None:
                 continue
+            image: list[str] = []  # the image put back, if one was
             try:
-                outcome = self._put_back(held, claimed_at)
+                outcome = self._put_back(held, claimed_at, image)
             except NotFound:  # the workload is gone: nothing to put back
                 outcome = RestoreOutcome.NO_PREVIOUS
             except (WorkloadError, ValueError) as exc:  # unreachable, 5xx, a kind unknown here: next run
@@ -125,6 +145,7 @@ class InterruptedPatches:
                 continue  # the claim's consumer may still patch: looked at again next run
             if outcome is RestoreOutcome.RESTORED:
                 put_back.append(held.target_id)
+                note_put_back(self._state, held.target_id, held.digest, image[-1], now, Trigger.RECONCILE)
                 logger.warning(
                     "a hold landed while tagpin patched: the image the workload ran is put back",
                     extra={"target": held.target_id, "digest": held.digest},
@@ -132,8 +153,9 @@ class InterruptedPatches:
             self._state.targets.interruption_settled(held.target_id, claimed_at)
         return put_back
 
-    def _put_back(self, held: TargetState, claimed_at: int) -> RestoreOutcome | None:
-        """Put back the image the claim's patch replaced, if the workload shows that patch."""
+    def _put_back(self, held: TargetState, claimed_at: int, image: list[str]) -> RestoreOutcome | None:
+        """Put back the image the claim's patch replaced, if the workload shows that patch (the
+        image sent is appended to ``image``: a PATCH retried after a conflict sends it again)."""
         cluster, namespace, kind, name, container = held.target_id.split("/")
         target = Target(cluster=cluster, namespace=namespace, kind=Kind(kind), name=name, container=container)
 
@@ -147,6 +169,7 @@ class InterruptedPatches:
             if workload.manages_own_rollback:  # as the consumer's own put-back (patch.restore)
                 return RestoreOutcome.LEFT_TO_ARGO, None
             change = image_back(workload, target.container, previous, held.digest, self._clock())
+            image.append(previous)
             return RestoreOutcome.RESTORED, change
 
         return patch_with_retries(
