@@ -48,14 +48,48 @@ def write_units(size: int) -> float:
     return float(max(1, math.ceil(size / 1024)))
 
 
+SQS_CHUNK = 64 * 1024  # https://aws.amazon.com/sqs/pricing/ : each 64 KB chunk of a payload is one request
+
+
+def _message_bytes(message: dict[str, Any]) -> int:
+    """A message's payload as SQS counts it: the body and its attributes' names, types and values."""
+    size = len(str(message.get("MessageBody") or message.get("Body") or "").encode())
+    for name, attribute in (message.get("MessageAttributes") or {}).items():
+        value = attribute.get("StringValue") or attribute.get("BinaryValue") or b""
+        size += len(name.encode()) + len(str(attribute.get("DataType", "")).encode())
+        size += len(value) if isinstance(value, bytes) else len(str(value).encode())
+    return size
+
+
+def sqs_billed_requests(operation: str, params: dict[str, Any], response: dict[str, Any] | None) -> int:
+    """The requests SQS bills for one call: one, or one per 64 KB chunk of the payload it carries
+    (the messages sent, or those received)."""
+    if operation == "SendMessage":
+        size = _message_bytes(params)
+    elif operation == "SendMessageBatch":
+        size = sum(_message_bytes(entry) for entry in params.get("Entries", []))
+    elif operation == "ReceiveMessage":
+        size = sum(_message_bytes(m) for m in (response or {}).get("Messages", []))
+    else:
+        size = 0
+    return max(1, math.ceil(size / SQS_CHUNK))
+
+
+def queue_name(params: dict[str, Any]) -> str:
+    """The queue a call went to, by name (a FIFO queue's ends in ``.fifo``: SQS requires it)."""
+    return str(params.get("QueueUrl") or params.get("QueueName") or "?").rstrip("/").rsplit("/", 1)[-1]
+
+
 class AwsCalls:
     """Every boto3 call made in this process while active: by service and operation, with the
     DynamoDB request units each consumed (from consistency and item sizes; an update is billed on
     the larger of the old and new item, both under 1 KB here, so 1 WRU; a failed conditional write
-    still costs its WRU)."""
+    still costs its WRU), and the SQS requests each call is billed as, by queue (``sqs``: queue name
+    -> operation -> billed requests)."""
 
     def __init__(self) -> None:
         self.counts: collections.Counter[str] = collections.Counter()
+        self.sqs: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         self.rru = 0.0
         self.wru = 0.0
         self.by_table: collections.Counter[str] = collections.Counter()
@@ -86,6 +120,7 @@ class AwsCalls:
     def reset(self) -> None:
         with self._lock:
             self.counts.clear()
+            self.sqs.clear()
             self.by_table.clear()
             self.rru = self.wru = 0.0
 
@@ -99,6 +134,8 @@ class AwsCalls:
             rru, wru = self._units(operation, params, response or {})
         with self._lock:
             self.counts[f"{service}:{operation}"] += 1
+            if service == "sqs":
+                self.sqs[queue_name(params)][operation] += sqs_billed_requests(operation, params, response)
             self.rru += rru
             self.wru += wru
             table = params.get("TableName") or next(iter(params.get("RequestItems") or {"?": 0}))
