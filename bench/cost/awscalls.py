@@ -96,18 +96,25 @@ class AwsCalls:
         self.active = False
         self._lock = threading.Lock()
         self._original: Any = None
+        # updates whose response did not carry the whole item: sized after the operation (``settle``)
+        self._unsized: list[tuple[Any, dict[str, Any]]] = []
 
     def install(self) -> None:
         original = botocore.client.BaseClient._make_api_call
         counter = self
 
         def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            service = client.meta.service_model.service_name
+            whole = params.get("ReturnValues") in ("ALL_NEW", "ALL_OLD")
+            if counter.active and service == "dynamodb" and operation == "UpdateItem" and not whole:
+                with counter._lock:
+                    counter._unsized.append((client, params))
             try:
                 response = original(client, operation, params)
             except botocore.exceptions.ClientError as exc:
-                counter.record(client.meta.service_model.service_name, operation, params, None, exc)
+                counter.record(service, operation, params, None, exc)
                 raise
-            counter.record(client.meta.service_model.service_name, operation, params, response, None)
+            counter.record(service, operation, params, response, None)
             return response
 
         self._original = original
@@ -117,8 +124,27 @@ class AwsCalls:
         if self._original is not None:
             setattr(botocore.client.BaseClient, "_make_api_call", self._original)  # noqa: B010
 
+    def settle(self) -> None:
+        """Size the updates whose answer did not carry the item (``ReturnValues`` none or partial):
+        DynamoDB bills an update on the larger of the item before and after (1 WRU a KB), and a
+        write of an item in a global secondary index (the state table's ``ByTarget``: the items
+        with a ``target_id``, projected whole) once more there. Read after the measured operation,
+        uncounted and outside the invocations' time: the item as it is then (the size after)."""
+        with self._lock:
+            unsized, self._unsized = self._unsized, []
+        extra = 0.0
+        for client, params in unsized:
+            got = client.get_item(TableName=params["TableName"], Key=params["Key"], ConsistentRead=True)
+            item = got.get("Item") or {}
+            extra += write_units(item_size(item)) - 1.0  # counted 1 when made
+            if "target_id" in item:
+                extra += write_units(item_size(item))
+        with self._lock:
+            self.wru += extra
+
     def reset(self) -> None:
         with self._lock:
+            self._unsized.clear()
             self.counts.clear()
             self.sqs.clear()
             self.by_table.clear()
@@ -160,15 +186,20 @@ class AwsCalls:
         if operation in ("Query", "Scan"):
             size = sum(item_size(i) for i in response.get("Items", []))
             return read_units(size, consistent), 0.0
-        if operation == "PutItem":
-            return 0.0, write_units(item_size(params["Item"]))
-        if operation in ("UpdateItem", "DeleteItem"):
-            return 0.0, write_units(item_size(response.get("Attributes") or {}))
+        if operation == "PutItem":  # and once more in the ByTarget index for an item it projects
+            return 0.0, write_units(item_size(params["Item"])) * (2 if "target_id" in params["Item"] else 1)
+        if operation in ("UpdateItem", "DeleteItem"):  # an update without the whole item: ``settle``
+            attributes = response.get("Attributes") or {}
+            return 0.0, write_units(item_size(attributes)) * (2 if "target_id" in attributes else 1)
         if operation == "BatchWriteItem":
             wru = 0.0
             for requests in params["RequestItems"].values():
                 for r in requests:
-                    wru += write_units(item_size(r["PutRequest"]["Item"])) if "PutRequest" in r else 1.0
+                    if "PutRequest" in r:
+                        item = r["PutRequest"]["Item"]
+                        wru += write_units(item_size(item)) * (2 if "target_id" in item else 1)
+                    else:
+                        wru += 1.0
             return 0.0, wru
         if operation == "TransactWriteItems":
             return 0.0, 2.0 * len(params["TransactItems"])

@@ -129,6 +129,7 @@ class Meter:
             yield result
         finally:
             self.calls.active = False
+        self.calls.settle()  # the updates' write units from the items' sizes, outside the invocations
         result.aws = dict(self.calls.counts)
         result.sqs = {queue: dict(ops) for queue, ops in self.calls.sqs.items()}
         result.rru, result.wru = self.calls.rru, self.calls.wru
