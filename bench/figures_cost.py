@@ -106,7 +106,13 @@ def where(results: Results) -> str:
     for n in sorted(est)[-2:]:
         e = est[n]
         parts = ", ".join(f"{k} ${v:.2f}" for k, v in sorted(e["by_part"].items(), key=lambda kv: -kv[1]))
-        out.append(f"At {n:,} tags (${e['total_usd_month']:.2f}): {parts}.")
+        usage = e.get("usage", {})
+        standard = usage.get("sqs_requests_standard", 0.0)
+        fifo = usage.get("sqs_requests", 0.0) - standard
+        out.append(
+            f"At {n:,} tags (${e['total_usd_month']:.2f}): {parts}; SQS requests a month, each priced by "
+            f"its queue's type: {fifo:,.0f} FIFO, {standard:,.0f} standard."
+        )
     sizes = sorted(est)
     free = " / ".join(f"${est[n]['after_free_tier_usd_month']:.2f}" for n in sizes)
     out.append(
