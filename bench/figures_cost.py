@@ -42,6 +42,13 @@ def _ms(value: float) -> str:
     return f"{value / 1000:.1f} s" if value >= 1000 else f"{value:.0f} ms"
 
 
+GOALS = {1000: 1.00, 10_000: 10.0}  # $/month at N tags (issue 13), list prices, no free tier
+
+
+def _goal(total: float, goal: float) -> str:
+    return f"≤ {goal:.2f}: {'met' if round(total, 2) <= goal else '**missed**'}"
+
+
 def run_line(results: Results) -> str:
     doc = _need(results, "cost")
     sizes = " / ".join(f"{m['n']:,}" for m in doc["measured"])
@@ -64,11 +71,12 @@ def summary(results: Results) -> str:
     fixed = est[sizes[0]]["by_part"]["fixed"]
     alarm = est[sizes[0]]["lines"].get("fixed: CloudWatch alarms", 0)
     idle = est[sizes[0]]["lines"].get("fixed: SQS event source idle polling (assumed)", 0)
+    queues = doc["defaults"].get("consumed_queues", 1)
     lines.append(
         f"| fixed, nothing followed | {' | '.join(old['fixed'])} | **{fixed:.2f}** (alarms {alarm:.2f}, "
-        f"the event source's idle polling of the queue {idle:.2f}) | ≤ 0.50 |"
+        f"the event source's idle polling of the {queues} queue{'s' if queues != 1 else ''} it reads "
+        f"{idle:.2f}) | {_goal(fixed, 0.50)} |"
     )
-    goals = {1000: "≤ 1.00", 10_000: "≤ 10"}
     for n in sizes:
         e = est[n]
         note = _vm(e["total_usd_month"]) if e["total_usd_month"] <= VM_USD_MONTH else "dearer than the VM"
@@ -78,7 +86,7 @@ def summary(results: Results) -> str:
         lines.append(
             f"| {n:,} tags | {' | '.join(old.get(str(n), ['', '']))} | "
             f"**{e['total_usd_month']:.2f}** ({note}) "
-            f"| {goals.get(n, '')} |"
+            f"| {_goal(e['total_usd_month'], GOALS[n]) if n in GOALS else ''} |"
         )
     lines.append(
         f"| {MODEL_N:,} tags | {' | '.join(old[str(MODEL_N)])} | **{model:.2f} modelled** ({largest['n']:,} "
@@ -98,7 +106,19 @@ def where(results: Results) -> str:
     for n in sorted(est)[-2:]:
         e = est[n]
         parts = ", ".join(f"{k} ${v:.2f}" for k, v in sorted(e["by_part"].items(), key=lambda kv: -kv[1]))
-        out.append(f"At {n:,} tags (${e['total_usd_month']:.2f}): {parts}.")
+        usage = e.get("usage", {})
+        standard = usage.get("sqs_requests_standard", 0.0)
+        fifo = usage.get("sqs_requests", 0.0) - standard
+        out.append(
+            f"At {n:,} tags (${e['total_usd_month']:.2f}): {parts}; SQS requests a month, each priced by "
+            f"its queue's type: {fifo:,.0f} FIFO, {standard:,.0f} standard."
+        )
+    sizes = sorted(est)
+    free = " / ".join(f"${est[n]['after_free_tier_usd_month']:.2f}" for n in sizes)
+    out.append(
+        f"With AWS's always-free allowances subtracted (`bench/cost/prices.py` FREE_TIER; only if "
+        f"nothing else in the account uses them): {free} at {' / '.join(f'{n:,}' for n in sizes)} tags."
+    )
     return "Where the money goes. " + " ".join(out)
 
 

@@ -48,32 +48,73 @@ def write_units(size: int) -> float:
     return float(max(1, math.ceil(size / 1024)))
 
 
+SQS_CHUNK = 64 * 1024  # https://aws.amazon.com/sqs/pricing/ : each 64 KB chunk of a payload is one request
+
+
+def _message_bytes(message: dict[str, Any]) -> int:
+    """A message's payload as SQS counts it: the body and its attributes' names, types and values."""
+    size = len(str(message.get("MessageBody") or message.get("Body") or "").encode())
+    for name, attribute in (message.get("MessageAttributes") or {}).items():
+        value = attribute.get("StringValue") or attribute.get("BinaryValue") or b""
+        size += len(name.encode()) + len(str(attribute.get("DataType", "")).encode())
+        size += len(value) if isinstance(value, bytes) else len(str(value).encode())
+    return size
+
+
+def sqs_billed_requests(operation: str, params: dict[str, Any], response: dict[str, Any] | None) -> int:
+    """The requests SQS bills for one call: one, or one per 64 KB chunk of the payload it carries
+    (the messages sent, or those received)."""
+    if operation == "SendMessage":
+        size = _message_bytes(params)
+    elif operation == "SendMessageBatch":
+        size = sum(_message_bytes(entry) for entry in params.get("Entries", []))
+    elif operation == "ReceiveMessage":
+        size = sum(_message_bytes(m) for m in (response or {}).get("Messages", []))
+    else:
+        size = 0
+    return max(1, math.ceil(size / SQS_CHUNK))
+
+
+def queue_name(params: dict[str, Any]) -> str:
+    """The queue a call went to, by name (a FIFO queue's ends in ``.fifo``: SQS requires it)."""
+    return str(params.get("QueueUrl") or params.get("QueueName") or "?").rstrip("/").rsplit("/", 1)[-1]
+
+
 class AwsCalls:
     """Every boto3 call made in this process while active: by service and operation, with the
     DynamoDB request units each consumed (from consistency and item sizes; an update is billed on
     the larger of the old and new item, both under 1 KB here, so 1 WRU; a failed conditional write
-    still costs its WRU)."""
+    still costs its WRU), and the SQS requests each call is billed as, by queue (``sqs``: queue name
+    -> operation -> billed requests)."""
 
     def __init__(self) -> None:
         self.counts: collections.Counter[str] = collections.Counter()
+        self.sqs: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         self.rru = 0.0
         self.wru = 0.0
         self.by_table: collections.Counter[str] = collections.Counter()
         self.active = False
         self._lock = threading.Lock()
         self._original: Any = None
+        # updates whose response did not carry the whole item: sized after the operation (``settle``)
+        self._unsized: list[tuple[Any, dict[str, Any]]] = []
 
     def install(self) -> None:
         original = botocore.client.BaseClient._make_api_call
         counter = self
 
         def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            service = client.meta.service_model.service_name
+            whole = params.get("ReturnValues") in ("ALL_NEW", "ALL_OLD")
+            if counter.active and service == "dynamodb" and operation == "UpdateItem" and not whole:
+                with counter._lock:
+                    counter._unsized.append((client, params))
             try:
                 response = original(client, operation, params)
             except botocore.exceptions.ClientError as exc:
-                counter.record(client.meta.service_model.service_name, operation, params, None, exc)
+                counter.record(service, operation, params, None, exc)
                 raise
-            counter.record(client.meta.service_model.service_name, operation, params, response, None)
+            counter.record(service, operation, params, response, None)
             return response
 
         self._original = original
@@ -83,9 +124,29 @@ class AwsCalls:
         if self._original is not None:
             setattr(botocore.client.BaseClient, "_make_api_call", self._original)  # noqa: B010
 
+    def settle(self) -> None:
+        """Size the updates whose answer did not carry the item (``ReturnValues`` none or partial):
+        DynamoDB bills an update on the larger of the item before and after (1 WRU a KB), and a
+        write of an item in a global secondary index (the state table's ``ByTarget``: the items
+        with a ``target_id``, projected whole) once more there. Read after the measured operation,
+        uncounted and outside the invocations' time: the item as it is then (the size after)."""
+        with self._lock:
+            unsized, self._unsized = self._unsized, []
+        extra = 0.0
+        for client, params in unsized:
+            got = client.get_item(TableName=params["TableName"], Key=params["Key"], ConsistentRead=True)
+            item = got.get("Item") or {}
+            extra += write_units(item_size(item)) - 1.0  # counted 1 when made
+            if "target_id" in item:
+                extra += write_units(item_size(item))
+        with self._lock:
+            self.wru += extra
+
     def reset(self) -> None:
         with self._lock:
+            self._unsized.clear()
             self.counts.clear()
+            self.sqs.clear()
             self.by_table.clear()
             self.rru = self.wru = 0.0
 
@@ -99,6 +160,8 @@ class AwsCalls:
             rru, wru = self._units(operation, params, response or {})
         with self._lock:
             self.counts[f"{service}:{operation}"] += 1
+            if service == "sqs":
+                self.sqs[queue_name(params)][operation] += sqs_billed_requests(operation, params, response)
             self.rru += rru
             self.wru += wru
             table = params.get("TableName") or next(iter(params.get("RequestItems") or {"?": 0}))
@@ -123,15 +186,20 @@ class AwsCalls:
         if operation in ("Query", "Scan"):
             size = sum(item_size(i) for i in response.get("Items", []))
             return read_units(size, consistent), 0.0
-        if operation == "PutItem":
-            return 0.0, write_units(item_size(params["Item"]))
-        if operation in ("UpdateItem", "DeleteItem"):
-            return 0.0, write_units(item_size(response.get("Attributes") or {}))
+        if operation == "PutItem":  # and once more in the ByTarget index for an item it projects
+            return 0.0, write_units(item_size(params["Item"])) * (2 if "target_id" in params["Item"] else 1)
+        if operation in ("UpdateItem", "DeleteItem"):  # an update without the whole item: ``settle``
+            attributes = response.get("Attributes") or {}
+            return 0.0, write_units(item_size(attributes)) * (2 if "target_id" in attributes else 1)
         if operation == "BatchWriteItem":
             wru = 0.0
             for requests in params["RequestItems"].values():
                 for r in requests:
-                    wru += write_units(item_size(r["PutRequest"]["Item"])) if "PutRequest" in r else 1.0
+                    if "PutRequest" in r:
+                        item = r["PutRequest"]["Item"]
+                        wru += write_units(item_size(item)) * (2 if "target_id" in item else 1)
+                    else:
+                        wru += 1.0
             return 0.0, wru
         if operation == "TransactWriteItems":
             return 0.0, 2.0 * len(params["TransactItems"])

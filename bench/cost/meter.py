@@ -55,6 +55,7 @@ class Measured:
     duration_ms: list[float] = field(default_factory=list)
     cpu_ms: list[float] = field(default_factory=list)  # the function's own threads (cpu.py)
     aws: dict[str, int] = field(default_factory=dict)
+    sqs: dict[str, dict[str, int]] = field(default_factory=dict)  # queue -> operation -> billed requests
     rru: float = 0.0
     wru: float = 0.0
     registry: dict[str, int] = field(default_factory=dict)
@@ -71,6 +72,9 @@ class Measured:
             "duration_ms": [round(d, 1) for d in self.duration_ms],
             "cpu_ms": [round(c, 1) for c in self.cpu_ms],
             "aws_calls": dict(sorted(self.aws.items())),
+            # the SQS requests billed, by queue and operation (a 64 KB chunk of payload one request):
+            # each queue priced by its type (a FIFO queue's name ends in .fifo)
+            "sqs_requests": {q: dict(sorted(ops.items())) for q, ops in sorted(self.sqs.items())},
             "dynamodb_rru": round(self.rru, 1),
             "dynamodb_wru": round(self.wru, 1),
             "registry_requests": self.registry,
@@ -125,7 +129,9 @@ class Meter:
             yield result
         finally:
             self.calls.active = False
+        self.calls.settle()  # the updates' write units from the items' sizes, outside the invocations
         result.aws = dict(self.calls.counts)
+        result.sqs = {queue: dict(ops) for queue, ops in self.calls.sqs.items()}
         result.rru, result.wru = self.calls.rru, self.calls.wru
         result.registry = dict(collections.Counter(method for method, _p, _w in self.proxy.requests))
         result.kubernetes = dict(

@@ -78,10 +78,42 @@ def dynamodb_cost(m: dict[str, Any]) -> float:
     )
 
 
+# what only the bench calls (its waits for the queues to drain), not the functions: not priced
+BENCH_ONLY_SQS = frozenset({"GetQueueAttributes"})
+
+
 def sqs_requests(m: dict[str, Any]) -> float:
-    return float(
-        sum(v for k, v in m["aws_calls"].items() if k.startswith("sqs:") and k != "sqs:GetQueueAttributes")
-    )
+    return sum(sqs_requests_by_type(m).values())
+
+
+def sqs_requests_by_type(m: dict[str, Any]) -> dict[str, float]:
+    """A measurement's billed SQS requests by the type of the queue each went to (``fifo``,
+    ``standard``): from ``sqs_requests`` (queue -> operation -> requests, a 64 KB chunk of payload
+    one request; a FIFO queue's name ends in ``.fifo``). Results recorded before the calls were
+    told apart by queue have only ``aws_calls``: their requests are all counted FIFO (the dearer;
+    overstated, as they were priced then)."""
+    by_queue = m.get("sqs_requests")
+    if by_queue is None:
+        calls = sum(
+            v for k, v in m["aws_calls"].items() if k.startswith("sqs:") and k[4:] not in BENCH_ONLY_SQS
+        )
+        return {"fifo": float(calls), "standard": 0.0}
+    found = {"fifo": 0.0, "standard": 0.0}
+    for queue, operations in by_queue.items():
+        kind = "fifo" if queue.endswith(".fifo") else "standard"
+        found[kind] += sum(v for op, v in operations.items() if op not in BENCH_ONLY_SQS)
+    return found
+
+
+def sqs_difference(more: dict[str, Any], less: dict[str, Any]) -> dict[str, dict[str, int]] | None:
+    """The SQS requests by queue and operation that ``more`` made over ``less`` (None when either
+    measurement did not record them by queue)."""
+    if "sqs_requests" not in more or "sqs_requests" not in less:
+        return None
+    return {
+        queue: {op: max(0, v - less["sqs_requests"].get(queue, {}).get(op, 0)) for op, v in ops.items()}
+        for queue, ops in more["sqs_requests"].items()
+    }
 
 
 def secrets_calls(m: dict[str, Any]) -> int:
@@ -121,27 +153,40 @@ class Bill:
     traced: bool = True  # X-Ray (template Globals Tracing: Active): one trace per invocation
 
     def run(
-        self, label: str, m: dict[str, Any], memory_mb: int, per_month: float, ms: float | None = None
+        self,
+        label: str,
+        m: dict[str, Any],
+        memory_mb: int,
+        per_month: float,
+        ms: float | None = None,
+        *,
+        invoked: bool = True,
     ) -> None:
         """``per_month`` executions of a measured operation (one function invocation each unless
-        the measurement had several)."""
-        invocations = sum(m["invocations"].values()) or 1
-        modelled = billed_ms(m, memory_mb) if ms is None else None
-        if modelled is not None:
-            duration = modelled * invocations
-        else:
-            duration = statistics.median(m["duration_ms"]) if ms is None and m["duration_ms"] else (ms or 0.0)
-        self.lines[f"{label}: Lambda"] += per_month * (
-            invocations * lambda_cost(duration / invocations, memory_mb, self.architecture)
-        )
-        self.usage["lambda_requests"] += per_month * invocations
-        self.usage["lambda_gb_seconds"] += per_month * duration / 1000 * memory_mb / 1024
+        the measurement had several; none when not ``invoked``: calls made inside an invocation
+        priced elsewhere, as a poll's extra calls for a change)."""
+        invocations = (sum(m["invocations"].values()) or 1) if invoked else 0
+        if invoked:
+            modelled = billed_ms(m, memory_mb) if ms is None else None
+            if modelled is not None:
+                duration = modelled * invocations
+            else:
+                duration = (
+                    statistics.median(m["duration_ms"]) if ms is None and m["duration_ms"] else (ms or 0.0)
+                )
+            self.lines[f"{label}: Lambda"] += per_month * (
+                invocations * lambda_cost(duration / invocations, memory_mb, self.architecture)
+            )
+            self.usage["lambda_requests"] += per_month * invocations
+            self.usage["lambda_gb_seconds"] += per_month * duration / 1000 * memory_mb / 1024
         self.lines[f"{label}: DynamoDB"] += per_month * dynamodb_cost(m)
-        requests = sqs_requests(m)
-        # the calls are not told apart by queue: priced as FIFO's (the changes queue; the webhook's
-        # notifications queue is standard, a few requests per change, slightly overstated)
-        self.lines[f"{label}: SQS"] += per_month * requests * sqs_request_price(True)
-        self.usage["sqs_requests"] += per_month * requests
+        # each request at its queue's price (the changes queue FIFO, the notifications queue standard)
+        by_type = sqs_requests_by_type(m)
+        self.lines[f"{label}: SQS"] += per_month * sum(
+            requests * sqs_request_price(kind == "fifo") for kind, requests in by_type.items()
+        )
+        self.usage["sqs_requests"] += per_month * sum(by_type.values())
+        self.usage["sqs_requests_standard"] += per_month * by_type["standard"]
         self.lines[f"{label}: secret reads ({self.secrets.label})"] += (
             per_month * secrets_calls(m) * self.secrets.per_read
         )
@@ -153,6 +198,7 @@ class Bill:
             self.lines[f"{label}: X-Ray"] += per_month * invocations * PRICES["xray_trace_recorded"]
         publishes = m["aws_calls"].get("sns:Publish", 0)
         self.lines[f"{label}: SNS"] += per_month * publishes * PRICES["sns_publish"]
+        self.usage["sns_publishes"] += per_month * publishes
         self.usage["xray_traces"] += per_month * invocations * self.traced
 
     def total(self) -> float:
@@ -185,11 +231,11 @@ def estimate(
         "dynamodb_wru": max(0.0, row["poll_one_change"]["dynamodb_wru"] - row["steady_poll"]["dynamodb_wru"]),
         "log_bytes": max(0, row["poll_one_change"]["log_bytes"] - row["steady_poll"]["log_bytes"]),
     }
+    sqs_extra = sqs_difference(row["poll_one_change"], row["steady_poll"])
+    if sqs_extra is not None:
+        extra["sqs_requests"] = sqs_extra
     per_change = Bill(secrets=store, architecture=architecture, traced=traced)
-    per_change.run("change", extra, memory["poller"], 1, ms=0.0)
-    per_change.lines["change: Lambda"] = 0.0
-    if traced:
-        per_change.lines["change: X-Ray"] = 0.0
+    per_change.run("change", extra, memory["poller"], 1, invoked=False)  # inside the poll's invocation
     per_change.run("change consumer", row["consumer_one_change"], memory["consumer"], 1)
     # a rollout verification: the consumer again (before it is due and when it is due); measured
     # apart by older runs, when a verifier function read a queue of its own
@@ -198,7 +244,8 @@ def estimate(
         per_change.run("change verification", verification, memory.get("verifier", memory["consumer"]), 1)
     for key, value in per_change.lines.items():
         bill.lines["changes: " + key.split(": ", 1)[1]] += value * changes
-    bill.usage["lambda_requests"] += changes * (1 + int(bool(verification)))
+    for key, value in per_change.usage.items():  # what the changes use, against the free tier too
+        bill.usage[key] += value * changes
     steady_reconcile = row.get("steady_reconcile")
     reconcile_extrapolated = steady_reconcile is None
     if steady_reconcile is None:  # linear in the tags: scale the largest measured run
@@ -225,6 +272,7 @@ def estimate(
     bill.usage["sqs_requests"] += per_queue * len(kinds)
     bill.usage["sqs_requests_standard"] += per_queue * kinds.count("standard")
     gb = sum(row["table_bytes"].values()) / 1e9
+    bill.usage["dynamodb_storage_gb"] = gb
     bill.lines["fixed: DynamoDB storage + PITR"] = gb * (
         PRICES["dynamodb_storage_gb_month"] + PRICES["dynamodb_pitr_gb_month"]
     )
@@ -262,6 +310,16 @@ def scale(m: dict[str, Any], factor: float) -> dict[str, Any]:
         "registry_requests": {k: round(v * factor) for k, v in m.get("registry_requests", {}).items()},
         "kubernetes_requests": {k: round(v * factor) for k, v in m.get("kubernetes_requests", {}).items()},
         "aws_calls": {k: round(v * factor) for k, v in m["aws_calls"].items()},
+        **(
+            {
+                "sqs_requests": {
+                    q: {op: round(v * factor) for op, v in ops.items()}
+                    for q, ops in m["sqs_requests"].items()
+                }
+            }
+            if "sqs_requests" in m
+            else {}
+        ),
         "dynamodb_rru": m["dynamodb_rru"] * factor,
         "dynamodb_wru": m["dynamodb_wru"] * factor,
         "log_bytes": round(m["log_bytes"] * factor),
@@ -297,5 +355,9 @@ def after_free_tier(bill: Bill, total: float) -> float:
         bill.lines["fixed: CloudWatch custom metrics"],
         FREE_TIER["cloudwatch_metrics"] * PRICES["cloudwatch_metric_month"],
     )
-    saved += bill.lines["fixed: DynamoDB storage + PITR"] * 0  # storage free up to 25 GB, PITR is not
+    saved += min(u["sns_publishes"], FREE_TIER["sns_publishes"]) * PRICES["sns_publish"]
+    # storage free up to 25 GB, its continuous backups (PITR) not
+    saved += (
+        min(u["dynamodb_storage_gb"], FREE_TIER["dynamodb_storage_gb"]) * PRICES["dynamodb_storage_gb_month"]
+    )
     return max(0.0, total - saved)

@@ -298,4 +298,7 @@ def run_verifications(stack: Any, meter: Meter) -> dict[str, Any] | None:
     calls = result["aws_calls"]
     calls["sqs:ReceiveMessage"] = measured.invocations
     calls.pop("sqs:GetQueueAttributes", None)
+    queue = result["sqs_requests"].setdefault(stack.queue_url.rstrip("/").rsplit("/", 1)[-1], {})
+    queue["ReceiveMessage"] = measured.invocations  # small messages: one request per batch
+    queue.pop("GetQueueAttributes", None)
     return result
