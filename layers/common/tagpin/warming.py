@@ -36,7 +36,8 @@ def _cluster_changes() -> None:
     kind: a target found by its label), on each cluster's client, rehearsed
     (``adapters.kubernetes.rehearsal``: its read and its patch answered in this thread, nothing
     sent): the client's and the adapter's path of a change, which the first change ran for the
-    first time (6 regular expressions compiled, 10-25 ms more CPU than a later one)."""
+    first time (6 regular expressions compiled, 5,400 Python calls more than a later change; 1,700
+    with the rehearsal)."""
     from tagpin.adapters.kubernetes.rehearsal import rehearse_change
 
     connect = wiring.cluster_connector()
