@@ -87,7 +87,8 @@ def queued_changes(stack: LocalStack) -> list[dict[str, Any]]:
 def unwarmed(calls: list[Call], kinds: int = 1) -> str:
     """What each call imported of the watched packages, the pydantic validators it built, the AWS
     operations botocore set up at their first call, the endpoints and the shapes of botocore's model
-    it resolved (an answer's or a parameter's, parsed or serialized the first time), the threads it
+    it resolved (an answer's or a parameter's, parsed or serialized the first time), the regular
+    expressions it compiled (the Kubernetes client's, at a first change's read and patch), the threads it
     started (the registry client's event loop: its first request; the workers of the pools that
     overlap its round trips, ``tagpin.usecases.overlap``: its first overlapped calls), and the TCP
     connections it opened beyond what the next call of its kind opened (``kinds``: the calls
@@ -100,6 +101,7 @@ def unwarmed(calls: list[Call], kinds: int = 1) -> str:
     return "; ".join(
         f"call {n}: imported {c.watched}, built {c.built}, set up the AWS operations {c.aws_set_up},"
         f" resolved {c.endpoints_resolved} endpoints and {c.shapes_resolved} shapes of botocore's model,"
+        f" compiled the regular expressions {c.regexes_compiled},"
         f" started the threads {c.threads_started} and"
         f" opened the connections {opened(n)} more than the next call of its kind"
         for n, c in enumerate(calls)
@@ -108,6 +110,7 @@ def unwarmed(calls: list[Call], kinds: int = 1) -> str:
         or c.aws_set_up
         or c.endpoints_resolved
         or c.shapes_resolved
+        or c.regexes_compiled
         or c.threads_started
         or opened(n)
     )

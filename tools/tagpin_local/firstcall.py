@@ -8,10 +8,11 @@ The process loads the handler (``app.py``: its import timed, in wall and CPU tim
 it reads on stdin, one JSON document a line, each made by the caller once the invocation before it
 has returned (a push between two). For each invocation it prints: the modules it imported, the
 pydantic validators it built, the AWS operations botocore set up at their first call, the
-endpoints and the model's shapes it resolved, the AWS calls it made, the threads it started and the
-TCP connections it opened, its CPU (``process_time``: the container's threads too) and wall time, and
-its answer. It loads nothing but the handler, its layers and this probe (no ``tagpin_local``, no
-moto): a module the caller happened to import cannot hide one the invocation imports.
+endpoints and the model's shapes it resolved, the regular expressions it compiled, the AWS calls it
+made, the threads it started and the TCP connections it opened, its CPU (``process_time``: the
+container's threads too) and wall time, and its answer. It loads nothing but the handler, its
+layers and this probe (no ``tagpin_local``, no moto): a module the caller happened to import
+cannot hide one the invocation imports.
 
 Here rather than in tests/support: the benchmarks import ``tagpin_local`` (the local runtime's
 tools), never the test suite's helpers, and both run a function as the local runtime would."""
@@ -68,6 +69,15 @@ else:
 if warmed:
     from tagpin.warming import warm
     warm(function)
+import re._compiler
+compiled = []  # each regular expression compiled (a miss of re's cache: a pattern first used)
+_compile_regex = re._compiler.compile
+
+def compile_regex(p, flags=0):
+    compiled.append(str(getattr(p, "pattern", p))[:80])
+    return _compile_regex(p, flags)
+
+re._compiler.compile = compile_regex
 sent = []  # each AWS call made ("dynamodb.PutItem"), in any thread
 resolved = [0]  # the shapes botocore's model resolved (each once: an operation's, an answer's)
 if "botocore.client" in sys.modules:  # loaded by the handler or warming: never imported here
@@ -117,7 +127,7 @@ calls = 0
 for line in sys.stdin:
     event = json.loads(line)
     (events, misses), before, built[:] = aws_setup(), set(sys.modules), []
-    running, connects[:], sent[:] = set(threading.enumerate()), [], []
+    running, connects[:], sent[:], compiled[:] = set(threading.enumerate()), [], [], []
     shapes = resolved[0]
     if profile:
         import cProfile
@@ -137,7 +147,8 @@ for line in sys.stdin:
             "wall_ms": (t1 - t0) * 1000, "answer": answer, "built": list(built),
             "aws_set_up": sorted(operations), "endpoints_resolved": misses_after - misses,
             "threads_started": started, "connections": list(connects),
-            "aws_calls": sorted(sent), "shapes_resolved": resolved[0] - shapes}
+            "aws_calls": sorted(sent), "shapes_resolved": resolved[0] - shapes,
+            "regexes_compiled": list(compiled)}
     print("\n__PROBE_MARK__" + json.dumps(call, default=str), flush=True)
 """.replace("__PROBE_MARK__", MARK)
 
@@ -164,6 +175,7 @@ class Call:
     # or an answer's, serialized or parsed the first time).
     aws_calls: list[str]
     shapes_resolved: int
+    regexes_compiled: list[str]  # the regular expressions it compiled (first used: not in re's cache)
 
     @property
     def watched(self) -> list[str]:
