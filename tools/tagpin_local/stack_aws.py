@@ -26,24 +26,15 @@ CONFIG_PARAMETER = "/tagpin/config"
 
 
 def _cache_moto_modules() -> None:
-    """Two lookups moto's server makes on every request, whose answers do not change while the
-    process runs, made once: the listing of its package directory (about 200 ``isdir`` calls) to
-    tell a service name from a host name (``moto.backends.list_of_moto_modules``), and the
-    methods of the request's handler class (``inspect.getmembers`` in ``BaseResponse.call_action``,
-    to check the action is one: a tenth of a DynamoDB request's CPU inside its lock,
-    ``moto_process.serialize_dynamodb``). A local-stack speed-up only: it changes no answer moto
-    gives."""
+    """moto's server lists its package directory (about 200 ``isdir`` calls) on every request to
+    tell a service name from a host name (``moto.backends.list_of_moto_modules``); the list does
+    not change while the process runs, so it is read once. A local-stack speed-up only: it
+    changes no answer moto gives."""
     from moto import backends
-    from moto.core import responses, utils
 
     listing = backends.list_of_moto_modules
     if not hasattr(listing, "cache_info"):  # not cached yet (once per process)
         backends.list_of_moto_modules = functools.cache(lambda: tuple(listing()))
-    names = vars(responses)  # call_action's global (moto.core.utils' function, imported by name)
-    if not hasattr(names["method_names_from_class"], "cache_info"):
-        names["method_names_from_class"] = functools.cache(
-            lambda cls: frozenset(utils.method_names_from_class(cls))
-        )
 
 
 def cluster_secret(name: str) -> str:
