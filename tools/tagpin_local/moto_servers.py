@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from tagpin_local.moto_process import MotoProcess, serialize_dynamodb
+from tagpin_local.registry_server import free_port
 
 # boto3's name of each service the queues' server answers -> botocore's service id, as its
 # environment variable names it (AWS_ENDPOINT_URL_<ID>)
@@ -53,11 +54,17 @@ class MotoServers:
     def start(self) -> None:
         if self.processes:
             main, queues = MotoProcess(), MotoProcess()
+            while queues.port == main.port:  # free_port may find the same port twice
+                queues.port = free_port()
             self._servers = [main, queues]
             for server in self._servers:
                 server.spawn()  # side by side: each imports moto (a second or two)
             for server in self._servers:
-                server.wait_ready()
+                try:
+                    server.wait_ready()
+                except RuntimeError:  # its port taken meanwhile by another program: once more
+                    server.port = free_port()
+                    server.start()
             self.endpoint, self.queues_endpoint = main.url, queues.url
             return
         from moto.server import ThreadedMotoServer
