@@ -15,10 +15,8 @@ than it measures). Prints push -> patch latency per tag (p50, p90, p99, max), th
 invocations, containers and peak concurrency, the patches per workload (exactly one each, whatever
 the concurrency), each function's busy time per invocation, where each push's time goes (the
 registry's notification, the webhook, the queue and the receive loops, the consumer: from the calls
-the event sources make, ``where_the_time_goes``), moto's requests (per operation, summed over its
-servers, with how long DynamoDB's requests waited for their lock and held it) and where the CPU
-went during the storm (this process, the function containers, moto's two servers with
-``processes``, the API server, etcd, the registry...).
+the event sources make, ``where_the_time_goes``) and where the CPU went during the storm (this
+process, the function containers, the API server, etcd, the registry...).
 
     python -m bench.concurrency --tags 50 --setups threads:1,threads:3,processes:3
 """
@@ -143,19 +141,6 @@ def moto_requests(
     return {k: {"requests": n, "wall_s": round(w, 2), "cpu_s": round(c, 2)} for k, (n, w, c) in ranked}
 
 
-def moto_counts(endpoints: list[str]) -> dict[str, tuple[int, float, float]]:
-    """The requests every moto server answered so far (``moto_server.requests_by_operation``),
-    summed per operation across the servers."""
-    from tagpin_local.moto_server import requests_by_operation
-
-    summed: dict[str, tuple[int, float, float]] = {}
-    for endpoint in endpoints:
-        for name, (n, wall, cpu) in requests_by_operation(endpoint).items():
-            had = summed.get(name, (0, 0.0, 0.0))
-            summed[name] = (had[0] + n, had[1] + wall, had[2] + cpu)
-    return summed
-
-
 def push_from_outside(url: str, tags: int) -> dict[str, Any]:
     """The N pushes, 16 at a time, from a process of their own (pushes come from outside the stack:
     in the stack's process they would take its CPU): when the first started and, per workload, the
@@ -186,6 +171,7 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
     from tagpin_local.kube.manifests import deployment
     from tagpin_local.lambda_process import ProcessFunction
     from tagpin_local.lambda_runtime import LocalFunction
+    from tagpin_local.moto_server import requests_by_operation
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions
 
@@ -211,8 +197,9 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             if isinstance(f, ProcessFunction)
             for pid in f.pids
         }
-        assert st._moto is not None
-        roles |= st._moto.pids()  # moto's servers, when processes of their own
+        moto = getattr(st._moto, "_process", None)  # moto's server, when a process of its own
+        if moto is not None:
+            roles[moto.pid] = "moto server"
         before = st.functions["consumer"].invocations
         listed = client.AppsV1Api(st.kube.kube.api_client()).list_namespaced_deployment("default", limit=1)
         since = str(listed.metadata.resource_version)  # type: ignore[union-attr]
@@ -223,14 +210,14 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
         check_calls = Calls(st.functions["webhook"], only=is_sqs)
         consumer_calls = Calls(st.functions["consumer"])
         log_offset = st.registry.log_path.stat().st_size if st.registry.log_path else 0
-        requests_before = moto_counts(st._moto.endpoints)
+        requests_before = requests_by_operation(st.aws_endpoint)
         cpu_before = cpu_by_process()
         pushes = push_from_outside(st.registry.url, tags)
         first = pushes["first"]
         pushed: dict[str, tuple[str, float]] = {k: (d, t) for k, (d, t) in pushes["pushed"].items()}
         watcher.join(timeout=120)
         cpu = cpu_during(cpu_before, roles)
-        requests = moto_requests(requests_before, moto_counts(st._moto.endpoints))
+        requests = moto_requests(requests_before, requests_by_operation(st.aws_endpoint))
         patched = {name: at for name, (image, at) in seen.items() if image.endswith("@" + pushed[name][0])}
         latencies = sorted(patched[name] - pushed[name][1] for name in patched)
         consumer = st.functions["consumer"]

@@ -6,8 +6,7 @@ same DynamoDB requests one at a time (``serialize_dynamodb``, which the in-proce
 too), the same Query of one partition (:mod:`.moto_partitions`) and the same expressions parsed
 once per text (:mod:`.moto_expressions`); its connections kept alive
 between requests, and its requests counted (:mod:`.moto_server`). Its threads run at a higher
-scheduling priority than the rest of the stack (``PRIORITY``, where the user may raise it). The
-stack runs two (:mod:`.moto_servers`: SQS, SNS and EventBridge apart).
+scheduling priority than the rest of the stack (``PRIORITY``, where the user may raise it).
 
     python -m tagpin_local.moto_process <port>
 """

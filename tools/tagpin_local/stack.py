@@ -1,7 +1,6 @@
 """The local stack: tagpin's real handlers wired to real local parts, all on 127.0.0.1.
 
-- moto server (SQS, DynamoDB, SSM, Secrets Manager, STS) as the AWS endpoint (with
-  ``StackOptions.processes``: two, SQS/SNS/EventBridge apart, :mod:`.moto_servers`); the secrets in the
+- moto server (SQS, DynamoDB, SSM, Secrets Manager, STS) as the AWS endpoint; the secrets in the
   store ``StackOptions.secret_store`` names, as the template's ``SecretStore`` (SSM SecureString
   parameters ``/tagpin/...`` by default, or Secrets Manager secrets): ``put_secret`` and friends;
 - the CNCF registry (Debian's docker-registry) with push notifications to the webhook adapter;
@@ -45,19 +44,21 @@ from typing import Any, Self
 
 import yaml
 
+from tagpin_local import moto_expressions, moto_partitions
 from tagpin_local.http_adapter import WebhookAdapter
 from tagpin_local.kube import KubeCluster
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.pool import ClusterSource, default_source
 from tagpin_local.lambda_process import Function, ProcessFunction
 from tagpin_local.lambda_runtime import REPO, LocalFunction
-from tagpin_local.moto_servers import MotoServers
+from tagpin_local.moto_process import MotoProcess, serialize_dynamodb
 from tagpin_local.recursion import LoopDetector, recursive_loop_settings
 from tagpin_local.registry_server import RegistryServer
 from tagpin_local.stack_aws import (
     CLUSTER_SECRET,
     CONFIG_PARAMETER,
     WEBHOOK_SECRET,
+    _cache_moto_modules,
     cluster_secret,
 )
 from tagpin_local.stack_events import SqsEventSource, maximum_concurrency
@@ -92,7 +93,7 @@ class LocalStack(GitWriteBack):
         self._kube_clusters: dict[str, KubeCluster] = {}
         self._starting: Future[dict[str, KubeCluster]] | None = None
         self.registry: RegistryServer | None = None
-        self._moto: MotoServers | None = None
+        self._moto: Any = None
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
         self._adapter: WebhookAdapter | None = None
@@ -102,7 +103,6 @@ class LocalStack(GitWriteBack):
         self._poll_wake = threading.Event()
         self.functions: dict[str, Function] = {}
         self.aws_endpoint = ""
-        self.queues_endpoint = ""
         self.queue_url = ""
         self.dlq_url = ""
         self.queue_arn = ""
@@ -130,15 +130,29 @@ class LocalStack(GitWriteBack):
         return self
 
     def _start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
         # The control planes start meanwhile (the longest part: about 10 s each, side by side).
         self._kube_source = self.options.kube_source or default_source(log.info)
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kube-start")
         self._starting = executor.submit(self._kube_source.acquire, ["local", *self.options.clusters])
         executor.shutdown(wait=False)  # the thread ends with the task
-        self._moto = MotoServers(self.options.processes)  # in processes of its own, as the containers
+        if self.options.processes:  # its own process, as the functions' containers
+            self._moto = MotoProcess()
+        else:
+            _cache_moto_modules()
+            serialize_dynamodb()
+            moto_partitions.install()
+            moto_expressions.install()
+            logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's access log
+            self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()
-        self.aws_endpoint, self.queues_endpoint = self._moto.endpoint, self._moto.queues_endpoint
-        self._moto.reset()  # moto keeps its backends per process: an empty account every time
+        host, port = self._moto.get_host_and_port()
+        self.aws_endpoint = f"http://{host}:{port}"
+        # moto keeps its backends per process: start from an empty account every time.
+        import httpx
+
+        httpx.post(f"{self.aws_endpoint}/moto-api/reset", timeout=10).raise_for_status()
         self._set_env()
         self._create_aws_resources()
         self.sources["changes"] = SqsEventSource(

@@ -16,7 +16,6 @@ from tagpin.adapters.secrets import parameter_name
 from tagpin.settings import SecretStore
 
 from tagpin_local.lambda_runtime import REGION
-from tagpin_local.moto_servers import endpoint_of, endpoint_variables
 from tagpin_local.stack_options import StackOptions
 from tagpin_local.tables import create_state_table
 
@@ -48,7 +47,6 @@ class AwsResources:
 
     options: StackOptions
     aws_endpoint: str
-    queues_endpoint: str  # SQS, SNS, EventBridge (tagpin_local.moto_servers): aws_endpoint or apart
     queue_url: str
     dlq_url: str
     queue_arn: str
@@ -73,16 +71,13 @@ class AwsResources:
         with self._clients_lock:
             if service not in self._clients:
                 self._clients[service] = boto3.session.Session().client(
-                    service,
-                    endpoint_url=endpoint_of(service, self.aws_endpoint, self.queues_endpoint),
-                    region_name=REGION,
+                    service, endpoint_url=self.aws_endpoint, region_name=REGION
                 )
             return self._clients[service]
 
     def _set_env(self) -> None:
         values = {
-            # SQS, SNS and EventBridge apart with processes (botocore's service-specific endpoints)
-            **endpoint_variables(self.aws_endpoint, self.queues_endpoint),
+            "AWS_ENDPOINT_URL": self.aws_endpoint,
             "AWS_ACCESS_KEY_ID": "local",
             "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_SESSION_TOKEN": "local",
