@@ -5,10 +5,10 @@ thread per connection), with the same local speed-up (``stack_aws._cache_moto_mo
 same DynamoDB requests one at a time (``serialize_dynamodb``, which the in-process server uses
 too), the same Query of one partition (:mod:`.moto_partitions`) and the same expressions parsed
 once per text (:mod:`.moto_expressions`); its connections kept alive
-between requests, and its requests counted (:mod:`.moto_server`). Its threads run at a higher
-scheduling priority than the rest of the stack (``PRIORITY``, where the user may raise it).
+between requests, and its requests counted (:mod:`.moto_server`). Its threads may run at a higher
+scheduling priority than the rest of the stack (``StackOptions.moto_priority``: bench.concurrency).
 
-    python -m tagpin_local.moto_process <port>
+    python -m tagpin_local.moto_process <port> [<priority>]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import httpx
 from tagpin_local.registry_server import free_port
 
 START_TIMEOUT_S = 60.0
-# moto's scheduling priority (nice) in its process: above the rest of the stack's (0), see ``main``
+# a scheduling priority (nice) above the rest of the stack's (0) for moto's process, see ``main``
 PRIORITY = -10
 _DYNAMODB = threading.RLock()
 # the rows serialize_dynamodb adds to the process's request counts (moto_server.count)
@@ -76,7 +76,8 @@ def serialize_dynamodb() -> None:
 class MotoProcess:
     """What the stack uses of ``ThreadedMotoServer``: ``start``, ``get_host_and_port``, ``stop``."""
 
-    def __init__(self) -> None:
+    def __init__(self, priority: int = 0) -> None:
+        self.priority = priority
         self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -85,7 +86,7 @@ class MotoProcess:
         self.wait_ready()
 
     def spawn(self) -> None:
-        command = [sys.executable, "-m", "tagpin_local.moto_process", str(self.port)]
+        command = [sys.executable, "-m", "tagpin_local.moto_process", str(self.port), str(self.priority)]
         self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
 
     def wait_ready(self) -> None:
@@ -126,7 +127,7 @@ class MotoProcess:
             self._process.wait(timeout=30)
 
 
-def main(port: str) -> None:
+def main(port: str, priority: int = 0) -> None:
     from tagpin_local import moto_expressions, moto_partitions
     from tagpin_local.moto_process import serialize_dynamodb  # the module's, not this __main__'s copy
     from tagpin_local.moto_server import serve
@@ -136,9 +137,12 @@ def main(port: str) -> None:
     # (a storm: the API server, the registry, the containers), the holder waits for a core while
     # every other request waits for the lock, and the wait, not moto's work, is most of a
     # request's wall. On AWS, DynamoDB does not share the functions' cores: moto's processes get
-    # them first. Only a privileged user may raise a priority; elsewhere moto runs as it did.
-    with contextlib.suppress(PermissionError):
-        os.setpriority(os.PRIO_PROCESS, 0, PRIORITY)
+    # them first (``PRIORITY``). Only a privileged user may raise a priority; elsewhere moto runs
+    # as it did. Not the default: it takes the cores first from whatever else runs on the machine
+    # (a test beside it with a deadline), so the bench asks for it (StackOptions.moto_priority).
+    if priority:
+        with contextlib.suppress(PermissionError):
+            os.setpriority(os.PRIO_PROCESS, 0, priority)
     _cache_moto_modules()
     serialize_dynamodb()
     moto_partitions.install()
@@ -149,4 +153,4 @@ def main(port: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)
