@@ -6,7 +6,10 @@ the webhook, the SQS loops, the consumer), in three setups measured in one run:
 * ``threads:3``: three containers per function, threads of the stack's process (one interpreter
   and its GIL for moto, the clusters' fronts, the loops and every container);
 * ``processes:3``: three containers per function, each a process of its own as on Lambda
-  (``StackOptions.processes``, ``tagpin_local.lambda_process``).
+  (``StackOptions.processes``, ``tagpin_local.lambda_process``), and moto's server too, at a
+  higher scheduling priority than the rest (``StackOptions.moto_priority``, where the user may
+  raise it): on AWS, DynamoDB does not share the functions' cores, and here the one lock of
+  DynamoDB's requests waited behind the busy cores (``moto_process.serialize_dynamodb``).
 
 Each push is timed from the moment the registry has the new manifest to the moment the Deployment
 carries its digest, as a watch of the namespace's Deployments delivers it (the API server sends
@@ -171,11 +174,15 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
     from tagpin_local.kube.manifests import deployment
     from tagpin_local.lambda_process import ProcessFunction
     from tagpin_local.lambda_runtime import LocalFunction
+    from tagpin_local.moto_process import PRIORITY
     from tagpin_local.moto_server import requests_by_operation
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions
 
-    options = StackOptions(notifications=True, consume=True, containers=containers, processes=processes)
+    # moto's process above the rest (processes): on AWS, DynamoDB does not share the functions' cores
+    options = StackOptions(
+        notifications=True, consume=True, containers=containers, processes=processes, moto_priority=PRIORITY
+    )
     with LocalStack(options) as st:
         assert st.registry is not None
         document = st.config_document()

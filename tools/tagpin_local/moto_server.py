@@ -10,7 +10,9 @@ werkzeug's threaded server, as ``moto.server`` runs it, with two changes.
 * Counted requests: :class:`CountedRequests` counts the requests per caller and operation
   (``tagpin-consumer DynamoDB.PutItem``...) with the wall and CPU seconds moto's thread spent on
   them, served at ``GET /_tagpin/requests`` (``requests_by_operation``): what a storm costs moto
-  (``bench/concurrency``), deterministic where the wall clock is not.
+  (``bench/concurrency``), deterministic where the wall clock is not. Other parts of the process
+  add rows of their own (``count``: how long DynamoDB's requests waited for their lock and held
+  it, ``moto_process.serialize_dynamodb``).
 """
 
 from __future__ import annotations
@@ -112,19 +114,30 @@ def _operation(environ: Environ) -> str:
     return f"{environ.get('REQUEST_METHOD', '')} /{segment}"
 
 
+_lock = threading.Lock()
+_counts: dict[str, list[float]] = {}  # this process's: operation -> [requests, wall s, CPU s]
+
+
+def count(name: str, wall: float, cpu: float) -> None:
+    """One more request (or one part of one) under ``name``, with its wall and CPU seconds."""
+    with _lock:
+        row = _counts.setdefault(name, [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += wall
+        row[2] += cpu
+
+
 class CountedRequests:
     """A WSGI app counting the requests it passes to ``app`` per operation, with the wall and CPU
     seconds (of the request's thread) each took; ``GET /_tagpin/requests`` answers the counts."""
 
     def __init__(self, app: App) -> None:
         self.app = app
-        self._lock = threading.Lock()
-        self.counts: dict[str, list[float]] = {}  # operation -> [requests, wall s, CPU s]
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == COUNTS_PATH:
-            with self._lock:
-                payload = json.dumps(self.counts).encode()
+            with _lock:
+                payload = json.dumps(_counts).encode()
             start_response(
                 "200 OK", [("content-type", "application/json"), ("content-length", str(len(payload)))]
             )
@@ -134,12 +147,7 @@ class CountedRequests:
         try:
             return list(self.app(environ, start_response))  # the answer made here, inside the timing
         finally:
-            wall, cpu = time.monotonic() - wall, time.thread_time() - cpu
-            with self._lock:
-                count = self.counts.setdefault(name, [0, 0.0, 0.0])
-                count[0] += 1
-                count[1] += wall
-                count[2] += cpu
+            count(name, time.monotonic() - wall, time.thread_time() - cpu)
 
 
 def requests_by_operation(endpoint: str) -> dict[str, tuple[int, float, float]]:

@@ -138,7 +138,7 @@ class LocalStack(GitWriteBack):
         self._starting = executor.submit(self._kube_source.acquire, ["local", *self.options.clusters])
         executor.shutdown(wait=False)  # the thread ends with the task
         if self.options.processes:  # its own process, as the functions' containers
-            self._moto = MotoProcess()
+            self._moto = MotoProcess(self.options.moto_priority)
         else:
             _cache_moto_modules()
             serialize_dynamodb()

@@ -47,6 +47,10 @@ class StackOptions:
     # between them, the clusters' fronts and the loops; but what a test does inside this process
     # (monkeypatching, the IAM recorder) does not reach them.
     processes: bool = False
+    # With processes: moto's process's scheduling priority (nice; tagpin_local.moto_process.PRIORITY
+    # raises it above the stack's, as bench.concurrency does: DynamoDB's lock holder then waits for
+    # no core); 0 leaves it as the rest, what a test beside other tests wants.
+    moto_priority: int = 0
     # The console's sign-in: "token" (a token exchanged for a session cookie, as `tagpin local`
     # prints it) or "jwt" (as on AWS: every console request needs a bearer token ``jwt_claims``
     # accepts, the JWT authorizer's stand-in, which gives its claims).
