@@ -6,10 +6,12 @@ the webhook, the SQS loops, the consumer), in three setups measured in one run:
 * ``threads:3``: three containers per function, threads of the stack's process (one interpreter
   and its GIL for moto, the clusters' fronts, the loops and every container);
 * ``processes:3``: three containers per function, each a process of its own as on Lambda
-  (``StackOptions.processes``, ``tagpin_local.lambda_process``), and moto's server too, at a
-  higher scheduling priority than the rest (``StackOptions.moto_priority``, where the user may
-  raise it): on AWS, DynamoDB does not share the functions' cores, and here the one lock of
-  DynamoDB's requests waited behind the busy cores (``moto_process.serialize_dynamodb``).
+  (``StackOptions.processes``, ``tagpin_local.lambda_process``), and moto's server too;
+* ``processes:3:moto-first``: the same, moto's process at a higher scheduling priority than the
+  rest (``StackOptions.moto_priority``, where the user may raise it; the row records the priority
+  moto ran at): on AWS, DynamoDB does not share the functions' cores, and here the one lock of
+  DynamoDB's requests waited behind the busy cores (``moto_process.serialize_dynamodb``). Both
+  rows are measured, so the figure before the priority stays comparable.
 
 Each push is timed from the moment the registry has the new manifest to the moment the Deployment
 carries its digest, as a watch of the namespace's Deployments delivers it (the API server sends
@@ -41,7 +43,8 @@ from typing import Any
 from bench.stages import Calls, is_sqs, notification_line, where_the_time_goes
 
 RESULTS = Path(__file__).parent / "results" / "concurrency.json"
-SETUPS = "threads:1,threads:3,processes:3"
+SETUPS = "threads:1,threads:3,processes:3,processes:3:moto-first"
+MOTO_FIRST = "moto-first"  # a setup's third part: moto's process at ``moto_process.PRIORITY``
 
 
 def cpu_by_process() -> dict[int, tuple[str, float]]:
@@ -169,7 +172,7 @@ def push_all(url: str, tags: int) -> None:
     print(json.dumps({"first": first, "pushed": pushed}))
 
 
-def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
+def measure(tags: int, containers: int, processes: bool, moto_first: bool = False) -> dict[str, Any]:
     from kubernetes import client
     from tagpin_local.kube.manifests import deployment
     from tagpin_local.lambda_process import ProcessFunction
@@ -179,9 +182,13 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
     from tagpin_local.oci import push_image
     from tagpin_local.stack import LocalStack, StackOptions
 
-    # moto's process above the rest (processes): on AWS, DynamoDB does not share the functions' cores
+    # moto's process above the rest (moto_first): on AWS, DynamoDB does not share the functions' cores
     options = StackOptions(
-        notifications=True, consume=True, containers=containers, processes=processes, moto_priority=PRIORITY
+        notifications=True,
+        consume=True,
+        containers=containers,
+        processes=processes,
+        moto_priority=PRIORITY if moto_first else 0,
     )
     with LocalStack(options) as st:
         assert st.registry is not None
@@ -205,8 +212,10 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             for pid in f.pids
         }
         moto = getattr(st._moto, "_process", None)  # moto's server, when a process of its own
+        moto_nice = None  # the priority moto's process runs at (None: moto in the stack's process)
         if moto is not None:
             roles[moto.pid] = "moto server"
+            moto_nice = os.getpriority(os.PRIO_PROCESS, moto.pid)
         before = st.functions["consumer"].invocations
         listed = client.AppsV1Api(st.kube.kube.api_client()).list_namespaced_deployment("default", limit=1)
         since = str(listed.metadata.resource_version)  # type: ignore[union-attr]
@@ -284,6 +293,7 @@ def measure(tags: int, containers: int, processes: bool) -> dict[str, Any]:
             "tags": tags,
             "containers": containers,
             "isolation": "processes" if processes else "threads",
+            "moto_nice": moto_nice,
             "patched": len(patched),
             "storm_s": round(last - first, 2),
             # the pushes themselves: the first started -> the last returned
@@ -320,12 +330,13 @@ def main() -> None:
         return
     rows = []
     for setup in args.setups.split(","):
-        isolation, containers = setup.split(":")
+        isolation, containers, *how = setup.split(":")
         c = int(containers)
-        row = measure(args.tags, c, processes=isolation == "processes")
+        row = measure(args.tags, c, processes=isolation == "processes", moto_first=how == [MOTO_FIRST])
         rows.append(row)
         print(
-            f"{row['tags']} tags pushed at once, {c} container(s) per function as {isolation}: push -> "
+            f"{row['tags']} tags pushed at once, {c} container(s) per function as {isolation}"
+            f"{'' if row['moto_nice'] is None else f' (moto at nice {row["moto_nice"]})'}: push -> "
             f"patch p50 {row['p50_s']} s, p90 {row['p90_s']} s, p99 {row['p99_s']} s, max {row['max_s']} s; "
             f"{row['patched']} patched in {row['storm_s']} s (the pushes took {row['pushes_s']} s); "
             f"consumer: {row['consumer_invocations']} invocations, {row['consumer_cold_starts']} "

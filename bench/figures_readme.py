@@ -36,6 +36,9 @@ def concurrency(doc: Doc) -> str:
     for r in doc["rows"]:
         p99 = f", p99 {r['p99_s']} s" if "p99_s" in r else ""
         isolation = f" as {r['isolation']}" if "isolation" in r else ""
+        if r.get("moto_nice"):  # moto's process first on the cores (bench/concurrency: moto-first)
+            isolation += f", moto's process at nice {r['moto_nice']} (AWS's services do not share"
+            isolation += " the functions' cores)"
         parts.append(
             f"{r['containers']} container(s) per function{isolation}: p50 {r['p50_s']} s, "
             f"p90 {r['p90_s']} s{p99}, max {r['max_s']} s"
