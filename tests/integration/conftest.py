@@ -7,6 +7,7 @@ import pytest
 from moto import mock_aws
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import State
+from tagpin_local.moto_process import MotoProcess
 
 from tests.support.aws import create_table
 from tests.support.constants import REGION
@@ -22,3 +23,14 @@ def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[State]:
         db = boto3.client("dynamodb", region_name=REGION)
         create_table(db, "state", ("pk", "sk"))
         yield dynamodb_state(db, "state")
+
+
+@pytest.fixture(scope="module")
+def moto_process() -> Iterator[MotoProcess]:
+    """moto's server in a process of its own, as a local stack with ``processes`` runs it."""
+    server = MotoProcess()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -8,23 +8,11 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
 
 import boto3
-import pytest
 from botocore.config import Config
 from tagpin_local.moto_process import MotoProcess
 from tagpin_local.moto_server import requests_by_operation
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoProcess]:
-    server = MotoProcess()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _sqs_call(conn: http.client.HTTPConnection, action: str, body: dict[str, object]) -> dict[str, object]:
@@ -47,8 +35,8 @@ def _sqs_call(conn: http.client.HTTPConnection, action: str, body: dict[str, obj
     return answer
 
 
-def test_calls_with_bodies_follow_one_another_on_one_connection(moto: MotoProcess) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", moto.port, timeout=10)
+def test_calls_with_bodies_follow_one_another_on_one_connection(moto_process: MotoProcess) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", moto_process.port, timeout=10)
     try:
         url = _sqs_call(conn, "CreateQueue", {"QueueName": "kept-alive"})["QueueUrl"]
         sock = conn.sock
@@ -63,8 +51,8 @@ def test_calls_with_bodies_follow_one_another_on_one_connection(moto: MotoProces
     assert sorted(m["Body"][:9] for m in messages) == ["message 0", "message 1", "message 2"]
 
 
-def test_requests_are_counted_per_caller_and_operation(moto: MotoProcess) -> None:
-    endpoint = f"http://127.0.0.1:{moto.port}"
+def test_requests_are_counted_per_caller_and_operation(moto_process: MotoProcess) -> None:
+    endpoint = f"http://127.0.0.1:{moto_process.port}"
     session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing")
     sqs = session.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
     # what a function container's clients send (the stack sets AWS_SDK_UA_APP_ID for each)

@@ -6,35 +6,22 @@ held it, with the CPU seconds it spent holding it: rows of the request counts
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import boto3
-import pytest
 from tagpin_local.moto_process import LOCK_HELD, LOCK_WAITED, MotoProcess
 from tagpin_local.moto_server import requests_by_operation
 from tagpin_local.tables import create_state_table
 
 
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoProcess]:
-    server = MotoProcess()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def test_dynamodb_requests_count_their_wait_for_the_lock_and_their_hold(moto: MotoProcess) -> None:
+def test_dynamodb_requests_count_their_wait_for_the_lock_and_their_hold(moto_process: MotoProcess) -> None:
     session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local")
-    dynamodb = session.client("dynamodb", endpoint_url=moto.url, region_name="us-east-1")
-    sqs = session.client("sqs", endpoint_url=moto.url, region_name="us-east-1")
-    before = requests_by_operation(moto.url)
+    dynamodb = session.client("dynamodb", endpoint_url=moto_process.url, region_name="us-east-1")
+    sqs = session.client("sqs", endpoint_url=moto_process.url, region_name="us-east-1")
+    before = requests_by_operation(moto_process.url)
     create_state_table(dynamodb, "counted")
     for n in range(3):
         dynamodb.put_item(TableName="counted", Item={"pk": {"S": f"P#{n}"}, "sk": {"S": "-"}})
     sqs.create_queue(QueueName="not-counted-there")
-    after = requests_by_operation(moto.url)
+    after = requests_by_operation(moto_process.url)
 
     def made(name: str) -> int:
         return after.get(name, (0, 0.0, 0.0))[0] - before.get(name, (0, 0.0, 0.0))[0]
