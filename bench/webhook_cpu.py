@@ -15,11 +15,8 @@ Prints figures only (a diagnosis: no results file, no figure in the docs).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,15 +24,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT / "tools")]
-TOKEN = "bench-token"
-CONFIG = """
-clusters:
-  dev: {kubeconfig: {file: /dev/null}}
-images:
-  - image: 127.0.0.1:5000/demo/web:stable
-    targets: [{cluster: dev, namespace: demo, name: web, container: app}]
-"""
+sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "common"), str(ROOT / "tools")]
+from tagpin_local.moto_process import MotoProcess  # noqa: E402
+
+from bench.webhook import CONFIG, TOKEN  # noqa: E402  (bench-webhook's configuration and token)
+
 HEADERS = {
     "authorization": f"Bearer {TOKEN}",
     "content-type": "application/vnd.docker.distribution.events.v1+json",
@@ -73,20 +66,6 @@ def registry_push(n: int) -> bytes:
     return json.dumps({"events": [event]}, indent="   ").encode()
 
 
-def moto_process() -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "tagpin_local.moto_process", str(port)]
-    server = subprocess.Popen(command, cwd=ROOT / "tools", stdout=subprocess.DEVNULL)
-    for _ in range(300):
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return server, f"http://127.0.0.1:{port}"
-        time.sleep(0.1)
-    server.kill()
-    raise SystemExit("moto's process did not start")
-
-
 def per_call_us(calls: int, step: Callable[[int], object]) -> float:
     step(0)
     started = time.process_time()
@@ -99,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=500)
     calls = parser.parse_args(argv).calls
-    server, endpoint = moto_process()
+    server = MotoProcess()  # moto in a process of its own, as the local stack runs it
+    server.start()
+    endpoint = f"http://127.0.0.1:{server.port}"
     os.environ.update(
         AWS_DEFAULT_REGION="us-east-1",
         AWS_ACCESS_KEY_ID="bench",
@@ -116,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return measure(calls)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop()
 
 
 def measure(calls: int) -> int:
