@@ -33,8 +33,15 @@ if str(ROOT) not in sys.path:
 
 from bench.catalog import BENCHES, BY_NAME  # noqa: E402
 from bench.figures_cost import COST_BLOCKS  # noqa: E402
-from bench.figures_docs import DOC_BLOCKS  # noqa: E402
+from bench.figures_docs import DOC_BLOCKS as FIGURE_BLOCKS  # noqa: E402
+from bench.figures_prose import PROSE_BLOCKS  # noqa: E402
 from bench.figures_readme import README_ROWS  # noqa: E402
+
+# each page's generated blocks: its measured parts (figures_docs) and its sentences (figures_prose)
+DOC_BLOCKS = {
+    file: {**FIGURE_BLOCKS.get(file, {}), **PROSE_BLOCKS.get(file, {})}
+    for file in {*FIGURE_BLOCKS, *PROSE_BLOCKS}
+}
 
 RESULTS = ROOT / "bench" / "results"
 FILES = {

@@ -1,0 +1,67 @@
+"""The generated sentences of docs/console.md (the first page of targets), docs/gitops.md (one push
+through 50 repositories) and docs/policies.md (listing 10,000 tags), from bench/results/*.json
+(``bench/figures.py``): figures these pages had typed by hand from runs of older code."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+from bench.figures_docs import Doc, Results, _load, _need
+
+
+def console_targets(results: Results) -> str:
+    doc = _need(results, "console")
+    page = doc["shapes"]["10000x1"]["pages"]["targets"]
+    return (
+        f"With 10,000 targets in the state table the first page of targets renders in "
+        f"{page['in_process_ms']:.0f} ms at the handler, median of {doc['repeats']} ({page['rows']} rows, "
+        f"{page['bytes'] / 1000:.0f} KB, {page['dynamodb_calls']:.0f} DynamoDB calls: "
+        f"{', '.join(page['dynamodb_operations'])}; `make bench-console`, {_load(doc)}; "
+        "see *Performance* below)."
+    )
+
+
+def gitops_run(results: Results) -> str:
+    doc = _need(results, "gitops")
+    rounds = "; ".join(f"{r['round']}: p50 {r['p50_s']} s, max {r['max_s']} s" for r in doc["rounds"])
+    commits = sorted({c for r in doc["rounds"] for c in r["commits_per_repository"]})
+    first = doc["rounds"][0]
+    commit_s = statistics.median(
+        span for _start, span in first["functions"]["writeback"][: doc["repositories"]]
+    )
+    size = doc["size"]
+    runs = size["cold_start_ms_runs"]
+    return (
+        f"Measured (`make bench-gitops`, bench/results/gitops.json, {_load(doc)}): commits per repository "
+        f"per push {commits}; {rounds}. A commit's write-back invocation takes {commit_s:.2f} s (the median "
+        f"of the first {doc['repositories']} invocations of the first push). The Git layer is "
+        f"{size['git_layer_bytes'] / 1e6:.1f} MB (dulwich {size['dulwich_bytes'] / 1e6:.1f} MB); the "
+        f"write-back function's cold start (its handler imported and its writer built, on this host) "
+        f"{size['cold_start_ms_median_of_5']:.0f} ms, median of {len(runs)} "
+        f"({min(runs):.0f} to {max(runs):.0f} ms)."
+    )
+
+
+def tags_listing(results: Results) -> str:
+    doc = _need(results, "tags")
+    rows: dict[str, Doc] = {r["scenario"]: r for r in doc["rows"]}
+
+    def listed(r: Doc) -> str:
+        many = "request" if r["requests"] == 1 else "requests"
+        return f"{r['requests']} {many}, {r['warm_median_ms']:.0f} ms warm"
+
+    one, link, cap = rows["registry"], rows["link-1000"], rows["link-cap-100"]
+    return (
+        f"`make bench-tags` (listing {doc['tags']:,} tags on the local registry, {_load(doc)}): one page "
+        f"(distribution ignores `n`) {listed(one)}, {one['result_mb']:.1f} MB of tags; "
+        f"pages of 1,000 through `Link` "
+        f"{listed(link)}; pages capped at 100, {listed(cap)}."
+    )
+
+
+PROSE_BLOCKS: dict[str, dict[str, Callable[[Results], str]]] = {
+    "docs/console.md": {"console-targets": console_targets},
+    "docs/gitops.md": {"gitops-run": gitops_run},
+    "docs/policies.md": {"tags-listing": tags_listing},
+}
