@@ -24,6 +24,29 @@ class Identity:
     token: str | None = None
 
 
+def service_account(api: client.ApiClient, namespace: str, name: str, seconds: int = 86400) -> Identity:
+    """The ServiceAccount (created with its namespace if missing) and a TokenRequest token for it."""
+    core = client.CoreV1Api(api)
+    for create in (
+        lambda: core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))),
+        lambda: core.create_namespaced_service_account(
+            namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
+        ),
+    ):
+        try:
+            create()
+        except client.ApiException as e:
+            if e.status != 409:
+                raise
+    # no audiences: the API server's own (its issuer)
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
+    )
+    status = core.create_namespaced_service_account_token(name, namespace, request).status
+    assert status is not None and status.token
+    return Identity(f"{namespace}-{name}", f"system:serviceaccount:{namespace}:{name}", token=status.token)
+
+
 class KubectlFailed(subprocess.CalledProcessError):
     """kubectl exited non-zero; the message carries what it printed on stderr."""
 

@@ -144,11 +144,11 @@ class KubeCluster:
         install_crd(self.api_client(), timeout)
         kwok_config = self._component_kubeconfig("kwok", ("system:masters",))
         self._run("kwok", flags.kwok(kwok, kwok_config, NODE_ANNOTATION), env=env_for(self.dir / "home"))
-        client.CoreV1Api(self.api_client()).create_node(node(NODE_NAME))
         self._wait("kube-controller-manager", lambda: self._https_ok(kcm, "/healthz"), timeout)
         self._wait("kube-scheduler", lambda: self._https_ok(sched, "/healthz"), timeout)
         self._wait("kwok", lambda: _get(f"http://127.0.0.1:{kwok}/healthz") is not None, timeout)
-        self._wait("the node Ready", self._node_ready, timeout)
+        client.CoreV1Api(self.api_client()).create_node(node(NODE_NAME))
+        self._wait_node_ready(NODE_NAME, timeout)
         self._wait("the default ServiceAccount", self._default_service_account, timeout)
         # its own clients: a watch holds a connection of the pool for as long as it runs
         self._argo = ArgoRollouts(self._new_client(self.admin), self._new_client(self.admin)).start()
@@ -242,7 +242,7 @@ class KubeCluster:
     def add_node(self, name: str, platform: str = "linux/amd64") -> None:
         """Another kwok node (``os/architecture`` in its labels and nodeInfo); waits until it is Ready."""
         client.CoreV1Api(self.api_client()).create_node(node(name, platform))
-        self._wait(f"node {name} Ready", lambda: self._node_ready(name), 60)
+        self._wait_node_ready(name, 60)
 
     def rss(self) -> dict[str, int]:
         """Resident memory of each process now, in bytes."""
@@ -255,26 +255,7 @@ class KubeCluster:
 
     def service_account(self, namespace: str, name: str, seconds: int = 86400) -> Identity:
         """The ServiceAccount (created with its namespace if missing) and a TokenRequest token for it."""
-        core = client.CoreV1Api(self.api_client())
-        for create in (
-            lambda: core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))),
-            lambda: core.create_namespaced_service_account(
-                namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
-            ),
-        ):
-            try:
-                create()
-            except client.ApiException as e:
-                if e.status != 409:
-                    raise
-        # no audiences: the API server's own (its issuer)
-        request = client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
-        )
-        status = core.create_namespaced_service_account_token(name, namespace, request).status
-        assert status is not None and status.token
-        token = status.token
-        return Identity(f"{namespace}-{name}", f"system:serviceaccount:{namespace}:{name}", token=token)
+        return access.service_account(self.api_client(), namespace, name, seconds)
 
     def kubeconfig(
         self,
@@ -348,6 +329,28 @@ class KubeCluster:
                 logs = "\n".join(f"--- {p.name}\n{p.tail(10)}" for p in self.processes.values())
                 raise ProcessFailed(f"kube {self.name}: {what} not ready in {timeout:.0f} s\n{logs}")
             time.sleep(0.05)
+
+    def _wait_node_ready(self, name: str, timeout: float, nudge_every: float = 15.0) -> None:
+        """Wait until kwok reports the node Ready, touching the node every ``nudge_every`` s.
+
+        Seen once under load (CI, stop 39): kwok was up and watching, the node stayed NotReady for
+        180 s. kwok acts on a node's watch events; an event it handled before its Stage objects were
+        loaded is not played again. A label change is a new event, so kwok looks at the node again
+        (a real kubelet's own heartbeat would do the same)."""
+        deadline = time.monotonic() + timeout
+        nudges = 0
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                self._wait(f"node {name} Ready", lambda: self._node_ready(name), min(nudge_every, left))
+                return
+            except ProcessFailed:
+                if time.monotonic() >= deadline:
+                    raise
+            nudges += 1
+            self._log(f"kube {self.name}: node {name} not Ready yet; nudging it ({nudges})")
+            body = {"metadata": {"labels": {"tagpin-nudge": str(nudges)}}}
+            client.CoreV1Api(self.api_client()).patch_node(name, body)
 
     def _component_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
         identity = self.add_user(user, groups)
