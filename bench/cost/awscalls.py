@@ -61,6 +61,19 @@ def _message_bytes(message: dict[str, Any]) -> int:
     return size
 
 
+INDEXED = "target_id"  # the state table's ``ByTarget`` index projects the items that carry it
+
+
+def billed_write_units(item: dict[str, Any]) -> float:
+    """A write of ``item``: 1 WRU a KB, and once more in the ``ByTarget`` index when it projects it."""
+    return write_units(item_size(item)) * (2 if INDEXED in item else 1)
+
+
+def _whole(params: dict[str, Any]) -> bool:
+    """Whether an update's answer carries the whole item (else ``settle`` reads it afterwards)."""
+    return params.get("ReturnValues") in ("ALL_NEW", "ALL_OLD")
+
+
 def sqs_billed_requests(operation: str, params: dict[str, Any], response: dict[str, Any] | None) -> int:
     """The requests SQS bills for one call: one, or one per 64 KB chunk of the payload it carries
     (the messages sent, or those received)."""
@@ -105,8 +118,7 @@ class AwsCalls:
 
         def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
             service = client.meta.service_model.service_name
-            whole = params.get("ReturnValues") in ("ALL_NEW", "ALL_OLD")
-            if counter.active and service == "dynamodb" and operation == "UpdateItem" and not whole:
+            if counter.active and service == "dynamodb" and operation == "UpdateItem" and not _whole(params):
                 with counter._lock:
                     counter._unsized.append((client, params))
             try:
@@ -136,9 +148,7 @@ class AwsCalls:
         for client, params in unsized:
             got = client.get_item(TableName=params["TableName"], Key=params["Key"], ConsistentRead=True)
             item = got.get("Item") or {}
-            extra += write_units(item_size(item)) - 1.0  # counted 1 when made
-            if "target_id" in item:
-                extra += write_units(item_size(item))
+            extra += billed_write_units(item) - 1.0  # counted 1 when made
         with self._lock:
             self.wru += extra
 
@@ -187,17 +197,17 @@ class AwsCalls:
             size = sum(item_size(i) for i in response.get("Items", []))
             return read_units(size, consistent), 0.0
         if operation == "PutItem":  # and once more in the ByTarget index for an item it projects
-            return 0.0, write_units(item_size(params["Item"])) * (2 if "target_id" in params["Item"] else 1)
-        if operation in ("UpdateItem", "DeleteItem"):  # an update without the whole item: ``settle``
-            attributes = response.get("Attributes") or {}
-            return 0.0, write_units(item_size(attributes)) * (2 if "target_id" in attributes else 1)
+            return 0.0, billed_write_units(params["Item"])
+        if operation == "UpdateItem" and not _whole(params):  # 1 for now; ``settle`` sizes it
+            return 0.0, 1.0
+        if operation in ("UpdateItem", "DeleteItem"):
+            return 0.0, billed_write_units(response.get("Attributes") or {})
         if operation == "BatchWriteItem":
             wru = 0.0
             for requests in params["RequestItems"].values():
                 for r in requests:
                     if "PutRequest" in r:
-                        item = r["PutRequest"]["Item"]
-                        wru += write_units(item_size(item)) * (2 if "target_id" in item else 1)
+                        wru += billed_write_units(r["PutRequest"]["Item"])
                     else:
                         wru += 1.0
             return 0.0, wru

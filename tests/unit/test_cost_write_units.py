@@ -95,3 +95,20 @@ def test_an_item_in_the_target_index_is_written_twice(db: Any, calls: AwsCalls) 
         )
 
     assert measure(calls, update) == 2.0
+
+
+def test_a_partial_answer_is_not_billed_twice(db: Any, calls: AwsCalls) -> None:
+    """``UPDATED_NEW`` answers with the attributes it set, not the item: the update is sized once,
+    by ``settle``, however much of the item the answer carried (a ``target_id`` included)."""
+    db.put_item(TableName=TABLE, Item={**key("FOLLOW#01"), "target_id": {"S": "t"}})  # not measured
+
+    def update() -> None:
+        db.update_item(
+            TableName=TABLE,
+            Key=key("FOLLOW#01"),
+            UpdateExpression="SET target_id = :t",
+            ExpressionAttributeValues={":t": {"S": "local/team0/Deployment/a/app"}},
+            ReturnValues="UPDATED_NEW",
+        )
+
+    assert measure(calls, update) == 2.0  # 1 in the table and 1 in the index, not 3
