@@ -12,8 +12,9 @@ result still measures the code as it is.
 A block sits between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->``; nothing between
 the markers is written by hand. A result is stale when a commit after the one it measured touches a
 path its bench covers (``bench/catalog.py``), when it was measured with uncommitted changes to
-those paths, or when it records no commit at all. Each figure shows the load average of its run, so
-that one measured on a busy machine is visible as such.
+those paths, or when it records no commit at all. Each figure shows the load average of its run and
+the machine's reference time (``bench/runinfo.reference_ms``), so that one measured on a busy or a
+slower machine is visible as such.
 """
 
 from __future__ import annotations
@@ -64,12 +65,13 @@ def measured(doc: dict[str, Any] | None) -> str:
     run = (doc or {}).get("run")
     if not run:
         return "not recorded"
-    return f"{run['date'][:10]}, {run['commit'][:7]}, load {run['load_start']:.1f}-{run['load_end']:.1f}"
+    speed = f", ref {run['reference_ms']:.0f} ms" if "reference_ms" in run else ""
+    return f"{run['date'][:10]}, {run['commit'][:7]}, load {run['load_start']:.1f}-{run['load_end']:.1f}{speed}"
 
 
 def performance_table() -> str:
     lines = [
-        "| what | figure | measured (date, commit, load average) | bench |",
+        "| what | figure | measured (date, commit, load average, reference) | bench |",
         "|---|---|---|---|",
     ]
     for row in README_ROWS:
