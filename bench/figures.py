@@ -66,7 +66,8 @@ def measured(doc: dict[str, Any] | None) -> str:
     if not run:
         return "not recorded"
     speed = f", ref {run['reference_ms']:.0f} ms" if "reference_ms" in run else ""
-    return f"{run['date'][:10]}, {run['commit'][:7]}, load {run['load_start']:.1f}-{run['load_end']:.1f}{speed}"
+    load = f"load {run['load_start']:.1f}-{run['load_end']:.1f}"
+    return f"{run['date'][:10]}, {run['commit'][:7]}, {load}{speed}"
 
 
 def performance_table() -> str:
