@@ -8,6 +8,10 @@ import threading
 from collections import Counter
 from typing import Any
 
+# powertools' batch before pydantic: its types module imports powertools' parser models (SQS, Kinesis,
+# DynamoDB and Kafka records: some 40 pydantic models built, ~25 ms of the cold start) when pydantic
+# is loaded already; the consumer parses its records with none of them (tests/unit/test_cold_imports.py).
+import aws_lambda_powertools.utilities.batch  # noqa: F401
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
