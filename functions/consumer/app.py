@@ -2,7 +2,12 @@
 its tag; a rollout verification (delayed: due at ``due_at``) follows a patch until the workload has
 rolled out, rolls back a failed digest and promotes the next wave."""
 
+# ruff: noqa: E402 (the collector is paused before the imports: tagpin.wiring.poll_gc)
 from __future__ import annotations
+
+import gc
+
+gc.disable()  # no collection while the modules load; after_imports resumes it
 
 import threading
 from collections import Counter
@@ -24,6 +29,9 @@ from tagpin.domain.outcomes import VerificationOutcome
 from tagpin.domain.redelivery import PERMANENT
 from tagpin.observability import logger, metrics, own_keys, record_keys
 from tagpin.redelivery import process_batch
+from tagpin.wiring.poll_gc import after_imports
+
+after_imports()
 
 wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
