@@ -20,7 +20,7 @@ For each function in the build directory:
   * the first invocation after that import (bench/coldstart_first.py) of the webhook's HTTP call, of
     the webhook's check of what that call queued, and of the poller.
 
-Usage:  .venv/bin/python bench/coldstart.py [--runs 5] [--python python3.13]
+Usage:  .venv/bin/python bench/coldstart.py [--runs 11] [--python python3.13]
 Writes bench/results/coldstart.json and prints a table.
 """
 
@@ -49,6 +49,9 @@ RESULTS = ROOT / "bench" / "results" / "coldstart.json"
 FUNCTIONS = ("PollerFunction", "WebhookFunction", "ConsumerFunction", "ConsoleFunction")
 MUST_NOT_LOAD_KUBERNETES = ("PollerFunction", "WebhookFunction", "ConsoleFunction")
 LAMBDA_UNZIPPED_LIMIT_MB = 250.0
+# Fresh processes per figure (the median of them): 5 were too few on a machine shared with other work,
+# where one slow run in five moved a median by 10-25 %; 11 take about a minute longer.
+RUNS = 11
 
 # Handlers must import without AWS: dummies only, and an endpoint that refuses connections
 # so that an AWS call at import time fails fast instead of leaving the machine.
@@ -159,10 +162,7 @@ def run_probe(python: str, paths: list[Path], service: str, body: str | None) ->
     return result
 
 
-def measure(
-    python: str, paths: list[Path], service: str, runs: int, body: str | None = None
-) -> dict[str, Any]:
-    samples = [run_probe(python, paths, service, body) for _ in range(runs)]
+def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     errors = [s["error"] for s in samples if "error" in s]
     if errors:
         return {"error": errors[0]}
@@ -180,9 +180,23 @@ def measure(
     }
 
 
+# One probe: (python, PYTHONPATH, service, body or None for the handler's import).
+Probe = tuple[str, list[Path], str, str | None]
+
+
+def measure_all(probes: dict[str, Probe], runs: int) -> dict[str, dict[str, Any]]:
+    """Every probe ``runs`` times, in rounds (each round runs every probe once, in order): a burst of
+    load from elsewhere on a shared machine then falls on every row alike, not on one row's runs."""
+    samples: dict[str, list[dict[str, Any]]] = {key: [] for key in probes}
+    for _ in range(runs):
+        for key, probe in probes.items():
+            samples[key].append(run_probe(*probe))
+    return {key: summary(found) for key, found in samples.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--python", default="python3.13", help="interpreter matching the Lambda runtime")
     parser.add_argument("--no-zip", action="store_true", help="skip the zipped-size computation")
     parser.add_argument("--build-dir", type=Path, default=BUILD, help="the sam build directory to measure")
@@ -204,6 +218,7 @@ def main() -> int:
 
     artifacts, nopyc = measure_artifacts(layout, WORK / "nopyc", zipped=not args.no_zip)
 
+    probes: dict[str, Probe] = {}
     functions: dict[str, Any] = {}
     for fn, info in layout.items():
         names = [fn, *[n for n, _ in info["layers"]]]
@@ -215,13 +230,11 @@ def main() -> int:
             "unzipped_mb": sum(artifacts[n]["unzipped_mb"] for n in names),
             "unzipped_no_pyc_mb": sum(artifacts[n]["unzipped_no_pyc_mb"] for n in names),
             "zipped_mb": None if args.no_zip else sum(artifacts[n]["zipped_mb"] for n in names),
-            "with_pyc": measure(args.python, as_built, service, args.runs),
-            "without_pyc": measure(args.python, stripped, service, args.runs),
         }
+        probes[f"{fn}/with_pyc"] = (args.python, as_built, service, None)
+        probes[f"{fn}/without_pyc"] = (args.python, stripped, service, None)
         if fn in FIRST_CHANGE:
-            functions[fn]["first_change"] = measure(
-                args.python, as_built, service, args.runs, FIRST_CHANGE_BODY
-            )
+            probes[f"{fn}/first_change"] = (args.python, as_built, service, FIRST_CHANGE_BODY)
 
     code_dir = WORK / "empty-task"  # stands in for /var/task in the library-only references
     code_dir.mkdir(parents=True, exist_ok=True)
@@ -232,15 +245,13 @@ def main() -> int:
         built = {n: p for info in layout.values() for n, p in info["layers"]}
         with_layers = [(n, built[n]) for n in layer_names]
         without = [(n, nopyc[n]) for n in layer_names]
-        references[ref] = {
-            "layers": list(layer_names),
-            "with_pyc": measure(
-                args.python, python_paths(code_dir, with_layers, runtime), "bench", args.runs, body
-            ),
-            "without_pyc": measure(
-                args.python, python_paths(code_dir, without, runtime), "bench", args.runs, body
-            ),
-        }
+        references[ref] = {"layers": list(layer_names)}
+        probes[f"{ref}/with_pyc"] = (args.python, python_paths(code_dir, with_layers, runtime), "bench", body)
+        probes[f"{ref}/without_pyc"] = (args.python, python_paths(code_dir, without, runtime), "bench", body)
+
+    for key, result in measure_all(probes, args.runs).items():
+        row, variant = key.split("/")
+        (functions if row in functions else references)[row][variant] = result
 
     first: dict[str, Any] = {}
     if not args.no_first:  # what the import defers, the first invocation pays (bench/coldstart_first.py)

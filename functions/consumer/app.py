@@ -2,12 +2,21 @@
 its tag; a rollout verification (delayed: due at ``due_at``) follows a patch until the workload has
 rolled out, rolls back a failed digest and promotes the next wave."""
 
+# ruff: noqa: E402 (the collector is paused before the imports: tagpin.wiring.poll_gc)
 from __future__ import annotations
+
+import gc
+
+gc.disable()  # no collection while the modules load; after_imports resumes it
 
 import threading
 from collections import Counter
 from typing import Any
 
+# powertools' batch before pydantic: its types module imports powertools' parser models (SQS, Kinesis,
+# DynamoDB and Kafka records: some 40 pydantic models built, ~25 ms of the cold start) when pydantic
+# is loaded already; the consumer parses its records with none of them (tests/unit/test_cold_imports.py).
+import aws_lambda_powertools.utilities.batch  # noqa: F401
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -20,6 +29,9 @@ from tagpin.domain.outcomes import VerificationOutcome
 from tagpin.domain.redelivery import PERMANENT
 from tagpin.observability import logger, metrics, own_keys, record_keys
 from tagpin.redelivery import process_batch
+from tagpin.wiring.poll_gc import after_imports
+
+after_imports()
 
 wiring.check_settings("consumer")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 

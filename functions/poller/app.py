@@ -4,7 +4,12 @@ Stops cleanly before the Lambda time runs out; the next run continues where this
 With ``TAGPIN_POLL_PARTS`` above 1 the scheduled invocation only starts the parts (asynchronous
 invocations of this function, each a fixed set of shards) and every part polls as above."""
 
+# ruff: noqa: E402 (the collector is paused before the imports: tagpin.wiring.poll_gc)
 from __future__ import annotations
+
+import gc
+
+gc.disable()  # no collection while the modules load; collect_for_polls resumes it
 
 import time
 from typing import Any
@@ -17,13 +22,12 @@ from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.observability import correlation_id, logger, metrics, own_keys, registry_metrics
 from tagpin.wiring.poll_gc import collect_for_polls
 
+collect_for_polls()  # fewer collections per poll (tagpin.wiring.poll_gc); bench/poll.py does the same
 wiring.check_settings("poller")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 # The configuration's and the messages' models (pydantic), the state table's adapters and the
 # registry client are imported by the first invocation, not by this module's import:
 # tests/unit/test_function_imports.py keeps them out of it, `make bench-coldstart` prints both.
-
-collect_for_polls()  # fewer collections per poll (tagpin.wiring.poll_gc); bench/poll.py does the same
 
 MAX_RESULTS = 100  # per-tag details in the response (the counts cover everything)
 

@@ -9,7 +9,12 @@ Three event shapes reach this one function, routed by shape:
   at once (EventBridge's invocation is asynchronous already).
 """
 
+# ruff: noqa: E402 (the collector is paused before the imports: tagpin.wiring.poll_gc)
 from __future__ import annotations
+
+import gc
+
+gc.disable()  # no collection while the modules load; after_imports resumes it
 
 import json
 import threading
@@ -21,11 +26,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from tagpin import wiring
 from tagpin.adapters.http_api import HttpRequest, Route, http_request, http_response, not_found
 from tagpin.observability import correlation_id, logger, metrics, own_keys
+from tagpin.wiring.poll_gc import after_imports
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from tagpin.usecases.webhook import WebhookResult
 
+after_imports()
 wiring.check_settings("webhook")  # cold start: a missing or malformed TAGPIN_* variable stops here, named
 
 # The service and the senders' payload models (pydantic), the configuration and the registry client

@@ -18,6 +18,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+# pydantic looks for plugins (the ``pydantic`` entry point group) when it builds its first model, by
+# reading the metadata of every distribution on the path: about 10 ms of each function's cold start
+# (the layers hold some 30 distributions; ``make bench-coldstart``), for plugins tagpin has none of.
+# Its documented switch turns the search off; read at that first build (the settings model, below),
+# so set before it. An operator's own value stays.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 PREFIX = "TAGPIN_"
 Function = Literal["poller", "webhook", "consumer", "reconciler", "console", "writeback"]
 CONFIG = "config"  # one of config_parameter or config_file
