@@ -14,7 +14,13 @@ from urllib.parse import unquote
 import pytest
 from tagpin import wiring
 from tagpin.adapters.dynamodb.table import FOLLOW
+from tagpin.adapters.dynamodb.table import TAG as TAG_KEY
+from tagpin.adapters.dynamodb.table import TARGET as TARGET_KEY
+from tagpin.adapters.dynamodb.tags import DynamoTags
+from tagpin.adapters.dynamodb.targets import DynamoTargets
+from tagpin.domain.messages import Trigger
 from tagpin.ports.index import IndexEntry
+from tagpin.ports.state import TargetStatus
 
 from tests.support.console import TARGET, World, make_world
 
@@ -64,3 +70,47 @@ def test_the_pages_of_targets_read_each_index_entry_s_tag_and_id_only(world: Wor
     assert pages and all(
         sorted(q["ExpressionAttributeNames"].values()) == ["image", "target_id"] for q in pages
     )
+
+
+A, B = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+NOW = 1_700_000_000_000
+
+
+def test_a_page_s_rows_read_only_what_they_show_and_show_what_every_field_would(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows of every condition (current, behind, pending, failed, held until a time, unknown),
+    read with the rows' projections, are the rows read whole."""
+    state = world.state
+    first = sorted(DISCOVERED, key=lambda e: e.target_id)
+    for entry in first[:8]:
+        state.tags.record(entry.image, A, NOW, Trigger.POLL)
+    current, behind, pending, failed, held = (e.target_id for e in first[:5])
+    for target, image in ((current, first[0].image), (behind, first[1].image), (pending, first[2].image)):
+        assert state.targets.claim(target, image, A if target != behind else B, NOW, Trigger.POLL, NOW)
+    assert state.targets.finish(current, A, TargetStatus.VERIFIED, NOW + 1, trigger=Trigger.POLL, detail="ok")
+    assert state.targets.finish(behind, B, TargetStatus.VERIFIED, NOW + 1, trigger=Trigger.POLL)
+    assert state.targets.claim(failed, first[3].image, A, NOW, Trigger.POLL, NOW)
+    assert state.targets.finish(
+        failed, A, TargetStatus.FAILED, NOW + 2, trigger=Trigger.POLL, detail="<b>x</b>"
+    )
+    assert state.targets.hold(held, "", NOW, reason="a person's <i>", trigger=Trigger.MANUAL, until=NOW + 9)
+    cookie = world.sign_in()
+    batches: list[dict[str, Any]] = []
+    wiring.aws("dynamodb").meta.events.register(
+        "before-parameter-build.dynamodb.BatchGetItem", lambda params, **_: batches.append(params)
+    )
+    shown = every_page(world, cookie)
+    reads = [r for b in batches for r in b["RequestItems"].values()]
+    rows = [r for r in reads if r["Keys"][0]["pk"]["S"].startswith((TARGET_KEY, TAG_KEY))]
+    assert rows and all("ProjectionExpression" in r for r in rows)
+    monkeypatch.setattr(DynamoTargets, "shown", DynamoTargets.get_many)
+    monkeypatch.setattr(DynamoTags, "shown", DynamoTags.get_many)
+    whole = every_page(world, cookie)
+    assert shown == whole
+    body = "".join(shown)
+    for target, condition in ((current, "current"), (behind, "behind"), (pending, "pending"),
+                              (failed, "failed"), (held, "held")):  # fmt: skip
+        row = body.split(f'<tr data-target="{target}">')[1].split("</tr>")[0]
+        assert f'class="badge {condition}"' in row, (target, condition)
+    assert "&lt;b&gt;x&lt;/b&gt;" in body and "a person&#39;s &lt;i&gt;" in body and "<i>" not in body

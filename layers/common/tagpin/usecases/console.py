@@ -294,10 +294,10 @@ class Console:
         states: Mapping[str, TargetState] | None = None,
     ) -> list[TargetRow]:
         configured = {t.id for f in self._config().images for t in f.targets}
-        if states is None:
-            states = self.state.targets.get_many([t.id for _, t in picked])
+        if states is None:  # only what a row shows: every attribute read is sent and parsed
+            states = self.state.targets.shown([t.id for _, t in picked])
         if tags is None:
-            tags = self.state.tags.get_many(list(dict.fromkeys(f.image for f, _ in picked)))
+            tags = self.state.tags.shown(list(dict.fromkeys(f.image for f, _ in picked)))
         return [
             target_row(
                 f, t, states.get(t.id), tags.get(f.image), CONFIGURATION if t.id in configured else LABEL
