@@ -114,3 +114,24 @@ def test_a_page_s_rows_read_only_what_they_show_and_show_what_every_field_would(
         row = body.split(f'<tr data-target="{target}">')[1].split("</tr>")[0]
         assert f'class="badge {condition}"' in row, (target, condition)
     assert "&lt;b&gt;x&lt;/b&gt;" in body and "a person&#39;s &lt;i&gt;" in body and "<i>" not in body
+
+
+def test_an_image_s_page_reads_its_entries_tag_and_id_only(world: World) -> None:
+    many = [
+        IndexEntry("registry.example.com/team/wide:stable", f"lab/ns{n % 2}/Deployment/w{n}/c", "lab",
+                   f"ns{n % 2}", "Deployment", f"w{n}", "c")
+        for n in range(30)
+    ]  # fmt: skip
+    world.state.index.update(many, [])
+    cookie = world.sign_in()
+    queries: list[dict[str, Any]] = []
+    wiring.aws("dynamodb").meta.events.register(
+        "before-parameter-build.dynamodb.Query", lambda params, **_: queries.append(params)
+    )
+    body = world.get("/console/image", cookie=cookie, query={"ref": many[0].image})["body"]
+    listed = [part.split('"')[0] for part in body.split('<tr data-target="')[1:]]
+    assert sorted(listed) == sorted(e.target_id for e in many)
+    entries = [q for q in queries if q["ExpressionAttributeValues"][":pk"]["S"].startswith(FOLLOW)]
+    assert entries and all(
+        sorted(q["ExpressionAttributeNames"].values()) == ["image", "target_id"] for q in entries
+    )

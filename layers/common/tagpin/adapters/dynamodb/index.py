@@ -76,10 +76,10 @@ def entry_key(e: IndexEntry) -> dict[str, dict[str, str]]:
 
 
 READERS = 8  # shards queried side by side when the whole index is read
-# What a page of entries reads (the console's pages of targets): the tag and the target's id, whose
-# five parts are the entry's cluster, namespace, kind, name and container (``Target.id``; only the
-# cluster may hold a "/"); not the keys, nor ``seen_at``. Every attribute read costs DynamoDB's
-# response and the function's parsing: two instead of seven.
+# What a page of entries (the console's pages of targets) and one tag's entries read: the tag and
+# the target's id, whose five parts are the entry's cluster, namespace, kind, name and container
+# (``Target.id``; only the cluster may hold a "/"); not the keys, nor ``seen_at``. Every attribute
+# read costs DynamoDB's response and the function's parsing: two instead of seven (or eight).
 PAGE_ATTRIBUTES = ["image", "target_id"]
 SUMMARY_ATTEMPTS = 5  # a shard's item written again after another writer's (a concurrent update)
 
@@ -89,8 +89,9 @@ class DynamoIndex:
         self._table = table
 
     def entries(self, image: FollowedKey | None = None, shards: list[str] | None = None) -> list[IndexEntry]:
-        if image is not None:
-            return [index_entry(i) for i in self._table.query(FOLLOW + shard(image), prefix=image + "#")]
+        if image is not None:  # one tag's: its targets (an image's page, a change's lookup)
+            items = self._table.query(FOLLOW + shard(image), prefix=image + "#", attributes=PAGE_ATTRIBUTES)
+            return [_paged_entry(i) for i in items]
         with ThreadPoolExecutor(max_workers=READERS) as pool:
             pages = list(pool.map(lambda s: self._table.query(FOLLOW + s), shards or all_shards()))
         return [index_entry(item) for page in pages for item in page]
