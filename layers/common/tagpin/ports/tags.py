@@ -68,6 +68,11 @@ class Tags(Protocol):
         """Eventually consistent: for skipping work when nothing changed, never for deciding."""
         ...
 
+    def shown(self, images: list[FollowedKey]) -> dict[FollowedKey, TagState]:
+        """What a console row of a target shows of its tag (``get_many``): its digest and version;
+        the other fields are not read (left at their defaults). For showing, never for deciding."""
+        ...
+
     def mark_bad(self, image: FollowedKey, digest: Digest, reason: str, now: int) -> bool:
         """Block ``digest`` for ``image`` while the tag points to it (False: the tag moved on)."""
         ...

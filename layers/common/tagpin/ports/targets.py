@@ -103,6 +103,12 @@ class Targets(Protocol):
 
     def get_many(self, target_ids: list[str]) -> dict[str, TargetState]: ...
 
+    def shown(self, target_ids: list[str]) -> dict[str, TargetState]:
+        """What a console row shows of these targets (``get_many``, read as consistently): status,
+        digest, detail, ``updated_at``, the hold's digest and end; the other fields are not read
+        (left at their defaults). For showing, never for deciding."""
+        ...
+
     def get_with_tag(
         self, image: FollowedKey, target_ids: list[str]
     ) -> tuple[TagState | None, dict[str, TargetState]]:

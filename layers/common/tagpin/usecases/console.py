@@ -9,8 +9,9 @@ notification: the renderer escapes them all.
 
 Pages are keyset pages, not offsets: the configuration's targets first (in its order), then the
 label-discovered ones shard by shard in key order (image, then target id). A page of targets reads
-the configuration (cached), one Query per shard it touches (usually one), and one batched read of
-its targets' states and of its tags', whatever the number of targets followed. A page of images
+the configuration (cached), one Query per shard it touches (usually one; of each entry its tag and
+target id), and one batched read of its targets' states and of its tags' (only what a row shows:
+``Targets.shown``, ``Tags.shown``), whatever the number of targets followed. A page of images
 reads each shard's one item of tags and target counts (a few shards a batched read) and its tags'
 states, never the index's entries. A target is looked up by key (``Followed.of_target``): its
 index entry's key when its image is known, else one Query of the index by target id.
@@ -294,10 +295,10 @@ class Console:
         states: Mapping[str, TargetState] | None = None,
     ) -> list[TargetRow]:
         configured = {t.id for f in self._config().images for t in f.targets}
-        if states is None:
-            states = self.state.targets.get_many([t.id for _, t in picked])
+        if states is None:  # only what a row shows: every attribute read is sent and parsed
+            states = self.state.targets.shown([t.id for _, t in picked])
         if tags is None:
-            tags = self.state.tags.get_many(list(dict.fromkeys(f.image for f, _ in picked)))
+            tags = self.state.tags.shown(list(dict.fromkeys(f.image for f, _ in picked)))
         return [
             target_row(
                 f, t, states.get(t.id), tags.get(f.image), CONFIGURATION if t.id in configured else LABEL

@@ -238,14 +238,15 @@ class Table:
         return attributes
 
     # -- many items -------------------------------------------------------------------------------
-    def batch_get(self, keys: list[Key], *, consistent: bool) -> list[Item]:
-        """Every item found, ``BATCH_GET_KEYS`` keys a call; unprocessed keys are asked again after
-        a capped, jittered exponential backoff."""
+    def batch_get(
+        self, keys: list[Key], *, consistent: bool, attributes: list[str] | None = None
+    ) -> list[Item]:
+        """Every item found (only its ``attributes`` if given), ``BATCH_GET_KEYS`` keys a call;
+        unprocessed keys are asked again after a capped, jittered exponential backoff."""
         found: list[Item] = []
         for start in range(0, len(keys), BATCH_GET_KEYS):
-            request: Item = {
-                self.name: {"Keys": keys[start : start + BATCH_GET_KEYS], "ConsistentRead": consistent}
-            }
+            keys_of: Item = {"Keys": keys[start : start + BATCH_GET_KEYS], "ConsistentRead": consistent}
+            request: Item = {self.name: keys_of | _projection(attributes)}
             for attempt in self._attempts():
                 response = self.client.batch_get_item(RequestItems=request)
                 found.extend(response.get("Responses", {}).get(self.name, []))

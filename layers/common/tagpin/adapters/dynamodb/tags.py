@@ -36,6 +36,10 @@ from tagpin.ports.state import TagRecord, TagState
 RECORD_ATTEMPTS = 3
 
 
+# What a console row of a target shows of its tag (``Tags.shown``): its digest and version.
+SHOWN_ATTRIBUTES = ["pk", "digest", "version"]
+
+
 def tag_state(image: FollowedKey, item: Item) -> TagState:
     return TagState(
         image=image,
@@ -122,9 +126,17 @@ class DynamoTags:
         return None if item is None else tag_state(image, item)
 
     def get_many(self, images: list[FollowedKey]) -> dict[FollowedKey, TagState]:
+        return self._many(images)
+
+    def shown(self, images: list[FollowedKey]) -> dict[FollowedKey, TagState]:
+        return self._many(images, SHOWN_ATTRIBUTES)
+
+    def _many(
+        self, images: list[FollowedKey], attributes: list[str] | None = None
+    ) -> dict[FollowedKey, TagState]:
         found: dict[FollowedKey, TagState] = {}
         keys = [key(TAG + image) for image in dict.fromkeys(images)]
-        for item in self._table.batch_get(keys, consistent=False):
+        for item in self._table.batch_get(keys, consistent=False, attributes=attributes):
             image = FollowedKey((text(item, "pk") or "").removeprefix(TAG))
             found[image] = tag_state(image, item)
         return found

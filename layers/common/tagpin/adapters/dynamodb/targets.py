@@ -47,6 +47,11 @@ def trigger_of(item: Item) -> Trigger | None:
         return None
 
 
+# What a console row shows of a target (``Targets.shown``): its id, status, digest, detail, when it
+# was updated, and its hold's digest and end.
+SHOWN_ATTRIBUTES = ["pk", "status", "digest", "detail", "updated_at", "held_digest", "held_until"]
+
+
 def target_state(item: Item) -> TargetState:
     return TargetState(
         target_id=(text(item, "pk") or "").removeprefix(TARGET),
@@ -84,6 +89,12 @@ class DynamoTargets:
     def get_many(self, target_ids: list[str]) -> dict[str, TargetState]:
         keys = [key(TARGET + t) for t in dict.fromkeys(target_ids)]
         states = (target_state(item) for item in self._table.batch_get(keys, consistent=True))
+        return {state.target_id: state for state in states}
+
+    def shown(self, target_ids: list[str]) -> dict[str, TargetState]:
+        keys = [key(TARGET + t) for t in dict.fromkeys(target_ids)]
+        items = self._table.batch_get(keys, consistent=True, attributes=SHOWN_ATTRIBUTES)
+        states = (target_state(item) for item in items)
         return {state.target_id: state for state in states}
 
     def get_with_tag(
