@@ -1,5 +1,6 @@
 """The generated sentences of docs/console.md (the first page of targets), docs/gitops.md (one push
-through 50 repositories) and docs/policies.md (listing 10,000 tags), from bench/results/*.json
+through 50 repositories), docs/policies.md (listing 10,000 tags) and docs/build.md (import times
+and package sizes), from bench/results/*.json
 (``bench/figures.py``): figures these pages had typed by hand from runs of older code."""
 
 from __future__ import annotations
@@ -60,8 +61,61 @@ def tags_listing(results: Results) -> str:
     )
 
 
+def coldstart_build(results: Results) -> str:
+    """docs/build.md's table of import times and package sizes (it had figures typed from a run of
+    code long changed: the registry client then on httpx)."""
+    doc = _need(results, "coldstart")
+    functions, references = doc["functions"], doc["references"]
+
+    def times(entry: Doc, key: str) -> str:
+        got = entry.get(key)
+        if not got:
+            return "-"
+        return f"{got['import_best_s'] * 1000:.0f} / {got['import_median_s'] * 1000:.0f} ms"
+
+    rows = [
+        ("poller `app`", functions["PollerFunction"]),
+        ("webhook `app`", functions["WebhookFunction"]),
+        (
+            "consumer `app` (kubernetes imported by its first change, not at module import)",
+            functions["ConsumerFunction"],
+        ),
+        ("console `app`", functions["ConsoleFunction"]),
+        (
+            "reference: the common layer's libraries (powertools, pydantic, boto3...)",
+            references["ref:common-libs"],
+        ),
+        (
+            "reference: kubernetes sync client + `AppsV1Api(ApiClient(Configuration()))`",
+            references["ref:k8s-client"],
+        ),
+        ("reference: all the consumer's libraries", references["ref:consumer-libs"]),
+    ]
+    first = functions["ConsumerFunction"].get("first_change")
+    lines = [
+        f"Measured by `make bench-coldstart` ({_load(doc)}; best / median of {doc['runs']} fresh processes):",
+        "",
+        "| import | with pycs | without pycs |",
+        "|---|---|---|",
+        *(f"| {name} | {times(entry, 'with_pyc')} | {times(entry, 'without_pyc')} |" for name, entry in rows),
+    ]
+    if first:
+        lines.append(
+            f"| the consumer's `app` and the Kubernetes client its first change imports | "
+            f"{first['import_best_s'] * 1000:.0f} / {first['import_median_s'] * 1000:.0f} ms | - |"
+        )
+    sizes = "; ".join(
+        f"{name.removesuffix('Function').lower()} {entry['unzipped_mb']:.1f} / "
+        f"{entry['unzipped_no_pyc_mb']:.1f} MB unzipped, {entry['zipped_mb']:.1f} MB zipped"
+        for name, entry in functions.items()
+    )
+    lines += ["", f"With their layers (with pycs / sources only; Lambda's limit 250 MB unzipped): {sizes}."]
+    return "\n".join(lines)
+
+
 PROSE_BLOCKS: dict[str, dict[str, Callable[[Results], str]]] = {
     "docs/console.md": {"console-targets": console_targets},
     "docs/gitops.md": {"gitops-run": gitops_run},
     "docs/policies.md": {"tags-listing": tags_listing},
+    "docs/build.md": {"coldstart-build": coldstart_build},
 }
