@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.constants import ROOT
-from tests.support.fresh import run_fresh
+from tests.support.fresh import handler_env, run_fresh
 
 # The handler's source is compiled before the count starts: its first line can pause the collector
 # only once it runs, and compiling it (on Lambda too: the functions' packages carry no bytecode)
@@ -39,21 +39,7 @@ print(json.dumps({
 
 
 def loaded(function: str) -> dict[str, object]:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(ROOT / "layers/common"),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
-        "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
-        "TAGPIN_STATE_TABLE": "tagpin-state",
-        "TAGPIN_IDEMPOTENCY_TABLE": "tagpin-idempotency",
-        "TAGPIN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/changes.fifo",
-        "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
-        "TAGPIN_NOTIFICATIONS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
-        "POWERTOOLS_SERVICE_NAME": function,
-    }
+    env = handler_env(function)
     result: dict[str, object] = run_fresh(SCRIPT, ROOT / "functions" / function / "app.py", env)
     return result
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.constants import ROOT
-from tests.support.fresh import run_fresh
+from tests.support.fresh import handler_env, run_fresh
 
 SCRIPT = """
 import importlib.util, json, sys
@@ -57,20 +57,7 @@ NEVER = {
 
 
 def loaded(function: str) -> dict[str, list[str]]:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(ROOT / "layers/common"),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
-        "TAGPIN_CONFIG_PARAMETER": "/tagpin/config",
-        "TAGPIN_STATE_TABLE": "tagpin-state",
-        "TAGPIN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/changes.fifo",
-        "TAGPIN_WEBHOOK_SECRET": "tagpin/webhook",
-        "TAGPIN_NOTIFICATIONS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/notifications",
-        "POWERTOOLS_SERVICE_NAME": function,
-    }
+    env = handler_env(function)
     result: dict[str, list[str]] = run_fresh(SCRIPT, ROOT / "functions" / function / "app.py", env)
     return result
 
