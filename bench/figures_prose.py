@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Callable
 
 from bench.figures_docs import Doc, Results, _load, _need
+from bench.figures_readme import listings
 
 
 def console_targets(results: Results) -> str:
@@ -46,13 +47,12 @@ def gitops_run(results: Results) -> str:
 
 def tags_listing(results: Results) -> str:
     doc = _need(results, "tags")
-    rows: dict[str, Doc] = {r["scenario"]: r for r in doc["rows"]}
 
     def listed(r: Doc) -> str:
         many = "request" if r["requests"] == 1 else "requests"
         return f"{r['requests']} {many}, {r['warm_median_ms']:.0f} ms warm"
 
-    one, link, cap = rows["registry"], rows["link-1000"], rows["link-cap-100"]
+    one, link, cap = listings(doc)
     return (
         f"`make bench-tags` (listing {doc['tags']:,} tags on the local registry, {_load(doc)}): one page "
         f"(distribution ignores `n`) {listed(one)}, {one['result_mb']:.1f} MB of tags; "

@@ -137,9 +137,15 @@ def poll_latency(doc: Doc) -> str:
     )
 
 
-def tags(doc: Doc) -> str:
+def listings(doc: Doc) -> tuple[Doc, Doc, Doc]:
+    """bench-tags' three listings: one page (the registry's own), ``Link`` pages of 1,000, pages
+    capped at 100."""
     rows = {r["scenario"]: r for r in doc["rows"]}
-    reg, link, cap = rows["registry"], rows["link-1000"], rows["link-cap-100"]
+    return rows["registry"], rows["link-1000"], rows["link-cap-100"]
+
+
+def tags(doc: Doc) -> str:
+    reg, link, cap = listings(doc)
     return (
         f"one page: {reg['requests']} request, {reg['warm_median_ms']:.0f} ms warm, "
         f"{reg['peak_python_mb']:.2f} MB "
