@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from tagpin.adapters.kubernetes.auth import kubeconfig_api_client
@@ -20,37 +19,17 @@ from tagpin.domain.messages import TargetChange, Trigger
 from tagpin.domain.moves import Move
 from tagpin.ports.state import State
 from tagpin.ports.targets import TargetNote
-from tagpin.ports.workloads import ImageChange
 from tagpin.usecases.apply import Applier
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
 
 from tests.support.cli import Cli, endpoints_file
+from tests.support.held import HeldDuringThePatch, Stopped
 from tests.support.stack import drain, state_of
 
 pytestmark = pytest.mark.e2e
 
 WEB = Target(cluster="local", namespace="default", kind=Kind.DEPLOYMENT, name="web", container="web")
-
-
-class Stopped(BaseException):
-    """The consumer stopped (a Lambda timeout, a crash)."""
-
-
-class HeldDuringThePatch:
-    """tagpin's client, with a person holding the target once the PATCH is accepted, and the
-    consumer stopping before it reads its claim again."""
-
-    def __init__(self, workloads: KubeWorkloads, hold: Any) -> None:
-        self._workloads, self._hold = workloads, hold
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._workloads, name)
-
-    def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
-        self._workloads.set_image(namespace, kind, name, change)
-        self._hold()
-        raise Stopped("after the PATCH")
 
 
 @pytest.fixture

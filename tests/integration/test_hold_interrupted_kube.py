@@ -10,7 +10,6 @@ import itertools
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import boto3
 import pytest
@@ -24,7 +23,6 @@ from tagpin.domain.messages import TargetChange, Trigger
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome
 from tagpin.ports.state import State, TargetStatus
-from tagpin.ports.workloads import ImageChange
 from tagpin.usecases.apply import Applier
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.reconcile import Reconciler
@@ -33,6 +31,7 @@ from tagpin_local.kube.manifests import deployment
 
 from tests.support.aws import create_table
 from tests.support.constants import D1, D2, FOLLOW
+from tests.support.held import HeldDuringThePatch, Stopped
 from tests.support.kube import local_cluster
 from tests.support.queues import ListQueue
 from tests.support.registry import ScriptedRegistry
@@ -43,10 +42,6 @@ REPO = "127.0.0.1:5000/demo/held"  # never pulled from: kwok runs no containers
 APP = f"{REPO}:stable"
 CONFIG = parse_config("clusters:\n  lab: {kubeconfig: {file: /dev/null}}\nimages: []\n")
 _SERIAL = itertools.count()
-
-
-class Stopped(BaseException):
-    """The consumer stopped (a Lambda timeout, a crash)."""
 
 
 @pytest.fixture(scope="module")
@@ -64,26 +59,6 @@ def store() -> Iterator[State]:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class HeldDuringThePatch:
-    """tagpin's client, with a person holding the target as the PATCH lands, and the consumer
-    stopping before it reads its claim again."""
-
-    def __init__(self, workloads: KubeWorkloads, hold: Any) -> None:
-        self._workloads, self._hold = workloads, hold
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._workloads, name)
-
-    def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
-        # The hold is written once the PATCH is accepted, while the claim is still open: a PATCH
-        # refused (409, the Deployment's controller wrote it since the GET) is retried by the
-        # consumer, which would then find the hold before its PATCH (superseded, as it must) and
-        # not be the case under test (CI run W).
-        self._workloads.set_image(namespace, kind, name, change)
-        self._hold()
-        raise Stopped("after the PATCH")
 
 
 def test_a_consumer_stopped_after_its_patch_under_a_new_hold_is_put_back(
