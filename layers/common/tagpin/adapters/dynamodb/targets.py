@@ -87,13 +87,14 @@ class DynamoTargets:
         return self.get_many([target_id]).get(target_id)
 
     def get_many(self, target_ids: list[str]) -> dict[str, TargetState]:
-        keys = [key(TARGET + t) for t in dict.fromkeys(target_ids)]
-        states = (target_state(item) for item in self._table.batch_get(keys, consistent=True))
-        return {state.target_id: state for state in states}
+        return self._many(target_ids)
 
     def shown(self, target_ids: list[str]) -> dict[str, TargetState]:
+        return self._many(target_ids, SHOWN_ATTRIBUTES)
+
+    def _many(self, target_ids: list[str], attributes: list[str] | None = None) -> dict[str, TargetState]:
         keys = [key(TARGET + t) for t in dict.fromkeys(target_ids)]
-        items = self._table.batch_get(keys, consistent=True, attributes=SHOWN_ATTRIBUTES)
+        items = self._table.batch_get(keys, consistent=True, attributes=attributes)
         states = (target_state(item) for item in items)
         return {state.target_id: state for state in states}
 
