@@ -3,7 +3,7 @@ scenario's layout, the registry's ceiling (wrk) and a skopeo loop, and stopping 
 
 The state is written as the poller and the consumer leave it, through the same adapter for the
 settled digests (``Digests.settle_many``), so that a change of the state layout changes the bench's
-setup with it: the steady scenario is checked after each run (no write but the cursor, one read of
+setup with it: the steady scenario is checked after each run (no write at all, one read of
 the settled digests), never assumed.
 """
 
