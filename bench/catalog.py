@@ -23,6 +23,7 @@ class Bench:
 # The poll's own path: what a scheduled poll runs, state layout included.
 POLL_PATH = (
     f"{LIB}/usecases/poll.py",
+    f"{LIB}/usecases/poll_summary.py",
     f"{LIB}/usecases/detect.py",
     f"{LIB}/usecases/attestations.py",
     f"{LIB}/adapters/registry",

@@ -6,8 +6,8 @@ Detector, state in a moto server in its own process), in a fresh interpreter per
 RSS is that run's, in three states of the table (``bench/pollsetup.py`` writes them):
 
 * steady: what every scheduled poll meets (nothing moved; every tag in the settled digests, as
-  the polls before left them). Checked after the run: no write but the cursor, one read of the
-  settled digests; a bench that no longer measures the steady state fails here;
+  the polls before left them). Checked after the run: no write (a library before 2026-11-27: but the
+  cursor), one read of the settled digests; a bench that no longer measures the steady state fails here;
 * settling: the tags' and targets' items, no settled digests (a store written before they
   existed, or a poll that has not finished yet): every tag read, found unchanged, settled;
 * moved: every tag moved since the last poll (its targets behind): every tag recorded and a
@@ -147,13 +147,15 @@ def worker(args: argparse.Namespace) -> None:
             state = dynamodb_state(db, table)
             return Poller(Detector(client, state, queue), client, state, lambda _h: Registry(insecure=True))
 
-        poller(args.warm_table).run(followed[:20])
+        warm = poller(args.warm_table)  # the handler's is one per container (tagpin.wiring): kept
+        warm.run(followed[:20])
         calls.clear()
         queue.sent.clear()
         pids = {"poller": os.getpid(), "moto": args.moto_pid, "registry": args.registry_pid}
         cpu_before = {k: cpu_seconds(p) for k, p in pids.items() if p}
         started = time.perf_counter()
-        summary = poller(args.table).run(followed, remaining_ms=lambda: 900_000)
+        measured = warm if args.table == args.warm_table else poller(args.table)
+        summary = measured.run(followed, remaining_ms=lambda: 900_000)
         seconds = time.perf_counter() - started
         cpu = {k: round(cpu_seconds(p) - cpu_before[k], 2) for k, p in pids.items() if p}
         poll_calls = dict(sorted(calls.items()))
@@ -212,7 +214,7 @@ def check(scenario: str, n: int, result: dict[str, Any]) -> None:
     if scenario == "steady":
         assert counts["unchanged"] == n and result["settled_after"] >= n, result
         writes = {k: v for k, v in calls.items() if k not in ("BatchGetItem", "GetItem", "Query")}
-        assert writes == {"PutItem": 1}, f"a steady poll wrote more than its cursor: {calls}"
+        assert writes in ({}, {"PutItem": 1}), f"a steady poll wrote more than its cursor: {calls}"
         assert calls.get("BatchGetItem") == 1, f"a steady poll read more than the settled digests: {calls}"
     elif scenario == "settling":
         assert counts["unchanged"] == n and result["settled_after"] == n, result

@@ -3,8 +3,8 @@ scenario's layout, the registry's ceiling (wrk) and a skopeo loop, and stopping 
 
 The state is written as the poller and the consumer leave it, through the same adapter for the
 settled digests (``Digests.settle_many``), so that a change of the state layout changes the bench's
-setup with it: the steady scenario is checked after each run (no write but the cursor, one read of
-the settled digests), never assumed.
+setup with it: the steady scenario is checked after each run (no write but an older library's
+cursor, one read of the settled digests), never assumed.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@
   ``Detector.observe`` (conditional write, enqueue when a target is behind), and errors are
   recorded on each tag of the failing registry.
 - When the remaining time runs short the poll stops starting new work, persists the first tag
-  it did not finish as the cursor, and the next run starts there: no tag is starved.
+  it did not finish as the cursor, and the next run starts there: no tag is starved. The cursor is
+  written only when it moves. A poller that ran before starts where it left it, without waiting:
+  its read confirms it while the first chunks resolve (moved by another run: they are dropped).
 - The settled digests (``State.digests``: every shard's tags in one compact item) are read once
   per run: a tag the registry answers with its settled digest costs no read of its own items at
   all. Only the other tags (moved, first seen, erring, targets not settled yet) have their tag
@@ -39,7 +41,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, Registry
@@ -51,6 +53,7 @@ from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
 from tagpin.ports.state import State, TagState, TargetState
 from tagpin.usecases.attestations import AttestationFilter
 from tagpin.usecases.detect import Detector, merge_followed, now_ms
+from tagpin.usecases.poll_summary import PollSummary, guarded
 
 if TYPE_CHECKING:
     from tagpin.usecases.channels import Channels
@@ -68,48 +71,21 @@ AHEAD = 2  # chunks resolving at once: the next one's requests wait in the regis
 WHILE_READING = 16
 
 
-@dataclass
-class PollSummary:
-    resolved: int = 0  # tags the registries answered for (or failed to)
-    unchanged: int = 0
-    changed: int = 0
-    enqueued: int = 0
-    errors: int = 0
-    ignored: int = 0  # attestation-only index changes
-    not_reached: int = 0  # left for the next run (time budget)
-    cursor: FollowedKey | None = None
-    results: list[Observation] = field(default_factory=list)  # everything but "unchanged"
-
-    def counts(self) -> dict[str, int]:
-        return {
-            k: getattr(self, k)
-            for k in ("resolved", "unchanged", "changed", "enqueued", "errors", "ignored", "not_reached")
-        }
-
-
-def _guarded(call: Callable[[], Observation | None]) -> Observation | None:
-    """Run one tag's recording; a failure of our own store or queue (a throttle, say) is that
-    tag's error for this run, not the end of the run: the others go on and the cursor is kept."""
-    try:
-        return call()
-    except Exception as exc:
-        followed = call.args[0] if isinstance(call, partial) and call.args else None
-        image = cast(FollowedKey, getattr(followed, "image", "?"))
-        message = f"{type(exc).__name__}: {exc}"
-        logger.warning(
-            "recording a tag failed; the next run retries it", extra={"image": image, "error": message}
-        )
-        return Observation(image, TagOutcome.ERROR, error=message)
-
-
-def _ordered(refs: dict[FollowedKey, ImageRef], cursor: Future[str | None] | None) -> list[FollowedKey]:
-    """The images to resolve, from where the last run stopped (the cursor) on, wrapping around."""
+def _chunked(refs: dict[FollowedKey, ImageRef], start: str | None, size: int) -> list[list[FollowedKey]]:
+    """The images to resolve, in chunks of ``size``, from ``start`` (where the last run stopped: the
+    cursor) on, wrapping around."""
     order = sorted(refs)
-    start = cursor.result() if cursor is not None and order else None
     if start is not None:
         first = next((i for i, image in enumerate(order) if image >= start), 0)
         order = order[first:] + order[:first]
-    return order
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def _cancel(started: list[Future[Any]]) -> None:
+    """Drop the chunks started: their answers so far, and their requests not sent yet."""
+    for f in started:
+        f.cancel()
+    started.clear()
 
 
 @dataclass
@@ -156,6 +132,7 @@ class Poller:
         self._attestations = AttestationFilter(resolver, registry_settings)
         self._channels = channels
         self._tags: dict[FollowedKey, ImageRef] = {}  # the last run's tags, parsed (the same next run)
+        self._cursors: dict[str, str | None] = {}  # each part's cursor as this poller last read or left it
 
     def run(
         self,
@@ -174,17 +151,19 @@ class Poller:
             tuple[FollowedKey, Digest, int]
         ] = []  # found settled this run: written together at the end
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
-            # The cursor is read while the refs are worked out (a channel's listing), the settled
-            # digests once the first chunks are asked for (below): neither waits for the other.
-            cursor_read = pool.submit(self._state.cursor.get, part) if items else None
+            # The cursor: a poller that ran this part before starts where it left it and reads the
+            # cursor while the first chunks resolve (below); a new one reads it while the refs are
+            # worked out (a channel's listing) and waits for it. The settled digests are read once
+            # the first chunks are asked for: none of these reads waits for another.
+            cold = items and part.name not in self._cursors
+            cursor_read = pool.submit(self._state.cursor.get, part) if cold else None
             refs, moved = self._refs(items, summary)
-            order = _ordered(refs, cursor_read)
+            at = self._cursors.get(part.name) if cursor_read is None else cursor_read.result()
+            chunks = _chunked(refs, at, self._chunk)
             settled: dict[str, str] = {}  # read while the first chunk resolves (below)
             deadline = (
                 None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
             )
-            chunks = [order[i : i + self._chunk] for i in range(0, len(order), self._chunk)]
-
             started: list[Future[dict[ImageRef, Resolution | RegistryError]]] = []
 
             def start(limit: int) -> None:
@@ -206,7 +185,12 @@ class Poller:
                 # at most WHILE_READING. The first are asked for before the read starts: the
                 # registry has work before the read's large answer competes for the CPU.
                 start(WHILE_READING)
+                cursor_read = cursor_read or pool.submit(self._state.cursor.get, part)
                 reading = pool.submit(self._state.digests.all, None if part.whole else part.shards)
+                if (stored := cursor_read.result()) != at:  # another run moved it: start again there
+                    _cancel(started)
+                    at, chunks[:] = stored, _chunked(refs, stored, self._chunk)
+                    start(WHILE_READING)
                 while not reading.done():
                     waiting: list[Future[Any]] = [reading, *(f for f in started if not f.done())]
                     wait(waiting, return_when=FIRST_COMPLETED)
@@ -226,9 +210,17 @@ class Poller:
                     reads.append(
                         self._read_state(pool, [items[i] for i in chunks[n + 1] if i not in settled])
                     )
-                todo = [items[i] for i in chunk]
                 self._record(
-                    pool, todo, refs, resolved, reads[n], settled, settles, summary, trigger, correlation_id
+                    pool,
+                    [items[i] for i in chunk],
+                    refs,
+                    resolved,
+                    reads[n],
+                    settled,
+                    settles,
+                    summary,
+                    trigger,
+                    correlation_id,
                 )
                 if unfinished := [i for i in chunk if refs[i] not in resolved]:
                     rest = unfinished + [i for c in chunks[n + 1 :] for i in c]
@@ -236,14 +228,21 @@ class Poller:
             summary.not_reached = len(rest)
             summary.cursor = rest[0] if rest else None
             self._settle(pool, settles)
-        if order:
+        if chunks:
+            self._leave(summary, at, part)
+        return summary
+
+    def _leave(self, summary: PollSummary, at: str | None, part: PollPart) -> None:
+        """The cursor where the run stopped (``at``: where it started), written only when it moves:
+        a steady poll writes nothing."""
+        if summary.cursor != at:
             self._state.cursor.put(summary.cursor, self._clock(), part)
+        self._cursors[part.name] = summary.cursor
         if summary.cursor:
             logger.warning(
                 "poll stopped for the time budget; the next run continues",
                 extra={"cursor": summary.cursor, "not_reached": summary.not_reached},
             )
-        return summary
 
     def _refs(
         self, items: dict[FollowedKey, FollowedImage], summary: PollSummary
@@ -261,7 +260,7 @@ class Poller:
         for image, head in self._channels.heads(channels).items():
             if head.error is not None:  # not checked this run: the head and its digest stay
                 summary.errors += 1
-                noted = _guarded(partial(self._detector.record_error, items[image], head.error))
+                noted = guarded(partial(self._detector.record_error, items[image], head.error))
                 summary.results.append(noted or Observation(image, TagOutcome.ERROR, error=head.error))
             elif head.ref is not None:
                 refs[image] = head.ref
@@ -387,7 +386,7 @@ class Poller:
                     targets={t.id: st for t in f.targets if (st := targets.get(t.id)) is not None},
                 )
             )
-        for result in pool.map(_guarded, work):
+        for result in pool.map(guarded, work):
             if result is None:  # bookkeeping of the settled digests
                 continue
             summary.results.append(result)
