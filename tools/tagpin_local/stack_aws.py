@@ -28,12 +28,16 @@ def _cache_moto_modules() -> None:
     """moto's server lists its package directory (about 200 ``isdir`` calls) on every request to
     tell a service name from a host name (``moto.backends.list_of_moto_modules``); the list does
     not change while the process runs, so it is read once. A local-stack speed-up only: it
-    changes no answer moto gives."""
+    changes no answer moto gives. The other lookups made cheaper in the same way:
+    :mod:`.moto_lookups`."""
     from moto import backends
+
+    from tagpin_local import moto_lookups
 
     listing = backends.list_of_moto_modules
     if not hasattr(listing, "cache_info"):  # not cached yet (once per process)
         backends.list_of_moto_modules = functools.cache(lambda: tuple(listing()))
+    moto_lookups.install()
 
 
 def cluster_secret(name: str) -> str:
