@@ -93,3 +93,19 @@ def test_names_are_converted_as_moto_converts_them() -> None:
     names = ["SendMessage", "ReceiveMessage", "MessageRetentionPeriod", "FifoQueue", "KMSMasterKeyId", ""]
     for name in names:
         assert responses.camelcase_to_underscores(name) == camelcase_to_underscores(name)  # type: ignore[attr-defined]
+
+
+def test_sqs_reads_moto_clock_without_datetimes() -> None:
+    """The same clock as moto's own (seconds since the epoch, UTC), read from ``time.time``."""
+    import datetime
+
+    from moto.core import utils
+    from moto.sqs import models
+
+    assert moto_lookups.install()
+    unix_time, unix_time_millis = vars(models)["unix_time"], vars(models)["unix_time_millis"]
+    assert unix_time is not utils.unix_time  # moto's own reads it through datetimes
+    assert abs(unix_time() - utils.unix_time()) < 1.0
+    assert abs(unix_time_millis() - utils.unix_time_millis()) < 1000.0
+    moment = datetime.datetime(2026, 11, 27, 10, 0, 0, 250000)
+    assert unix_time(moment) == utils.unix_time(moment)
