@@ -57,8 +57,9 @@ def test_the_answer_comes_before_the_check_and_a_failed_check_comes_back(live: L
         assert not current_image(live)[0].endswith("@" + digest)
     finally:
         live.registry.reconfigure(None)  # back, same storage and port
-    # new containers, in effect: the registry client's breaker (open for a minute after five
-    # failures in a row) is not what this test waits for
+    # new containers, in effect: the failed check asked the registry five times (the Detector's
+    # confirm delays), which opens the registry client's breaker for a minute in its container
+    # (its checks fail at once meanwhile and come back later); not what this test waits for
     live.write_config()
     # the notification comes back on its own (5 s later) and rolls the workload
     wait_for("the workload at the digest", lambda: current_image(live)[0].endswith("@" + digest))
