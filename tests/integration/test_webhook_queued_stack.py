@@ -7,10 +7,15 @@ notifications queue -> webhook -> changes queue -> consumer is one Lambda's loop
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tagpin_local.demo import current_image
+from tagpin_local.lambda_runtime import trigger
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
 
@@ -52,8 +57,9 @@ def test_the_answer_comes_before_the_check_and_a_failed_check_comes_back(live: L
         assert not current_image(live)[0].endswith("@" + digest)
     finally:
         live.registry.reconfigure(None)  # back, same storage and port
-    # new containers, in effect: the registry client's breaker (open for a minute after five
-    # failures in a row) is not what this test waits for
+    # new containers, in effect: the failed check asked the registry five times (the Detector's
+    # confirm delays), which opens the registry client's breaker for a minute in its container
+    # (its checks fail at once meanwhile and come back later); not what this test waits for
     live.write_config()
     # the notification comes back on its own (5 s later) and rolls the workload
     wait_for("the workload at the digest", lambda: current_image(live)[0].endswith("@" + digest))
@@ -91,3 +97,44 @@ def test_a_delivery_sent_twice_rolls_once(live: LocalStack) -> None:
     wait_for("the workload at the digest", lambda: current_image(live)[0].endswith("@" + digest))
     wait_for("the changes queue empty", lambda: messages_on(live, live.queue_url) == 0)
     assert live.kube.count("PATCH", r"/deployments/web$") == patches + 1
+
+
+def test_a_check_is_not_received_again_while_it_runs(live: LocalStack) -> None:
+    """A check lasts as long as its registry makes it (here one that accepts connections and
+    answers nothing: until the invocation's reserve, seconds past the local stack's default
+    visibility timeout). Its record stays hidden meanwhile, as Lambda requires of an event source's
+    queue (a VisibilityTimeout of at least the function's Timeout). Received again while it ran, a
+    second check would find the delivery claimed, answer it a duplicate and delete the one message
+    the first reports failed: the notification lost, the workload never rolled by it."""
+    assert live.registry is not None and live.registry.pid is not None
+    digest = push_image(live.registry.url, "demo/web", "stable")
+    function = live.functions["webhook"]
+    began: list[float] = []  # each check of this notification, as it begins
+    ended: list[float] = []  # and as it ends
+    invoke = function.invoke
+
+    def timed(event: dict[str, Any]) -> Any:
+        ours = trigger(event) == "sqs" and any("outlasting-1" in r.get("body", "") for r in event["Records"])
+        if ours:
+            began.append(time.monotonic())
+        try:
+            return invoke(event)
+        finally:
+            if ours:
+                ended.append(time.monotonic())
+
+    function.invoke = timed
+    try:
+        os.kill(live.registry.pid, signal.SIGSTOP)
+        try:
+            assert notify(live, digest, "outlasting-1").json() == {"queued": 1}
+            wait_for("the check given up", lambda: ended, deadline_s=2 * function.timeout_s)
+        finally:
+            os.kill(live.registry.pid, signal.SIGCONT)
+        assert ended[0] - began[0] > live.options.visibility_timeout  # it outlasted the default
+        assert len(began) == 1, "received again while its check ran"
+        # the notification comes back after its failed check (5 s later) and rolls the workload
+        wait_for("the workload at the digest", lambda: current_image(live)[0].endswith("@" + digest))
+        notifications_checked(live)
+    finally:
+        function.invoke = invoke

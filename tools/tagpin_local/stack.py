@@ -58,6 +58,7 @@ from tagpin_local.stack_aws import (
     CLUSTER_SECRET,
     CONFIG_PARAMETER,
     WEBHOOK_SECRET,
+    WEBHOOK_TIMEOUT_S,
     _cache_moto_modules,
     cluster_secret,
 )
@@ -199,7 +200,13 @@ class LocalStack(GitWriteBack):
         self._spawn(self._reconcile_scheduler, "reconcile-scheduler")
 
     def _start_functions(self) -> None:
-        timeouts = {"webhook": 15.0, "poller": 300.0, "consumer": 60.0, "reconciler": 300.0, "console": 15.0}
+        timeouts = {
+            "webhook": WEBHOOK_TIMEOUT_S,
+            "poller": 300.0,
+            "consumer": 60.0,
+            "reconciler": 300.0,
+            "console": 15.0,
+        }
         # the scheduled ones run one at a time anyway
         scaled = {"webhook", "consumer", "console", "writeback"}
         if self.options.git_write_back:

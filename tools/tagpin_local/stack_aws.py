@@ -22,18 +22,23 @@ from tagpin_local.tables import create_state_table
 WEBHOOK_SECRET = "tagpin/webhook"  # noqa: S105 (a secret name, not a secret)
 CLUSTER_SECRET = "tagpin/clusters/local"  # noqa: S105
 CONFIG_PARAMETER = "/tagpin/config"
+WEBHOOK_TIMEOUT_S = 15  # template.yaml: WebhookFunction.Timeout
 
 
 def _cache_moto_modules() -> None:
     """moto's server lists its package directory (about 200 ``isdir`` calls) on every request to
     tell a service name from a host name (``moto.backends.list_of_moto_modules``); the list does
     not change while the process runs, so it is read once. A local-stack speed-up only: it
-    changes no answer moto gives."""
+    changes no answer moto gives. The other lookups made cheaper in the same way:
+    :mod:`.moto_lookups`."""
     from moto import backends
+
+    from tagpin_local import moto_lookups
 
     listing = backends.list_of_moto_modules
     if not hasattr(listing, "cache_info"):  # not cached yet (once per process)
         backends.list_of_moto_modules = functools.cache(lambda: tuple(listing()))
+    moto_lookups.install()
 
 
 def cluster_secret(name: str) -> str:
@@ -141,10 +146,16 @@ class AwsResources:
             "deadLetterTargetArn": self.queue_arn_of(dlq_url),
             "maxReceiveCount": self.options.max_receive_count,
         }
+        # Lambda refuses an event source whose queue's VisibilityTimeout is under the function's
+        # Timeout: a record is never received again while its check may still run. A check runs
+        # past the local default (5 s) with the registry down (the Detector asks again for the
+        # notification's digest, 5 requests) or silent (until the invocation's reserve); received
+        # again meanwhile, the second check finds the delivery claimed, answers it a duplicate and
+        # deletes the message the first reports failed: the notification lost.
         url = sqs.create_queue(
             QueueName="tagpin-notifications",
             Attributes={
-                "VisibilityTimeout": str(self.options.visibility_timeout),
+                "VisibilityTimeout": str(max(self.options.visibility_timeout, WEBHOOK_TIMEOUT_S)),
                 "RedrivePolicy": json.dumps(redrive),
             },
         )["QueueUrl"]
