@@ -121,6 +121,11 @@ def run_everything(w: World) -> None:
     # (a transaction checked against each tag's item); then a steady poll reads only those
     st.run_poller()
     st.run_poller()
+    # a run after one that stopped for its time budget (its cursor left at a tag, written here as
+    # that run did): the poll starts there, reaches every tag and moves the cursor back, the
+    # poller's one write of it (a steady poll writes none)
+    state_of(st).cursor.put(w.images["secret"], 0)
+    st.run_poller()
     # a record that is neither a change nor a verification: the consumer fails it and makes it
     # visible again at once (its redelivery schedule), then it is left to the dead-letter queue
     st.client("sqs").send_message(
