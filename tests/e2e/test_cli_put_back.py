@@ -25,7 +25,7 @@ from tagpin_local.stack import LocalStack
 
 from tests.support.cli import Cli, endpoints_file
 from tests.support.held import HeldDuringThePatch, Stopped
-from tests.support.stack import drain, state_of
+from tests.support.stack import drain, running, state_of
 
 pytestmark = pytest.mark.e2e
 
@@ -39,12 +39,6 @@ def cli(stack: LocalStack, tmp_path: Path) -> Iterator[Cli]:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def running(stack: LocalStack) -> str:
-    return str(
-        stack.kube.get("Deployment", "default", "web")["spec"]["template"]["spec"]["containers"][0]["image"]
-    )
 
 
 def stop_after_the_patch_under_a_hold(stack: LocalStack, store: State, app: str, digest: str) -> None:
@@ -79,15 +73,15 @@ def test_history_shows_the_image_a_hold_put_back(stack: LocalStack, cli: Cli) ->
     first = push_image(stack.registry.url, "demo/web", "stable")
     stack.run_poller()
     drain(stack)
-    assert running(stack) == f"{app}@{first}"
+    assert running(stack, WEB.id) == f"{app}@{first}"
 
     second = push_image(stack.registry.url, "demo/web", "stable")
     store = state_of(stack)
     stop_after_the_patch_under_a_hold(stack, store, app, second)
-    assert running(stack) == f"{app}@{second}"  # the PATCH landed under the hold
+    assert running(stack, WEB.id) == f"{app}@{second}"  # the PATCH landed under the hold
 
     stack.run_reconciler()
-    assert running(stack) == f"{app}@{first}"  # put back: the person's decision wins
+    assert running(stack, WEB.id) == f"{app}@{first}"  # put back: the person's decision wins
 
     events = cli.json("history", WEB.id)
     [put_back] = [e for e in events if e["status"] == TargetNote.PUT_BACK.value]
@@ -103,4 +97,4 @@ def test_history_shows_the_image_a_hold_put_back(stack: LocalStack, cli: Cli) ->
 
     stack.run_reconciler()  # once put back, nothing is put back again
     assert [e["status"] for e in cli.json("history", WEB.id)].count(TargetNote.PUT_BACK.value) == 1
-    assert running(stack) == f"{app}@{first}"
+    assert running(stack, WEB.id) == f"{app}@{first}"

@@ -142,3 +142,13 @@ def recorded_status(st: LocalStack, target_id: str, digest: str) -> TargetStatus
         return None
     recorded = {h.status for h in state_of(st).history.of_target(target_id) if h.digest == digest}
     return status if status.value in recorded else None
+
+
+def running(st: LocalStack, target_id: str) -> str:
+    """The image a target's container runs, read from its cluster's API server."""
+    cluster, namespace, kind, name, container = target_id.split("/")
+    obj = st.kubes[cluster].get(kind, namespace, name)
+    for c in obj["spec"]["template"]["spec"]["containers"]:
+        if c["name"] == container:
+            return str(c["image"])
+    raise KeyError(container)
