@@ -83,6 +83,16 @@ def history(st: LocalStack, target_id: str, digest: str) -> list[str]:
     return [h.status for h in reversed(state_of(st).history.of_target(target_id)) if h.digest == digest]
 
 
+def recorded_trail(st: LocalStack, target_id: str, digest: str, last: str) -> list[str]:
+    """The target's history of ``digest`` once its item ``last`` is written. The consumer writes a
+    history item just after the state it records (DynamoTargets.finish): a test that saw the state
+    may read the history before that item lands (CI of stop 41 did)."""
+    return wait_for(
+        f"the history item {last!r}",
+        lambda: (items := history(st, target_id, digest)) and items[-1] == last and items,
+    )
+
+
 def promotion_status(st: LocalStack, image: str) -> PromotionStatus | None:
     promotion = state_of(st).promotions.get(image)
     return None if promotion is None else promotion.status
@@ -181,7 +191,7 @@ def test_a_broken_image_degrades_the_rollout_and_tagpin_leaves_the_rollback_to_a
     time.sleep(2 * ROLLOUT_DELAY + 1)
     assert spec_image(st, "shop") == f"{image}@{bad}"
     assert pod_digests(st, "shop") == {good}
-    assert history(st, target, bad) == ["applied", "failed"]  # never rolled_back
+    assert recorded_trail(st, target, bad, "failed") == ["applied", "failed"]  # never rolled_back
     trail = [e for e in state_of(st).history.of_image(image) if e.digest == bad]
     assert "rolled_back" not in [e.event for e in trail]  # the image's trail says so too
     assert any(e.event == "failed" and "restored: none" in (e.detail or "") for e in trail)
@@ -220,7 +230,7 @@ def test_a_paused_canary_waits_past_the_timeout_and_completes_when_promoted(st):
 
     kube(st).promote_rollout("shop", "cart")  # a person (or the step's duration) moves it on
     wait_for("verified once promoted", lambda: status(st, target, digest) is TargetStatus.VERIFIED)
-    assert history(st, target, digest) == ["applied", "verified"]
+    assert recorded_trail(st, target, digest, "verified") == ["applied", "verified"]
     assert pod_digests(st, "cart") == {digest}
     assert kube(st).get("Rollout", "shop", "cart")["status"]["phase"] == "Healthy"
 
@@ -239,7 +249,7 @@ def test_a_pause_longer_than_the_maximum_is_stalled_and_no_longer_followed(st):
     wait_for("stalled", lambda: status(st, target, digest) is TargetStatus.STALLED)
     detail = state_of(st).targets.get(target).detail  # type: ignore[union-attr]
     assert detail is not None and "longer than rollout.max_pause_seconds (4 s)" in detail
-    assert history(st, target, digest) == ["applied", "stalled"]
+    assert recorded_trail(st, target, digest, "stalled") == ["applied", "stalled"]
     reads = kube(st).count("GET", "/rollouts/pause$")
     time.sleep(3)  # three verify intervals: a chain still running would have looked again
     assert kube(st).count("GET", "/rollouts/pause$") == reads
