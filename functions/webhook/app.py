@@ -78,7 +78,7 @@ def checks(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
     def check(record: SQSRecord) -> int:
         """One queued notification checked; raises (the record comes back) when it must be tried again."""
-        result = batch.check(record.body)
+        result = batch.check(record.body, record.message_id)  # its claims held by this message
         _count(result)
         return result.status
 

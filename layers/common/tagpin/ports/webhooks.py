@@ -79,7 +79,11 @@ class Source(Protocol):
 class DeliveryLog(Protocol):
     """Remembers delivery ids (``tagpin.adapters.dynamodb.deliveries`` implements it)."""
 
-    def claim_delivery(self, key: str, now: int, expires_at: int) -> bool: ...
+    def claim_delivery(self, key: str, now: int, expires_at: int, message: str | None = None) -> bool:
+        """True when ``key`` is unclaimed, its claim expired, or it is held by ``message`` (the
+        queued message checking it: SQS received it again while, or after, its first check ran;
+        a claim without a message, or another message's, is held)."""
+        ...
 
     def release_delivery(self, key: str, now: int) -> None: ...
 

@@ -126,9 +126,10 @@ class WebhookService:
             source, lambda: self._checker.act(Queued.of(source, parse(), correlation_id), budget=budget)
         )
 
-    def check_queued(self, body: str) -> WebhookResult:
-        """The queued stage for one message of the notifications queue (``batch`` of one)."""
-        return self.batch([body]).check(body)
+    def check_queued(self, body: str, message_id: str | None = None) -> WebhookResult:
+        """The queued stage for one message of the notifications queue (``batch`` of one), received
+        as SQS message ``message_id``."""
+        return self.batch([body]).check(body, message_id)
 
     def batch(self, bodies: Iterable[str], budget: Budget = UNLIMITED) -> Batch:
         """The queued stage: a batch of the notifications queue's messages, looked up once; each

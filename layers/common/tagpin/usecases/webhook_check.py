@@ -25,7 +25,13 @@ Event Grid ids, Pub/Sub message ids, distribution event ids, EventBridge ids, th
 is claimed in the state table, per (source, delivery id, tag), with a TTL; a second delivery with
 the same id is counted as a duplicate and nothing of it is recorded or enqueued (its registry
 request is made beside the claim and its answer dropped). A claim is released when the check
-failed (registry down), so the queue's retry is not lost. Deliveries without an id, and replays
+failed (registry down), so the queue's retry is not lost. A claim keeps the SQS message id of the
+queued notification that made it: SQS may hand that one message over again while (or after) its
+first check runs, and that receive checks it too (``DeliveryLog.claim_delivery``), never counted
+as a duplicate: the queue deletes a message once any of its receives succeeds, so a duplicate of
+its own claim would lose the notification if its first check then failed. Only another message
+(another HTTP delivery: the sender's retry or replay) is a duplicate; that one stays queued until
+its own check succeeds. A check made twice records and enqueues once (below). Deliveries without an id, and replays
 under a new id, still enqueue at most once per (image, digest): the state write answers
 UNCHANGED, the target's APPLIED state stops the level check, and SQS FIFO deduplicates (image,
 digest) for 5 minutes.
@@ -39,7 +45,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as WaitTimedOut
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -82,11 +88,13 @@ class CheckFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Queued:
-    """A notification to check: its sender, its events (made safe) with their tags, its correlation id."""
+    """A notification to check: its sender, its events (made safe) with their tags, its correlation
+    id, and the SQS message id it was received as (None: not queued, or not known)."""
 
     source: str
     images: list[tuple[PushEvent, FollowedKey]]
     correlation_id: str | None
+    message_id: str | None = None
 
     @classmethod
     def of(cls, source: str, events: Iterable[PushEvent], correlation_id: str | None) -> Queued:
@@ -126,9 +134,9 @@ class Batch:
         self._lock = threading.Lock()
         self._looked: Lookup | Exception | None = None
 
-    def check(self, body: str) -> WebhookResult:
-        """One message of the batch checked (202 with the counts of accepted, ignored and duplicate
-        events). Raises when it must be tried again: ``CheckFailed`` (a registry unreachable),
+    def check(self, body: str, message_id: str | None = None) -> WebhookResult:
+        """One message of the batch (received as SQS message ``message_id``) checked (202 with the
+        counts of accepted, ignored and duplicate events). Raises when it must be tried again: ``CheckFailed`` (a registry unreachable),
         ``NotConfigured`` (the configuration is gone), our own store or queue failing. A message
         that is not a queued notification is answered 400 and dropped."""
         ours = body in self._judged  # else not one of the batch's: judged now, a lookup of its own
@@ -137,6 +145,7 @@ class Batch:
         try:
             if isinstance(judged, Exception):
                 raise judged
+            judged = replace(judged, message_id=message_id)
             result = self._checker.act(judged, self._lookup if ours else None, self._budget)
         except ConfigError:  # the configuration, not the message (NotConfigured: gone): tried again
             raise
@@ -225,7 +234,6 @@ class Checker:
     ) -> WebhookResult:
         """``queued`` checked, with its batch's ``lookup`` (None: a lookup of its own), a registry
         answer waited for while ``budget`` lasts."""
-        source = queued.source
         # A tag the configuration follows is followed whatever the lookup adds (discovered
         # targets): its claim and its registry request start now, beside the lookup.
         # (The first few: a delivery of many events does not queue them all ahead of the lookup.)
@@ -233,7 +241,7 @@ class Checker:
         early: dict[FollowedKey, Begun] = {}
         for event, image in queued.images:
             if len(early) < EARLY_CHECKS and image not in early and (f := configured.get(image)) is not None:
-                early[image] = self._begin(source, event, f, None)
+                early[image] = self._begin(queued, event, f, None)
         try:
             looked = lookup() if lookup is not None else self.lookup([image for _, image in queued.images])
             return self._checks(queued, looked, early, budget)
@@ -284,12 +292,12 @@ class Checker:
             },
         )
 
-    def _begin(self, source: str, event: PushEvent, followed: FollowedImage, ref: ImageRef | None) -> Begun:
+    def _begin(self, queued: Queued, event: PushEvent, followed: FollowedImage, ref: ImageRef | None) -> Begun:
         """One followed tag's claim of the delivery and its registry request, started side by side
         (neither needs the other's answer: one round trip less per notification, and the registry
         delivers its notifications one after the other). A duplicate delivery costs its registry
         request; nothing of it is recorded or enqueued."""
-        claim = overlap.start(partial(self._claim, source, event, followed.image))
+        claim = overlap.start(partial(self._claim, queued, event, followed.image))
         resolution = overlap.ask_registry(  # never on the claims' workers: it may never answer
             partial(self._detector().resolve, followed, hint_digest=event.digest, ref=ref)
         )
@@ -315,7 +323,7 @@ class Checker:
         """One followed tag (or channel, at ``ref``): claim the delivery and re-resolve (``begun``
         before, or now), then record. A registry that has not answered while ``budget`` lasts is
         this tag's error (the request goes on in the client and its answer is dropped)."""
-        claiming, resolving = begun or self._begin(queued.source, event, followed, ref)
+        claiming, resolving = begun or self._begin(queued, event, followed, ref)
         resolved: Resolution | Exception
         try:
             claim = claiming.result()
@@ -356,13 +364,13 @@ class Checker:
         assert self._deliveries is not None
         return self._deliveries()
 
-    def _claim(self, source: str, event: PushEvent, tagged: str) -> str | bool | None:
-        """The claimed key; False when the delivery was seen before; None when not tracked."""
+    def _claim(self, queued: Queued, event: PushEvent, tagged: str) -> str | bool | None:
+        """The claimed key; False when another message claimed the delivery; None when not tracked."""
         if self._deliveries is None or not event.delivery_id:
             return None
-        key = delivery_key(source, event.delivery_id, tagged)
+        key = delivery_key(queued.source, event.delivery_id, tagged)
         now = int(self._clock())
-        if not self._log().claim_delivery(key, now, now + DELIVERY_TTL_S):
-            logger.info("duplicate delivery", extra={"source": source, "image": tagged})
+        if not self._log().claim_delivery(key, now, now + DELIVERY_TTL_S, queued.message_id):
+            logger.info("duplicate delivery", extra={"source": queued.source, "image": tagged})
             return False
         return key
