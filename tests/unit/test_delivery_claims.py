@@ -88,7 +88,12 @@ def test_a_claim_without_a_message_is_held_against_every_message(log: DeliveryLo
 def test_a_claim_written_before_message_ids_were_kept_is_still_held(dynamodb: Any, state_table: str) -> None:
     """A deploy must not turn the claims already written (their exact item: no ``message_id``) into
     free ones: a message claiming such a delivery is a duplicate until the claim expires."""
-    old = {"pk": {"S": "DELIVERY#k"}, "sk": {"S": "STATE"}, "expires_at": {"N": "200"}, "claimed_at": {"N": "100"}}
+    old = {
+        "pk": {"S": "DELIVERY#k"},
+        "sk": {"S": "STATE"},
+        "expires_at": {"N": "200"},
+        "claimed_at": {"N": "100"},
+    }
     dynamodb.put_item(TableName=state_table, Item=old)
     log = DeliveryStore(dynamodb, state_table)
     assert not log.claim_delivery("k", 150, 250, "m-1")
