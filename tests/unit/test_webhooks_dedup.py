@@ -160,10 +160,10 @@ def test_the_claim_and_the_registry_request_are_made_side_by_side(
     asked = threading.Event()
     claim, resolve = hook.deliveries.claim_delivery, hook.resolver.resolve
 
-    def claim_once_asked(key: str, now: int, expires_at: int) -> bool:
+    def claim_once_asked(key: str, now: int, expires_at: int, message: str | None = None) -> bool:
         if not asked.wait(10):
             raise TimeoutError("the registry was not asked while the claim was on its way")
-        return claim(key, now, expires_at)
+        return claim(key, now, expires_at, message)
 
     def resolving(ref: Any) -> Any:
         asked.set()
