@@ -31,10 +31,10 @@ first check runs, and that receive checks it too (``DeliveryLog.claim_delivery``
 as a duplicate: the queue deletes a message once any of its receives succeeds, so a duplicate of
 its own claim would lose the notification if its first check then failed. Only another message
 (another HTTP delivery: the sender's retry or replay) is a duplicate; that one stays queued until
-its own check succeeds. A check made twice records and enqueues once (below). Deliveries without an id, and replays
-under a new id, still enqueue at most once per (image, digest): the state write answers
-UNCHANGED, the target's APPLIED state stops the level check, and SQS FIFO deduplicates (image,
-digest) for 5 minutes.
+its own check succeeds. A check made twice records one move and puts one change on the queue, as
+deliveries without an id and replays under a new id do: at most once per (image, digest), for the
+state write answers UNCHANGED, the target's APPLIED state stops the level check, and SQS FIFO
+deduplicates (image, digest) for 5 minutes.
 """
 
 from __future__ import annotations
@@ -136,9 +136,10 @@ class Batch:
 
     def check(self, body: str, message_id: str | None = None) -> WebhookResult:
         """One message of the batch (received as SQS message ``message_id``) checked (202 with the
-        counts of accepted, ignored and duplicate events). Raises when it must be tried again: ``CheckFailed`` (a registry unreachable),
-        ``NotConfigured`` (the configuration is gone), our own store or queue failing. A message
-        that is not a queued notification is answered 400 and dropped."""
+        counts of accepted, ignored and duplicate events). Raises when it must be tried again:
+        ``CheckFailed`` (a registry unreachable), ``NotConfigured`` (the configuration is gone),
+        our own store or queue failing. A message that is not a queued notification is answered
+        400 and dropped."""
         ours = body in self._judged  # else not one of the batch's: judged now, a lookup of its own
         judged = self._judged[body] if ours else _judge(body)
         self._budget.check("a queued notification")  # OutOfTime: not started, received again
@@ -292,7 +293,9 @@ class Checker:
             },
         )
 
-    def _begin(self, queued: Queued, event: PushEvent, followed: FollowedImage, ref: ImageRef | None) -> Begun:
+    def _begin(
+        self, queued: Queued, event: PushEvent, followed: FollowedImage, ref: ImageRef | None
+    ) -> Begun:
         """One followed tag's claim of the delivery and its registry request, started side by side
         (neither needs the other's answer: one round trip less per notification, and the registry
         delivers its notifications one after the other). A duplicate delivery costs its registry
