@@ -103,9 +103,9 @@ def test_a_check_is_not_received_again_while_it_runs(live: LocalStack) -> None:
     """A check lasts as long as its registry makes it (here one that accepts connections and
     answers nothing: until the invocation's reserve, seconds past the local stack's default
     visibility timeout). Its record stays hidden meanwhile, as Lambda requires of an event source's
-    queue (a VisibilityTimeout of at least the function's Timeout). Received again while it ran, a
-    second check would find the delivery claimed, answer it a duplicate and delete the one message
-    the first reports failed: the notification lost, the workload never rolled by it."""
+    queue (a VisibilityTimeout of at least the function's Timeout). Received again while it ran, it
+    would be checked a second time beside the first (its claim is the same message's:
+    tests/unit/test_webhook_received_twice.py), a registry request and a Lambda run more."""
     assert live.registry is not None and live.registry.pid is not None
     digest = push_image(live.registry.url, "demo/web", "stable")
     function = live.functions["webhook"]
