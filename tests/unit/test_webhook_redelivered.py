@@ -131,3 +131,23 @@ def test_another_message_of_the_same_delivery_is_still_a_duplicate(hook: Hook) -
     assert outcome(hook.service.check_queued(first, "m-1")) == "changed"
     assert outcome(hook.service.check_queued(retry, "m-2")) == "duplicate"
     assert len(hook.queue.sent) == 1
+
+
+def test_a_message_whose_claim_could_not_be_released_is_checked_when_it_comes_back(
+    hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check failed (registry down) and so did the release of its claim (the table throttled):
+    the claim stays for its TTL, but it is the message's own, so its next receive is checked."""
+    body = queued(hook)
+
+    def throttled(key: str, now: int) -> None:
+        raise RuntimeError("DynamoDB throttled")
+
+    monkeypatch.setattr(hook.deliveries, "release_delivery", throttled)
+    hook.resolver.default = ConnectionError("registry unreachable")
+    with pytest.raises(RuntimeError):  # the record fails: it comes back
+        hook.service.check_queued(body, "m-1")
+    monkeypatch.undo()
+    hook.resolver.default = D1
+    assert outcome(hook.service.check_queued(body, "m-1")) == "changed"
+    assert [c.move.digest for c in hook.queue.sent] == [D1]
