@@ -26,7 +26,7 @@ from tagpin_local.stack import LocalStack
 
 from tests.support.cli import Cli, document, endpoints_file, failure, one_line_error, printed, tagpin
 from tests.support.constants import STATE_TABLE
-from tests.support.stack import drain, messages_on, own_queues
+from tests.support.stack import drain, messages_on, own_queues, running
 
 pytestmark = pytest.mark.e2e
 
@@ -46,12 +46,6 @@ def settle(stack: LocalStack) -> None:
 def web(stack: LocalStack) -> str:
     assert stack.registry is not None
     return f"{stack.registry.host}/demo/web:stable"
-
-
-def running(stack: LocalStack) -> str:
-    return str(
-        stack.kube.get("Deployment", "default", "web")["spec"]["template"]["spec"]["containers"][0]["image"]
-    )
 
 
 def push(stack: LocalStack, repository: str = "demo/web", tag: str = "stable") -> str:
@@ -98,7 +92,7 @@ def test_plan_is_a_dry_run(stack, cli, tmp_path):
     endpoints = endpoints_file(
         stack, tmp_path / "plan.json", queue_url=queue, dead_letter_queue_url=dead_letters
     )
-    before = running(stack)
+    before = running(stack, TARGET)
     patches = stack.kube.count("PATCH")
     (row,) = [r for r in cli.json("plan", endpoints=endpoints) if r["image"] == web(stack)]
     assert row["action"] == "none" and row["current"] == before
@@ -110,7 +104,7 @@ def test_plan_is_a_dry_run(stack, cli, tmp_path):
         "plan (dry run: nothing changed)" in printed(table, 4) and "roll" in table.out and TARGET in table.out
     )
     # Nothing changed: no patch, no state write, nothing enqueued.
-    assert stack.kube.count("PATCH") == patches and running(stack) == before
+    assert stack.kube.count("PATCH") == patches and running(stack, TARGET) == before
     tag = stack.client("dynamodb").get_item(
         TableName=STATE_TABLE, Key={"pk": {"S": f"TAG#{web(stack)}"}, "sk": {"S": "STATE"}}
     )["Item"]
@@ -250,7 +244,7 @@ def test_hold_and_release_as_typed(stack, cli):
     settle(stack)
     stack.run_reconciler()
     drain(stack)
-    assert running(stack).endswith("@" + current)  # held: the new digest is not applied
+    assert running(stack, TARGET).endswith("@" + current)  # held: the new digest is not applied
     (planned,) = [r for r in cli.json("plan") if r["target"] == TARGET]
     assert planned["action"] == "none" and planned["detail"].startswith("held: held by ")
     assert (
@@ -258,7 +252,7 @@ def test_hold_and_release_as_typed(stack, cli):
         == f"{TARGET}: released; the digest of {web(stack)} is applied again\n"
     )
     drain(stack)
-    assert running(stack) == f"{web(stack)}@{newer}"
+    assert running(stack, TARGET) == f"{web(stack)}@{newer}"
     assert printed(cli("release", TARGET), 1) == f"{TARGET}: was not held\n"
 
     # a hold with an end, in JSON

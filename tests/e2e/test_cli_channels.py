@@ -29,7 +29,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
-from tests.support.stack import state_of, target_status, wait_for
+from tests.support.stack import running, state_of, target_status, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -80,12 +80,6 @@ def push(st: LocalStack, repository: str, tag: str) -> str:
     return push_image(st.registry.url, repository, tag)
 
 
-def running(st: LocalStack, name: str) -> str:
-    obj = st.kube.get("Deployment", "apps", name)
-    (container,) = obj["spec"]["template"]["spec"]["containers"]
-    return str(container["image"])
-
-
 def follow(st: LocalStack, repository: str, name: str, policy: str, channel: str) -> tuple[str, str]:
     """A Deployment apps/<name> running ``repository:0.0.1``, followed as a version channel."""
     # a broken version fails by the deployment controller's progress deadline (600 s by default)
@@ -115,7 +109,7 @@ def test_after_a_rollback_the_channel_is_at_its_previous_version_and_clear_bring
     bad = push(st, repository, "v1.1.0")
     st.run_poller()
     wait_for("v1.1.0 rolled back", lambda: target_status(st, target, bad) is TargetStatus.ROLLED_BACK)
-    assert running(st, "cleared") == f"{host(st)}/{repository}:v1.0.0@{good}"
+    assert running(st, target) == f"{host(st)}/{repository}:v1.0.0@{good}"
 
     # Right after the rollback: the channel's version is the one its targets were rolled back to,
     # and v1.1.0 is listed as bad (docs/policies.md).
@@ -143,7 +137,7 @@ def test_after_a_rollback_the_channel_is_at_its_previous_version_and_clear_bring
     wait_for(
         "v1.1.0 verified after the clear", lambda: target_status(st, target, bad) is TargetStatus.VERIFIED
     )
-    assert running(st, "cleared") == f"{host(st)}/{repository}:v1.1.0@{bad}"
+    assert running(st, target) == f"{host(st)}/{repository}:v1.1.0@{bad}"
     code, rows, err = tagpin(endpoints, "status")
     assert err == "" and code == 0, err
     row = row_of(rows, key)
@@ -191,5 +185,5 @@ def test_plan_says_why_the_head_stays_when_its_tag_is_deleted(st: LocalStack, en
     st.run_poller()
     stored = state_of(st).tags.get(key)
     assert stored is not None and (stored.version, stored.digest) == ("2.1.0", newest)
-    assert running(st, "deleted") == f"{host(st)}/{repository}:2.1.0@{newest}"
+    assert running(st, target) == f"{host(st)}/{repository}:2.1.0@{newest}"
     assert older != newest

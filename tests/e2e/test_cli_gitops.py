@@ -19,7 +19,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.cli import Cli, document, endpoints_file, printed
-from tests.support.stack import state_of, target_status, wait_for
+from tests.support.stack import running, state_of, target_status, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -69,13 +69,6 @@ def configure(st: LocalStack, gitops: dict[str, Any] | None = None) -> None:
     if gitops is not None:
         config["gitops"] = gitops
     st.write_config(config)
-
-
-def running(st: LocalStack, target_id: str) -> str:
-    _, namespace, kind, name, _ = target_id.split("/")
-    return str(
-        st.kubes["prod"].get(kind, namespace, name)["spec"]["template"]["spec"]["containers"][0]["image"]
-    )
 
 
 def test_an_owned_workload_is_not_patched_and_status_says_why(st: LocalStack, cli: Cli) -> None:

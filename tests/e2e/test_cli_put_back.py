@@ -43,14 +43,8 @@ def now_ms() -> int:
 
 def stop_after_the_patch_under_a_hold(stack: LocalStack, store: State, app: str, digest: str) -> None:
     moved = store.tags.record(app, digest, now_ms(), Trigger.POLL)
-    change = TargetChange(
-        target_id=WEB.id,
-        cluster=WEB.cluster,
-        namespace=WEB.namespace,
-        kind=WEB.kind.value,
-        name=WEB.name,
-        container=WEB.container,
-        move=Move(image=app, digest=digest, observed_at=moved.current.observed_at, trigger=Trigger.POLL),
+    change = TargetChange.of(
+        WEB, Move(image=app, digest=digest, observed_at=moved.current.observed_at, trigger=Trigger.POLL)
     )
     tagpin = KubeWorkloads(kubeconfig_api_client(stack.kube.kubeconfig(), None))
 

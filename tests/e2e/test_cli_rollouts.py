@@ -20,7 +20,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.cli import Cli, document, endpoints_file, failure, printed
-from tests.support.stack import state_of, target_status, wait_for
+from tests.support.stack import running, state_of, target_status, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -73,13 +73,6 @@ def host(st: LocalStack) -> str:
 def configure(st: LocalStack, images: list[dict[str, Any]], rollout: dict[str, Any]) -> None:
     st.options.images, st.options.rollout = images, rollout
     st.write_config()
-
-
-def running(st: LocalStack, target_id: str) -> str:
-    cluster, namespace, kind, name, _ = target_id.split("/")
-    return str(
-        st.kubes[cluster].get(kind, namespace, name)["spec"]["template"]["spec"]["containers"][0]["image"]
-    )
 
 
 def target(target_id: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
-from tests.support.stack import state_of
+from tests.support.stack import running, state_of
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -65,13 +65,6 @@ def host(st: LocalStack) -> str:
 def push(st: LocalStack, repository: str, tag: str) -> str:
     assert st.registry is not None
     return push_image(st.registry.url, repository, tag)
-
-
-def running(st: LocalStack, target_id: str) -> str:
-    cluster, namespace, kind, name, container = target_id.split("/")
-    obj = st.kubes[cluster].get(kind, namespace, name)
-    (found,) = [c for c in obj["spec"]["template"]["spec"]["containers"] if c["name"] == container]
-    return str(found["image"])
 
 
 def channel(

@@ -73,14 +73,8 @@ def test_a_consumer_stopped_after_its_patch_under_a_new_hold_is_put_back(
     assert store.targets.claim(web.id, APP, D1, now_ms(), Trigger.POLL, now_ms())
     store.targets.finish(web.id, D1, TargetStatus.APPLIED, now_ms(), trigger=Trigger.POLL)
     moved = store.tags.record(APP, D2, now_ms(), Trigger.POLL)
-    change = TargetChange(
-        target_id=web.id,
-        cluster="lab",
-        namespace=ns,
-        kind=Kind.DEPLOYMENT.value,
-        name="web",
-        container="web",
-        move=Move(image=APP, digest=D2, observed_at=moved.current.observed_at, trigger=Trigger.POLL),
+    change = TargetChange.of(
+        web, Move(image=APP, digest=D2, observed_at=moved.current.observed_at, trigger=Trigger.POLL)
     )
     followed = {APP: FollowedImage(image=APP, targets=[web])}
 

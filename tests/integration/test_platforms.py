@@ -19,7 +19,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
-from tests.support.stack import state_of
+from tests.support.stack import running, state_of
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -56,13 +56,6 @@ def st() -> Iterator[LocalStack]:
         document["clusters"]["amd"]["platforms"] = ["linux/arm64"]  # its node says amd64, and wins
         stack.write_config(document)
         yield stack
-
-
-def running(st: LocalStack, target: str) -> str:
-    cluster, namespace, kind, name, _container = target.split("/")
-    return str(
-        st.kubes[cluster].get(kind, namespace, name)["spec"]["template"]["spec"]["containers"][0]["image"]
-    )
 
 
 def test_an_index_without_arm64_is_blocked_where_arm64_nodes_run(st: LocalStack) -> None:

@@ -22,7 +22,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 
 from tests.conftest import require_binary
 from tests.support.stack import recorded_status as recorded
-from tests.support.stack import state_of, wait_for
+from tests.support.stack import running, state_of, wait_for
 from tests.support.stack import target_status as status
 
 pytestmark = pytest.mark.integration
@@ -79,15 +79,6 @@ def follow(st: LocalStack, repo: str, workloads: list[tuple[str, dict[str, Any]]
     ids = [f"{t['cluster']}/{t['namespace']}/{t['kind']}/{t['name']}/app" for t in targets]
     st.options.images = [*st.options.images, {"image": image, "targets": targets}]
     return image, ids
-
-
-def running(st: LocalStack, target_id: str) -> str:
-    cluster, namespace, kind, name, container = target_id.split("/")
-    obj = st.kubes[cluster].get(kind, namespace, name)
-    for c in obj["spec"]["template"]["spec"]["containers"]:
-        if c["name"] == container:
-            return str(c["image"])
-    raise KeyError(container)
 
 
 def patches_of(st: LocalStack, target_id: str, digest: str) -> list[dict[str, Any]]:

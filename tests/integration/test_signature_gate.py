@@ -28,7 +28,7 @@ from tests.conftest import require_binary
 from tests.support.iam import Call
 from tests.support.iamroles import denied
 from tests.support.iamsession import RECORDER
-from tests.support.stack import state_of
+from tests.support.stack import running, state_of
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -102,13 +102,6 @@ def kms_signer(st: LocalStack) -> KmsSigner:
     """The KMS key the gate lists (its public key read with kms:GetPublicKey by the consumer)."""
     key = st.options.images[0]["signatures"]["keys"][1]["kms"]
     return KmsSigner(st.client("kms"), key)
-
-
-def running(st: LocalStack, target: str) -> str:
-    cluster, namespace, kind, name, _container = target.split("/")
-    return str(
-        st.kubes[cluster].get(kind, namespace, name)["spec"]["template"]["spec"]["containers"][0]["image"]
-    )
 
 
 def blocked(st: LocalStack, target: str, digest: str) -> list[str]:

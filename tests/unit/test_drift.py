@@ -204,14 +204,8 @@ class World:
             clock=self.clock,
         )
         t = target(name)
-        change = TargetChange(
-            target_id=t.id,
-            cluster=t.cluster,
-            namespace=t.namespace,
-            kind=t.kind.value,
-            name=t.name,
-            container=t.container,
-            move=Move(image=APP, digest=digest, observed_at=observed_at, trigger=Trigger.POLL),
+        change = TargetChange.of(
+            t, Move(image=APP, digest=digest, observed_at=observed_at, trigger=Trigger.POLL)
         )
         self.baton.start(actor, lambda: applier.apply_target(change))
         return actor

@@ -49,8 +49,6 @@ BY_HAND = [f"{APP}@{D0}", f"{APP}@sha256:{'9' * 64}", APP]  # what a person may 
 CONFIG = parse_config("clusters:\n  east: {kubeconfig: {file: /dev/null}}\nimages: []\n")
 WEB = Target(cluster="east", namespace="shop", kind=Kind.DEPLOYMENT, name="web", container="web")
 KEY = ("shop", Kind.DEPLOYMENT, "web")
-WEB_AS_CHANGE: dict[str, Any] = {f: getattr(WEB, f) for f in ("cluster", "namespace", "name", "container")}
-WEB_AS_CHANGE |= {"target_id": WEB.id, "kind": WEB.kind.value}
 TABLES = itertools.count()
 
 
@@ -195,7 +193,7 @@ class World:
     def move(self, digest: str) -> str:
         recorded = self.store.tags.record(APP, digest, self.clock(), Trigger.POLL)
         move = Move(image=APP, digest=digest, observed_at=recorded.current.observed_at, trigger=Trigger.POLL)
-        return self.apply(TargetChange(move=move, **WEB_AS_CHANGE))
+        return self.apply(TargetChange.of(WEB, move))
 
     def reconcile(self) -> ReconcileReport:
         actor = f"reconcile-{next(self.actors)}"

@@ -4,7 +4,7 @@ the changes queue (the one queue the consumer reads), and the per-target unit of
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -22,6 +22,9 @@ from pydantic_core import to_json
 from tagpin.domain import moves
 from tagpin.domain.moves import Move, Trigger
 from tagpin.domain.refs import Digest
+
+if TYPE_CHECKING:
+    from tagpin.domain.config.targets import Target
 
 # ``Trigger`` is the move's (``tagpin.domain.moves``); it is found here as it always was.
 __all__ = [
@@ -133,6 +136,20 @@ class TargetChange(BaseModel):
     @classmethod
     def _flat(cls, data: Any) -> Any:
         return _lifted(data)
+
+    @classmethod
+    def of(cls, target: Target, move: Move, reconcile_run: str | None = None) -> TargetChange:
+        """``target`` moved by ``move`` (a reconcile run's healing: ``reconcile_run``)."""
+        return cls(
+            target_id=target.id,
+            cluster=target.cluster,
+            namespace=target.namespace,
+            kind=target.kind.value,
+            name=target.name,
+            container=target.container,
+            move=move,
+            reconcile_run=reconcile_run,
+        )
 
     @property
     def key(self) -> OnceKey:

@@ -265,16 +265,7 @@ class Applier:
         failed: list[str],
         started: Future[None] | None = None,
     ) -> ApplyResult:
-        work = TargetChange(
-            target_id=target.id,
-            cluster=target.cluster,
-            namespace=target.namespace,
-            kind=target.kind.value,
-            name=target.name,
-            container=target.container,
-            move=change.move,
-            reconcile_run=change.reconcile_run,
-        )
+        work = TargetChange.of(target, change.move, reconcile_run=change.reconcile_run)
         # The STARTED item is waited for inside the guard, before the claim: its write and the
         # guard's own (the idempotency record) are one round trip, not two after another.
         step = self.apply_target if started is None else partial(self._after, started)
