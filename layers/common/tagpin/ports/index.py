@@ -7,9 +7,12 @@ reconciler only. ``tagpin.adapters.dynamodb.index`` keeps it in the state table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tagpin.domain.channels import FollowedKey
+
+if TYPE_CHECKING:
+    from tagpin.domain.config.targets import Target
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,20 @@ class IndexEntry:
     name: str
     container: str
     seen_at: int = 0
+
+    @classmethod
+    def of(cls, image: FollowedKey, target: Target, seen_at: int = 0) -> IndexEntry:
+        """``target``, found by label following ``image`` (at ``seen_at``)."""
+        return cls(
+            image,
+            target.id,
+            target.cluster,
+            target.namespace,
+            target.kind.value,
+            target.name,
+            target.container,
+            seen_at,
+        )
 
 
 # The tags of one shard of the index and, for each, its targets per cluster: {tag: {cluster: n}}.

@@ -270,16 +270,7 @@ class Reconciler:
         now = self._clock()
         listed = {s.name for s in scans if s.error is None}
         wanted = {
-            (image, target.id): IndexEntry(
-                image=image,
-                target_id=target.id,
-                cluster=target.cluster,
-                namespace=target.namespace,
-                kind=target.kind.value,
-                name=target.name,
-                container=target.container,
-                seen_at=now,
-            )
+            (image, target.id): IndexEntry.of(image, target, now)
             for scan in scans
             if scan.error is None
             for image, target in scan.discovered
@@ -324,9 +315,7 @@ class Reconciler:
                 entries.setdefault(entry.image, []).append(entry)
         for scan in scans:
             for image, t in scan.discovered if scan.error is None else []:
-                entries.setdefault(image, []).append(
-                    IndexEntry(image, t.id, t.cluster, t.namespace, t.kind.value, t.name, t.container)
-                )
+                entries.setdefault(image, []).append(IndexEntry.of(image, t))
         known = set(config.clusters)
         merged: dict[FollowedKey, FollowedImage] = {}
         for image in dict.fromkeys([*config.followed, *entries]):
