@@ -67,6 +67,18 @@ class DynamoHistory:
         limit: int,
     ) -> None:
         """One item of a target's trail; empty fields are left out."""
+        self._table.put(self.target_record(target_id, now, sk_parts, fields, limit))
+
+    def target_record(
+        self,
+        target_id: str,
+        now: int,
+        sk_parts: tuple[str, ...],
+        fields: Mapping[str, str | None],
+        limit: int,
+    ) -> Item:
+        """The item ``target_item`` puts, for a write that puts it with the target's state in one
+        transaction (``tagpin.adapters.dynamodb.targets``)."""
         item: Item = {
             **history_key(TARGET + target_id, now, *sk_parts),
             "at": N(now),
@@ -75,7 +87,7 @@ class DynamoHistory:
         for name, value in fields.items():
             if value:
                 item[name] = S(value, limit)
-        self._table.put(item)
+        return item
 
     def image_event(
         self,

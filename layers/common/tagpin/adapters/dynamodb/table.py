@@ -1,5 +1,12 @@
 """The state table, low level: one conditional-write helper, batched reads and writes with retries,
-paged queries and the attribute codecs every repository of ``tagpin.adapters.dynamodb`` shares.
+one transaction of conditional writes (``transact``, its writes built by
+``tagpin.adapters.dynamodb.transaction``), paged queries and the attribute codecs every
+repository of ``tagpin.adapters.dynamodb`` shares.
+
+``transact`` (TransactWriteItems) writes items that must land together or not at all (a target's
+state and its history item); DynamoDB bills each item of a transaction twice (2 WRU a KB, where a
+single write is 1), and IAM authorises each item as its single form (``dynamodb:UpdateItem``,
+``dynamodb:PutItem`` on the table).
 
 ``client`` is a boto3 DynamoDB client (low level, no resource layer): attribute values are
 DynamoDB's typed JSON (``{"S": ...}``, ``{"N": ...}``).
@@ -14,6 +21,7 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
+from tagpin.adapters.dynamodb.transaction import TRANSIENT_CANCELLATIONS, cancellation_codes, expressed
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.refs import Digest
 
@@ -222,12 +230,7 @@ class Table:
         values: Item | None,
     ) -> Item | None:
         """The one place a conditional write's failure becomes an answer instead of an error."""
-        if condition is not None:
-            request["ConditionExpression"] = condition
-        if names:
-            request["ExpressionAttributeNames"] = names
-        if values:
-            request["ExpressionAttributeValues"] = values
+        expressed(request, condition, names, values)
         try:
             response = call(**request)
         except ClientError as exc:
@@ -236,6 +239,25 @@ class Table:
             raise
         attributes: Item = response.get("Attributes", {})
         return attributes
+
+    def transact(self, writes: list[Item]) -> bool:
+        """Every write of ``writes`` (``put_write``, ``update_write``) or none, in one
+        TransactWriteItems; False when a write's condition did not hold (nothing written). Cancelled
+        by a conflicting transaction or throttled: sent again after a capped, jittered exponential
+        backoff (``UnprocessedError`` after ``RETRY_ATTEMPTS``)."""
+        items = [{kind: {"TableName": self.name, **body}} for w in writes for kind, body in w.items()]
+        for attempt in self._attempts():
+            try:
+                self.client.transact_write_items(TransactItems=items)
+                return True
+            except ClientError as exc:
+                codes = cancellation_codes(exc)
+                if "ConditionalCheckFailed" in codes:
+                    return False
+                if not TRANSIENT_CANCELLATIONS.intersection(codes):
+                    raise
+            self._backoff(attempt)
+        raise AssertionError("unreachable: _backoff raises on the last attempt")  # pragma: no cover
 
     # -- many items -------------------------------------------------------------------------------
     def batch_get(

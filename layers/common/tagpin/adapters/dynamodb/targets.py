@@ -3,7 +3,12 @@
 Attributes: ``image``, ``digest`` and its ``observed_at``; ``status`` (a target status),
 ``updated_at``, ``trigger``, ``detail``, ``previous_image`` (what tagpin replaced, for a rollback).
 Claimed and finished by the consumer, moved on by the verifier, marked removed by the reconciler;
-read by every function's level check. Each outcome also lands in the target's history.
+read by every function's level check. Each outcome also lands in the target's history, in the same
+transaction as the state it records (``Table.transact``): a process that dies between the two (a
+Lambda timeout, a crash) leaves both or neither, so a redelivered message that finds the outcome
+already decided finds its history item too. A transaction bills each item twice: an outcome costs 4
+WRU where the two writes cost 2 (items under 1 KB). An outcome whose state is not written (not held,
+without ``expected``: a SUPERSEDED note; a removal of a target never stored) is its history item alone.
 
 ``HOLDS`` / ``<target id>``: a hint per target put on hold (``tagpin.adapters.dynamodb.hints``),
 so that listing the holds reads the holds, not every target.
@@ -33,6 +38,7 @@ from tagpin.adapters.dynamodb.table import (
     text,
 )
 from tagpin.adapters.dynamodb.tags import tag_state
+from tagpin.adapters.dynamodb.transaction import put_write, update_write
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest, OptionalDigest
@@ -195,34 +201,33 @@ class DynamoTargets:
             values[":prev"] = S(previous_image)
         if status is TargetStatus.HELD:  # a workload's hold annotation: listed as every hold
             self._holds.note(target_id, now)
-        held = (
-            self._table.update(
-                key(TARGET + target_id),
-                "SET " + ", ".join(sets),
-                condition=condition,
-                names={"#status": "status"},
-                values=values,
-            )
-            is not None
-        )
-        if expected and not held:
-            return False
-        self._history.target_item(
-            target_id,
-            now,
-            (digest_prefix(digest), status.value),
-            {
+
+        def record(recorded: str) -> Item:
+            fields = {
                 "digest": digest,
-                "status": status.value if held else TargetNote.SUPERSEDED.value,
+                "status": recorded,
                 "trigger": trigger,
                 "detail": detail,
                 "previous_image": previous_image,
                 "correlation_id": correlation_id,
                 **(extra or {}),
-            },
-            TEXT_LIMIT,
+            }
+            return self._history.target_record(
+                target_id, now, (digest_prefix(digest), status.value), fields, TEXT_LIMIT
+            )
+
+        state = update_write(
+            key(TARGET + target_id),
+            "SET " + ", ".join(sets),
+            condition=condition,
+            names={"#status": "status"},
+            values=values,
         )
-        return held
+        if self._table.transact([state, put_write(record(status.value))]):
+            return True
+        if not expected:  # not held: the outcome is noted as superseded (no state written with it)
+            self._table.put(record(TargetNote.SUPERSEDED.value))
+        return False
 
     def hold(
         self,
@@ -260,23 +265,21 @@ class DynamoTargets:
                 ":was_d": S(if_still.digest),
                 ":was_at": N(if_still.updated_at),
             }
-        written = self._table.update(
+        state = update_write(
             key(TARGET + target_id),
             f"SET {sets}" + ("" if until is not None else " REMOVE held_until"),
             condition=condition,
             names={"#status": "status"},
             values=values,
         )
-        if written is None:
-            return False
-        self._history.target_item(
+        recorded = self._history.target_record(
             target_id,
             now,
             (digest_prefix(digest or "any"), TargetStatus.HELD.value),
             {"digest": digest, "status": TargetStatus.HELD.value, "trigger": trigger, "detail": reason},
             TEXT_LIMIT,
         )
-        return True
+        return self._table.transact([state, put_write(recorded)])
 
     def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:
         # pending: not settled at any digest, so the next check applies the tag's digest. A hold
@@ -287,12 +290,20 @@ class DynamoTargets:
             ":p": S(TargetStatus.PENDING),
             ":r": S(reason, TEXT_LIMIT),
         }
-        released = None
+        recorded = put_write(
+            self._history.target_record(
+                target_id,
+                now,
+                ("released",),
+                {"status": "released", "trigger": trigger, "detail": reason},
+                TEXT_LIMIT,
+            )
+        )
         for at, extra, condition in (
             ("held_over_at", {":pending": S(TargetStatus.PENDING)}, " AND held_over = :pending"),
             (":now", {":now": N(now)}, ""),
         ):
-            released = self._table.update(
+            state = update_write(
                 key(TARGET + target_id),
                 f"SET #status = :p, updated_at = {at}, detail = :r"
                 " REMOVE held_digest, held_until, held_over, held_over_at",
@@ -300,18 +311,9 @@ class DynamoTargets:
                 names={"#status": "status"},
                 values={**values, **extra},
             )
-            if released is not None:
-                break
-        if released is None:
-            return False
-        self._history.target_item(
-            target_id,
-            now,
-            ("released",),
-            {"status": "released", "trigger": trigger, "detail": reason},
-            TEXT_LIMIT,
-        )
-        return True
+            if self._table.transact([state, recorded]):
+                return True
+        return False
 
     def interruption_settled(self, target_id: str, claimed_at: int) -> bool:
         return (
@@ -340,20 +342,22 @@ class DynamoTargets:
         return held
 
     def remove(self, target_id: str, now: int, reason: str) -> None:
-        self._table.update(
+        state = update_write(
             key(TARGET + target_id),
             "SET #status = :s, updated_at = :now, detail = :r",
             condition="attribute_exists(pk)",
             names={"#status": "status"},
             values={":s": S(TargetStatus.REMOVED), ":now": N(now), ":r": S(reason, TEXT_LIMIT)},
         )
-        self._history.target_item(
+        recorded = self._history.target_record(
             target_id,
             now,
             ("removed",),
             {"status": TargetStatus.REMOVED.value, "trigger": Trigger.RECONCILE.value, "detail": reason},
             TEXT_LIMIT,
         )
+        if not self._table.transact([state, put_write(recorded)]):  # never stored: its history alone
+            self._table.put(recorded)
 
     def note(
         self, target_id: str, digest: Digest, note: TargetNote, now: int, detail: str, trigger: Trigger

@@ -1,0 +1,58 @@
+"""One DynamoDB transaction's writes (``put_write``, ``update_write``) and how its cancellation
+reads (``cancellation_codes``), for ``tagpin.adapters.dynamodb.table.Table.transact``.
+
+moto (5.x) backs up every table a transaction touches with a deep copy before it writes: its
+TransactWriteItems costs CPU in proportion to the table (about 5.5 / 35 / 400 ms at 100 / 1,000 /
+10,000 items, where an UpdateItem and a PutItem cost about 4 ms together); AWS's does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+Item = dict[str, Any]
+Key = dict[str, dict[str, str]]
+
+# A transaction's cancellation reasons that are transient (another transaction on one of its items,
+# throttling): the transaction is sent again after a backoff, as unprocessed batch items are.
+TRANSIENT_CANCELLATIONS = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+)
+
+
+def cancellation_codes(exc: ClientError) -> list[str]:
+    """The reasons of a cancelled transaction, one per write ("None": that write was not the cause)."""
+    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return []
+    return [str(r.get("Code", "None")) for r in exc.response.get("CancellationReasons") or []]
+
+
+def expressed(
+    request: dict[str, Any], condition: str | None, names: dict[str, str] | None, values: Item | None
+) -> dict[str, Any]:
+    """``request`` with its condition, names and values (a single write's or a transaction's)."""
+    if condition is not None:
+        request["ConditionExpression"] = condition
+    if names:
+        request["ExpressionAttributeNames"] = names
+    if values:
+        request["ExpressionAttributeValues"] = values
+    return request
+
+
+def put_write(item: Item) -> Item:
+    """A transaction's unconditional put of ``item`` (``Table.transact``)."""
+    return {"Put": {"Item": item}}
+
+
+def update_write(
+    item_key: Key,
+    expression: str,
+    *,
+    condition: str | None = None,
+    names: dict[str, str] | None = None,
+    values: Item | None = None,
+) -> Item:
+    """A transaction's update of one item, under ``condition`` (``Table.transact``)."""
+    return {"Update": expressed({"Key": item_key, "UpdateExpression": expression}, condition, names, values)}
