@@ -101,13 +101,53 @@ def cpu_by_role(
     return {k: round(v * 1000, 1) for k, v in spent.items()}
 
 
-def one_push(st: Any, n: int, http: Any = None) -> dict[str, Any]:
+def _descendants() -> dict[int, str]:
+    """This process's descendants (the stack's registry, kube-apiserver, etcd, controller-manager,
+    kwok, ...): their names by pid, read from /proc."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry.name)], names[int(entry.name)] = int(rest[1]), name
+    found: dict[int, str] = {}
+    frontier = [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in found:
+                found[child] = names[child]
+                frontier.append(child)
+    return found
+
+
+def processes_cpu(pids: dict[int, str]) -> dict[str, float]:
+    """The CPU seconds so far of each of ``pids``' processes (every thread's, from the scheduler's
+    nanosecond counters: /proc/<pid>/task/*/schedstat), summed by process name."""
+    spent: dict[str, float] = {}
+    for pid, name in pids.items():
+        total = 0
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError):
+            continue
+        spent[name] = spent.get(name, 0.0) + total / 1e9
+    return spent
+
+
+def one_push(st: Any, n: int, http: Any = None, pids: dict[int, str] | None = None) -> dict[str, Any]:
     from tagpin_local.oci import push_image
 
     webhook, consumer = st.functions["webhook"], st.functions["consumer"]
     w0, c0 = len(webhook.history), len(consumer.history)
     running, cpu = {t.ident for t in threading.enumerate()}, time.process_time()
-    threads_before = thread_cpu()
+    threads_before, processes_before = thread_cpu(), processes_cpu(pids or {})
     pushing = time.monotonic()
     digest = push_image(st.registry.url, REPOSITORY, "stable", http=http)
     pushed = time.monotonic()
@@ -124,6 +164,11 @@ def one_push(st: Any, n: int, http: Any = None) -> dict[str, Any]:
         raise SystemExit(f"push {n}: not patched within 60 s")
     seen, cpu = time.monotonic(), time.process_time() - cpu
     cpu_where = cpu_by_role(threads_before, thread_cpu(), cpu)
+    processes_after = processes_cpu(pids or {})
+    cpu_where |= {
+        f"process {name}": round((processes_after.get(name, 0.0) - seconds) * 1000, 1)
+        for name, seconds in processes_before.items()
+    }
     # threads the push left running in this process (the functions' thread containers, moto): a pool's
     # worker, a client's loop, which a warm push reuses
     kept = sorted(t.name for t in threading.enumerate() if t.ident not in running)
@@ -196,12 +241,13 @@ def measure_start(pushes: int, containers: int, cold_observer: bool = False) -> 
         # (written before the functions start); a Deployment runs the tag; the first push follows.
         image = f"{st.registry.host}/{REPOSITORY}:stable"
         st.kube.create(deployment("web", "default", image, container="web"))
+        pids = _descendants()
         if cold_observer:
-            rows = [one_push(st, n) for n in range(pushes)]
+            rows = [one_push(st, n, None, pids) for n in range(pushes)]
         else:
             st.kube.get("Deployment", "default", "web")  # one_push's read, its discovery done
             with httpx.Client(timeout=30.0) as http:
-                rows = [one_push(st, n, http) for n in range(pushes)]
+                rows = [one_push(st, n, http, pids) for n in range(pushes)]
         containers_s = {
             name: [round(s * 1000) for s in f.container_start_s] for name, f in st.functions.items()
         }
@@ -240,7 +286,7 @@ def summarise(starts: list[dict[str, Any]], containers: int) -> dict[str, Any]:
     def over(key: str, start: dict[str, Any]) -> float:  # its first push over its warm ones' median
         def value(row: dict[str, Any]) -> float:
             if key in roles:
-                return float(row["cpu_ms"][key.removeprefix(CPU)])
+                return float(row["cpu_ms"].get(key.removeprefix(CPU), 0.0))
             return float(row["where_ms"][key] if key in parts else row[key])
 
         first, *warm = start["pushes"]
@@ -271,7 +317,7 @@ def summarise(starts: list[dict[str, Any]], containers: int) -> dict[str, Any]:
             "where_median_ms": where_median,
             "consumer_after_patch_median_ms": _median([r["consumer_after_patch_ms"] for r in warm_rows]),
             "cpu_median_ms": {
-                k: _median([r["cpu_ms"][k.removeprefix(CPU)] for r in warm_rows]) for k in roles
+                k: _median([r["cpu_ms"].get(k.removeprefix(CPU), 0.0) for r in warm_rows]) for k in roles
             },
         },
         # What the first push after a start costs over the warm ones of the same start, part by part
