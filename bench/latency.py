@@ -25,6 +25,14 @@ invocation records (``LocalFunction.history``), into these intervals, each clipp
 The consumer's own time after the patch (its bookkeeping, the rollout's verification enqueued) is
 printed beside, not in the push's time.
 
+Beside the intervals, each push's CPU (``cpu_ms``, push -> patch seen; deterministic where the wall
+figures of a shared machine are not): of the stack's process by its threads' roles (this bench's
+own pushes and reads, the webhook's checks, the consumer's invocations, the rest: moto's requests,
+the HTTP servers', pools'), and of each of the stack's other processes (the registry, etcd,
+kube-apiserver, controller-manager, scheduler, kwok). The bench's own first calls (its read of the
+Deployment by kind, which discovers every API group; its registry client) are made before the first
+push (``--cold-observer``: in it, as before): they took the GIL from the first push's checks.
+
 The first push after a start is measured after several starts (``--starts``, 5), each a process of
 its own as `tagpin local` is (nothing an earlier start built is there), each followed by warm pushes
 (``--pushes`` in all, 5). Each start's first push is compared with the warm ones of the same start
