@@ -14,12 +14,15 @@ scheduling priority than the rest of the stack (``StackOptions.moto_priority``: 
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import logging
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -44,33 +47,68 @@ def serialize_dynamodb() -> None:
     and the walk fails with ``RuntimeError: dictionary changed size during iteration``, an HTTP 500
     that botocore retries with backoff; and a conditional write's check and write are not atomic
     against another thread's. DynamoDB is neither: each request is atomic on its items. One lock
-    around moto's DynamoDB request handler gives that back; requests to other services, and the
-    work of other threads, go on meanwhile. Nothing the functions send or receive changes.
+    around each of moto's DynamoDB operations (``DynamoHandler.get_item``, ``.update_item``...)
+    gives that back; requests to other services, and the work of other threads, go on meanwhile.
+    Nothing the functions send or receive changes.
+
+    The lock covers the operation only, from the parsed request to its answer's values
+    (``_snapshot``): the request's parsing (moto's ``setup_class``, before ``call_action``) and the
+    answer's encoding (``BaseResponse.serialized``: botocore's shapes walked, ``json.dumps``, its
+    CRC32) are outside it, and hold no other DynamoDB request back.
 
     Each request's wait for the lock, and its wall and CPU seconds holding it, are counted
     (``LOCK_WAITED``, ``LOCK_HELD``: rows of ``moto_server``'s counts): in a storm the wait is
     most of a DynamoDB request's wall."""
+    from moto.core.utils import camelcase_to_underscores, get_service_model
     from moto.dynamodb.responses import DynamoHandler
 
+    if getattr(DynamoHandler, "serialized_operations", False):
+        return
+    for name in get_service_model("dynamodb").operation_names:
+        action = getattr(DynamoHandler, camelcase_to_underscores(name), None)
+        if callable(action):
+            setattr(DynamoHandler, camelcase_to_underscores(name), _locked(action))
+    DynamoHandler.serialized_operations = True  # type: ignore[attr-defined]
+
+
+def _locked(action: Callable[..., Any]) -> Callable[..., Any]:
     from tagpin_local.moto_server import count
 
-    call_action = DynamoHandler.call_action
-    if getattr(call_action, "serialized", False):
-        return
-
-    def serialized(self: Any) -> Any:
+    @functools.wraps(action)
+    def locked(self: Any) -> Any:
         asked = time.monotonic()
         with _DYNAMODB:
             got, cpu = time.monotonic(), time.thread_time()
             try:
-                return call_action(self)
+                return _snapshot(action(self))
             finally:
                 held, cpu = time.monotonic() - got, time.thread_time() - cpu
                 count(LOCK_WAITED, got - asked, 0.0)
                 count(LOCK_HELD, held, cpu)
 
-    serialized.serialized = True  # type: ignore[attr-defined]
-    DynamoHandler.call_action = serialized  # type: ignore[method-assign]
+    return locked
+
+
+def _snapshot(answer: Any) -> Any:
+    """An operation's answer sharing no value with moto's tables, encoded after the lock.
+
+    moto updates a stored item in place (``UpdateExpressionExecutor`` sets its attributes one by
+    one), so an answer still holding an item's ``DynamoType`` values, encoded while another
+    request updates that item, could mix the item's states. Most of DynamoDB's operations answer a
+    ``DynamoResult`` (every item read, written or deleted), which is such a snapshot already: its
+    constructor (``dynamo_to_dict``) builds a new dict or list for every dict, list and
+    ``DynamoType`` in the answer, down to leaves that are strings, bytes, numbers and booleans
+    (immutable); an ``EmptyResult`` holds nothing; an error is encoded as it is raised
+    (``JsonRESTError.description``), so under the lock. Any other ``ActionResult`` (a table's
+    tags, its time to live...) is copied here, whole. A string answer is immutable."""
+    from moto.core.responses import ActionResult, EmptyResult
+    from moto.dynamodb.responses import DynamoResult
+
+    if type(answer) in (DynamoResult, EmptyResult) or not isinstance(answer, ActionResult):
+        return answer
+    copied = copy.copy(answer)
+    copied._result = copy.deepcopy(answer.result)
+    return copied
 
 
 class MotoProcess:
