@@ -4,12 +4,14 @@ succeed, are cancelled (a condition that fails, with ``ReturnValuesOnConditionCh
 are refused mid-way (two operations on one item, an invalid update expression after a valid
 operation), the error (code, message, cancellation reasons) and the table afterwards (every
 partition moto holds, its items, its item count) are those of moto's own ``transact_write_items``;
-generated transactions too. And it copies no whole table (what it is for).
+generated transactions too; a table with a stream keeps moto's whole-table copy (a cancelled
+transaction's records rolled back). And it copies no other whole table (what it is for).
 
 Checked to fail with the patch broken: no restore after moto's rollback (5 tests: the cancelled
 and refused transactions keep their writes), a restore after every transaction (the one that
 succeeds, the generated ones), a restore that leaves the partitions moto's reads made (the new item
-then a failed condition, the generated ones), and moto's deep copy kept (no whole-table copy)."""
+then a failed condition, the generated ones), a table with a stream kept by items (its cancelled
+Put's record stays), and moto's deep copy kept (no whole-table copy)."""
 
 from __future__ import annotations
 
@@ -194,3 +196,42 @@ def test_generated_transactions_answer_and_leave_what_moto_does(
     client: Any, transaction: list[dict[str, Any]]
 ) -> None:
     both(client, transaction)
+
+
+def stream_records(client: Any, transaction: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stream records a table with a stream holds after the seed and ``transaction``."""
+    client.create_table(
+        TableName=TABLE,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    try:
+        client.put_item(TableName=TABLE, Item={"pk": {"S": "p0"}, "n": {"N": "0"}})
+        with pytest.raises(ClientError):
+            client.transact_write_items(TransactItems=transaction)
+        shard = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables[TABLE].stream_shard
+        records = [record.to_json() for record in shard.items]
+        images = ("Keys", "NewImage", "OldImage")  # not its clock nor its sequence numbers
+        return [{"eventName": r["eventName"], **{k: r["dynamodb"].get(k) for k in images}} for r in records]
+    finally:
+        client.delete_table(TableName=TABLE)
+
+
+def test_a_table_with_a_stream_rolls_back_its_records_as_moto_does(client: Any) -> None:
+    transaction = [
+        {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "p1"}}}},
+        {
+            "ConditionCheck": {
+                "TableName": TABLE,
+                "Key": {"pk": {"S": "p0"}},
+                "ConditionExpression": "n = :n",
+                "ExpressionAttributeValues": {":n": {"N": "1"}},
+            }
+        },
+    ]
+    installed = stream_records(client, transaction)
+    with moto_transactions.as_is():
+        assert stream_records(client, transaction) == installed
+    assert len(installed) == 1  # the seed's; the cancelled Put's record rolled back
