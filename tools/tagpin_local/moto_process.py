@@ -166,7 +166,7 @@ class MotoProcess:
 
 
 def main(port: str, priority: int = 0) -> None:
-    from tagpin_local import moto_expressions, moto_partitions
+    from tagpin_local import moto_expressions, moto_partitions, moto_transactions
     from tagpin_local.moto_process import serialize_dynamodb  # the module's, not this __main__'s copy
     from tagpin_local.moto_server import serve
     from tagpin_local.stack_aws import _cache_moto_modules
@@ -184,6 +184,7 @@ def main(port: str, priority: int = 0) -> None:
     _cache_moto_modules()
     serialize_dynamodb()
     moto_partitions.install()
+    moto_transactions.install()
     moto_expressions.install()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # its access log
     os.environ["MOTO_PORT"] = port  # as moto.server sets it

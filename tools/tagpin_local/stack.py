@@ -44,7 +44,7 @@ from typing import Any, Self
 
 import yaml
 
-from tagpin_local import moto_expressions, moto_partitions
+from tagpin_local import moto_expressions, moto_partitions, moto_transactions
 from tagpin_local.http_adapter import WebhookAdapter
 from tagpin_local.kube import KubeCluster
 from tagpin_local.kube.local import LocalCluster
@@ -144,6 +144,7 @@ class LocalStack(GitWriteBack):
             _cache_moto_modules()
             serialize_dynamodb()
             moto_partitions.install()
+            moto_transactions.install()
             moto_expressions.install()
             logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's access log
             self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
