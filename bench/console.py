@@ -85,7 +85,7 @@ def seed(client: Any, tags: int, per_tag: int) -> None:
     targets = DynamoTargets(table, history)
     for t in range(0, tags, max(1, tags // HELD))[:HELD]:  # held as a person's `tagpin hold` holds
         targets.hold(target_of(t, 0), "", now, reason="held by bench", trigger=Trigger.MANUAL)
-    promotions = DynamoPromotions(table)
+    promotions = DynamoPromotions(table, history)
     for t in range(1, 1 + AWAITING):
         image = FollowedKey(image_of(t * (tags // (AWAITING + 1))))
         promotions.start(

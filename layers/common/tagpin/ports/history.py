@@ -55,6 +55,21 @@ class HistoryEntry:
     wave: str | None = None
 
 
+@dataclass(frozen=True)
+class ImageEventRecord:
+    """One step of an image's trail, to be written: ``History.image_event``'s item as a value, for
+    a write that puts it with another in one transaction (``Promotions.claim_notice``)."""
+
+    image: FollowedKey
+    digest: OptionalDigest
+    event: ImageEvent
+    at: int
+    detail: str = ""
+    wave: str | None = None
+    trigger: Trigger | None = None
+    correlation_id: str | None = None
+
+
 class History(Protocol):
     """``HIST#`` items under a target or an image: the audit trail, expiring after the retention."""
 

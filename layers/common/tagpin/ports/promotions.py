@@ -12,6 +12,7 @@ from typing import Protocol
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest
+from tagpin.ports.history import ImageEventRecord
 
 
 class PromotionStatus(StrEnum):
@@ -109,6 +110,16 @@ class Promotions(Protocol):
         """The request lapsed unanswered: the promotion is halted; False when it was answered."""
         ...
 
-    def claim_notice(self, image: FollowedKey, digest: Digest, notice: str, now: int) -> bool:
-        """True once per (promotion, notice): one notification per event, not one per retry."""
+    def claim_notice(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        notice: str,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
+        """True once per (promotion, notice): one notification per event, not one per retry.
+        ``event``: the image's history item of the notice, written with the claim or not at all (a
+        process that dies between the two would leave the notice claimed and its item lost)."""
         ...

@@ -18,7 +18,7 @@ from tagpin.domain.channels import FollowedKey
 from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.clusters import Clusters, ClusterState, Slots
 from tagpin.ports.heads import BadVersion, Heads, Versions
-from tagpin.ports.history import History, HistoryEntry, ImageEvent
+from tagpin.ports.history import History, HistoryEntry, ImageEvent, ImageEventRecord
 from tagpin.ports.index import Index, IndexEntry, ShardImages
 from tagpin.ports.promotions import Promotion, Promotions, PromotionStatus
 from tagpin.ports.tags import Digests, TagRecord, Tags, TagState
@@ -35,6 +35,7 @@ __all__ = [
     "History",
     "HistoryEntry",
     "ImageEvent",
+    "ImageEventRecord",
     "Index",
     "IndexEntry",
     "PollCursor",

@@ -14,7 +14,7 @@ from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEvent, RolloutEventKind
-from tagpin.ports.state import ImageEvent, Promotion, State
+from tagpin.ports.state import ImageEvent, ImageEventRecord, Promotion, State
 
 
 def move_of(promotion: Promotion) -> Move:
@@ -54,20 +54,35 @@ class Audit:
         """Record ``event`` of ``move`` (its image, digest, trigger and correlation id) in the image's
         history and, with ``announce``, notify (``targets`` and ``message`` are the notification's).
         With ``once``, only the first caller for (the promotion of the digest, ``once``) does
-        either: False for the others."""
+        either: False for the others. The claim of ``once`` and the history item are one write
+        (``Promotions.claim_notice``): a process that dies between them cannot leave the notice
+        claimed and the item lost. The notification is sent after it: a process that dies after
+        the write and before the send loses the announcement (a hint), never the record."""
         image, digest, trigger, correlation_id = move.image, move.digest, move.trigger, move.correlation_id
-        if once is not None and not self._state.promotions.claim_notice(image, digest, once, now):
-            return False
-        self._state.history.image_event(
-            image,
-            digest,
-            event,
-            now,
-            detail=detail,
-            wave=wave,
-            trigger=trigger,
-            correlation_id=correlation_id,
-        )
+        if once is None:
+            self._state.history.image_event(
+                image,
+                digest,
+                event,
+                now,
+                detail=detail,
+                wave=wave,
+                trigger=trigger,
+                correlation_id=correlation_id,
+            )
+        else:
+            recorded = ImageEventRecord(
+                image,
+                digest,
+                event,
+                now,
+                detail=detail,
+                wave=wave,
+                trigger=trigger,
+                correlation_id=correlation_id,
+            )
+            if not self._state.promotions.claim_notice(image, digest, once, now, event=recorded):
+                return False
         if announce is not None and self._notifier is not None:
             self._notifier.send(
                 RolloutEvent(

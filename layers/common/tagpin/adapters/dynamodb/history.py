@@ -31,7 +31,7 @@ from tagpin.adapters.dynamodb.table import (
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import OptionalDigest
-from tagpin.ports.state import HistoryEntry, ImageEvent
+from tagpin.ports.state import HistoryEntry, ImageEvent, ImageEventRecord
 
 DETAIL_LIMIT = 4000
 
@@ -101,22 +101,42 @@ class DynamoHistory:
         trigger: Trigger | None = None,
         correlation_id: str | None = None,
     ) -> None:
+        self._table.put(
+            self.image_record(
+                ImageEventRecord(
+                    image,
+                    digest,
+                    event,
+                    now,
+                    detail=detail,
+                    wave=wave,
+                    trigger=trigger,
+                    correlation_id=correlation_id,
+                )
+            )
+        )
+
+    def image_record(self, recorded: ImageEventRecord) -> Item:
+        """The item ``image_event`` puts, for a write that puts it with a promotion's notice in one
+        transaction (``tagpin.adapters.dynamodb.promotions``)."""
         item: Item = {
-            **history_key(IMAGE + image, now, digest_prefix(digest), event.value),
-            "digest": S(digest),
-            "event": S(event.value),
-            "at": N(now),
-            "expires_at": self._table.expires_at(now),
+            **history_key(
+                IMAGE + recorded.image, recorded.at, digest_prefix(recorded.digest), recorded.event.value
+            ),
+            "digest": S(recorded.digest),
+            "event": S(recorded.event.value),
+            "at": N(recorded.at),
+            "expires_at": self._table.expires_at(recorded.at),
         }
         for name, value in (
-            ("detail", detail),
-            ("wave", wave),
-            ("trigger", trigger),
-            ("correlation_id", correlation_id),
+            ("detail", recorded.detail),
+            ("wave", recorded.wave),
+            ("trigger", recorded.trigger),
+            ("correlation_id", recorded.correlation_id),
         ):
             if value:
                 item[name] = S(value, DETAIL_LIMIT)
-        self._table.put(item)
+        return item
 
     def of_image(self, image: FollowedKey, limit: int = 100) -> list[HistoryEntry]:
         return [

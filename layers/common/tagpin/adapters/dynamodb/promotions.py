@@ -3,8 +3,10 @@
 Attributes: ``digest`` and its ``observed_at``; ``wave`` (the active wave's index), ``status`` (a
 promotion status), ``started_at``, ``updated_at``, ``wave_verified_at`` (when the active wave was
 verified: its soak started), ``trigger``, ``correlation_id``, ``detail``; ``notice_<name>`` for
-each notification sent (one per event, not per retry). Started by the consumer, moved on by the
-verifier; every step a conditional write on ``digest`` and ``status``.
+each notification sent (one per event, not per retry), claimed in the same transaction as the
+image's history item of the event (``Table.transact``): a process that dies between the two leaves
+both or neither, so the redelivered step that finds the notice claimed finds the item too. Started
+by the consumer, moved on by the verifier; every step a conditional write on ``digest`` and ``status``.
 
 ``AWAITING`` / ``<image>``: a hint per promotion that asked for approval
 (``tagpin.adapters.dynamodb.hints``), so that the approvals waiting are listed without reading
@@ -14,6 +16,7 @@ every promotion.
 from __future__ import annotations
 
 from tagpin.adapters.dynamodb.hints import Hints
+from tagpin.adapters.dynamodb.history import DynamoHistory
 from tagpin.adapters.dynamodb.table import (
     AWAITING,
     ROLLOUT,
@@ -28,10 +31,11 @@ from tagpin.adapters.dynamodb.table import (
     text,
 )
 from tagpin.adapters.dynamodb.targets import trigger_of
+from tagpin.adapters.dynamodb.transaction import put_write, update_write
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest
-from tagpin.ports.state import Promotion, PromotionStatus
+from tagpin.ports.state import ImageEventRecord, Promotion, PromotionStatus
 
 
 def promotion(image: FollowedKey, item: Item, started: bool = False) -> Promotion:
@@ -56,8 +60,9 @@ def promotion(image: FollowedKey, item: Item, started: bool = False) -> Promotio
 
 
 class DynamoPromotions:
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, history: DynamoHistory) -> None:
         self._table = table
+        self._history = history
         self._awaiting = Hints(table, AWAITING)
 
     def start(
@@ -232,14 +237,23 @@ class DynamoPromotions:
         )
         return lapsed
 
-    def claim_notice(self, image: FollowedKey, digest: Digest, notice: str, now: int) -> bool:
-        return (
-            self._table.update(
-                key(ROLLOUT + image),
-                "SET #n = :now",
-                condition="digest = :d AND attribute_not_exists(#n)",
-                names={"#n": "notice_" + notice},
-                values={":d": S(digest), ":now": N(now)},
+    def claim_notice(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        notice: str,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
+        condition = "digest = :d AND attribute_not_exists(#n)"
+        names, values = {"#n": "notice_" + notice}, {":d": S(digest), ":now": N(now)}
+        if event is not None:  # the claim and the image's history item: both or neither
+            claim = update_write(
+                key(ROLLOUT + image), "SET #n = :now", condition=condition, names=names, values=values
             )
-            is not None
+            return self._table.transact([claim, put_write(self._history.image_record(event))])
+        claimed = self._table.update(
+            key(ROLLOUT + image), "SET #n = :now", condition=condition, names=names, values=values
         )
+        return claimed is not None
