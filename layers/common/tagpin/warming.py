@@ -9,6 +9,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from tagpin import aws_warming, wiring
 from tagpin.domain.channels import is_channel
@@ -135,7 +136,22 @@ def _state(operation: str, table: str = "state_table") -> Rehearsal:
             operation,
             lambda: {"RequestItems": {wiring.setting(table): {"Keys": [{"pk": {"S": "-"}}]}}},
         )
+    if operation == "TransactWriteItems":  # an update and a put, as Table.transact sends them
+        return "dynamodb", operation, lambda: {"TransactItems": _transact_items(wiring.setting(table))}
     return "dynamodb", operation, lambda: {"TableName": wiring.setting(table)}
+
+
+def _transact_items(table: str) -> list[dict[str, Any]]:
+    key = {"pk": {"S": "-"}}
+    update = {
+        "TableName": table,
+        "Key": key,
+        "UpdateExpression": "SET #a = :a",
+        "ConditionExpression": "#a = :a",
+        "ExpressionAttributeNames": {"#a": "a"},
+        "ExpressionAttributeValues": {":a": {"S": "-"}},
+    }
+    return [{"Update": update}, {"Put": {"TableName": table, "Item": key}}]
 
 
 def _send(queue: str) -> Rehearsal:
@@ -162,6 +178,7 @@ AWS_OPERATIONS: dict[str, tuple[Rehearsal, ...]] = {
     "consumer": (
         _send("queue_url"),
         *_STATE,
+        _state("TransactWriteItems"),  # a target's state with its history item, a notice with its event
         *(_state(op, "idempotency_table") for op in ("PutItem", "UpdateItem")),
         _PUBLISH,
     ),
