@@ -56,7 +56,7 @@ from tagpin.usecases.apply import Applier  # noqa: E402
 from tagpin.usecases.detect import Detector  # noqa: E402
 from tagpin.usecases.followed import Followed  # noqa: E402
 from tagpin.usecases.reconcile import Reconciler  # noqa: E402
-from tagpin_local import moto_partitions  # noqa: E402
+from tagpin_local import moto_partitions, moto_transactions  # noqa: E402
 from tagpin_local.kube.local import LocalCluster  # noqa: E402
 from tagpin_local.kube.manifests import cronjob, daemonset, deployment, statefulset  # noqa: E402
 from tagpin_local.kube.pool import start_all  # noqa: E402
@@ -161,6 +161,10 @@ def main() -> None:
     if args.moto_as_is:
         os.environ[moto_partitions.AS_IS] = "1"
     partitioned = moto_partitions.install()
+    # A target's state and its history item are one transaction: moto's own deep-copies the whole
+    # table for it, while the reconciler's pool threads write the table (moto in process has no
+    # lock: "dictionary changed size during iteration"); this one saves the items it names.
+    moto_transactions.install()
     logging.disable(logging.WARNING)
     for key, value in {
         "AWS_ACCESS_KEY_ID": "bench",
