@@ -6,6 +6,7 @@ still finds the item in ``tagpin history`` (``tagpin.usecases.audit.Audit.record
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,45 +18,12 @@ from tagpin.ports.state import ImageEvent, State
 from tagpin.usecases.audit import Audit
 
 from tests.support.constants import D0, D1
+from tests.support.dying import Crash, Dying, Item
 from tests.support.notify import RecordingNotifier
 
 IMAGE = "registry.example.com/team/web:stable"
 NOW = 1_800_000_000_000
 MOVE = Move(image=IMAGE, digest=D1, observed_at=NOW, trigger=Trigger.POLL, correlation_id="c-1")
-
-
-class Crash(BaseException):
-    """The process dies (not an error any handler catches)."""
-
-
-class Dying:
-    """A boto3 client whose process dies at the first request that writes an image history item of
-    ``event``: ``before`` the request reaches DynamoDB, or ``after`` it did (its answer lost). Every
-    other request, and every one after the crash, goes through."""
-
-    def __init__(self, client: Any, event: ImageEvent, when: str) -> None:
-        self._client, self._event, self._when = client, event, when
-        self.crashed = False
-
-    def _writes_event(self, params: dict[str, Any]) -> bool:
-        items = [params.get("Item") or {}]
-        items += [w["Put"]["Item"] for w in params.get("TransactItems", []) if "Put" in w]
-        return any(i.get("event", {}).get("S") == self._event.value for i in items)
-
-    def __getattr__(self, name: str) -> Any:
-        real = getattr(self._client, name)
-        if not callable(real) or self.crashed:
-            return real
-
-        def call(**params: Any) -> Any:
-            if self.crashed or not self._writes_event(params):
-                return real(**params)
-            self.crashed = True
-            if self._when == "after":
-                real(**params)
-            raise Crash(f"died {self._when} {name}")
-
-        return call
 
 
 def promoted(store: State, digest: str) -> None:
@@ -87,7 +55,7 @@ def test_a_step_that_dies_writing_its_image_event_leaves_it_once_redelivered(
     says 'applied' exactly once. Dying before, nothing was written: the redelivery records and
     announces it. Dying after, both were written: the redelivery does neither (the announcement
     alone is lost, as Audit.record says)."""
-    dying = Dying(dynamodb, ImageEvent.APPLIED, when)
+    dying = Dying(dynamodb, writes_event(ImageEvent.APPLIED), when)
     first = dynamodb_state(dying, state_table)
     promoted(first, D1)
     with pytest.raises(Crash):
@@ -121,3 +89,8 @@ def test_without_once_every_call_records_its_event(dynamodb: Any, state_table: s
     assert record(store, notifier, once=None)
     assert applied_events(store) == ["canary"]
     assert len(notifier.sent) == 1
+
+
+def writes_event(event: ImageEvent) -> Callable[[Item], bool]:
+    """An image history item of ``event``."""
+    return lambda item: item.get("event", {}).get("S") == event.value

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,44 +29,11 @@ from tagpin.usecases.verify import Verifier
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters, served
 from tests.support.constants import D0, D1, STATE_TABLE
+from tests.support.dying import Crash, Dying, Item
 from tests.support.queues import ListQueue, ListVerificationQueue
 
 IMAGE = "registry.example.com/team/web:stable"
 TARGET = Target(cluster="prod", namespace="shop", kind=Kind.ROLLOUT, name="web", container="app")
-
-
-class Crash(BaseException):
-    """The process dies (not an error any handler catches)."""
-
-
-class Dying:
-    """A boto3 client whose process dies at the first request that writes a history item with
-    ``status`` in its sort key: ``before`` the request reaches DynamoDB, or ``after`` it did (its
-    answer lost). Every other request, and every one after the crash, goes through."""
-
-    def __init__(self, client: Any, status: str, when: str) -> None:
-        self._client, self._status, self._when = client, status, when
-        self.crashed = False
-
-    def _writes_history(self, operation: str, params: dict[str, Any]) -> bool:
-        items = [params.get("Item") or {}]
-        items += [w["Put"]["Item"] for w in params.get("TransactItems", []) if "Put" in w]
-        return any(i.get("sk", {}).get("S", "").endswith("#" + self._status) for i in items)
-
-    def __getattr__(self, name: str) -> Any:
-        real = getattr(self._client, name)
-        if not callable(real) or self.crashed:
-            return real
-
-        def call(**params: Any) -> Any:
-            if self.crashed or not self._writes_history(name, params):
-                return real(**params)
-            self.crashed = True
-            if self._when == "after":
-                real(**params)
-            raise Crash(f"died {self._when} {name}")
-
-        return call
 
 
 def rollout_healthy() -> Any:
@@ -128,7 +96,7 @@ def test_a_verification_that_dies_writing_its_history_item_leaves_it_once_redeli
     its answer lost); SQS delivers the verification again, to a fresh process: the target is
     verified and its trail says so exactly once."""
     clock = FakeClock(1_800_000_000_000)
-    dying = Dying(dynamodb, TargetStatus.VERIFIED.value, when)
+    dying = Dying(dynamodb, writes_status(TargetStatus.VERIFIED.value), when)
     first = dynamodb_state(dying, state_table)
     verification = applied(first, clock())
     clock.now += 30_000
@@ -170,7 +138,7 @@ def test_whatever_dies_and_races_the_decided_status_is_in_the_trail_exactly_once
     assert store.targets.claim(target_id, IMAGE, D1, 1, Trigger.POLL, 1)
     assert store.targets.finish(target_id, D1, TargetStatus.APPLIED, 2, trigger=Trigger.POLL)
     for n, (status, when) in enumerate(attempts):
-        client = dynamodb if when is None else Dying(dynamodb, status.value, when)
+        client = dynamodb if when is None else Dying(dynamodb, writes_status(status.value), when)
         with contextlib.suppress(Crash):
             dynamodb_state(client, state_table).targets.finish(
                 target_id,
@@ -282,3 +250,8 @@ def test_a_failed_condition_is_an_answer_and_any_other_cancellation_an_error(
             table.transact(writes(1))
     else:
         assert table.transact(writes(1)) is written
+
+
+def writes_status(status: str) -> Callable[[Item], bool]:
+    """A history item with ``status`` in its sort key."""
+    return lambda item: item.get("sk", {}).get("S", "").endswith("#" + status)
