@@ -37,6 +37,19 @@ FOLLOWED = (
 )
 
 
+UNREACHABLE = "127.0.0.1:9"  # nothing listens there: every check of its tags fails
+# A webhook following one tag of the UNREACHABLE registry.
+UNREACHABLE_CONFIG = f"""
+clusters:
+  dev: {{kubeconfig: {{file: /dev/null}}}}
+registries:
+  {UNREACHABLE}: {{insecure: true}}
+images:
+  - image: {UNREACHABLE}/demo/web:stable
+    targets: [{{cluster: dev, namespace: demo, name: web, container: app}}]
+"""
+
+
 def secret() -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads((SAMPLES / "secret.json").read_text())
     return loaded

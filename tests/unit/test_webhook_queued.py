@@ -13,23 +13,18 @@ import pytest
 from tagpin import wiring
 from tagpin.ports.registry import OCI_MANIFEST
 
-from tests.support.webhooks import check_queued, deploy_webhook, post_distribution
-
-UNREACHABLE = "127.0.0.1:9"  # nothing listens there: every check of its tags fails
-CONFIG = f"""
-clusters:
-  dev: {{kubeconfig: {{file: /dev/null}}}}
-registries:
-  {UNREACHABLE}: {{insecure: true}}
-images:
-  - image: {UNREACHABLE}/demo/web:stable
-    targets: [{{cluster: dev, namespace: demo, name: web, container: app}}]
-"""
+from tests.support.webhooks import (
+    UNREACHABLE,
+    UNREACHABLE_CONFIG,
+    check_queued,
+    deploy_webhook,
+    post_distribution,
+)
 
 
 @pytest.fixture
 def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, str, str]]:
-    deployed = deploy_webhook(monkeypatch, CONFIG)
+    deployed = deploy_webhook(monkeypatch, UNREACHABLE_CONFIG)
     yield deployed.handler, deployed.sqs, deployed.notifications, deployed.changes
     wiring.reset()
 

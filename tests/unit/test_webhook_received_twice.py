@@ -21,23 +21,18 @@ from tagpin_local.lambda_events import sqs_event
 from tagpin_local.lambda_runtime import LocalContext
 
 from tests.support.constants import D1
-from tests.support.webhooks import Deployed, deploy_webhook, post_distribution
-
-UNREACHABLE = "127.0.0.1:9"  # nothing listens there: a check of its tags fails
-CONFIG = f"""
-clusters:
-  dev: {{kubeconfig: {{file: /dev/null}}}}
-registries:
-  {UNREACHABLE}: {{insecure: true}}
-images:
-  - image: {UNREACHABLE}/demo/web:stable
-    targets: [{{cluster: dev, namespace: demo, name: web, container: app}}]
-"""
+from tests.support.webhooks import (
+    UNREACHABLE,
+    UNREACHABLE_CONFIG,
+    Deployed,
+    deploy_webhook,
+    post_distribution,
+)
 
 
 @pytest.fixture
 def webhook(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
-    yield deploy_webhook(monkeypatch, CONFIG)
+    yield deploy_webhook(monkeypatch, UNREACHABLE_CONFIG)
     wiring.reset()
 
 
