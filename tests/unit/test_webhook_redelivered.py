@@ -51,7 +51,7 @@ def test_a_message_received_again_while_its_first_check_runs_is_not_lost(
     hook: Hook, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = queued(hook)
-    claimed, go = threading.Event(), threading.Event()
+    claimed, first_asked, go = threading.Event(), threading.Event(), threading.Event()
     claim, resolve, asked = hook.deliveries.claim_delivery, hook.resolver.resolve, []
 
     def claiming(*args: Any) -> bool:
@@ -62,6 +62,7 @@ def test_a_message_received_again_while_its_first_check_runs_is_not_lost(
     def first_down(ref: Any) -> Resolution:
         asked.append(ref)
         if len(asked) == 1:  # the first receive's registry: answers after the second receive, down
+            first_asked.set()
             go.wait(10)
             raise ConnectionError("registry unreachable")
         return resolve(ref)
@@ -78,7 +79,9 @@ def test_a_message_received_again_while_its_first_check_runs_is_not_lost(
 
     running = threading.Thread(target=first)
     running.start()
-    assert claimed.wait(10)  # the first check's claim is written; its registry has not answered
+    # The first check's claim is written and its registry asked (not answered yet). Both run on
+    # workers of their own, side by side: the claim written says nothing of the registry's request.
+    assert claimed.wait(10) and first_asked.wait(10)
     second = hook.service.check_queued(body, "m-1")  # SQS deletes the message once this succeeds
     go.set()
     running.join(10)
