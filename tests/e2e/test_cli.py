@@ -103,7 +103,7 @@ def test_plan_is_a_dry_run(stack, cli, tmp_path):
     assert (
         "plan (dry run: nothing changed)" in printed(table, 4) and "roll" in table.out and TARGET in table.out
     )
-    # Nothing changed: no patch, no state write, nothing enqueued.
+    # Nothing changed: no patch even sent (a refused one counts too), no state write, nothing enqueued.
     assert stack.kube.count("PATCH") == patches and running(stack, TARGET) == before
     tag = stack.client("dynamodb").get_item(
         TableName=STATE_TABLE, Key={"pk": {"S": f"TAG#{web(stack)}"}, "sk": {"S": "STATE"}}

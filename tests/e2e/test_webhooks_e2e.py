@@ -35,7 +35,7 @@ def test_real_notification_rolls_and_forged_ones_change_nothing(live: LocalStack
     image, annotations, _ = wait_for_digest(live, digest, time.monotonic())
     assert image.endswith(f"/demo/web:stable@{digest}")
     assert annotations["tagpin.dev/trigger"] == "webhook"  # no poller runs here: the notification did it
-    patches = live.kube.count("PATCH", r"/deployments/web$")
+    patches = live.kube.count("PATCH", r"/deployments/web$")  # sent, not only applied: none is
 
     fake = "sha256:" + "f" * 64
     recorded = state_of(live).tags.get(f"{live.registry.host}/demo/web:stable")

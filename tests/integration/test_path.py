@@ -15,6 +15,7 @@ from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
 
 from tests.support.constants import STATE_TABLE
+from tests.support.patches import applied_patches
 from tests.support.stack import drain
 
 pytestmark = pytest.mark.integration
@@ -25,15 +26,9 @@ def image_of(st: LocalStack) -> str:
 
 
 def patches(st: LocalStack) -> int:
-    """The PATCHes of the Deployment the API server applied: one it refused with 409 (the object
-    changed since the consumer read it; the controller-manager writes its status) changed nothing
-    and is sent again after a re-read (usecases/patch.py). CI run N of stop 42 counted such a
-    refused one as a second patch."""
-    return sum(
-        1
-        for r in st.kube.requests
-        if r.method == "PATCH" and r.path.endswith("/deployments/web") and (r.status or 500) < 300
-    )
+    """The PATCHes of the Deployment the API server applied (a 409-refused one, sent again after a
+    re-read, is not a second patch: tests/support/patches.py)."""
+    return applied_patches(st.kube, r"/deployments/web$")
 
 
 def test_poll_then_consume_pins_the_digest(stack):

@@ -266,6 +266,7 @@ def test_dry_run_records_the_plan_and_patches_nothing(st: LocalStack) -> None:
     wait_for("the plan recorded", lambda: "dry-run" in events(st, image, digest))
     st.run_poller()  # seen again: the plan is recorded once
     time.sleep(1.5)
+    # none even sent (a refused one counts too): a dry run never tries
     assert all(kube.count("PATCH") == 0 for kube in st.kubes.values())
     assert running(st, stage) == "placeholder" and running(st, prod) == "placeholder"
     assert state_of(st).targets.get(stage) is None and state_of(st).targets.get(prod) is None

@@ -19,6 +19,7 @@ from tagpin_local.lambda_runtime import trigger
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack
 
+from tests.support.patches import applied_patches
 from tests.support.stack import (
     messages_on,
     notifications_checked,
@@ -90,13 +91,13 @@ def test_a_delivery_sent_twice_rolls_once(live: LocalStack) -> None:
     duplicate (tests/unit/test_webhooks_dedup.py shows it is not recorded again): one patch."""
     assert live.registry is not None
     digest = push_image(live.registry.url, "demo/web", "stable")
-    patches = live.kube.count("PATCH", r"/deployments/web$")
+    patches = applied_patches(live.kube, r"/deployments/web$")
     for _ in range(2):
         assert notify(live, digest, "twice-1").json() == {"queued": 1}
     notifications_checked(live)
     wait_for("the workload at the digest", lambda: current_image(live)[0].endswith("@" + digest))
     wait_for("the changes queue empty", lambda: messages_on(live, live.queue_url) == 0)
-    assert live.kube.count("PATCH", r"/deployments/web$") == patches + 1
+    assert applied_patches(live.kube, r"/deployments/web$") == patches + 1
 
 
 def test_a_check_is_not_received_again_while_it_runs(live: LocalStack) -> None:
