@@ -72,7 +72,7 @@ def test_the_started_item_and_the_idempotency_record_are_written_side_by_side(dy
     world = World(dynamodb)
     world.applied(D0)
     moved = world.store.tags.record(APP, DIGESTS[1], world.clock(), Trigger.POLL)
-    meeting = threading.Barrier(2, timeout=5)
+    meeting = threading.Barrier(2, timeout=30)
     trail = world.store.history
 
     class Meeting:  # the first image_event (STARTED) waits, before it runs, for the guard's write

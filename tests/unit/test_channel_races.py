@@ -35,7 +35,7 @@ from moto import mock_aws
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.adapters.webhooks.sources import SOURCES
 from tagpin.domain.config import FollowedImage, TagpinConfig, Target
-from tagpin.domain.messages import Trigger
+from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.registry import OCI_MANIFEST, Resolution
 from tagpin.ports.state import BadVersion, State
@@ -93,12 +93,15 @@ def notification(repository: str, tag: str) -> bytes:
     return json.dumps({"events": [event]}).encode()
 
 
-def race(store: State, repository: str, pause: Callable[[str], None]) -> ListQueue:
-    """``repository``'s channel at 1.4.0; 1.5.0 and 1.6.0 notified at once (one thread each)."""
+def race(
+    store: State, repository: str, pause: Callable[[str], None], queue: ListQueue | None = None
+) -> ListQueue:
+    """``repository``'s channel at 1.4.0; 1.5.0 and 1.6.0 notified at once (one thread each); the
+    changes put on ``queue`` (a new one by default)."""
     followed = channel(repository)
     versions = ("1.4.0", "1.5.0", "1.6.0")
     registry = RacingRegistry({f"{HOST}/{repository}:{v}": digest_of(v) for v in versions}, pause)
-    queue = ListQueue()
+    queue = ListQueue() if queue is None else queue
     detector = Detector(registry, store, queue, sleep=lambda _s: None)
     assert followed.channel_key is not None
     first = Resolution(followed.channel_key.at("1.4.0"), digest_of("1.4.0"), OCI_MANIFEST, "HEAD")
@@ -126,7 +129,8 @@ def race(store: State, repository: str, pause: Callable[[str], None]) -> ListQue
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert {a.status for a in answers.values()} == {202}, answers
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(answers) == len(threads) and {a.status for a in answers.values()} == {202}, answers
     stored = store.tags.get(followed.image)
     assert stored is not None
     assert (stored.version, stored.digest) == ("1.6.0", digest_of("1.6.0")), f"head moved down: {stored}"
@@ -138,15 +142,23 @@ def race(store: State, repository: str, pause: Callable[[str], None]) -> ListQue
 def test_the_older_version_recorded_last_does_not_move_the_head_down(store: State) -> None:
     """Both notifications pass the head check (1.4.0) before either is recorded; 1.6.0 is recorded
     first, 1.5.0 after it (with a later observation)."""
-    both_read = threading.Barrier(2, timeout=10)
+    both_read = threading.Barrier(2, timeout=30)
+    newer_recorded, waited = threading.Event(), []
+
+    class Announcing(ListQueue):  # a change is sent once its head was recorded
+        def send(self, change: Change) -> None:
+            super().send(change)
+            if change.move.tag == "1.6.0":
+                newer_recorded.set()
 
     def pause(tag: str) -> None:
         if tag in ("1.5.0", "1.6.0"):
             both_read.wait()  # both checked the head (1.4.0) before either records
         if tag == "1.5.0":
-            time.sleep(0.2)  # 1.6.0's thread records meanwhile
+            waited.append(newer_recorded.wait(30))  # 1.6.0's thread records (and enqueues) meanwhile
 
-    queue = race(store, "team/forced", pause)
+    queue = race(store, "team/forced", pause, Announcing())
+    assert waited == [True]
     assert [c.move.tag for c in queue.sent] == ["1.4.0", "1.6.0"]  # 1.5.0's record is stale: not enqueued
 
 

@@ -221,7 +221,7 @@ def test_a_downgrade_holds_back_every_newer_allowed_version_and_only_those(store
 
 
 class ListedAfterReading(ScriptedRegistry):
-    """A registry whose tag listings wait (up to 5 s) until the poll's cursor is being read."""
+    """A registry whose tag listings wait (up to 30 s) until the poll's cursor is being read."""
 
     def __init__(self, versions: dict[str, int], reading: threading.Event) -> None:
         super().__init__(
@@ -233,7 +233,7 @@ class ListedAfterReading(ScriptedRegistry):
         self.read_first: bool | None = None
 
     def list_tags(self, repository: ImageRef) -> TagListing:
-        self.read_first = self.reading.wait(timeout=5)
+        self.read_first = self.reading.wait(timeout=30)
         return super().list_tags(repository)
 
 

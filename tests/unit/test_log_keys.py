@@ -20,10 +20,10 @@ def test_concurrent_invocations_keep_their_own_keys() -> None:
     @own_keys
     def handler(event: dict[str, Any], context: Any) -> None:
         record_keys(f"corr-{event['id']}", digest=event["digest"])
-        both_inside.wait(timeout=5)  # the other invocation has set its keys too
+        both_inside.wait(timeout=30)  # the other invocation has set its keys too
         logger.info("from the handler")
         logging.getLogger("tagpin.usecases.apply").info("from the library")
-        both_inside.wait(timeout=5)
+        both_inside.wait(timeout=30)
 
     stream = io.StringIO()
     previous = logger.registered_handler.setStream(stream)  # type: ignore[attr-defined]
@@ -39,7 +39,8 @@ def test_concurrent_invocations_keep_their_own_keys() -> None:
         for run in runs:
             run.start()
         for run in runs:
-            run.join(timeout=10)
+            run.join(timeout=60)
+        assert not any(run.is_alive() for run in runs)
     finally:
         logger.registered_handler.setStream(previous)  # type: ignore[attr-defined]
         logger.setLevel(level)

@@ -5,8 +5,6 @@ received before it is due comes back when it is due."""
 
 from __future__ import annotations
 
-import time
-
 import boto3
 import pytest
 from tagpin import wiring
@@ -32,6 +30,23 @@ def test_the_queue_dead_letters_after_the_schedule() -> None:
 
 
 def test_back_off_sets_each_failed_records_visibility(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # moto's SQS on a clock of the test's: a record's visibility is read at the seconds the test
+    # names, not at whenever a busy machine lets it receive (2.5 s of margin on each side before)
+    from moto.core.utils import unix_time_millis
+    from moto.sqs import models
+
+    now_ms = [unix_time_millis()]
+
+    def tick() -> float:  # a millisecond a reading: a visibility of 0 is over by the next one
+        now_ms[0] += 1
+        return now_ms[0]
+
+    monkeypatch.setattr(models, "unix_time_millis", tick)
+    monkeypatch.setattr(models, "unix_time", lambda: tick() / 1000)
+
+    def sleep(seconds: float) -> None:
+        now_ms[0] += seconds * 1000
+
     wiring.reset()
     sqs = boto3.client("sqs", region_name=REGION)
     url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
@@ -46,13 +61,13 @@ def test_back_off_sets_each_failed_records_visibility(aws: None, monkeypatch: py
     response = {"batchItemFailures": [{"itemIdentifier": ids[b]} for b in ("transient", "poison", "early")]}
     # the handler chose two delays: at once for the poison, 2 s for a verification due in 2 s
     back_off(response, records, url, later={ids["poison"]: PERMANENT, ids["early"]: 2})
-    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     assert [m["Body"] for m in again] == ["poison"]  # PERMANENT: at once; "ok" is not failed at all
-    time.sleep(2.5)
-    due = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    sleep(2.5)
+    due = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     assert {m["Body"] for m in due} == {"early"}  # when it is due, not the schedule's 5 s
-    time.sleep(redelivery_delay(1) - 2.5 + 0.5)
-    later = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    sleep(redelivery_delay(1) - 2.5 + 0.5)
+    later = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     assert {m["Body"] for m in later} == {"transient"}  # back after 5 s, not the queue's 30 s
     assert PERMANENT == 0
     wiring.reset()

@@ -16,11 +16,14 @@ def test_a_request_stepping_aside_frees_its_global_slot_within_the_allowance() -
         first: list[Slot] = []
         held = asyncio.Event()
         done = asyncio.Event()
+        fast_in = asyncio.Event()
 
         async def hold(host: str, name: str, keep: asyncio.Event) -> None:
             async with bounds.hold(host, RegistryAccess()) as slot:
                 seen.append(name)
                 first.append(slot)
+                if name == "fast":
+                    fast_in.set()
                 if len(first) == 2:
                     held.set()
                 await keep.wait()
@@ -32,7 +35,9 @@ def test_a_request_stepping_aside_frees_its_global_slot_within_the_allowance() -
         seen.append(f"waiting:{not late.done() and 'fast' not in seen}")
         for slot in first:
             slot.step_aside()
-        await asyncio.sleep(0.01)
+        # the late request takes the freed global slot (however many loop turns that takes: a fixed
+        # sleep was a guess at how many run in 10 ms on a busy machine); never: a TimeoutError
+        await asyncio.wait_for(fast_in.wait(), 30)
         seen.append(f"aside:{bounds.aside}")
         first[2].step_aside()  # the allowance (2) is used up: it keeps its global slot
         seen.append(f"kept:{first[2].state}")

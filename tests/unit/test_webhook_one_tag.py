@@ -45,7 +45,7 @@ def hook(store: State, dynamodb: Any) -> Hook:
 def test_one_tags_targets_are_read_while_its_record_is_written(hook: Hook) -> None:
     assert hook.post("generic", HEADERS, json.dumps({"image": WEB, "id": "one"}).encode()).status == 202
     (body,) = hook.notifications.take()
-    meeting = threading.Barrier(2, timeout=5)
+    meeting = threading.Barrier(2, timeout=30)
     met = replace(  # the read and the write meet, or each fails
         hook.store,
         targets=Meeting(hook.store.targets, "get_many", meeting),

@@ -96,7 +96,7 @@ def test_a_message_received_again_while_its_check_runs_is_not_deleted(
     webhook: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, second = queued_twice(webhook)
-    claimed, go = threading.Event(), threading.Event()
+    claimed, first_asked, go = threading.Event(), threading.Event(), threading.Event()
     claim, resolve, asked = DeliveryStore.claim_delivery, Detector.resolve, []
 
     def claiming(self: DeliveryStore, *args: Any) -> bool:
@@ -107,7 +107,8 @@ def test_a_message_received_again_while_its_check_runs_is_not_deleted(
     def held_first(self: Detector, *args: Any, **kwargs: Any) -> Resolution | Exception:
         asked.append(args)
         if len(asked) == 1:  # the first receive's registry answers once the second receive is done
-            go.wait(10)
+            first_asked.set()
+            go.wait(30)  # (the invocation's budget stops waiting for it after 12 s in any case)
         return resolve(self, *args, **kwargs)
 
     monkeypatch.setattr(DeliveryStore, "claim_delivery", claiming)
@@ -115,7 +116,10 @@ def test_a_message_received_again_while_its_check_runs_is_not_deleted(
     failures: list[set[str]] = []
     running = threading.Thread(target=lambda: failures.append(handed(webhook, first)))
     running.start()
-    assert claimed.wait(10)  # the first check holds the claim, its registry not answered
+    # The first check holds the claim and its registry was asked (not answered yet). The claim and
+    # the registry request run on workers of their own, side by side: the claim written says
+    # nothing of the request, and the second receive's could otherwise be the one held.
+    assert claimed.wait(30) and first_asked.wait(30)
     try:
         again = handed(webhook, second)
     finally:
