@@ -53,6 +53,7 @@ from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
 from tagpin.ports.state import State, TagState, TargetState
 from tagpin.usecases.attestations import AttestationFilter
 from tagpin.usecases.detect import Detector, merge_followed, now_ms
+from tagpin.usecases.poll_refs import PollRefs
 from tagpin.usecases.poll_summary import PollSummary, guarded
 
 if TYPE_CHECKING:
@@ -71,10 +72,10 @@ AHEAD = 2  # chunks resolving at once: the next one's requests wait in the regis
 WHILE_READING = 16
 
 
-def _chunked(refs: dict[FollowedKey, ImageRef], start: str | None, size: int) -> list[list[FollowedKey]]:
+def _chunked(images: list[FollowedKey], start: str | None, size: int) -> list[list[FollowedKey]]:
     """The images to resolve, in chunks of ``size``, from ``start`` (where the last run stopped: the
     cursor) on, wrapping around."""
-    order = sorted(refs)
+    order = sorted(images)
     if start is not None:
         first = next((i for i, image in enumerate(order) if image >= start), 0)
         order = order[first:] + order[:first]
@@ -159,7 +160,7 @@ class Poller:
             cursor_read = pool.submit(self._state.cursor.get, part) if cold else None
             refs, moved = self._refs(items, summary)
             at = self._cursors.get(part.name) if cursor_read is None else cursor_read.result()
-            chunks = _chunked(refs, at, self._chunk)
+            chunks = _chunked(refs.order, at, self._chunk)
             settled: dict[str, str] = {}  # read while the first chunk resolves (below)
             deadline = (
                 None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
@@ -189,7 +190,7 @@ class Poller:
                 reading = pool.submit(self._state.digests.all, None if part.whole else part.shards)
                 if (stored := cursor_read.result()) != at:  # another run moved it: start again there
                     _cancel(started)
-                    at, chunks[:] = stored, _chunked(refs, stored, self._chunk)
+                    at, chunks[:] = stored, _chunked(refs.order, stored, self._chunk)
                     start(WHILE_READING)
                 while not reading.done():
                     waiting: list[Future[Any]] = [reading, *(f for f in started if not f.done())]
@@ -246,11 +247,13 @@ class Poller:
 
     def _refs(
         self, items: dict[FollowedKey, FollowedImage], summary: PollSummary
-    ) -> tuple[dict[FollowedKey, ImageRef], set[FollowedKey]]:
+    ) -> tuple[PollRefs, set[FollowedKey]]:
         """What to resolve for each followed image: its tag, or a version channel's head; and the
         channels whose head moves (to be recorded even when the new version has the old digest)."""
-        refs = {image: self._tags.get(image) or f.ref for image, f in items.items() if f.policy is None}
-        self._tags = dict(refs)  # a followed tag's ref is its key's, parsed: kept for the next run
+        tags = {image: f for image, f in items.items() if f.policy is None}
+        # a followed tag's ref is its key's, parsed: kept for the next run (the tags it follows)
+        self._tags = {image: ref for image in tags if (ref := self._tags.get(image)) is not None}
+        refs = PollRefs(tags, self._tags)
         moved: set[FollowedKey] = set()
         channels = [f for f in items.values() if f.policy is not None]
         if not channels:
@@ -264,6 +267,7 @@ class Poller:
                 summary.results.append(noted or Observation(image, TagOutcome.ERROR, error=head.error))
             elif head.ref is not None:
                 refs[image] = head.ref
+                refs.order.append(image)
                 if head.moved:
                     moved.add(image)
             else:
