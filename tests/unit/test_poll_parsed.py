@@ -12,9 +12,9 @@ import pytest
 from tagpin.adapters.registry import http
 from tagpin.adapters.registry.http import AiohttpTransport, HttpRequest, LoopThread
 from tagpin.domain.config import FollowedImage, Target
-from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import State
 
+from tests.support.parses import counted_parses
 from tests.support.queues import ListQueue
 from tests.unit.test_poll import digest, poller, scripted
 
@@ -28,14 +28,7 @@ def test_a_followed_tag_is_parsed_once_across_runs(store: State, monkeypatch: py
         FollowedImage(image=image, targets=[Target(cluster="c", name=f"app{i}", container="app")])
         for i, image in enumerate(images)
     ]
-    parsed: list[str] = []
-    parse = ImageRef.parse.__func__  # type: ignore[attr-defined]
-
-    def counted(cls: type[ImageRef], text: str) -> ImageRef:
-        parsed.append(text)
-        return parse(cls, text)  # type: ignore[no-any-return]
-
-    monkeypatch.setattr(ImageRef, "parse", classmethod(counted))
+    parsed = counted_parses(monkeypatch)
     polls = poller(registry, store, ListQueue())
     first = polls.run(followed)
     assert sorted(parsed) == images

@@ -15,6 +15,7 @@ from tagpin.ports.state import State
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.poll import Poller
 
+from tests.support.parses import counted_parses
 from tests.support.queues import ListQueue
 from tests.unit.test_poll import digest, scripted
 
@@ -49,14 +50,7 @@ def test_the_first_chunk_is_asked_for_before_the_other_tags_are_parsed(
         )
         for i, image in enumerate(images)
     ]
-    parsed: list[str] = []
-    parse = ImageRef.parse.__func__  # type: ignore[attr-defined]
-
-    def counted(cls: type[ImageRef], text: str) -> ImageRef:
-        parsed.append(text)
-        return parse(cls, text)  # type: ignore[no-any-return]
-
-    monkeypatch.setattr(ImageRef, "parse", classmethod(counted))
+    parsed = counted_parses(monkeypatch)
     asked = FirstAsked(registry, parsed)
     polls = Poller(Detector(registry, store, ListQueue()), asked, store, lambda _h: Registry(), chunk=CHUNK)
     first = polls.run(followed)
