@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
+from tagpin_local import moto_transactions
 from tagpin_local.kube.manifests import deployment
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -18,6 +19,13 @@ from tests.support.iamsession import (  # noqa: F401 (pytest hooks and an autous
     pytest_sessionfinish,
     pytest_unconfigure,
 )
+
+# moto's own TransactWriteItems deep-copies every table it names; another thread writing that table
+# meanwhile (a consumer's STARTED item beside its claim, a reconciler's pool, a deployed handler's
+# unserialized client) breaks the copy ("dictionary changed size during iteration"). The local
+# stack and bench/reconcile.py run moto with this patch; so does every test of the process, in
+# process, from collection on, whatever ran before it.
+moto_transactions.install()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

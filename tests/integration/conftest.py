@@ -7,15 +7,10 @@ import pytest
 from moto import mock_aws
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import State
-from tagpin_local import moto_transactions
 from tagpin_local.moto_process import MotoProcess
 
 from tests.support.aws import create_table
 from tests.support.constants import REGION
-
-# moto in process keeps a transaction's items, not whole tables, as the local stack's does
-# (tests/unit/conftest.py says why: a whole-table copy races the table's other writers).
-moto_transactions.install()
 
 
 @pytest.fixture

@@ -12,17 +12,9 @@ import pytest
 from moto import mock_aws
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.ports.state import State
-from tagpin_local import moto_transactions
 
 from tests.support.aws import create_table
 from tests.support.constants import DLQ_NAME, IDEMPOTENCY_TABLE, QUEUE_NAME, REGION, STATE_TABLE
-
-# moto's own TransactWriteItems deep-copies every table it names; another thread writing that table
-# meanwhile (a consumer's STARTED item beside its claim, a reconciler's pool, a deployed handler's
-# unserialized client) breaks the copy ("dictionary changed size during iteration"). The local
-# stack and bench/reconcile.py run moto with this patch; here every test of the process does, from
-# collection on, whatever ran before it (a local stack in process installed it at its start).
-moto_transactions.install()
 
 
 @pytest.fixture
