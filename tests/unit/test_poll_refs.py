@@ -14,6 +14,7 @@ from tagpin.domain.refs import ImageRef
 from tagpin.ports.state import State
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.poll import Poller
+from tagpin.usecases.poll_refs import PollRefs
 
 from tests.support.parses import counted_parses
 from tests.support.queues import ListQueue
@@ -60,3 +61,21 @@ def test_the_first_chunk_is_asked_for_before_the_other_tags_are_parsed(
     parsed.clear()
     second = polls.run(followed)
     assert parsed == [] and second.unchanged == TAGS  # a warm poller parses nothing again
+
+
+def test_every_followed_tag_and_every_head_set_is_polled_once() -> None:
+    tags = {
+        FollowedKey(f"{A}/team/app{i}:stable"): FollowedImage(
+            image=FollowedKey(f"{A}/team/app{i}:stable"),
+            targets=[Target(cluster="c", name=f"app{i}", container="app")],
+        )
+        for i in range(3)
+    }
+    refs = PollRefs(tags, {})
+    head = FollowedKey(f"{A}/team/channel:~1")
+    refs[head] = ImageRef.parse(f"{A}/team/channel:1.4.2")  # a channel's head, chosen this run
+    first = next(iter(tags))
+    assert refs[first] == ImageRef.parse(first)  # a tag's reference, parsed as it is asked for
+    assert sorted(refs.polled) == sorted([*tags, head])  # the head polled; the tag asked for not twice
+    with pytest.raises(KeyError):
+        refs[FollowedKey(f"{A}/team/other:stable")]  # an image the run does not poll

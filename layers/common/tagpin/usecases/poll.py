@@ -160,7 +160,7 @@ class Poller:
             cursor_read = pool.submit(self._state.cursor.get, part) if cold else None
             refs, moved = self._refs(items, summary)
             at = self._cursors.get(part.name) if cursor_read is None else cursor_read.result()
-            chunks = _chunked(refs.order, at, self._chunk)
+            chunks = _chunked(refs.polled, at, self._chunk)
             settled: dict[str, str] = {}  # read while the first chunk resolves (below)
             deadline = (
                 None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
@@ -190,7 +190,7 @@ class Poller:
                 reading = pool.submit(self._state.digests.all, None if part.whole else part.shards)
                 if (stored := cursor_read.result()) != at:  # another run moved it: start again there
                     _cancel(started)
-                    at, chunks[:] = stored, _chunked(refs.order, stored, self._chunk)
+                    at, chunks[:] = stored, _chunked(refs.polled, stored, self._chunk)
                     start(WHILE_READING)
                 while not reading.done():
                     waiting: list[Future[Any]] = [reading, *(f for f in started if not f.done())]
@@ -266,8 +266,7 @@ class Poller:
                 noted = guarded(partial(self._detector.record_error, items[image], head.error))
                 summary.results.append(noted or Observation(image, TagOutcome.ERROR, error=head.error))
             elif head.ref is not None:
-                refs[image] = head.ref
-                refs.order.append(image)
+                refs[image] = head.ref  # polled from now on (PollRefs.polled)
                 if head.moved:
                     moved.add(image)
             else:
