@@ -52,8 +52,12 @@ def revision(st: LocalStack, timeout: float = 30) -> int:
     while True:
         live = st.kube.get("Deployment", "default", "web")
         seen = (live.get("status") or {}).get("observedGeneration", 0) >= live["metadata"]["generation"]
-        if seen or time.monotonic() > deadline:
+        if seen:
             return int((live["metadata"].get("annotations") or {}).get(REVISION, "0"))
+        # said here, not as a later assertion's wrong revision: the controller never saw the spec
+        assert time.monotonic() < deadline, (
+            f"generation {live['metadata']['generation']} not observed in {timeout} s: {live.get('status')}"
+        )
         time.sleep(0.05)
 
 
