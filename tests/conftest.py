@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from tagpin_local import moto_transactions
+from tagpin_local import moto_expressions, moto_partitions, moto_transactions
 from tagpin_local.kube.manifests import deployment
 from tagpin_local.stack import LocalStack, StackOptions
 
@@ -26,6 +26,14 @@ from tests.support.iamsession import (  # noqa: F401 (pytest hooks and an autous
 # stack and bench/reconcile.py run moto with this patch; so does every test of the process, in
 # process, from collection on, whatever ran before it.
 moto_transactions.install()
+# The same for the stack's other two moto patches (one partition read per Query, each expression
+# text parsed once): their answers equal moto's (tests/integration/test_moto_partitions.py and
+# test_moto_expressions.py compare them, moto's own under ``as_is``), so this changes no answer,
+# only that a test's moto no longer depends on whether a LocalStack ran before it in its process.
+# moto's DynamoDB lock (``moto_process.serialize_dynamodb``) is not installed here: its test shows
+# the failure it prevents by running without it (test_moto_serialized).
+moto_partitions.install()
+moto_expressions.install()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
