@@ -23,24 +23,25 @@ from tagpin_local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 
-# One change, one target, rollout.verify on (the default), no waves: 12 calls (10 of DynamoDB;
-# 14 before the two transactions, 15 before the tag's state was read with the targets'). Two are
-# transactions (a target's outcome with its history item; a notice with its image history item):
-# each was an UpdateItem and a PutItem before, which a process could die between.
+# One change, one target, rollout.verify on (the default), no waves: 11 calls (9 of DynamoDB;
+# 10 before the promotion's start took its history item into one transaction, 14 before the two
+# other transactions, 15 before the tag's state was read with the targets'). Three are
+# transactions (the start with its STARTED history item; a target's outcome with its history
+# item; a notice with its image history item): each was two writes before, which a process could
+# die between.
 ONE_CHANGE = Counter(
     {
         "dynamodb.Query": 1,  # the index: the tag's discovered targets (followed)
-        # the promotion started (conditional), its STARTED history item, the idempotency record
-        # (conditional: in progress)
-        "dynamodb.PutItem": 3,
+        "dynamodb.PutItem": 1,  # the idempotency record (conditional: in progress)
         # the tag's state (a digest marked bad: admission of the move) with the targets' states
         # (admission), one request; the target's claim read again after the workload's GET
         "dynamodb.BatchGetItem": 2,
         # the claim (conditional), the idempotency record (completed)
         "dynamodb.UpdateItem": 2,
-        # the outcome (conditional) with the target's history item; the APPLIED notice claimed
-        # once (conditional) with the image's history item
-        "dynamodb.TransactWriteItems": 2,
+        # the promotion started (conditional) with its STARTED history item; the outcome
+        # (conditional) with the target's history item; the APPLIED notice claimed once
+        # (conditional) with the image's history item
+        "dynamodb.TransactWriteItems": 3,
         "sqs.SendMessage": 1,  # the verification
         "sns.Publish": 1,  # the APPLIED notification
     }

@@ -4,24 +4,29 @@ test_drift, with the consumer's whole change as an actor (the read, the promotio
 STARTED item, each target's claim, GET, claim read again, PATCH, finish) among the reconciler, the
 verifier's rollbacks and people setting images, holding and releasing. Its invariants hold: tagpin
 never patches over a hold, never holds what tagpin wrote; and every change read before it started
-its promotion."""
+its promotion; its STARTED item is written with the promotion's start, in one transaction."""
 
 from __future__ import annotations
 
-import dataclasses
-import threading
+import json
+import uuid
 from typing import Any
 
+import pytest
+from botocore.exceptions import ClientError
 from hypothesis.stateful import rule
+from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
-from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
+from tagpin.domain.outcomes import ApplyOutcome
 from tagpin.domain.refs import Digest
-from tagpin.usecases.apply import Applier, ApplyTarget
+from tagpin.usecases.apply import Applier
 
+from tests.support.aws import create_table
 from tests.support.cluster import FakeCluster, FakeClusters
 from tests.support.constants import D0
 from tests.support.interleave import run_interleavings
+from tests.unit.conftest import SerializedClient
 from tests.unit.test_drift import APP, DIGESTS, NAMES, Interleavings, World
 
 CHANGES = "change-"
@@ -57,8 +62,8 @@ class WholeChanges(Interleavings):
                 assert calls.index("DynamoTargets.get_with_tag") < calls.index("DynamoPromotions.start")
                 assert "DynamoTargets.get_many" not in calls and "DynamoTags.get" not in calls, calls
             writes = [i for i, c in enumerate(calls) if c.split(".")[1] in ("claim", "finish", "note")]
-            if "DynamoHistory.image_event" in calls and writes:  # STARTED before any target's record
-                assert calls.index("DynamoHistory.image_event") < writes[0], calls
+            if "DynamoPromotions.start" in calls and writes:  # STARTED (the start's) before any record
+                assert calls.index("DynamoPromotions.start") < writes[0], calls
 
 
 def test_generated_interleavings_of_whole_changes(dynamodb: Any) -> None:
@@ -66,48 +71,56 @@ def test_generated_interleavings_of_whole_changes(dynamodb: Any) -> None:
     run_interleavings(WholeChanges, examples=20, steps=30)
 
 
-def test_the_started_item_and_the_idempotency_record_are_written_side_by_side(dynamodb: Any) -> None:
-    """The STARTED history item is waited for inside the idempotency guard, before the claim: its
-    write and the guard's (the consumer's idempotency record) meet, each waiting for the other."""
+class StartedWriteFails:
+    """The state table's client, but the first request that writes a STARTED history item fails
+    (the connection lost as it was sent): what was written with it in one request is not written."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.failed = 0
+
+    def __getattr__(self, attribute: str) -> Any:
+        call = getattr(self._client, attribute)
+        if attribute not in ("put_item", "transact_write_items"):
+            return call
+
+        def failing(**request: Any) -> Any:
+            if not self.failed and '"started"' in json.dumps(request):
+                self.failed += 1
+                raise ClientError({"Error": {"Code": "InternalServerError", "Message": "lost"}}, attribute)
+            return call(**request)
+
+        return failing
+
+
+def test_a_promotion_starts_with_its_started_item_or_not_at_all(dynamodb: Any) -> None:
+    """The promotion's start and its STARTED history item are one write (both or neither): a change
+    whose write of the item fails has started nothing, and its retry starts the promotion with its
+    item. (Two writes before: the retry found the promotion started and never wrote the item.)"""
     world = World(dynamodb)
     world.applied(D0)
     moved = world.store.tags.record(APP, DIGESTS[1], world.clock(), Trigger.POLL)
-    meeting = threading.Barrier(2, timeout=30)
-    trail = world.store.history
-
-    class Meeting:  # the first image_event (STARTED) waits, before it runs, for the guard's write
-        def __getattr__(self, attribute: str) -> Any:
-            return getattr(trail, attribute)
-
-        def image_event(self, *args: Any, **kwargs: Any) -> None:
-            if meeting.n_waiting or not guarded:  # broken (raises) when the guard's is not under way
-                meeting.wait()
-            trail.image_event(*args, **kwargs)
-
-    met = dataclasses.replace(world.store, history=Meeting())  # type: ignore[arg-type]
-    guarded: list[str] = []
-
-    def guard(fn: ApplyTarget) -> ApplyTarget:
-        def once(change: Any) -> ApplyResult:
-            if not guarded:  # the first target's idempotency record, written as STARTED is
-                meeting.wait()
-            guarded.append(change.target_id)
-            return fn(change)
-
-        return once
-
+    table = f"started-{uuid.uuid4().hex[:8]}"
+    create_table(dynamodb, table, ("pk", "sk"))
+    client = StartedWriteFails(SerializedClient(dynamodb))
+    store = dynamodb_state(client, table)  # type: ignore[arg-type]
+    store.tags.record(APP, DIGESTS[1], moved.current.observed_at, Trigger.POLL)
     applier = Applier(
         followed=lambda: world.followed,
-        state=met,
+        state=store,
         workloads=FakeClusters(east=FakeCluster(world.cluster.items.values())),
         clock=world.clock,
-        guard=guard,
     )
     move = Move(
         image=APP, digest=Digest(DIGESTS[1]), observed_at=moved.current.observed_at, trigger=Trigger.POLL
     )
-    results = applier.apply(Change(move=move))
+    with pytest.raises(ClientError):
+        applier.apply(Change(move=move))
+    assert client.failed == 1
+    assert store.promotions.get(APP) is None and store.history.of_image(APP) == []
+    results = applier.apply(Change(move=move))  # the queue's retry
     assert [r.outcome for r in results] == [ApplyOutcome.PATCHED] * len(NAMES)
-    assert len(guarded) == len(NAMES)
-    events = sorted(str(e.event) for e in world.store.history.of_image(APP))
+    promotion = store.promotions.get(APP)
+    assert promotion is not None and promotion.digest == DIGESTS[1]
+    events = sorted(str(e.event) for e in store.history.of_image(APP))
     assert events == ["applied", "started"], events

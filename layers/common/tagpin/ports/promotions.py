@@ -60,9 +60,11 @@ class Promotions(Protocol):
         correlation_id: str | None,
         dry_run: bool,
         tag: str | None = None,
+        event: ImageEventRecord | None = None,
     ) -> Promotion | None:
         """The promotion of ``digest`` (started here when it is newer than the stored one); None
-        when a newer digest holds the tag's promotion. ``tag``: a version channel's version."""
+        when a newer digest holds the tag's promotion. ``tag``: a version channel's version.
+        ``event``: the image's history item of the start, written with it (both or neither)."""
         ...
 
     def get(self, image: FollowedKey) -> Promotion | None: ...

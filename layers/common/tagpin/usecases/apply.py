@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING
 
 from tagpin.domain.budget import UNLIMITED, Budget
@@ -42,9 +40,8 @@ from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State, TargetState
+from tagpin.ports.state import ImageEvent, ImageEventRecord, Promotion, PromotionStatus, State, TargetState
 from tagpin.ports.workloads import WorkloadError, Workloads
-from tagpin.usecases import overlap
 from tagpin.usecases.admission import Admission, Known, Stage, standard
 from tagpin.usecases.admission.slot import release_slot
 from tagpin.usecases.admission.wave import reached as reached_wave
@@ -69,12 +66,6 @@ Guard = Callable[[ApplyTarget], ApplyTarget]
 
 # A target's outcome that leaves it ``applied`` with a ``verify`` verification sent (TargetApplier).
 LEFT_TO_VERIFY = frozenset({ApplyOutcome.PATCHED, ApplyOutcome.ALREADY_CURRENT})
-
-
-def written(started: Future[None] | None) -> None:
-    """Wait for a history write started alongside (its error raised here)."""
-    if started is not None:
-        started.result()
 
 
 class ChangeFailed(Exception):
@@ -143,6 +134,8 @@ class Applier:
         stop = self._admission.decide_move(move, Known(tag=tag), now)
         if not stop.goes:
             return [move_stopped(move, stop)]
+        waves = plan(settings, list(followed.targets))
+        # The start and its STARTED history item: one transaction (both or neither, one request).
         promotion = self._state.promotions.start(
             move.image,
             move.digest,
@@ -152,23 +145,17 @@ class Applier:
             correlation_id=move.correlation_id,
             dry_run=settings.dry_run,
             tag=move.tag,
+            event=self._started(move, settings.dry_run, waves, now),
         )
         if promotion is None:
             return [ApplyResult(outcome=ApplyOutcome.SUPERSEDED, image=move.image)]
-        waves = plan(settings, list(followed.targets))
-        # The STARTED history item is written while the targets' states are read (``_admit``).
-        started = (
-            overlap.start(partial(self._started, move, promotion, waves, now)) if promotion.started else None
-        )
         if promotion.status is PromotionStatus.DRY_RUN:
             if not promotion.started:
                 detail = "plan already recorded"
                 return [ApplyResult(outcome=ApplyOutcome.PLANNED, image=move.image, detail=detail)]
-            written(started)
             return self._dry.record(move, followed, waves, tag, promotion, self._clock())
         stop = self._admission.decide_move(move, Known(tag=tag, promotion=promotion), now)
         if not stop.goes:  # its promotion was halted
-            written(started)
             return [move_stopped(move, stop)]
         # The waves the promotion has reached (a complete one heals every target): the wave gate
         # says which, as it does for every "would this roll?" (tagpin.usecases.admission.wave)
@@ -180,7 +167,7 @@ class Applier:
             if self._admission.decide(move, target, replace(reached, wave=wave), now, Stage.WAVE).goes
         ]
         results, failed = self._admit(
-            change, move, followed, promotion, active, states, settings, budget, now, started
+            change, move, followed, promotion, active, states, settings, budget, now
         )
         if any(r.outcome is ApplyOutcome.PATCHED for r in results):
             last = reached_wave(move, promotion)
@@ -215,7 +202,6 @@ class Applier:
         settings: RolloutSettings,
         budget: Budget,
         now: int,
-        started: Future[None] | None = None,
     ) -> tuple[list[ApplyResult], list[str]]:
         """Admit each target of the waves reached, record its decision, apply the admitted ones;
         a deferred one is tried again by one ``retry`` verification (the shortest wait). The
@@ -232,13 +218,8 @@ class Applier:
                 continue
             known = Known(followed=followed, wave=wave, state=states.get(target.id), promotion=promotion)
             decision = self._admission.decide(move, target, known, now, Stage.TARGET)
-            if not decision.goes or decision.warnings:
-                written(started)  # the STARTED item (``apply``) before any decision's record
             result = round_.record(target, wave, known.state, decision, now)
-            results.append(
-                git.done(result or self._apply_one(change, target, settings, round_.failed, started))
-            )
-        written(started)
+            results.append(git.done(result or self._apply_one(change, target, settings, round_.failed)))
         git.flush()  # one write request per repository, each sent once its targets are decided
         if round_.deferred and self._verifications is not None:
             self._verifications.send(
@@ -246,11 +227,13 @@ class Applier:
             )
         return results, round_.failed
 
-    def _started(self, move: Move, promotion: Promotion, waves: list[PlannedWave], now: int) -> None:
-        self._state.history.image_event(
+    @staticmethod
+    def _started(move: Move, dry_run: bool, waves: list[PlannedWave], now: int) -> ImageEventRecord:
+        """The image's history item of its promotion's start (written with it, if it starts)."""
+        return ImageEventRecord(
             move.image,
             move.digest,
-            ImageEvent.STARTED if promotion.status is PromotionStatus.ROLLING else ImageEvent.DRY_RUN_STARTED,
+            ImageEvent.DRY_RUN_STARTED if dry_run else ImageEvent.STARTED,
             now,
             detail="waves: " + ", ".join(f"{w.name} ({len(w.targets)})" for w in waves if w.targets),
             trigger=move.trigger,
@@ -263,12 +246,9 @@ class Applier:
         target: Target,
         settings: RolloutSettings,
         failed: list[str],
-        started: Future[None] | None = None,
     ) -> ApplyResult:
         work = TargetChange.of(target, change.move, reconcile_run=change.reconcile_run)
-        # The STARTED item is waited for inside the guard, before the claim: its write and the
-        # guard's own (the idempotency record) are one round trip, not two after another.
-        step = self.apply_target if started is None else partial(self._after, started)
+        step = self.apply_target
         try:
             result = (self._guard(step) if self._guard else step)(work)
         except TargetNotApplied as exc:
@@ -284,10 +264,6 @@ class Applier:
         if not (rolled and settings.verify and self._verifications is not None):
             release_slot(self._state, settings, target, change.move.digest)  # else the verifier does
         return result
-
-    def _after(self, started: Future[None], target_change: TargetChange) -> ApplyResult:
-        written(started)
-        return self.apply_target(target_change)
 
     def apply_target(self, target_change: TargetChange) -> ApplyResult:
         """One target (``tagpin.usecases.apply_target``); the consumer's idempotency guard wraps it."""

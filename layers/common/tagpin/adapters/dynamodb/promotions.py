@@ -76,9 +76,11 @@ class DynamoPromotions:
         correlation_id: str | None,
         dry_run: bool,
         tag: str | None = None,
+        event: ImageEventRecord | None = None,
     ) -> Promotion | None:
         """A newer digest supersedes an older one's promotion; a dry-run promotion is replaced by a
-        real one when dry-run is off."""
+        real one when dry-run is off. With ``event``: the start and its history item in one
+        TransactWriteItems (one request, both or neither), not a PutItem each."""
         status = PromotionStatus.DRY_RUN if dry_run else PromotionStatus.ROLLING
         item: Item = {
             **key(ROLLOUT + image),
@@ -99,7 +101,12 @@ class DynamoPromotions:
             condition += " OR (digest = :d AND #status = :dry)"
             values[":dry"] = S(PromotionStatus.DRY_RUN)
             names = {"#status": "status"}
-        if self._table.put(item, condition=condition, names=names, values=values):
+        if event is None:
+            started = self._table.put(item, condition=condition, names=names, values=values)
+        else:
+            start = put_write(item, condition=condition, names=names, values=values)
+            started = self._table.transact([start, put_write(self._history.image_record(event))])
+        if started:
             return promotion(image, item, started=True)
         current = self.get(image)
         return current if current is not None and current.digest == digest else None

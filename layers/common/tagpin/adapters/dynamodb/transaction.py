@@ -41,9 +41,15 @@ def expressed(
     return request
 
 
-def put_write(item: Item) -> Item:
-    """A transaction's unconditional put of ``item`` (``Table.transact``)."""
-    return {"Put": {"Item": item}}
+def put_write(
+    item: Item,
+    *,
+    condition: str | None = None,
+    names: dict[str, str] | None = None,
+    values: Item | None = None,
+) -> Item:
+    """A transaction's put of ``item``, under ``condition`` if given (``Table.transact``)."""
+    return {"Put": expressed({"Item": item}, condition, names, values)}
 
 
 def update_write(
