@@ -59,6 +59,12 @@ class Baton:
 
     def checkpoint(self, name: str, call: str) -> None:
         with self._cv:
+            # An actor's port calls run one at a time: a second one while the first is parked would
+            # take its place, and the first would never be let go. Said here, at once, by name.
+            assert name not in self._parked, (
+                f"actor {name} called {call} while parked before {self._parked[name]}: its port calls "
+                "must run one at a time (a thread pool of the use case with concurrency=1)"
+            )
             self._parked[name] = call
             self._arrivals[name] += 1
             self._cv.notify_all()

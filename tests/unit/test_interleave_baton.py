@@ -1,0 +1,36 @@
+"""The test support's ``Baton`` (tests/support/interleave.py) says at once when an actor makes two
+port calls at the same time, instead of leaving one of them parked until its timeout."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.support.interleave import Baton
+
+
+class Port:
+    def read(self, key: str) -> str:
+        return key
+
+
+def test_an_actor_making_two_port_calls_at_once_is_told_so() -> None:
+    baton = Baton()
+    port = baton.wrap(Port(), "a")
+
+    def both_at_once() -> list[str]:
+        with ThreadPoolExecutor(2) as pool:
+            calls = [pool.submit(port.read, key) for key in ("x", "y")]
+            return [call.result() for call in calls]
+
+    baton.start("a", both_at_once)
+    baton.finish("a")
+    failed = baton.done["a"]
+    assert isinstance(failed, AssertionError) and "one at a time" in str(failed), failed
+
+
+def test_an_actor_calling_one_at_a_time_runs_to_its_end() -> None:
+    baton = Baton()
+    port = baton.wrap(Port(), "a")
+    baton.start("a", lambda: [port.read("x"), port.read("y")])
+    assert baton.finish("a") == ["x", "y"]
+    assert baton.log == [("a", "start"), ("a", "Port.read"), ("a", "Port.read")]
