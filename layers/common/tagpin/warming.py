@@ -136,7 +136,7 @@ def _state(operation: str, table: str = "state_table") -> Rehearsal:
             operation,
             lambda: {"RequestItems": {wiring.setting(table): {"Keys": [{"pk": {"S": "-"}}]}}},
         )
-    if operation == "TransactWriteItems":  # an update and a put, as Table.transact sends them
+    if operation == "TransactWriteItems":  # an update and a put, each conditional (Table.transact)
         return "dynamodb", operation, lambda: {"TransactItems": _transact_items(wiring.setting(table))}
     return "dynamodb", operation, lambda: {"TableName": wiring.setting(table)}
 
@@ -151,7 +151,10 @@ def _transact_items(table: str) -> list[dict[str, Any]]:
         "ExpressionAttributeNames": {"#a": "a"},
         "ExpressionAttributeValues": {":a": {"S": "-"}},
     }
-    return [{"Update": update}, {"Put": {"TableName": table, "Item": key}}]
+    # a put with its condition too: a promotion's start and its STARTED item (``promotions.start``)
+    put = {name: value for name, value in update.items() if name not in ("Key", "UpdateExpression")}
+    put["Item"] = key
+    return [{"Update": update}, {"Put": put}]
 
 
 def _send(queue: str) -> Rehearsal:
