@@ -172,29 +172,28 @@ def test_broken_image_exceeds_the_progress_deadline_and_rollout_undo_restores(ku
     assert apps.read_namespaced_deployment("web", ns).spec.template.spec.containers[0].image == good
 
 
-def test_a_return_to_an_earlier_image_after_a_deadline_is_not_read_as_its_failure(kube, ns):
-    """The real deployment controller, given back a template whose ReplicaSet exists, records the
-    new generation as observed while its old ProgressDeadlineExceeded condition still stands (until
-    a sync sees progress). tagpin reads the rollout that began at the patch: that condition is an
-    earlier rollout's, not a failure of the image it returned to."""
+def returned_after_a_deadline(kube: KubeCluster, ns: str, name: str) -> tuple[int, list[Any]]:
+    """A deployment rolled to a broken image, past its deadline, then set back to its earlier image
+    (whose ReplicaSet exists). Returns the time of the return's patch and each state the API server
+    stored for the return's generation once the controller had observed it (read by a WATCH)."""
     good = f"{REGISTRY}/demo/web:stable@{OLD}"
     bad = f"{REGISTRY}/demo/web:stable@{BAD}"
-    kube.kubectl("create", "deployment", "web", f"--image={good}", "-n", ns)
-    rollout_status(kube, ns, "web")
-    kube.kubectl("patch", "deployment", "web", "-n", ns, "-p", '{"spec":{"progressDeadlineSeconds":3}}')
+    kube.kubectl("create", "deployment", name, f"--image={good}", "-n", ns)
+    rollout_status(kube, ns, name)
+    kube.kubectl("patch", "deployment", name, "-n", ns, "-p", '{"spec":{"progressDeadlineSeconds":3}}')
     kube.kubelet.break_image(BAD)
-    kube.kubectl("set", "image", "deployment/web", f"web={bad}", "-n", ns)
-    failed = kube.kubectl("rollout", "status", "deployment/web", "-n", ns, "--timeout=90s", check=False)
+    kube.kubectl("set", "image", f"deployment/{name}", f"web={bad}", "-n", ns)
+    failed = kube.kubectl("rollout", "status", f"deployment/{name}", "-n", ns, "--timeout=90s", check=False)
     assert "exceeded its progress deadline" in failed.stderr
-    since = kube.objects.get("Deployment", ns, "web")["metadata"]["resourceVersion"]
+    since = kube.objects.get("Deployment", ns, name)["metadata"]["resourceVersion"]
 
     began = int(time.time() * 1000)  # as the verifier's applied_at: the patch's time
-    kube.kubectl("set", "image", "deployment/web", f"web={good}", "-n", ns)  # its ReplicaSet exists
+    kube.kubectl("set", "image", f"deployment/{name}", f"web={good}", "-n", ns)  # its ReplicaSet exists
     states: list[dict[str, Any]] = []  # every state the API server stored, by a WATCH
     deadline = time.monotonic() + 60
     while not states or workload_from(Kind.DEPLOYMENT, states[-1]).health.progress is not Progress.COMPLETE:
         assert time.monotonic() < deadline, f"the return did not roll out ({len(states)} states seen)"
-        for state in kube.objects.watch("Deployment", ns, "web", since, timeout=5):
+        for state in kube.objects.watch("Deployment", ns, name, since, timeout=5):
             states.append(state)
             since = state["metadata"]["resourceVersion"]
             if workload_from(Kind.DEPLOYMENT, state).health.progress is Progress.COMPLETE:
@@ -205,11 +204,32 @@ def test_a_return_to_an_earlier_image_after_a_deadline_is_not_read_as_its_failur
         if d["metadata"]["generation"] > 2
         and d["status"].get("observedGeneration") == d["metadata"]["generation"]
     ]
-    stale = [w for w in observed if w.health.progress is Progress.FAILED]  # read without its start
-    print(f"states of the return: {len(states)}, observed: {len(observed)}, stale deadline: {len(stale)}")
-    assert stale, "the controller replaced the condition in the same write (the window is gone)"
-    assert all(w.health_since(began).progress is not Progress.FAILED for w in observed)
-    assert observed[-1].health_since(began).progress is Progress.COMPLETE
+    print(f"{name}: states of the return: {len(states)}, observed: {len(observed)}")
+    return began, observed
+
+
+def test_a_return_to_an_earlier_image_after_a_deadline_is_not_read_as_its_failure(kube, ns):
+    """The real deployment controller, given back a template whose ReplicaSet exists, often records
+    the new generation as observed while its old ProgressDeadlineExceeded condition still stands
+    (until a sync sees progress). tagpin reads the rollout that began at the patch: that condition is
+    an earlier rollout's, not a failure of the image it returned to.
+
+    Whether the window shows depends on the controller's informer cache at its first sync: in about
+    one CI run in 25 it replaced the condition in the same write (stop 44's landing run). So the
+    scenario is played up to three times, on a deployment of its own each, until one shows the
+    window; every play's states are checked, and the test fails if none shows it."""
+    plays = 0
+    windows = 0
+    while plays < 3 and not windows:
+        plays += 1
+        began, observed = returned_after_a_deadline(kube, ns, f"web-{plays}")
+        stale = [w for w in observed if w.health.progress is Progress.FAILED]  # read without its start
+        windows += len(stale)
+        assert observed, "the controller never observed the return's generation"
+        assert all(w.health_since(began).progress is not Progress.FAILED for w in observed)
+        assert observed[-1].health_since(began).progress is Progress.COMPLETE
+    print(f"plays: {plays}, states with the stale deadline: {windows}")
+    assert windows, f"in {plays} plays the controller replaced the condition in the same write (no window)"
 
 
 def test_the_local_manifests_are_served_and_their_controllers_run(kube, ns):
