@@ -144,6 +144,24 @@ class World:
         st = state_of(self.st).targets.get(TARGET)
         return (st.detail or "") if st is not None else ""
 
+    def shown(self, digest: str) -> dict[str, Any]:
+        """What a wait that timed out shows: the target, the image's trail, the queues' depths."""
+        st = state_of(self.st).targets.get(TARGET)
+        sqs = self.st.client("sqs")
+        depths = {
+            name: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            for name, url in (("changes", self.st.queue_url), ("write-back", self.st.writeback_url))
+        }
+        return {
+            "target": None if st is None else (st.status, st.digest == digest, st.detail),
+            "trail": [(e.event, e.detail) for e in state_of(self.st).history.of_image(self.image)][-6:],
+            "queues": {
+                n: {k: v for k, v in a.items() if k.startswith("ApproximateNumberOfMessages")}
+                for n, a in depths.items()
+            },
+            "errors": {n: s.errors[-3:] for n, s in self.st.sources.items()},
+        }
+
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
@@ -297,7 +315,11 @@ def test_pull_request_mode_opens_a_request_and_the_target_moves_once_it_is_merge
             merged = api.merge("org/shop", review.number)  # a person merges it
             assert world.syncer.sync() == merged and world.running() == f"{world.image}@{digest}"
             world.st.run_reconciler()
-            wait_for("verified after the merge", lambda: world.status(digest) is TargetStatus.VERIFIED)
+            wait_for(
+                "verified after the merge",
+                lambda: world.status(digest) is TargetStatus.VERIFIED,
+                shown=lambda: world.shown(digest),
+            )
         finally:
             world.configure()
 
@@ -339,6 +361,10 @@ def test_a_pull_request_closed_without_merge_holds_the_target_and_a_reconcile_op
             merged = api.merge("org/shop", review.number)  # and merges it: the target ends settled
             assert world.syncer.sync() == merged
             world.st.run_reconciler()
-            wait_for("verified after the merge", lambda: world.status(digest) is TargetStatus.VERIFIED)
+            wait_for(
+                "verified after the merge",
+                lambda: world.status(digest) is TargetStatus.VERIFIED,
+                shown=lambda: world.shown(digest),
+            )
         finally:
             world.configure()

@@ -18,11 +18,13 @@ def wait_for[T](
     step: Callable[[], object] | None = None,
     every_s: float = 0.1,
     not_yet: tuple[type[Exception], ...] = (),
+    shown: Callable[[], object] | None = None,
 ) -> T:
     """Ask ``condition`` every ``every_s`` seconds until it gives a truthy value, and return it;
     ``step`` runs between two asks (the consumer once, a click); an exception of a type in
     ``not_yet`` counts as "not yet" (a page that navigates while it is read). An AssertionError
-    naming ``what`` when ``deadline_s`` passes first."""
+    naming ``what`` when ``deadline_s`` passes first, with what ``shown`` gives then (the state
+    that did not become ``what``, to read a failure that does not repeat)."""
     started = time.monotonic()
     while time.monotonic() - started < deadline_s:
         try:
@@ -34,4 +36,5 @@ def wait_for[T](
         if step is not None:
             step()
         time.sleep(every_s)
-    raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
+    seen = "" if shown is None else f" (then: {shown()!r})"
+    raise AssertionError(f"not within {deadline_s:.0f} s: {what}{seen}")
