@@ -21,6 +21,7 @@ from tagpin_local.lambda_events import sqs_event
 from tagpin_local.lambda_runtime import LocalContext
 
 from tests.support.constants import D1
+from tests.support.firsthold import HeldFirst
 from tests.support.webhooks import (
     UNREACHABLE,
     UNREACHABLE_CONFIG,
@@ -96,34 +97,19 @@ def test_a_message_received_again_while_its_check_runs_is_not_deleted(
     webhook: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, second = queued_twice(webhook)
-    claimed, first_asked, go = threading.Event(), threading.Event(), threading.Event()
-    claim, resolve, asked = DeliveryStore.claim_delivery, Detector.resolve, []
-
-    def claiming(self: DeliveryStore, *args: Any) -> bool:
-        taken = claim(self, *args)
-        claimed.set()
-        return taken
-
-    def held_first(self: Detector, *args: Any, **kwargs: Any) -> Resolution | Exception:
-        asked.append(args)
-        if len(asked) == 1:  # the first receive's registry answers once the second receive is done
-            first_asked.set()
-            go.wait(30)  # (the invocation's budget stops waiting for it after 12 s in any case)
-        return resolve(self, *args, **kwargs)
-
-    monkeypatch.setattr(DeliveryStore, "claim_delivery", claiming)
-    monkeypatch.setattr(Detector, "resolve", held_first)
+    # the first receive's registry answers once the second receive is done (the invocation's budget
+    # stops waiting for it after 12 s in any case)
+    held = HeldFirst(DeliveryStore.claim_delivery, Detector.resolve, timeout_s=30)
+    monkeypatch.setattr(DeliveryStore, "claim_delivery", lambda self, *a: held.claim(self, *a))
+    monkeypatch.setattr(Detector, "resolve", lambda self, *a, **k: held.resolve(self, *a, **k))
     failures: list[set[str]] = []
     running = threading.Thread(target=lambda: failures.append(handed(webhook, first)))
     running.start()
-    # The first check holds the claim and its registry was asked (not answered yet). The claim and
-    # the registry request run on workers of their own, side by side: the claim written says
-    # nothing of the request, and the second receive's could otherwise be the one held.
-    assert claimed.wait(30) and first_asked.wait(30)
+    held.wait()  # the first check holds the claim and its registry was asked (not answered yet)
     try:
         again = handed(webhook, second)
     finally:
-        go.set()
+        held.release()
         running.join(30)
     message = first[0]["MessageId"]
     assert again == {message}, "the second receive dropped the message as a duplicate of its own claim"

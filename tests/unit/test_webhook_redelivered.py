@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from tagpin.adapters.sqs import deduplication_id
-from tagpin.ports.registry import Resolution
 from tagpin.ports.state import State
 from tagpin.usecases.webhook import CheckFailed, WebhookResult
 from tagpin.usecases.webhook_keys import delivery_key
 
 from tests.support.constants import D1, STATE_TABLE, WEB, WEBHOOK_TOKEN
 from tests.support.deliveries import MemoryDeliveryLog
+from tests.support.firsthold import HeldFirst
 from tests.support.webhooks import Hook
 
 HEADERS = {"authorization": f"Bearer {WEBHOOK_TOKEN}"}
@@ -51,24 +51,15 @@ def test_a_message_received_again_while_its_first_check_runs_is_not_lost(
     hook: Hook, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = queued(hook)
-    claimed, first_asked, go = threading.Event(), threading.Event(), threading.Event()
-    claim, resolve, asked = hook.deliveries.claim_delivery, hook.resolver.resolve, []
-
-    def claiming(*args: Any) -> bool:
-        taken = claim(*args)
-        claimed.set()
-        return taken
-
-    def first_down(ref: Any) -> Resolution:
-        asked.append(ref)
-        if len(asked) == 1:  # the first receive's registry: answers after the second receive, down
-            first_asked.set()
-            go.wait(10)
-            raise ConnectionError("registry unreachable")
-        return resolve(ref)
-
-    monkeypatch.setattr(hook.deliveries, "claim_delivery", claiming)
-    monkeypatch.setattr(hook.resolver, "resolve", first_down)
+    # the first receive's registry answers after the second receive, and is down
+    held = HeldFirst(
+        hook.deliveries.claim_delivery,
+        hook.resolver.resolve,
+        timeout_s=10,
+        first_raises=ConnectionError("registry unreachable"),
+    )
+    monkeypatch.setattr(hook.deliveries, "claim_delivery", held.claim)
+    monkeypatch.setattr(hook.resolver, "resolve", held.resolve)
     failed: list[BaseException] = []
 
     def first() -> None:
@@ -79,11 +70,9 @@ def test_a_message_received_again_while_its_first_check_runs_is_not_lost(
 
     running = threading.Thread(target=first)
     running.start()
-    # The first check's claim is written and its registry asked (not answered yet). Both run on
-    # workers of their own, side by side: the claim written says nothing of the registry's request.
-    assert claimed.wait(10) and first_asked.wait(10)
+    held.wait()  # the first check's claim is written and its registry asked (not answered yet)
     second = hook.service.check_queued(body, "m-1")  # SQS deletes the message once this succeeds
-    go.set()
+    held.release()
     running.join(10)
     assert outcome(second) == "changed" and second.body["duplicates"] == 0
     assert len(failed) == 1 and isinstance(failed[0], CheckFailed)
