@@ -59,8 +59,8 @@ class Promotions(Protocol):
         trigger: Trigger,
         correlation_id: str | None,
         dry_run: bool,
+        event: ImageEventRecord,
         tag: str | None = None,
-        event: ImageEventRecord | None = None,
     ) -> Promotion | None:
         """The promotion of ``digest`` (started here when it is newer than the stored one); None
         when a newer digest holds the tag's promotion. ``tag``: a version channel's version.
@@ -78,8 +78,19 @@ class Promotions(Protocol):
         one caller wins."""
         ...
 
-    def end(self, image: FollowedKey, digest: Digest, status: PromotionStatus, now: int, detail: str) -> bool:
-        """Complete or halt a rolling promotion (exactly one caller wins)."""
+    def end(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        status: PromotionStatus,
+        now: int,
+        detail: str,
+        *,
+        event: ImageEventRecord,
+    ) -> bool:
+        """Complete or halt a rolling promotion (exactly one caller wins). ``event``: the image's
+        history item of the end, written with it or not at all (a process that dies between the two
+        would leave the promotion ended, and its redelivery, which finds it ended, the item lost)."""
         ...
 
     def clear(self, image: FollowedKey, digest: Digest) -> bool:

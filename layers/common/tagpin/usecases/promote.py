@@ -30,7 +30,15 @@ from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
 from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
-from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State, TargetState, TargetStatus
+from tagpin.ports.state import (
+    ImageEvent,
+    ImageEventRecord,
+    Promotion,
+    PromotionStatus,
+    State,
+    TargetState,
+    TargetStatus,
+)
 from tagpin.usecases.audit import Audit, move_of
 from tagpin.usecases.waves import PlannedWave, plan
 
@@ -134,10 +142,11 @@ class Promoter:
         if following is None:
             # The last wave with targets is verified (now, or by an earlier call that did not get
             # to complete it): nothing is left to promote.
-            if self._state.promotions.end(
-                image, digest, PromotionStatus.COMPLETE, now, "every wave verified"
-            ):
-                self._state.history.image_event(image, digest, ImageEvent.COMPLETE, now)
+            # The end and its COMPLETE item: one write (a retry after a crash finds both or neither).
+            complete = ImageEventRecord(image, digest, ImageEvent.COMPLETE, now)
+            self._state.promotions.end(
+                image, digest, PromotionStatus.COMPLETE, now, "every wave verified", event=complete
+            )
             return VerificationResult(VerificationOutcome.COMPLETE)
         return self._after_soak(promotion, wave, following, verified_at, settings, now)
 

@@ -75,12 +75,12 @@ class DynamoPromotions:
         trigger: Trigger,
         correlation_id: str | None,
         dry_run: bool,
+        event: ImageEventRecord,
         tag: str | None = None,
-        event: ImageEventRecord | None = None,
     ) -> Promotion | None:
         """A newer digest supersedes an older one's promotion; a dry-run promotion is replaced by a
-        real one when dry-run is off. With ``event``: the start and its history item in one
-        TransactWriteItems (one request, both or neither), not a PutItem each."""
+        real one when dry-run is off. The start and its history item ``event`` in one
+        TransactWriteItems (one request, both or neither)."""
         status = PromotionStatus.DRY_RUN if dry_run else PromotionStatus.ROLLING
         item: Item = {
             **key(ROLLOUT + image),
@@ -101,11 +101,8 @@ class DynamoPromotions:
             condition += " OR (digest = :d AND #status = :dry)"
             values[":dry"] = S(PromotionStatus.DRY_RUN)
             names = {"#status": "status"}
-        if event is None:
-            started = self._table.put(item, condition=condition, names=names, values=values)
-        else:
-            start = put_write(item, condition=condition, names=names, values=values)
-            started = self._table.transact([start, put_write(self._history.image_record(event))])
+        start = put_write(item, condition=condition, names=names, values=values)
+        started = self._table.transact([start, put_write(self._history.image_record(event))])
         if started:
             return promotion(image, item, started=True)
         current = self.get(image)
@@ -115,17 +112,26 @@ class DynamoPromotions:
         item = self._table.get(key(ROLLOUT + image))
         return None if item is None else promotion(image, item)
 
-    def _step(self, image: FollowedKey, digest: Digest, update: str, condition: str, values: Item) -> bool:
-        return (
-            self._table.update(
-                key(ROLLOUT + image),
-                update,
-                condition="digest = :d AND " + condition,
-                names={"#status": "status"},
-                values={":d": S(digest), **values},
-            )
-            is not None
-        )
+    def _step(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        update: str,
+        condition: str,
+        values: Item,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
+        """One conditional update of the promotion; with ``event``, the update and the image's
+        history item of it in one TransactWriteItems (both or neither): a process that dies between
+        two writes would leave the step taken, so its redelivery (which finds it taken: False)
+        would never write the item."""
+        item_key, condition = key(ROLLOUT + image), "digest = :d AND " + condition
+        names, values = {"#status": "status"}, {":d": S(digest), **values}
+        if event is not None:
+            step = update_write(item_key, update, condition=condition, names=names, values=values)
+            return self._table.transact([step, put_write(self._history.image_record(event))])
+        updated = self._table.update(item_key, update, condition=condition, names=names, values=values)
+        return updated is not None
 
     def wave_verified(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
         return self._step(
@@ -150,7 +156,17 @@ class DynamoPromotions:
             },
         )
 
-    def end(self, image: FollowedKey, digest: Digest, status: PromotionStatus, now: int, detail: str) -> bool:
+    def end(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        status: PromotionStatus,
+        now: int,
+        detail: str,
+        *,
+        event: ImageEventRecord,
+    ) -> bool:
+        """The end and its history item ``event``: one transaction (``_step``)."""
         return self._step(
             image,
             digest,
@@ -162,6 +178,7 @@ class DynamoPromotions:
                 ":detail": S(detail, TEXT_LIMIT),
                 ":rolling": S(PromotionStatus.ROLLING),
             },
+            event,
         )
 
     def clear(self, image: FollowedKey, digest: Digest) -> bool:

@@ -1,0 +1,160 @@
+"""A step that writes two things, its process dying between them, and the step run again (SQS's
+redelivery, the reconciler's next run): the second write happens, exactly once. Each step's two
+writes are one TransactWriteItems (both or neither), or the first is one a second run makes again.
+The crash is ``tests.support.dying.Dying`` at the second write (``before`` DynamoDB has it, or
+``after``, its answer lost); against moto's DynamoDB."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from tagpin.adapters.dynamodb import dynamodb_state
+from tagpin.adapters.kubernetes.workloads import workload_from
+from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
+from tagpin.domain.messages import Trigger, Verification, VerificationKind
+from tagpin.domain.moves import Move
+from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetStatus
+from tagpin.usecases.promote import Promoter
+from tagpin.usecases.verify import Verifier
+
+from tests.support.clock import FakeClock
+from tests.support.cluster import FakeCluster, FakeClusters, served
+from tests.support.constants import D0, D1
+from tests.support.dying import Crash, Dying, Item
+from tests.support.queues import ListQueue, ListVerificationQueue
+from tests.support.trail import start_item
+
+IMAGE = "registry.example.com/team/web:stable"
+TARGET = Target(cluster="prod", namespace="shop", kind=Kind.ROLLOUT, name="web", container="app")
+NOW = 1_800_000_000_000
+WHEN = ["before", "after"]
+
+
+def rollout(image: str) -> Any:
+    obj = served(
+        Kind.ROLLOUT,
+        {"replicas": 2, "strategy": {"canary": {}}},
+        {"observedGeneration": "2", "phase": "Healthy", "currentPodHash": "new", "stableRS": "new"},
+    )
+    obj["metadata"].update(namespace="shop", name="web", resourceVersion="7")
+    obj["spec"]["template"]["spec"]["containers"] = [{"name": "app", "image": image}]
+    return workload_from(Kind.ROLLOUT, obj)
+
+
+def verifier(store: State, clock: FakeClock) -> Verifier:
+    followed = {IMAGE: FollowedImage(image=IMAGE, targets=[TARGET])}
+    settings = RolloutSettings(verify_interval_seconds=10, verify_timeout_seconds=60, rollback=False)
+    queue = ListVerificationQueue()
+    return Verifier(
+        state=store,
+        workloads=FakeClusters(prod=FakeCluster([rollout(f"{IMAGE}@{D1}")])),
+        followed=lambda: followed,
+        settings=lambda: settings,
+        verifications=queue,
+        promoter=promoter(store, clock),
+        notifier=None,
+        clock=clock,
+    )
+
+
+def promoter(store: State, clock: FakeClock) -> Promoter:
+    followed = {IMAGE: FollowedImage(image=IMAGE, targets=[TARGET])}
+    settings = RolloutSettings(verify_interval_seconds=10, verify_timeout_seconds=60)
+    return Promoter(
+        state=store,
+        followed=lambda: followed,
+        settings=lambda: settings,
+        verifications=ListVerificationQueue(),
+        changes=ListQueue(),
+        notifier=None,
+        clock=clock,
+    )
+
+
+def started(store: State, status: TargetStatus, detail: str = "") -> Verification:
+    """D1's promotion rolling, its one target at D1 in ``status``."""
+    store.tags.record(IMAGE, D1, NOW, Trigger.POLL)
+    assert store.promotions.start(
+        IMAGE,
+        D1,
+        NOW,
+        NOW,
+        trigger=Trigger.POLL,
+        correlation_id=None,
+        dry_run=False,
+        event=start_item(IMAGE, D1, NOW),
+    )
+    assert store.targets.claim(TARGET.id, IMAGE, D1, NOW, Trigger.POLL, NOW)
+    previous = f"{IMAGE}@{D0}"
+    assert store.targets.finish(
+        TARGET.id, D1, status, NOW, trigger=Trigger.POLL, detail=detail, previous_image=previous
+    )
+    move = Move(image=IMAGE, digest=D1, observed_at=NOW, trigger=Trigger.POLL)
+    return Verification(kind=VerificationKind.VERIFY, move=move, target_id=TARGET.id, applied_at=NOW)
+
+
+def writes_event(event: ImageEvent, detail: str | None = None) -> Callable[[Item], bool]:
+    """An image history item of ``event`` (with exactly ``detail``, if given)."""
+
+    def matches(item: Item) -> bool:
+        if item.get("event", {}).get("S") != event.value:
+            return False
+        return detail is None or item.get("detail", {}).get("S") == detail
+
+    return matches
+
+
+def events(store: State, event: ImageEvent) -> list[str]:
+    return [e.detail or "" for e in store.history.of_image(IMAGE) if e.event == event.value]
+
+
+@pytest.mark.parametrize("when", WHEN)
+def test_a_rollback_that_dies_at_its_halt_leaves_the_failed_item_once_redelivered(
+    dynamodb: Any, state_table: str, when: str
+) -> None:
+    """The verifier halts D1's promotion after its target failed and dies writing the halt's
+    'failed' item; the verification comes back: the promotion is halted and the image's trail has
+    that item exactly once. (Two writes before: the retry found the promotion halted and never
+    wrote it.)"""
+    why = f"{TARGET.id}: crashed looping"
+    clock = FakeClock(NOW + 60_000, step=1)  # the halt's item and the rollback's: not in one ms
+    dying = Dying(dynamodb, writes_event(ImageEvent.FAILED, why), when)
+    first = dynamodb_state(dying, state_table)
+    verification = started(first, TargetStatus.FAILED, "crashed looping")
+    with pytest.raises(Crash):
+        verifier(first, clock).verify(verification)
+    assert dying.crashed
+
+    clock.now += 30_000  # the message's visibility timeout: delivered again
+    again = dynamodb_state(dynamodb, state_table)
+    verifier(again, clock).verify(verification)
+    promotion = again.promotions.get(IMAGE)
+    assert promotion is not None and promotion.status is PromotionStatus.HALTED
+    assert events(again, ImageEvent.FAILED).count(why) == 1, events(again, ImageEvent.FAILED)
+    verifier(again, clock).verify(verification)  # and a third delivery: nothing more
+    assert events(again, ImageEvent.FAILED).count(why) == 1
+
+
+@pytest.mark.parametrize("when", WHEN)
+def test_a_promotion_that_dies_at_its_completion_leaves_the_complete_item_once_evaluated_again(
+    dynamodb: Any, state_table: str, when: str
+) -> None:
+    """The last wave verified, the promoter completes D1's promotion and dies writing its
+    'complete' item; evaluated again: the promotion is complete and its trail says so once."""
+    clock = FakeClock(NOW + 60_000)
+    dying = Dying(dynamodb, writes_event(ImageEvent.COMPLETE), when)
+    first = dynamodb_state(dying, state_table)
+    started(first, TargetStatus.VERIFIED)
+    with pytest.raises(Crash):
+        promoter(first, clock).evaluate(IMAGE, D1)
+    assert dying.crashed
+
+    again = dynamodb_state(dynamodb, state_table)
+    promoter(again, clock).evaluate(IMAGE, D1)
+    promotion = again.promotions.get(IMAGE)
+    assert promotion is not None and promotion.status is PromotionStatus.COMPLETE
+    assert len(events(again, ImageEvent.COMPLETE)) == 1
+    promoter(again, clock).evaluate(IMAGE, D1)
+    assert len(events(again, ImageEvent.COMPLETE)) == 1
