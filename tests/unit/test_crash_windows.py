@@ -12,21 +12,26 @@ from typing import Any
 import pytest
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.adapters.kubernetes.workloads import workload_from
-from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
+from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target, WriteBackFile
+from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
+from tagpin.ports.git import Author
 from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetStatus
 from tagpin.usecases.promote import Promoter
 from tagpin.usecases.verify import Verifier
+from tagpin.usecases.writeback import Writer
 
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters, served
 from tests.support.constants import D0, D1
 from tests.support.dying import Crash, Dying, Item
+from tests.support.git import FakeGitRepositories
 from tests.support.queues import ListQueue, ListVerificationQueue
 from tests.support.trail import start_item
 
-IMAGE = "registry.example.com/team/web:stable"
+REPOSITORY = "registry.example.com/team/web"
+IMAGE = f"{REPOSITORY}:stable"
 TARGET = Target(cluster="prod", namespace="shop", kind=Kind.ROLLOUT, name="web", container="app")
 NOW = 1_800_000_000_000
 WHEN = ["before", "after"]
@@ -158,3 +163,68 @@ def test_a_promotion_that_dies_at_its_completion_leaves_the_complete_item_once_e
     assert len(events(again, ImageEvent.COMPLETE)) == 1
     promoter(again, clock).evaluate(IMAGE, D1)
     assert len(events(again, ImageEvent.COMPLETE)) == 1
+
+
+# -- the write-back: its targets' outcomes and the commit's item ---------------------------------------
+
+REPO = "https://git.example.com/org/apps.git"
+KUSTOMIZE, HELM = "prod/shop/Deployment/k/app", "prod/shop/Deployment/h/app"
+FILES = {
+    KUSTOMIZE: WriteBackFile(path="k/kustomization.yaml", kind="kustomize"),
+    HELM: WriteBackFile(path="h/values.yaml", kind="helm", tag="image.tag"),
+}
+
+
+def writer(store: State, git: FakeGitRepositories) -> Writer:
+    return Writer(
+        repos=git,
+        state=store,
+        verifications=ListVerificationQueue(),
+        settings=RolloutSettings,
+        author=Author,
+        clock=FakeClock(NOW + 1_000, step=1),
+        backoff_s=0,
+        sleep=lambda _s: None,
+    )
+
+
+def writes_outcome(target_id: str, status: TargetStatus) -> Callable[[Item], bool]:
+    """A target's history item of ``status``."""
+    pk = "TARGET#" + target_id
+    return lambda item: item.get("pk", {}).get("S") == pk and item.get("status", {}).get("S") == status.value
+
+
+@pytest.mark.parametrize("when", WHEN)
+def test_a_write_back_that_dies_between_its_targets_leaves_the_commit_item_once_redelivered(
+    dynamodb: Any, state_table: str, when: str
+) -> None:
+    """Two targets pinned in one commit; the write-back dies at the second target's 'applied' write
+    (the commit pushed, the first target recorded). Delivered again: both targets applied, and the
+    image's trail has the commit's item exactly once. (Before: the item was written after every
+    target, so the redelivery, which finds the files saying it and makes no commit, never wrote it.)"""
+    git = FakeGitRepositories()
+    kustomize = f"images:\n  - name: {REPOSITORY}\n    newTag: stable\n    digest: {D0}\n"
+    git.create(REPO, {FILES[KUSTOMIZE].path: kustomize, FILES[HELM].path: f"image:\n  tag: stable@{D0}\n"})
+    dying = Dying(dynamodb, writes_outcome(HELM, TargetStatus.APPLIED), when)
+    first = dynamodb_state(dying, state_table)
+    for target in (KUSTOMIZE, HELM):
+        assert first.targets.claim(target, IMAGE, D1, NOW, Trigger.POLL, NOW)
+    request = WriteRequest(
+        kind=WriteKind.PIN,
+        repository=REPO,
+        branch="main",
+        move=Move(image=IMAGE, digest=D1, observed_at=NOW, trigger=Trigger.POLL),
+        reference=f"{IMAGE}@{D1}",
+        files=tuple(FileWrite(file=FILES[t], targets=(t,)) for t in (KUSTOMIZE, HELM)),
+    )
+    with pytest.raises(Crash):
+        writer(first, git).write([request])
+    assert dying.crashed
+
+    again = dynamodb_state(dynamodb, state_table)
+    writer(again, git).write([request])
+    states = again.targets.get_many([KUSTOMIZE, HELM])
+    assert {t: s.status for t, s in states.items()} == {t: TargetStatus.APPLIED for t in (KUSTOMIZE, HELM)}
+    assert len(events(again, ImageEvent.COMMITTED)) == 1, events(again, ImageEvent.COMMITTED)
+    writer(again, git).write([request])  # and a third delivery: nothing more
+    assert len(events(again, ImageEvent.COMMITTED)) == 1
