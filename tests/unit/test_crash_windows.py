@@ -17,8 +17,12 @@ from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.ports.git import Author
+from tagpin.ports.notify import RolloutEventKind
 from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetStatus
+from tagpin.usecases.audit import Audit
+from tagpin.usecases.drift import PeopleFirst
 from tagpin.usecases.promote import Promoter
+from tagpin.usecases.running import Observed
 from tagpin.usecases.verify import Verifier
 from tagpin.usecases.writeback import Writer
 
@@ -27,6 +31,7 @@ from tests.support.cluster import FakeCluster, FakeClusters, served
 from tests.support.constants import D0, D1
 from tests.support.dying import Crash, Dying, Item
 from tests.support.git import FakeGitRepositories
+from tests.support.notify import RecordingNotifier
 from tests.support.queues import ListQueue, ListVerificationQueue
 from tests.support.trail import start_item
 
@@ -228,3 +233,42 @@ def test_a_write_back_that_dies_between_its_targets_leaves_the_commit_item_once_
     assert len(events(again, ImageEvent.COMMITTED)) == 1, events(again, ImageEvent.COMMITTED)
     writer(again, git).write([request])  # and a third delivery: nothing more
     assert len(events(again, ImageEvent.COMMITTED)) == 1
+
+
+# -- the reconciler: a person's change held -----------------------------------------------------------
+
+
+def people_first(store: State, notifier: RecordingNotifier) -> PeopleFirst:
+    """The reconciler's drift check, the workload set back to D0 by a person."""
+    cluster = FakeClusters(prod=FakeCluster([rollout(f"{IMAGE}@{D0}")]))
+    return PeopleFirst(store, cluster, Audit(store, notifier), FakeClock(NOW + 60_000, step=1))
+
+
+@pytest.mark.parametrize("when", WHEN)
+def test_a_reconcile_that_dies_at_a_hold_leaves_the_held_item_once_run_again(
+    dynamodb: Any, state_table: str, when: str
+) -> None:
+    """The reconciler holds a target a person set back to D0 and dies writing the image's 'held'
+    item; the next run: the target is held and the image's trail says so exactly once. (Two writes
+    before: the next run found the target held, left it alone, and the item was never written.)"""
+    dying = Dying(dynamodb, writes_event(ImageEvent.HELD), when)
+    first = dynamodb_state(dying, state_table)
+    started(first, TargetStatus.VERIFIED)
+    followed = FollowedImage(image=IMAGE, targets=[TARGET])
+    seen = [Observed(TARGET, IMAGE, D0, "pinned")]
+    tag = first.tags.get(IMAGE)
+    assert tag is not None
+    with pytest.raises(Crash):
+        people_first(first, RecordingNotifier()).behind(seen, followed, tag, "run-1")
+    assert dying.crashed
+
+    again = dynamodb_state(dynamodb, state_table)
+    notifier = RecordingNotifier()
+    people_first(again, notifier).behind(seen, followed, tag, "run-2")
+    st_ = again.targets.get(TARGET.id)
+    assert st_ is not None and st_.status is TargetStatus.HELD and st_.held_digest == D1
+    assert len(events(again, ImageEvent.HELD)) == 1, events(again, ImageEvent.HELD)
+    # announced by the run whose hold was written: this one when the first wrote nothing
+    assert [e.event for e in notifier.sent] == ([RolloutEventKind.HELD] if when == "before" else [])
+    people_first(again, notifier).behind(seen, followed, tag, "run-3")
+    assert len(events(again, ImageEvent.HELD)) == 1 and len(notifier.sent) <= 1

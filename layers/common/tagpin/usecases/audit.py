@@ -83,20 +83,46 @@ class Audit:
             )
             if not self._state.promotions.claim_notice(image, digest, once, now, event=recorded):
                 return False
-        if announce is not None and self._notifier is not None:
+        if announce is not None:
+            self.announce(
+                move,
+                announce,
+                now,
+                wave=wave,
+                targets=targets,
+                message=message,
+                complete=complete,
+                extra=extra,
+            )
+        return True
+
+    def announce(
+        self,
+        move: Move,
+        kind: RolloutEventKind,
+        now: int,
+        *,
+        wave: str | None = None,
+        targets: Sequence[str] = (),
+        message: str = "",
+        complete: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Notify ``kind`` of ``move``, and nothing else: for an event whose history item was written
+        with the state it records (``Targets.hold(event=...)``), whose conditional write made it once."""
+        if self._notifier is not None:
             self._notifier.send(
                 RolloutEvent(
-                    event=announce,
-                    image=image,
-                    digest=digest,
+                    event=kind,
+                    image=move.image,
+                    digest=move.digest,
                     wave=wave or "",
                     targets=list(targets),
                     at=now,
                     detail=message,
-                    trigger=trigger,
-                    correlation_id=correlation_id,
+                    trigger=move.trigger,
+                    correlation_id=move.correlation_id,
                     complete=complete,
                     extra=dict(extra or {}),
                 )
             )
-        return True
