@@ -272,3 +272,20 @@ def test_a_reconcile_that_dies_at_a_hold_leaves_the_held_item_once_run_again(
     assert [e.event for e in notifier.sent] == ([RolloutEventKind.HELD] if when == "before" else [])
     people_first(again, notifier).behind(seen, followed, tag, "run-3")
     assert len(events(again, ImageEvent.HELD)) == 1 and len(notifier.sent) <= 1
+
+
+def test_a_removal_is_written_once_per_time_the_target_was_followed(store: State) -> None:
+    """A removal written again for the same index entry (``since``: its ``seen_at``) writes
+    nothing; a target followed again later (a newer entry) and dropped again is removed again."""
+    assert store.targets.claim(TARGET.id, IMAGE, D1, NOW, Trigger.POLL, NOW)
+
+    def removed() -> int:
+        return len([e for e in store.history.of_target(TARGET.id) if e.status == TargetStatus.REMOVED.value])
+
+    store.targets.remove(TARGET.id, NOW + 10, "deleted", since=NOW - 5)
+    store.targets.remove(TARGET.id, NOW + 20, "deleted", since=NOW - 5)  # the next run, again
+    assert removed() == 1
+    st_ = store.targets.get(TARGET.id)
+    assert st_ is not None and (st_.status, st_.updated_at) == (TargetStatus.REMOVED, NOW + 10)
+    store.targets.remove(TARGET.id, NOW + 40, "deleted again", since=NOW + 30)  # labelled, then not
+    assert removed() == 2

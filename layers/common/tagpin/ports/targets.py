@@ -152,8 +152,10 @@ class Targets(Protocol):
         written), as a promotion's start writes its item."""
         ...
 
-    def remove(self, target_id: str, now: int, reason: str) -> None:
-        """The target is no longer followed (its state, if any, and a history item)."""
+    def remove(self, target_id: str, now: int, reason: str, *, since: int = 0) -> None:
+        """The target is no longer followed (its state, if any, and a history item). Once per time
+        it was followed since ``since`` (its index entry's ``seen_at``): a target removed after
+        ``since`` is left as it is, so that a removal written again writes nothing."""
         ...
 
     def note(

@@ -351,13 +351,21 @@ class DynamoTargets:
         self._holds.prune(hints, {s.target_id for s in held}, now)
         return held
 
-    def remove(self, target_id: str, now: int, reason: str) -> None:
+    def remove(self, target_id: str, now: int, reason: str, *, since: int = 0) -> None:
+        # Once per time the target was followed (since ``since``): a removal written again (the
+        # reconciler's next run, after one that died before it dropped the index entry) finds the
+        # target removed after ``since`` and writes nothing, neither state nor a second item.
         state = update_write(
             key(TARGET + target_id),
             "SET #status = :s, updated_at = :now, detail = :r",
-            condition="attribute_exists(pk)",
+            condition="attribute_exists(pk) AND (#status <> :s OR updated_at < :since)",
             names={"#status": "status"},
-            values={":s": S(TargetStatus.REMOVED), ":now": N(now), ":r": S(reason, TEXT_LIMIT)},
+            values={
+                ":s": S(TargetStatus.REMOVED),
+                ":now": N(now),
+                ":r": S(reason, TEXT_LIMIT),
+                ":since": N(since),
+            },
         )
         recorded = self._history.target_record(
             target_id,
@@ -366,7 +374,9 @@ class DynamoTargets:
             {"status": TargetStatus.REMOVED.value, "trigger": Trigger.RECONCILE.value, "detail": reason},
             TEXT_LIMIT,
         )
-        if not self._table.transact([state, put_write(recorded)]):  # never stored: its history alone
+        if self._table.transact([state, put_write(recorded)]):
+            return
+        if self._table.get(key(TARGET + target_id)) is None:  # never stored: its history alone
             self._table.put(recorded)
 
     def note(
