@@ -10,11 +10,12 @@ A scheduled run does, for every configured cluster at once:
 2. **Index.** The followed tag -> targets index in the state table is brought in line with what
    was found: new targets added, targets whose workload was deleted, unlabelled or paused removed
    (and recorded as ``removed`` on the target, before their entries go: a run that dies between
-   leaves the entries for the next run, whose removal writes nothing twice). A cluster that cannot be listed (unreachable, not
-   ready, credentials rejected, RBAC) is skipped and recorded with its error; its entries are
-   kept until it answers again, and the other clusters proceed. Argo Rollouts are a custom
-   resource: a cluster without them (404), or whose RBAC predates them (403), is noted, and its
-   other kinds proceed (Rollout entries are kept while they cannot be listed).
+   leaves the entries for the next run, whose removal writes nothing twice). A cluster that
+   cannot be listed (unreachable, not ready, credentials rejected, RBAC) is skipped and recorded
+   with its error; its entries are kept until it answers again, and the other clusters proceed.
+   Argo Rollouts are a custom resource: a cluster without them (404), or whose RBAC predates them
+   (403), is noted, and its other kinds proceed (Rollout entries are kept while they cannot be
+   listed).
 3. **Compare.** What each target runs (``tagpin.usecases.running``): the digest in its image
    field when pinned, else the ``imageID`` its pods report (one paged LIST of pods per namespace
    that has such a target). Unknown (no pods yet, a CronJob between runs, pods of several
