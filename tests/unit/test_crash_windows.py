@@ -12,18 +12,20 @@ from typing import Any
 import pytest
 from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.adapters.kubernetes.workloads import workload_from
-from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target, WriteBackFile
+from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target, Wave, WriteBackFile
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.moves import Move
 from tagpin.ports.git import Author
 from tagpin.ports.notify import RolloutEventKind
 from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetStatus
+from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.drift import PeopleFirst
 from tagpin.usecases.promote import Promoter
 from tagpin.usecases.running import Observed
 from tagpin.usecases.verify import Verifier
+from tagpin.usecases.waves import plan
 from tagpin.usecases.writeback import Writer
 
 from tests.support.clock import FakeClock
@@ -289,3 +291,98 @@ def test_a_removal_is_written_once_per_time_the_target_was_followed(store: State
     assert st_ is not None and (st_.status, st_.updated_at) == (TargetStatus.REMOVED, NOW + 10)
     store.targets.remove(TARGET.id, NOW + 40, "deleted again", since=NOW + 30)  # labelled, then not
     assert removed() == 2
+
+
+# -- the other steps of a promotion: a wave started, an approval's request, decision and lapse ---------
+
+EAST = Target(cluster="east", namespace="shop", kind=Kind.ROLLOUT, name="web", container="app")
+TWO_WAVES = RolloutSettings(
+    verify_interval_seconds=10,
+    waves=[Wave(name="canary", clusters=["prod"]), Wave(name="rest", clusters=["east"], approval=True)],
+)
+
+
+@pytest.mark.parametrize("when", WHEN)
+def test_a_promotion_that_dies_starting_its_next_wave_leaves_the_item_once_evaluated_again(
+    dynamodb: Any, state_table: str, when: str
+) -> None:
+    """The canary wave verified, the promoter moves D1's promotion to the next wave and dies
+    writing its 'wave_started' item; evaluated again: the promotion is on the next wave and its
+    trail says so once."""
+    followed = {IMAGE: FollowedImage(image=IMAGE, targets=[TARGET, EAST])}
+    clock = FakeClock(NOW + 60_000, step=1)
+
+    def promoter_of(store: State) -> Promoter:
+        return Promoter(
+            state=store,
+            followed=lambda: followed,
+            settings=lambda: TWO_WAVES,
+            verifications=ListVerificationQueue(),
+            changes=ListQueue(),
+            notifier=None,
+            clock=clock,
+        )
+
+    dying = Dying(dynamodb, writes_event(ImageEvent.WAVE_STARTED), when)
+    first = dynamodb_state(dying, state_table)
+    started(first, TargetStatus.VERIFIED)
+    with pytest.raises(Crash):
+        promoter_of(first).evaluate(IMAGE, D1)
+    assert dying.crashed
+
+    again = dynamodb_state(dynamodb, state_table)
+    promoter_of(again).evaluate(IMAGE, D1)
+    promotion = again.promotions.get(IMAGE)
+    assert promotion is not None and promotion.wave == 1
+    assert len(events(again, ImageEvent.WAVE_STARTED)) == 1
+    promoter_of(again).evaluate(IMAGE, D1)
+    assert len(events(again, ImageEvent.WAVE_STARTED)) == 1
+
+
+def approvals(store: State, clock: FakeClock, notifier: RecordingNotifier | None = None) -> Approvals:
+    return Approvals(
+        state=store,
+        settings=lambda: TWO_WAVES,
+        changes=ListQueue(),
+        verifications=ListVerificationQueue(),
+        notifier=notifier,
+        clock=clock,
+    )
+
+
+@pytest.mark.parametrize("step", ["request", "lapse"])
+@pytest.mark.parametrize("when", WHEN)
+def test_an_approval_step_that_dies_at_its_item_leaves_it_once_run_again(
+    dynamodb: Any, state_table: str, when: str, step: str
+) -> None:
+    """The consumer asks for the rest wave's approval (or the verifier lapses the request) and dies
+    writing the image's item of it; the step comes back: its item is in the trail exactly once."""
+    event = ImageEvent.AWAITING_APPROVAL if step == "request" else ImageEvent.LAPSED
+    clock = FakeClock(NOW + 60_000, step=1)
+    dying = Dying(dynamodb, writes_event(event), when)
+    first = dynamodb_state(dying, state_table)
+    started(first, TargetStatus.VERIFIED)
+    wave = plan(TWO_WAVES, [TARGET, EAST])[1]
+    move = Move(image=IMAGE, digest=D1, observed_at=NOW, trigger=Trigger.POLL)
+    expired = Verification(kind=VerificationKind.EXPIRE, move=move, attempt=1)
+    assert first.promotions.wave_verified(IMAGE, D1, 0, NOW + 1)  # the canary wave verified and soaked
+    assert first.promotions.advance(IMAGE, D1, 0, NOW + 2, 1)  # the promotion is on the rest wave
+    promotion = first.promotions.get(IMAGE)
+    assert promotion is not None
+    if step == "lapse":
+        assert approvals(first, clock).request(move, promotion, wave)
+        clock.now += 2 * 86_400_000  # the request's time is up
+    run = (
+        (lambda s: approvals(s, clock).request(move, promotion, wave))
+        if step == "request"
+        else (lambda s: approvals(s, clock).expire(expired))
+    )
+    with pytest.raises(Crash):
+        run(first)
+    assert dying.crashed
+
+    again = dynamodb_state(dynamodb, state_table)
+    run(again)
+    assert len(events(again, event)) == 1, events(again, event)
+    run(again)
+    assert len(events(again, event)) == 1

@@ -73,9 +73,19 @@ class Promotions(Protocol):
         """Every target of the active wave is verified: start its soak (once)."""
         ...
 
-    def advance(self, image: FollowedKey, digest: Digest, wave: int, now: int, to: int | None = None) -> bool:
+    def advance(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        to: int | None = None,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         """Move from the verified, soaked ``wave`` to wave ``to`` (default: the next one); exactly
-        one caller wins."""
+        one caller wins. ``event`` (here and in every step below): the image's history item of the
+        step, written with it or not at all, as ``end``'s."""
         ...
 
     def end(
@@ -100,14 +110,29 @@ class Promotions(Protocol):
         ...
 
     def request_approval(
-        self, image: FollowedKey, digest: Digest, wave: int, now: int, expires_at: int
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        expires_at: int,
+        *,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         """Wave ``wave`` of the rolling promotion of ``digest`` waits for a person; False when it
         already does, was approved, or the promotion moved on (nothing written)."""
         ...
 
     def decide_approval(
-        self, image: FollowedKey, digest: Digest, wave: int, approve: bool, now: int, detail: str
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        approve: bool,
+        now: int,
+        detail: str,
+        *,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         """A person's decision on the waiting wave: approved (the wave may start) or rejected (the
         promotion is halted); False when ``digest``'s wave ``wave`` was not waiting (a double
@@ -119,7 +144,15 @@ class Promotions(Protocol):
         reading every promotion."""
         ...
 
-    def lapse_approval(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
+    def lapse_approval(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         """The request lapsed unanswered: the promotion is halted; False when it was answered."""
         ...
 

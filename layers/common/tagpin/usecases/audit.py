@@ -58,31 +58,11 @@ class Audit:
         (``Promotions.claim_notice``): a process that dies between them cannot leave the notice
         claimed and the item lost. The notification is sent after it: a process that dies after
         the write and before the send loses the announcement (a hint), never the record."""
-        image, digest, trigger, correlation_id = move.image, move.digest, move.trigger, move.correlation_id
+        recorded = self.item(move, event, now, detail=detail, wave=wave)
         if once is None:
-            self._state.history.image_event(
-                image,
-                digest,
-                event,
-                now,
-                detail=detail,
-                wave=wave,
-                trigger=trigger,
-                correlation_id=correlation_id,
-            )
-        else:
-            recorded = ImageEventRecord(
-                image,
-                digest,
-                event,
-                now,
-                detail=detail,
-                wave=wave,
-                trigger=trigger,
-                correlation_id=correlation_id,
-            )
-            if not self._state.promotions.claim_notice(image, digest, once, now, event=recorded):
-                return False
+            self._state.history.record(recorded)
+        elif not self._state.promotions.claim_notice(move.image, move.digest, once, now, event=recorded):
+            return False
         if announce is not None:
             self.announce(
                 move,
@@ -95,6 +75,24 @@ class Audit:
                 extra=extra,
             )
         return True
+
+    @staticmethod
+    def item(
+        move: Move, event: ImageEvent, now: int, *, detail: str = "", wave: str | None = None
+    ) -> ImageEventRecord:
+        """The image's history item of ``event`` of ``move`` (its image, digest, trigger and
+        correlation id), for a state write that puts it with the state it records (one
+        transaction: ``Promotions.end``, ``Targets.hold``...), then ``announce``."""
+        return ImageEventRecord(
+            move.image,
+            move.digest,
+            event,
+            now,
+            detail=detail,
+            wave=wave,
+            trigger=move.trigger,
+            correlation_id=move.correlation_id,
+        )
 
     def announce(
         self,

@@ -51,7 +51,6 @@ from tagpin.ports.notify import RolloutEventKind
 from tagpin.ports.state import (
     SETTLED,
     ImageEvent,
-    ImageEventRecord,
     State,
     TagState,
     TargetState,
@@ -185,15 +184,7 @@ class PeopleFirst:
         # The hold and the image's HELD item: one write. A process that dies after it leaves both,
         # and the next run finds the target held (nothing more to do); the announcement follows
         # the write, once: only one run's hold is written (its condition).
-        held = ImageEventRecord(
-            move.image,
-            move.digest,
-            ImageEvent.HELD,
-            now,
-            detail=f"{target_id}: {reason}",
-            trigger=move.trigger,
-            correlation_id=run_id,
-        )
+        held = self._audit.item(move, ImageEvent.HELD, now, detail=f"{target_id}: {reason}")
         if not self._state.targets.hold(
             target_id, tag.digest, now, reason=reason, trigger=Trigger.RECONCILE, if_still=known, event=held
         ):

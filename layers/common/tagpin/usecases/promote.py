@@ -171,9 +171,12 @@ class Promoter:
                 VerificationOutcome.SOAKING, f"wave {wave.name}: {remaining_ms / 1000:.0f} s left"
             )
         # Waves without targets in between are passed over: the promotion moves to ``following``.
-        if not self._state.promotions.advance(image, digest, promotion.wave, now, following.index):
+        # The move and its WAVE_STARTED item: one write (a retry after a crash finds both or neither).
+        started = ImageEventRecord(image, digest, ImageEvent.WAVE_STARTED, now, wave=following.name)
+        if not self._state.promotions.advance(
+            image, digest, promotion.wave, now, following.index, event=started
+        ):
             return VerificationResult(VerificationOutcome.RACED)
-        self._state.history.image_event(image, digest, ImageEvent.WAVE_STARTED, now, wave=following.name)
         logger.info("promoting", extra={"image": image, "digest": digest, "wave": following.name})
         self._changes.send(
             Change(move=move_of(promotion).by(Trigger.PROMOTE), round=f"wave-{following.index}")

@@ -142,7 +142,16 @@ class DynamoPromotions:
             {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)},
         )
 
-    def advance(self, image: FollowedKey, digest: Digest, wave: int, now: int, to: int | None = None) -> bool:
+    def advance(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        to: int | None = None,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         return self._step(
             image,
             digest,
@@ -154,6 +163,7 @@ class DynamoPromotions:
                 ":now": N(now),
                 ":rolling": S(PromotionStatus.ROLLING),
             },
+            event,
         )
 
     def end(
@@ -190,7 +200,14 @@ class DynamoPromotions:
         )
 
     def request_approval(
-        self, image: FollowedKey, digest: Digest, wave: int, now: int, expires_at: int
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        expires_at: int,
+        *,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         self._awaiting.note(image, now)  # the hint first (tagpin.adapters.dynamodb.hints)
         return self._step(
@@ -207,10 +224,19 @@ class DynamoPromotions:
                 ":x": N(expires_at),
                 ":rolling": S(PromotionStatus.ROLLING),
             },
+            event,
         )
 
     def decide_approval(
-        self, image: FollowedKey, digest: Digest, wave: int, approve: bool, now: int, detail: str
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        approve: bool,
+        now: int,
+        detail: str,
+        *,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         waiting = "#status = :rolling AND awaiting_wave = :w"
         values: Item = {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)}
@@ -221,6 +247,7 @@ class DynamoPromotions:
                 "SET updated_at = :now ADD approved :ws REMOVE awaiting_wave, approval_expires_at",
                 waiting,
                 {**values, ":ws": {"SS": [str(wave)]}},
+                event,
             )
         else:
             decided = self._step(
@@ -230,6 +257,7 @@ class DynamoPromotions:
                 "REMOVE awaiting_wave, approval_expires_at",
                 waiting,
                 {**values, ":halted": S(PromotionStatus.HALTED), ":detail": S(detail, TEXT_LIMIT)},
+                event,
             )
         return decided
 
@@ -245,7 +273,15 @@ class DynamoPromotions:
         self._awaiting.prune(hints, {p.image for p in waiting}, now)
         return waiting
 
-    def lapse_approval(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
+    def lapse_approval(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         lapsed = self._step(
             image,
             digest,
@@ -258,6 +294,7 @@ class DynamoPromotions:
                 ":halted": S(PromotionStatus.HALTED),
                 ":detail": S("the approval request lapsed unanswered"),
             },
+            event,
         )
         return lapsed
 
