@@ -386,3 +386,37 @@ def test_an_approval_step_that_dies_at_its_item_leaves_it_once_run_again(
     assert len(events(again, event)) == 1, events(again, event)
     run(again)
     assert len(events(again, event)) == 1
+
+
+@pytest.mark.parametrize(
+    ("at", "when"),
+    [("target", "after"), ("wave", "before"), ("wave", "after")],
+)
+def test_a_verification_that_dies_before_its_promotion_moved_on_completes_it_redelivered(
+    dynamodb: Any, state_table: str, at: str, when: str
+) -> None:
+    """The one target verified, the verifier dies after writing it (before evaluating D1's
+    promotion), or at the write of its wave's 'verified' item. Delivered again: the promotion is
+    complete, with one 'verified' and one 'complete' item. (Before: the redelivery found the target
+    verified and stopped there, and a wave whose soak had started never got its item.)"""
+    clock = FakeClock(NOW + 30_000, step=1)
+    dying = Dying(
+        dynamodb,
+        writes_outcome(TARGET.id, TargetStatus.VERIFIED)
+        if at == "target"
+        else writes_event(ImageEvent.VERIFIED),
+        when,
+    )
+    first = dynamodb_state(dying, state_table)
+    verification = started(first, TargetStatus.APPLIED)
+    with pytest.raises(Crash):
+        verifier(first, clock).verify(verification)
+    assert dying.crashed
+
+    again = dynamodb_state(dynamodb, state_table)
+    verifier(again, clock).verify(verification)
+    promotion = again.promotions.get(IMAGE)
+    assert promotion is not None and promotion.status is PromotionStatus.COMPLETE
+    assert (len(events(again, ImageEvent.VERIFIED)), len(events(again, ImageEvent.COMPLETE))) == (1, 1)
+    verifier(again, clock).verify(verification)
+    assert (len(events(again, ImageEvent.VERIFIED)), len(events(again, ImageEvent.COMPLETE))) == (1, 1)

@@ -69,7 +69,15 @@ class Promotions(Protocol):
 
     def get(self, image: FollowedKey) -> Promotion | None: ...
 
-    def wave_verified(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
+    def wave_verified(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         """Every target of the active wave is verified: start its soak (once)."""
         ...
 

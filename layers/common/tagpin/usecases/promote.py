@@ -124,19 +124,24 @@ class Promoter:
                     VerificationOutcome.WAITING,
                     f"wave {wave.name}: {len(waiting)} target(s) not verified yet",
                 )
-            if not self._state.promotions.wave_verified(image, digest, promotion.wave, now):
+            # The soak's start and the wave's VERIFIED item: one write, announced after it (once:
+            # only one caller's wave_verified is written).
+            targets = [t.id for t in wave.targets]
+            verified = self._audit.item(
+                move_of(promotion), ImageEvent.VERIFIED, now, detail=", ".join(targets), wave=wave.name
+            )
+            if not self._state.promotions.wave_verified(
+                image, digest, promotion.wave, now, event=verified if targets else None
+            ):
                 return VerificationResult(VerificationOutcome.RACED)
             verified_at = now
-            if wave.targets:
-                self._audit.record(
+            if targets:
+                self._audit.announce(
                     move_of(promotion),
-                    ImageEvent.VERIFIED,
+                    RolloutEventKind.VERIFIED,
                     now,
-                    once=f"verified_{index}",
-                    detail=", ".join(t.id for t in wave.targets),
                     wave=wave.name,
-                    announce=RolloutEventKind.VERIFIED,
-                    targets=[t.id for t in wave.targets],
+                    targets=targets,
                     complete=following is None,
                 )
         if following is None:

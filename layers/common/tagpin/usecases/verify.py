@@ -119,6 +119,11 @@ class Verifier:
                 return self._roll_back(verification, st.detail or "failed", settings, target.id)
             return VerificationResult(V.FAILED, st.detail or "")
         if st.status is not TargetStatus.APPLIED:
+            if st.status in (TargetStatus.VERIFIED, TargetStatus.GONE):
+                # Decided by an earlier delivery, which may have died right after its write: what
+                # follows it is done again (both are conditional writes, done once).
+                release_slot(self._state, settings, target, digest)
+                self._promoter.evaluate(verification.move.image, digest)
             return VerificationResult(V.ALREADY_DECIDED, st.status.value)
         trigger = verification.move.trigger
         try:

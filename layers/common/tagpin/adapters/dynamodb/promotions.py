@@ -133,13 +133,22 @@ class DynamoPromotions:
         updated = self._table.update(item_key, update, condition=condition, names=names, values=values)
         return updated is not None
 
-    def wave_verified(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
+    def wave_verified(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         return self._step(
             image,
             digest,
             "SET wave_verified_at = :now, updated_at = :now",
             "wave = :w AND #status = :rolling AND attribute_not_exists(wave_verified_at)",
             {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)},
+            event,
         )
 
     def advance(
