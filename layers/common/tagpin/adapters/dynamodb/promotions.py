@@ -6,7 +6,10 @@ verified: its soak started), ``trigger``, ``correlation_id``, ``detail``; ``noti
 each notification sent (one per event, not per retry), claimed in the same transaction as the
 image's history item of the event (``Table.transact``): a process that dies between the two leaves
 both or neither, so the redelivered step that finds the notice claimed finds the item too. Started
-by the consumer, moved on by the verifier; every step a conditional write on ``digest`` and ``status``.
+by the consumer, moved on by the verifier; every step a conditional write on ``digest`` and ``status``,
+and a step with an image history item (``event``: the start, a wave verified or started, an approval
+requested, decided or lapsed, the end) writes it in the same transaction (``_step``), for the same
+reason: a retry finds the step taken (False) and would never write the item.
 
 ``AWAITING`` / ``<image>``: a hint per promotion that asked for approval
 (``tagpin.adapters.dynamodb.hints``), so that the approvals waiting are listed without reading
