@@ -60,7 +60,7 @@ def seed(client: Any, tags: int, per_tag: int) -> None:
     from tagpin.domain.channels import FollowedKey
     from tagpin.domain.messages import Trigger
     from tagpin.domain.refs import Digest
-    from tagpin.ports.state import ImageEvent, IndexEntry, TargetStatus
+    from tagpin.ports.state import ImageEvent, ImageEventRecord, IndexEntry, TargetStatus
 
     table = Table(client, "tagpin-state")
     entries: list[IndexEntry] = []
@@ -88,8 +88,16 @@ def seed(client: Any, tags: int, per_tag: int) -> None:
     promotions = DynamoPromotions(table, history)
     for t in range(1, 1 + AWAITING):
         image = FollowedKey(image_of(t * (tags // (AWAITING + 1))))
+        started = ImageEventRecord(image, Digest(DIGEST), ImageEvent.STARTED, now)
         promotions.start(
-            image, Digest(DIGEST), now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+            image,
+            Digest(DIGEST),
+            now,
+            now,
+            trigger=Trigger.POLL,
+            correlation_id=None,
+            dry_run=False,
+            event=started,
         )
         promotions.request_approval(image, Digest(DIGEST), 0, now, now + 3_600_000)
     timed_image, timed_target = image_of(tags // 2), target_of(tags // 2, per_tag - 1)

@@ -39,6 +39,7 @@ from tests.support.iamroles import denied, unused
 from tests.support.iamsession import RECORDER
 from tests.support.iamworld import PARTS, World, build_world
 from tests.support.stack import notifications_checked, state_of
+from tests.support.trail import start_item
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -238,7 +239,14 @@ def console(w: World) -> None:
     # notification secret has no slack_signing_secret)
     state, now, waiting = state_of(st), int(time.time() * 1000), "sha256:" + "2" * 64
     assert state.promotions.start(
-        w.images["lost"], waiting, now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+        w.images["lost"],
+        waiting,
+        now,
+        now,
+        trigger=Trigger.POLL,
+        correlation_id=None,
+        dry_run=False,
+        event=start_item(w.images["lost"], waiting, now),
     )
     assert state.promotions.request_approval(w.images["lost"], waiting, 0, now, now + 3_600_000)
     form = {"image": w.images["lost"], "digest": waiting, "csrf": csrf}

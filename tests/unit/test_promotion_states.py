@@ -28,6 +28,7 @@ from tests.support.aws import create_table
 from tests.support.clock import FakeClock
 from tests.support.constants import REGION, STATE_TABLE
 from tests.support.queues import ListQueue, ListVerificationQueue
+from tests.support.trail import start_item
 
 IMAGE = "registry.example.com/team/app:stable"
 TARGETS = [
@@ -85,7 +86,14 @@ class Promotions(RuleBasedStateMachine):
         self.digests.append(digest)
         now = self.clock()
         self.state.promotions.start(
-            IMAGE, digest, now, now, trigger=Trigger.POLL, correlation_id=None, dry_run=False
+            IMAGE,
+            digest,
+            now,
+            now,
+            trigger=Trigger.POLL,
+            correlation_id=None,
+            dry_run=False,
+            event=start_item(IMAGE, digest, now),
         )
 
     @rule(data=st.data())
@@ -217,7 +225,16 @@ def test_the_fields_sequence_completes_instead_of_throwing(aws: None) -> None:
         clock=FakeClock(10_000, step=1),
     )
     digest = "sha256:" + "a" * 64
-    state.promotions.start(IMAGE, digest, 1, 1, trigger=Trigger.POLL, correlation_id=None, dry_run=False)
+    state.promotions.start(
+        IMAGE,
+        digest,
+        1,
+        1,
+        trigger=Trigger.POLL,
+        correlation_id=None,
+        dry_run=False,
+        event=start_item(IMAGE, digest, 1),
+    )
     assert state.promotions.wave_verified(IMAGE, digest, 0, 2)
     result = promoter.evaluate(IMAGE, digest)
     assert result.outcome is VerificationOutcome.COMPLETE
@@ -232,7 +249,16 @@ def test_a_stored_wave_past_the_plan_completes(aws: None, stored_wave: int) -> N
     create_table(db, STATE_TABLE, ("pk", "sk"))
     state = dynamodb_state(db, STATE_TABLE)
     digest = "sha256:" + "b" * 64
-    state.promotions.start(IMAGE, digest, 1, 1, trigger=Trigger.POLL, correlation_id=None, dry_run=False)
+    state.promotions.start(
+        IMAGE,
+        digest,
+        1,
+        1,
+        trigger=Trigger.POLL,
+        correlation_id=None,
+        dry_run=False,
+        event=start_item(IMAGE, digest, 1),
+    )
     if stored_wave:
         assert state.promotions.wave_verified(IMAGE, digest, 0, 2)
         assert state.promotions.advance(IMAGE, digest, 0, 3, to=stored_wave)

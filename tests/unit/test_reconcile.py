@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tagpin.adapters.dynamodb import dynamodb_state
 from tagpin.domain.config import Kind, parse_config
 from tagpin.domain.kinds.profile import selector_matches
 from tagpin.domain.messages import Trigger
@@ -21,6 +22,7 @@ from tagpin.usecases.running import image_id_digest, running_digest
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters
 from tests.support.constants import D0, D1, D2, FOLLOW, NGINX
+from tests.support.dying import Crash, Dying
 from tests.support.queues import ListQueue
 from tests.support.registry import ScriptedRegistry
 
@@ -407,6 +409,39 @@ def test_deleted_unlabelled_or_paused_targets_are_removed_and_recorded(world, st
     assert index == {(APP, "east/shop/Deployment/db/db")}
     history = store.history.of_target("east/shop/Deployment/web/web")
     assert history[0].status == "removed" and "deleted" in history[0].detail
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_run_that_dies_removing_targets_removes_each_once_run_again(dynamodb, state_table, store, when):
+    """Two targets stop being followed; the run dies at the first one's removal (before DynamoDB
+    has it, or after). The next run: both are removed, each with one 'removed' item, and the index
+    is without them. (Before, the index was written first: the next run no longer saw the stale
+    entries, and the targets the dying run had not reached were never removed.)"""
+    web, api = "east/shop/Deployment/web/web", "east/shop/Deployment/api/api"
+    dying = Dying(dynamodb, lambda item: item.get("status", {}).get("S") == "removed", when)
+    first = World(dynamodb_state(dying, state_table))
+    east = first.clusters["east"]
+    east.add(wl("web", {"web": APP}), wl("api", {"api": APP}))
+    first.reconciler.run("run-1")
+    for target in (web, api):  # tagpin moved them: each has a state
+        assert store.targets.claim(target, APP, D1, 1, Trigger.RECONCILE, 1)
+    del east.items[("shop", Kind.DEPLOYMENT, "web")]
+    del east.items[("shop", Kind.DEPLOYMENT, "api")]
+    with pytest.raises(Crash):
+        first.reconciler.run("run-2")
+    assert dying.crashed
+
+    again = World(store)
+    again.clusters.clusters["east"] = east  # the same cluster, read by the next run
+    again.reconciler.run("run-3")
+    for target in (web, api):
+        st_ = store.targets.get(target)
+        assert st_ is not None and st_.status is TargetStatus.REMOVED, (target, st_)
+        removed = [e for e in store.history.of_target(target) if e.status == "removed"]
+        assert len(removed) == 1, (target, removed)
+    assert store.index.entries() == []
+    again.reconciler.run("run-4")  # and another run: nothing more
+    assert all(len([e for e in store.history.of_target(t) if e.status == "removed"]) == 1 for t in (web, api))
 
 
 def test_a_cluster_dropped_from_the_configuration_loses_its_entries(world, store):

@@ -73,6 +73,10 @@ class ImageEventRecord:
 class History(Protocol):
     """``HIST#`` items under a target or an image: the audit trail, expiring after the retention."""
 
+    def record(self, recorded: ImageEventRecord) -> None:
+        """One step of an image's trail, given as a value (``image_event``'s item)."""
+        ...
+
     def image_event(
         self,
         image: FollowedKey,

@@ -59,8 +59,8 @@ class Promotions(Protocol):
         trigger: Trigger,
         correlation_id: str | None,
         dry_run: bool,
+        event: ImageEventRecord,
         tag: str | None = None,
-        event: ImageEventRecord | None = None,
     ) -> Promotion | None:
         """The promotion of ``digest`` (started here when it is newer than the stored one); None
         when a newer digest holds the tag's promotion. ``tag``: a version channel's version.
@@ -69,17 +69,46 @@ class Promotions(Protocol):
 
     def get(self, image: FollowedKey) -> Promotion | None: ...
 
-    def wave_verified(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
+    def wave_verified(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         """Every target of the active wave is verified: start its soak (once)."""
         ...
 
-    def advance(self, image: FollowedKey, digest: Digest, wave: int, now: int, to: int | None = None) -> bool:
+    def advance(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        to: int | None = None,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         """Move from the verified, soaked ``wave`` to wave ``to`` (default: the next one); exactly
-        one caller wins."""
+        one caller wins. ``event`` (here and in every step below): the image's history item of the
+        step, written with it or not at all, as ``end``'s."""
         ...
 
-    def end(self, image: FollowedKey, digest: Digest, status: PromotionStatus, now: int, detail: str) -> bool:
-        """Complete or halt a rolling promotion (exactly one caller wins)."""
+    def end(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        status: PromotionStatus,
+        now: int,
+        detail: str,
+        *,
+        event: ImageEventRecord,
+    ) -> bool:
+        """Complete or halt a rolling promotion (exactly one caller wins). ``event``: the image's
+        history item of the end, written with it or not at all (a process that dies between the two
+        would leave the promotion ended, and its redelivery, which finds it ended, the item lost)."""
         ...
 
     def clear(self, image: FollowedKey, digest: Digest) -> bool:
@@ -89,14 +118,29 @@ class Promotions(Protocol):
         ...
 
     def request_approval(
-        self, image: FollowedKey, digest: Digest, wave: int, now: int, expires_at: int
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        expires_at: int,
+        *,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         """Wave ``wave`` of the rolling promotion of ``digest`` waits for a person; False when it
         already does, was approved, or the promotion moved on (nothing written)."""
         ...
 
     def decide_approval(
-        self, image: FollowedKey, digest: Digest, wave: int, approve: bool, now: int, detail: str
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        approve: bool,
+        now: int,
+        detail: str,
+        *,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         """A person's decision on the waiting wave: approved (the wave may start) or rejected (the
         promotion is halted); False when ``digest``'s wave ``wave`` was not waiting (a double
@@ -108,7 +152,15 @@ class Promotions(Protocol):
         reading every promotion."""
         ...
 
-    def lapse_approval(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
+    def lapse_approval(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         """The request lapsed unanswered: the promotion is halted; False when it was answered."""
         ...
 

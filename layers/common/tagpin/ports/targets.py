@@ -13,6 +13,7 @@ from typing import Protocol
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest, OptionalDigest
+from tagpin.ports.history import ImageEventRecord
 from tagpin.ports.tags import TagState
 
 
@@ -143,13 +144,18 @@ class Targets(Protocol):
         correlation_id: str | None = None,
         expected: frozenset[TargetStatus] | None = None,
         extra: Mapping[str, str] | None = None,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         """Record how applying ``digest`` ended if the target still holds it, with a history item;
-        with ``expected``, only from those states (False, and no history, when another won)."""
+        with ``expected``, only from those states (False, and no history, when another won).
+        ``event``: an image history item written with the state, or not at all (False: not
+        written), as a promotion's start writes its item."""
         ...
 
-    def remove(self, target_id: str, now: int, reason: str) -> None:
-        """The target is no longer followed (its state, if any, and a history item)."""
+    def remove(self, target_id: str, now: int, reason: str, *, since: int = 0) -> None:
+        """The target is no longer followed (its state, if any, and a history item). Once per time
+        it was followed since ``since`` (its index entry's ``seen_at``): a target removed after
+        ``since`` is left as it is, so that a removal written again writes nothing."""
         ...
 
     def note(
@@ -168,12 +174,14 @@ class Targets(Protocol):
         trigger: Trigger,
         until: int | None = None,
         if_still: TargetState | None = None,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         """Put the target on hold against ``digest`` ("" for any digest, a person's hold), until
         ``until`` or a release; False when it was held already (nothing written). With
         ``if_still``: only while the stored state is still that one (same status, digest and
         ``updated_at``): a claim, an outcome or a rollback written since wins, nothing is held.
-        The status and ``updated_at`` written over are kept (``held_over``, ``held_over_at``)."""
+        The status and ``updated_at`` written over are kept (``held_over``, ``held_over_at``).
+        ``event``: an image history item written with the hold, or not at all."""
         ...
 
     def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:

@@ -87,18 +87,19 @@ class Approvals:
         approval gate decided it waits): True when asked now."""
         now = self._clock()
         expires_at = now + self._settings().approval_expires_seconds * 1000
+        version = f" (version {change.tag})" if change.tag else ""
+        detail = f"wave {wave.name}{version}: waiting for a person until {expires_at}"
+        asked = self._audit.item(change, ImageEvent.AWAITING_APPROVAL, now, detail=detail, wave=wave.name)
+        # The request and its item: one write; announced after it (once: the request's condition).
         if not self._state.promotions.request_approval(
-            change.image, change.digest, wave.index, now, expires_at
+            change.image, change.digest, wave.index, now, expires_at, event=asked
         ):
             return False
-        version = f" (version {change.tag})" if change.tag else ""
-        self._audit.record(
+        self._audit.announce(
             change,
-            ImageEvent.AWAITING_APPROVAL,
+            RolloutEventKind.AWAITING_APPROVAL,
             now,
-            detail=f"wave {wave.name}{version}: waiting for a person until {expires_at}",
             wave=wave.name,
-            announce=RolloutEventKind.AWAITING_APPROVAL,
             targets=[t.id for t in wave.targets],
             extra={"wave_index": wave.index, "expires_at": expires_at, "tag": change.tag or ""},
         )
@@ -138,21 +139,17 @@ class Approvals:
         now = self._clock()
         verb = "approved" if approve else "rejected"
         detail = f"{verb} by {who} via {via}"
+        move = move_of(promotion).by(Trigger.MANUAL)
+        event = ImageEvent.APPROVED if approve else ImageEvent.REJECTED
+        decided = self._audit.item(move, event, now, detail=f"wave {wave}: {detail}", wave=wave)
         if not self._state.promotions.decide_approval(
-            image, promotion.digest, promotion.awaiting_wave, approve, now, detail
+            image, promotion.digest, promotion.awaiting_wave, approve, now, detail, event=decided
         ):
             return Decided(
                 ApprovalOutcome.ALREADY_DECIDED, image, promotion.digest, wave, "decided already, or lapsed"
             )
-        self._audit.record(
-            move_of(promotion).by(Trigger.MANUAL),
-            ImageEvent.APPROVED if approve else ImageEvent.REJECTED,
-            now,
-            detail=f"wave {wave}: {detail}",
-            wave=wave,
-            announce=RolloutEventKind.APPROVED if approve else RolloutEventKind.REJECTED,
-            message=detail,
-        )
+        kind = RolloutEventKind.APPROVED if approve else RolloutEventKind.REJECTED
+        self._audit.announce(move, kind, now, wave=wave, message=detail)
         if approve:
             self._changes.send(
                 Change(
@@ -179,18 +176,13 @@ class Approvals:
                 verification, min(MAX_DELAY_S, -(-(promotion.approval_expires_at - now) // 1000))
             )
             return VerificationResult(VerificationOutcome.SOAKING, "the approval request is still open")
+        wave = self._wave(verification.attempt)
+        move, detail = verification.move.by(Trigger.MANUAL), f"wave {wave}: nobody decided; nothing rolled"
+        lapsed = self._audit.item(move, ImageEvent.LAPSED, now, detail=detail, wave=wave)
         if not self._state.promotions.lapse_approval(
-            verification.move.image, verification.move.digest, verification.attempt, now
+            verification.move.image, verification.move.digest, verification.attempt, now, event=lapsed
         ):
             return VerificationResult(VerificationOutcome.ALREADY_DECIDED)
-        wave = self._wave(verification.attempt)
-        self._audit.record(
-            verification.move.by(Trigger.MANUAL),
-            ImageEvent.LAPSED,
-            now,
-            detail=f"wave {wave}: nobody decided; nothing rolled",
-            wave=wave,
-        )
         return VerificationResult(VerificationOutcome.FAILED, "the approval request lapsed")
 
     def awaiting_targets(self, followed: FollowedImage) -> frozenset[str]:

@@ -58,45 +58,69 @@ class Audit:
         (``Promotions.claim_notice``): a process that dies between them cannot leave the notice
         claimed and the item lost. The notification is sent after it: a process that dies after
         the write and before the send loses the announcement (a hint), never the record."""
-        image, digest, trigger, correlation_id = move.image, move.digest, move.trigger, move.correlation_id
+        recorded = self.item(move, event, now, detail=detail, wave=wave)
         if once is None:
-            self._state.history.image_event(
-                image,
-                digest,
-                event,
+            self._state.history.record(recorded)
+        elif not self._state.promotions.claim_notice(move.image, move.digest, once, now, event=recorded):
+            return False
+        if announce is not None:
+            self.announce(
+                move,
+                announce,
                 now,
-                detail=detail,
                 wave=wave,
-                trigger=trigger,
-                correlation_id=correlation_id,
+                targets=targets,
+                message=message,
+                complete=complete,
+                extra=extra,
             )
-        else:
-            recorded = ImageEventRecord(
-                image,
-                digest,
-                event,
-                now,
-                detail=detail,
-                wave=wave,
-                trigger=trigger,
-                correlation_id=correlation_id,
-            )
-            if not self._state.promotions.claim_notice(image, digest, once, now, event=recorded):
-                return False
-        if announce is not None and self._notifier is not None:
+        return True
+
+    @staticmethod
+    def item(
+        move: Move, event: ImageEvent, now: int, *, detail: str = "", wave: str | None = None
+    ) -> ImageEventRecord:
+        """The image's history item of ``event`` of ``move`` (its image, digest, trigger and
+        correlation id), for a state write that puts it with the state it records (one
+        transaction: ``Promotions.end``, ``Targets.hold``...), then ``announce``."""
+        return ImageEventRecord(
+            move.image,
+            move.digest,
+            event,
+            now,
+            detail=detail,
+            wave=wave,
+            trigger=move.trigger,
+            correlation_id=move.correlation_id,
+        )
+
+    def announce(
+        self,
+        move: Move,
+        kind: RolloutEventKind,
+        now: int,
+        *,
+        wave: str | None = None,
+        targets: Sequence[str] = (),
+        message: str = "",
+        complete: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Notify ``kind`` of ``move``, and nothing else: for an event whose history item was written
+        with the state it records (``Targets.hold(event=...)``), whose conditional write made it once."""
+        if self._notifier is not None:
             self._notifier.send(
                 RolloutEvent(
-                    event=announce,
-                    image=image,
-                    digest=digest,
+                    event=kind,
+                    image=move.image,
+                    digest=move.digest,
                     wave=wave or "",
                     targets=list(targets),
                     at=now,
                     detail=message,
-                    trigger=trigger,
-                    correlation_id=correlation_id,
+                    trigger=move.trigger,
+                    correlation_id=move.correlation_id,
                     complete=complete,
                     extra=dict(extra or {}),
                 )
             )
-        return True

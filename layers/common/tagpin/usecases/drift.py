@@ -48,7 +48,14 @@ from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest, ImageRef, InvalidReference
 from tagpin.ports.notify import RolloutEventKind
-from tagpin.ports.state import SETTLED, ImageEvent, State, TagState, TargetState, TargetStatus
+from tagpin.ports.state import (
+    SETTLED,
+    ImageEvent,
+    State,
+    TagState,
+    TargetState,
+    TargetStatus,
+)
 from tagpin.ports.workloads import Inventory, NotFound, WorkloadError
 from tagpin.usecases.audit import Audit
 from tagpin.usecases.running import Observed
@@ -167,10 +174,6 @@ class PeopleFirst:
             "tagpin (a rollout undone, an image set by hand); held until the tag moves or "
             "`tagpin release`"
         )
-        if not self._state.targets.hold(
-            target_id, tag.digest, now, reason=reason, trigger=Trigger.RECONCILE, if_still=known
-        ):
-            return False
         move = Move(
             image=followed.image,
             digest=Digest(tag.digest),
@@ -178,15 +181,15 @@ class PeopleFirst:
             trigger=Trigger.RECONCILE,
             correlation_id=run_id,
         )
-        self._audit.record(
-            move,
-            ImageEvent.HELD,
-            now,
-            once=f"held_{target_id}",
-            detail=f"{target_id}: {reason}",
-            announce=RolloutEventKind.HELD,
-            targets=[target_id],
-        )
+        # The hold and the image's HELD item: one write. A process that dies after it leaves both,
+        # and the next run finds the target held (nothing more to do); the announcement follows
+        # the write, once: only one run's hold is written (its condition).
+        held = self._audit.item(move, ImageEvent.HELD, now, detail=f"{target_id}: {reason}")
+        if not self._state.targets.hold(
+            target_id, tag.digest, now, reason=reason, trigger=Trigger.RECONCILE, if_still=known, event=held
+        ):
+            return False
+        self._audit.announce(move, RolloutEventKind.HELD, now, targets=[target_id])
         logger.info("target held: changed outside tagpin", extra={"target": target_id})
         return True
 

@@ -30,7 +30,15 @@ from tagpin.domain.outcomes import VerificationOutcome, VerificationResult
 from tagpin.domain.refs import Digest
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, ChangeQueue, VerificationQueue
-from tagpin.ports.state import ImageEvent, Promotion, PromotionStatus, State, TargetState, TargetStatus
+from tagpin.ports.state import (
+    ImageEvent,
+    ImageEventRecord,
+    Promotion,
+    PromotionStatus,
+    State,
+    TargetState,
+    TargetStatus,
+)
 from tagpin.usecases.audit import Audit, move_of
 from tagpin.usecases.waves import PlannedWave, plan
 
@@ -116,28 +124,34 @@ class Promoter:
                     VerificationOutcome.WAITING,
                     f"wave {wave.name}: {len(waiting)} target(s) not verified yet",
                 )
-            if not self._state.promotions.wave_verified(image, digest, promotion.wave, now):
+            # The soak's start and the wave's VERIFIED item: one write, announced after it (once:
+            # only one caller's wave_verified is written).
+            targets = [t.id for t in wave.targets]
+            verified = self._audit.item(
+                move_of(promotion), ImageEvent.VERIFIED, now, detail=", ".join(targets), wave=wave.name
+            )
+            if not self._state.promotions.wave_verified(
+                image, digest, promotion.wave, now, event=verified if targets else None
+            ):
                 return VerificationResult(VerificationOutcome.RACED)
             verified_at = now
-            if wave.targets:
-                self._audit.record(
+            if targets:
+                self._audit.announce(
                     move_of(promotion),
-                    ImageEvent.VERIFIED,
+                    RolloutEventKind.VERIFIED,
                     now,
-                    once=f"verified_{index}",
-                    detail=", ".join(t.id for t in wave.targets),
                     wave=wave.name,
-                    announce=RolloutEventKind.VERIFIED,
-                    targets=[t.id for t in wave.targets],
+                    targets=targets,
                     complete=following is None,
                 )
         if following is None:
             # The last wave with targets is verified (now, or by an earlier call that did not get
             # to complete it): nothing is left to promote.
-            if self._state.promotions.end(
-                image, digest, PromotionStatus.COMPLETE, now, "every wave verified"
-            ):
-                self._state.history.image_event(image, digest, ImageEvent.COMPLETE, now)
+            # The end and its COMPLETE item: one write (a retry after a crash finds both or neither).
+            complete = ImageEventRecord(image, digest, ImageEvent.COMPLETE, now)
+            self._state.promotions.end(
+                image, digest, PromotionStatus.COMPLETE, now, "every wave verified", event=complete
+            )
             return VerificationResult(VerificationOutcome.COMPLETE)
         return self._after_soak(promotion, wave, following, verified_at, settings, now)
 
@@ -162,9 +176,12 @@ class Promoter:
                 VerificationOutcome.SOAKING, f"wave {wave.name}: {remaining_ms / 1000:.0f} s left"
             )
         # Waves without targets in between are passed over: the promotion moves to ``following``.
-        if not self._state.promotions.advance(image, digest, promotion.wave, now, following.index):
+        # The move and its WAVE_STARTED item: one write (a retry after a crash finds both or neither).
+        started = ImageEventRecord(image, digest, ImageEvent.WAVE_STARTED, now, wave=following.name)
+        if not self._state.promotions.advance(
+            image, digest, promotion.wave, now, following.index, event=started
+        ):
             return VerificationResult(VerificationOutcome.RACED)
-        self._state.history.image_event(image, digest, ImageEvent.WAVE_STARTED, now, wave=following.name)
         logger.info("promoting", extra={"image": image, "digest": digest, "wave": following.name})
         self._changes.send(
             Change(move=move_of(promotion).by(Trigger.PROMOTE), round=f"wave-{following.index}")

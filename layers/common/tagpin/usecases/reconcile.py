@@ -9,11 +9,13 @@ A scheduled run does, for every configured cluster at once:
    the configuration but not labelled are read with one GET each.
 2. **Index.** The followed tag -> targets index in the state table is brought in line with what
    was found: new targets added, targets whose workload was deleted, unlabelled or paused removed
-   (and recorded as ``removed`` on the target). A cluster that cannot be listed (unreachable, not
-   ready, credentials rejected, RBAC) is skipped and recorded with its error; its entries are
-   kept until it answers again, and the other clusters proceed. Argo Rollouts are a custom
-   resource: a cluster without them (404), or whose RBAC predates them (403), is noted, and its
-   other kinds proceed (Rollout entries are kept while they cannot be listed).
+   (and recorded as ``removed`` on the target, before their entries go: a run that dies between
+   leaves the entries for the next run, whose removal writes nothing twice). A cluster that
+   cannot be listed (unreachable, not ready, credentials rejected, RBAC) is skipped and recorded
+   with its error; its entries are kept until it answers again, and the other clusters proceed.
+   Argo Rollouts are a custom resource: a cluster without them (404), or whose RBAC predates them
+   (403), is noted, and its other kinds proceed (Rollout entries are kept while they cannot be
+   listed).
 3. **Compare.** What each target runs (``tagpin.usecases.running``): the digest in its image
    field when pinned, else the ``imageID`` its pods report (one paged LIST of pods per namespace
    that has such a target). Unknown (no pods yet, a CronJob between runs, pods of several
@@ -287,11 +289,12 @@ class Reconciler:
             and (e.cluster, e.kind) not in unlisted
         ]
         new = [e for key, e in wanted.items() if key not in have]
-        self._state.index.update(new, stale)
         still = {target_id for _, target_id in wanted} | {
             e.target_id for e in index if e.cluster not in listed and e.cluster in config.clusters
         }
         report.added = sorted({e.target_id for e in new} - {e.target_id for e in index})
+        # The targets removed first, then the index: a run that dies in between leaves the stale
+        # entries, so the next run removes again (a removal is written once per entry: ``since``).
         for entry in stale:
             if entry.target_id in still:
                 continue  # the same container now runs another followed tag: not removed
@@ -299,9 +302,10 @@ class Reconciler:
                 reason = f"cluster {entry.cluster!r} is no longer configured"
             else:
                 reason = "no longer listed: workload deleted, unlabelled or paused, or container gone"
-            self._state.targets.remove(entry.target_id, now, reason)
+            self._state.targets.remove(entry.target_id, now, reason, since=entry.seen_at)
             report.removed.append(entry.target_id)
             logger.info("target removed", extra={"target": entry.target_id, "reason": reason})
+        self._state.index.update(new, stale)
 
     @staticmethod
     def _followed(

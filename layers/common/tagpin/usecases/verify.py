@@ -37,7 +37,7 @@ from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import RestoreOutcome, VerificationOutcome, VerificationResult
 from tagpin.ports.notify import Notifier, RolloutEventKind
 from tagpin.ports.queues import MAX_DELAY_S, VerificationQueue
-from tagpin.ports.state import ImageEvent, PromotionStatus, State, TargetState, TargetStatus
+from tagpin.ports.state import ImageEvent, ImageEventRecord, PromotionStatus, State, TargetState, TargetStatus
 from tagpin.ports.workloads import Health, NotFound, Progress, Workloads
 from tagpin.usecases.admission.slot import release_slot
 from tagpin.usecases.approvals import Approvals
@@ -119,6 +119,11 @@ class Verifier:
                 return self._roll_back(verification, st.detail or "failed", settings, target.id)
             return VerificationResult(V.FAILED, st.detail or "")
         if st.status is not TargetStatus.APPLIED:
+            if st.status in (TargetStatus.VERIFIED, TargetStatus.GONE):
+                # Decided by an earlier delivery, which may have died right after its write: what
+                # follows it is done again (both are conditional writes, done once).
+                release_slot(self._state, settings, target, digest)
+                self._promoter.evaluate(verification.move.image, digest)
             return VerificationResult(V.ALREADY_DECIDED, st.status.value)
         trigger = verification.move.trigger
         try:
@@ -253,8 +258,9 @@ class Verifier:
         why = f"{culprit}: {reason}"
         self._state.tags.mark_bad(image, digest, why, now)
         mark_failed(self._state, image, digest, why, now)  # a version channel's: marked bad first
-        if self._state.promotions.end(image, digest, PromotionStatus.HALTED, now, why):
-            self._state.history.image_event(image, digest, ImageEvent.FAILED, now, detail=why)
+        # The halt and its FAILED item: one write, so a retry after a crash finds both or neither.
+        failed = ImageEventRecord(image, digest, ImageEvent.FAILED, now, detail=why)
+        self._state.promotions.end(image, digest, PromotionStatus.HALTED, now, why, event=failed)
         followed = self._followed().get(image)
         targets = list(followed.targets) if followed is not None else [target_from_id(culprit)]
         states = self._state.targets.get_many([t.id for t in targets])

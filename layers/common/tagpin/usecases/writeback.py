@@ -41,7 +41,7 @@ from tagpin.domain.gitops.yamltext import EditError
 from tagpin.domain.messages import Trigger, Verification, VerificationKind
 from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories, ReviewRequests
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import ImageEvent, State, TargetState, TargetStatus
+from tagpin.ports.state import ImageEvent, ImageEventRecord, State, TargetState, TargetStatus
 from tagpin.usecases.gitcommit import Committed, commit_files
 from tagpin.usecases.gitreview import applies, decline, open_review, record, review_branch
 
@@ -203,39 +203,50 @@ class Writer:
             return self._failed(g)
         if not g.files:
             return _superseded(g)
-        request, now = g.request, self._clock()
+        request, move, now = g.request, g.request.move, self._clock()
         head = done.commit or done.parent
         where = f"{branch.url}#{branch.name}"
         said = f"committed {head} to {where}" if done.commit else f"{where} already says it at {head}"
         extra = {"commit": head, "repository": branch.url, "branch": branch.name}
-        if request.kind is WriteKind.REVERT:
-            detail = (
-                f"restored {request.reference} through Git: {said}; {request.reason or 'the digest failed'}"
-            )
-            for target in g.targets:
-                self._state.targets.finish(
-                    target,
-                    request.move.digest,
-                    TargetStatus.ROLLED_BACK,
-                    now,
-                    trigger=Trigger.ROLLBACK,
-                    detail=detail,
-                    correlation_id=request.move.correlation_id,
-                    expected=frozenset({TargetStatus.FAILED}),
-                    extra=extra,
-                )
-        else:
-            self._applied(g, head, f"{request.reference}: {said}", extra, now)
+        # The image's COMMITTED item goes in the first target outcome's transaction: a process that
+        # dies after it finds, run again, that target settled and the item there (alone if none is).
+        committed = None
         if done.commit is not None:
-            self._state.history.image_event(
-                request.move.image,
-                request.move.digest,
+            detail = f"{request.kind.value} {request.reference}: {said} ({', '.join(g.targets)})"
+            committed = ImageEventRecord(
+                move.image,
+                move.digest,
                 ImageEvent.COMMITTED,
                 now,
-                detail=f"{request.kind.value} {request.reference}: {said} ({', '.join(g.targets)})",
-                trigger=request.move.trigger,
-                correlation_id=request.move.correlation_id,
+                detail=detail,
+                trigger=move.trigger,
+                correlation_id=move.correlation_id,
             )
+        if request.kind is WriteKind.REVERT:
+            why = request.reason or "the digest failed"
+            written = self._finish_each(
+                g,
+                TargetStatus.ROLLED_BACK,
+                lambda _: f"restored {request.reference} through Git: {said}; {why}",
+                Trigger.ROLLBACK,
+                now,
+                extra=extra,
+                event=committed,
+            )
+        else:
+            written = self._finish_each(
+                g,
+                TargetStatus.APPLIED,
+                lambda target: applies(f"{request.reference}: {said}", request, target),
+                move.trigger,
+                now,
+                extra=extra,
+                event=committed,
+                previous=request.previous,
+                then=lambda target: self._verify(request, target, head, now),
+            )
+        if committed is not None and not written:
+            self._state.history.record(committed)
         logger.info(
             "written to Git",
             extra={"kind": request.kind, "branch": where, "commit": head, "targets": list(g.targets)},
@@ -244,67 +255,70 @@ class Writer:
             WriteOutcome.COMMITTED if done.commit else WriteOutcome.UNCHANGED, head, said, g.targets
         )
 
-    def _applied(self, g: _Request, head: str, detail: str, extra: dict[str, str], now: int) -> None:
-        request, settings = g.request, self._settings()
-        for target in g.targets:
-            applied = self._state.targets.finish(
-                target,
-                request.move.digest,
-                TargetStatus.APPLIED,
-                now,
-                trigger=request.move.trigger,
-                detail=applies(detail, request, target),
-                previous_image=request.previous.get(target),
-                correlation_id=request.move.correlation_id,
-                expected=frozenset({TargetStatus.PENDING}),
-                extra=extra,
+    def _verify(self, request: WriteRequest, target: str, head: str, now: int) -> None:
+        """A delayed verification of a target applied, carrying the commit."""
+        settings = self._settings()
+        if self._verifications is not None and settings.verify:
+            verification = Verification(
+                kind=VerificationKind.VERIFY, move=request.move, target_id=target, applied_at=now, commit=head
             )
-            if applied and self._verifications is not None and settings.verify:
-                verification = Verification(
-                    kind=VerificationKind.VERIFY,
-                    move=request.move,
-                    target_id=target,
-                    applied_at=now,
-                    commit=head,
-                )
-                self._verifications.send(verification, settings.verify_interval_seconds)
+            self._verifications.send(verification, settings.verify_interval_seconds)
 
     def _failed(self, g: _Request) -> Written:
         """Cannot be written as configured: recorded on the targets (a pin's claim ends ``failed``,
         a revert's target stays ``failed`` with why it was not restored); not retried."""
-        request, now = g.request, self._clock()
+        request = g.request
         verb = "not written to Git" if request.kind is WriteKind.PIN else "not restored through Git"
         detail = f"{verb}: {g.error}"
-        for target in g.targets:
-            self._state.targets.finish(
-                target,
-                request.move.digest,
-                TargetStatus.FAILED,
-                now,
-                trigger=request.move.trigger if request.kind is WriteKind.PIN else Trigger.ROLLBACK,
-                detail=detail,
-                correlation_id=request.move.correlation_id,
-                expected=frozenset({WAITS_FOR[request.kind]}),
-            )
+        trigger = request.move.trigger if request.kind is WriteKind.PIN else Trigger.ROLLBACK
+        self._finish_each(g, TargetStatus.FAILED, lambda _: detail, trigger, self._clock())
         logger.error("cannot write to Git", extra={"repository": request.repository, "error": g.error})
         return Written(WriteOutcome.FAILED, None, detail, g.targets)
 
     def _retry(self, g: _Request, error: str) -> Written:
         """Nothing was written: the targets keep their state, with the reason as detail."""
-        request, now = g.request, self._clock()
         detail = f"not written to Git yet, tried again later: {error}"
+        self._finish_each(
+            g, WAITS_FOR[g.request.kind], lambda _: detail, g.request.move.trigger, self._clock()
+        )
+        return Written(WriteOutcome.RETRY, None, detail, g.targets)
+
+    def _finish_each(
+        self,
+        g: _Request,
+        status: TargetStatus,
+        detail: Callable[[str], str],
+        trigger: Trigger,
+        now: int,
+        *,
+        extra: dict[str, str] | None = None,
+        event: ImageEventRecord | None = None,
+        previous: Mapping[str, str] | None = None,
+        then: Callable[[str], None] | None = None,
+    ) -> list[str]:
+        """Each target still waiting for the request (``WAITS_FOR``) in ``status``, ``event`` written
+        with the first that is (``Targets.finish``), ``then`` called for each right after its
+        write: the targets written."""
+        request = g.request
+        written: list[str] = []
         for target in g.targets:
-            self._state.targets.finish(
+            if self._state.targets.finish(
                 target,
                 request.move.digest,
-                WAITS_FOR[request.kind],
+                status,
                 now,
-                trigger=request.move.trigger,
-                detail=detail,
+                trigger=trigger,
+                detail=detail(target),
+                previous_image=(previous or {}).get(target),
                 correlation_id=request.move.correlation_id,
                 expected=frozenset({WAITS_FOR[request.kind]}),
-            )
-        return Written(WriteOutcome.RETRY, None, detail, g.targets)
+                extra=extra,
+                event=None if written else event,
+            ):
+                written.append(target)
+                if then is not None:
+                    then(target)
+        return written
 
 
 def _holds(st: TargetState | None, request: WriteRequest, wanted: TargetStatus) -> bool:

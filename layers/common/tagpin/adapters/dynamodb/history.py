@@ -101,20 +101,21 @@ class DynamoHistory:
         trigger: Trigger | None = None,
         correlation_id: str | None = None,
     ) -> None:
-        self._table.put(
-            self.image_record(
-                ImageEventRecord(
-                    image,
-                    digest,
-                    event,
-                    now,
-                    detail=detail,
-                    wave=wave,
-                    trigger=trigger,
-                    correlation_id=correlation_id,
-                )
+        self.record(
+            ImageEventRecord(
+                image,
+                digest,
+                event,
+                now,
+                detail=detail,
+                wave=wave,
+                trigger=trigger,
+                correlation_id=correlation_id,
             )
         )
+
+    def record(self, recorded: ImageEventRecord) -> None:
+        self._table.put(self.image_record(recorded))
 
     def image_record(self, recorded: ImageEventRecord) -> Item:
         """The item ``image_event`` puts, for a write that puts it with a promotion's notice in one

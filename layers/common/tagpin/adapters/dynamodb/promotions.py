@@ -6,7 +6,10 @@ verified: its soak started), ``trigger``, ``correlation_id``, ``detail``; ``noti
 each notification sent (one per event, not per retry), claimed in the same transaction as the
 image's history item of the event (``Table.transact``): a process that dies between the two leaves
 both or neither, so the redelivered step that finds the notice claimed finds the item too. Started
-by the consumer, moved on by the verifier; every step a conditional write on ``digest`` and ``status``.
+by the consumer, moved on by the verifier; every step a conditional write on ``digest`` and ``status``,
+and a step with an image history item (``event``: the start, a wave verified or started, an approval
+requested, decided or lapsed, the end) writes it in the same transaction (``_step``), for the same
+reason: a retry finds the step taken (False) and would never write the item.
 
 ``AWAITING`` / ``<image>``: a hint per promotion that asked for approval
 (``tagpin.adapters.dynamodb.hints``), so that the approvals waiting are listed without reading
@@ -75,12 +78,12 @@ class DynamoPromotions:
         trigger: Trigger,
         correlation_id: str | None,
         dry_run: bool,
+        event: ImageEventRecord,
         tag: str | None = None,
-        event: ImageEventRecord | None = None,
     ) -> Promotion | None:
         """A newer digest supersedes an older one's promotion; a dry-run promotion is replaced by a
-        real one when dry-run is off. With ``event``: the start and its history item in one
-        TransactWriteItems (one request, both or neither), not a PutItem each."""
+        real one when dry-run is off. The start and its history item ``event`` in one
+        TransactWriteItems (one request, both or neither)."""
         status = PromotionStatus.DRY_RUN if dry_run else PromotionStatus.ROLLING
         item: Item = {
             **key(ROLLOUT + image),
@@ -101,11 +104,8 @@ class DynamoPromotions:
             condition += " OR (digest = :d AND #status = :dry)"
             values[":dry"] = S(PromotionStatus.DRY_RUN)
             names = {"#status": "status"}
-        if event is None:
-            started = self._table.put(item, condition=condition, names=names, values=values)
-        else:
-            start = put_write(item, condition=condition, names=names, values=values)
-            started = self._table.transact([start, put_write(self._history.image_record(event))])
+        start = put_write(item, condition=condition, names=names, values=values)
+        started = self._table.transact([start, put_write(self._history.image_record(event))])
         if started:
             return promotion(image, item, started=True)
         current = self.get(image)
@@ -115,28 +115,55 @@ class DynamoPromotions:
         item = self._table.get(key(ROLLOUT + image))
         return None if item is None else promotion(image, item)
 
-    def _step(self, image: FollowedKey, digest: Digest, update: str, condition: str, values: Item) -> bool:
-        return (
-            self._table.update(
-                key(ROLLOUT + image),
-                update,
-                condition="digest = :d AND " + condition,
-                names={"#status": "status"},
-                values={":d": S(digest), **values},
-            )
-            is not None
-        )
+    def _step(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        update: str,
+        condition: str,
+        values: Item,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
+        """One conditional update of the promotion; with ``event``, the update and the image's
+        history item of it in one TransactWriteItems (both or neither): a process that dies between
+        two writes would leave the step taken, so its redelivery (which finds it taken: False)
+        would never write the item."""
+        item_key, condition = key(ROLLOUT + image), "digest = :d AND " + condition
+        names, values = {"#status": "status"}, {":d": S(digest), **values}
+        if event is not None:
+            step = update_write(item_key, update, condition=condition, names=names, values=values)
+            return self._table.transact([step, put_write(self._history.image_record(event))])
+        updated = self._table.update(item_key, update, condition=condition, names=names, values=values)
+        return updated is not None
 
-    def wave_verified(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
+    def wave_verified(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         return self._step(
             image,
             digest,
             "SET wave_verified_at = :now, updated_at = :now",
             "wave = :w AND #status = :rolling AND attribute_not_exists(wave_verified_at)",
             {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)},
+            event,
         )
 
-    def advance(self, image: FollowedKey, digest: Digest, wave: int, now: int, to: int | None = None) -> bool:
+    def advance(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        to: int | None = None,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         return self._step(
             image,
             digest,
@@ -148,9 +175,20 @@ class DynamoPromotions:
                 ":now": N(now),
                 ":rolling": S(PromotionStatus.ROLLING),
             },
+            event,
         )
 
-    def end(self, image: FollowedKey, digest: Digest, status: PromotionStatus, now: int, detail: str) -> bool:
+    def end(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        status: PromotionStatus,
+        now: int,
+        detail: str,
+        *,
+        event: ImageEventRecord,
+    ) -> bool:
+        """The end and its history item ``event``: one transaction (``_step``)."""
         return self._step(
             image,
             digest,
@@ -162,6 +200,7 @@ class DynamoPromotions:
                 ":detail": S(detail, TEXT_LIMIT),
                 ":rolling": S(PromotionStatus.ROLLING),
             },
+            event,
         )
 
     def clear(self, image: FollowedKey, digest: Digest) -> bool:
@@ -173,7 +212,14 @@ class DynamoPromotions:
         )
 
     def request_approval(
-        self, image: FollowedKey, digest: Digest, wave: int, now: int, expires_at: int
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        expires_at: int,
+        *,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         self._awaiting.note(image, now)  # the hint first (tagpin.adapters.dynamodb.hints)
         return self._step(
@@ -190,10 +236,19 @@ class DynamoPromotions:
                 ":x": N(expires_at),
                 ":rolling": S(PromotionStatus.ROLLING),
             },
+            event,
         )
 
     def decide_approval(
-        self, image: FollowedKey, digest: Digest, wave: int, approve: bool, now: int, detail: str
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        approve: bool,
+        now: int,
+        detail: str,
+        *,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         waiting = "#status = :rolling AND awaiting_wave = :w"
         values: Item = {":w": N(wave), ":now": N(now), ":rolling": S(PromotionStatus.ROLLING)}
@@ -204,6 +259,7 @@ class DynamoPromotions:
                 "SET updated_at = :now ADD approved :ws REMOVE awaiting_wave, approval_expires_at",
                 waiting,
                 {**values, ":ws": {"SS": [str(wave)]}},
+                event,
             )
         else:
             decided = self._step(
@@ -213,6 +269,7 @@ class DynamoPromotions:
                 "REMOVE awaiting_wave, approval_expires_at",
                 waiting,
                 {**values, ":halted": S(PromotionStatus.HALTED), ":detail": S(detail, TEXT_LIMIT)},
+                event,
             )
         return decided
 
@@ -228,7 +285,15 @@ class DynamoPromotions:
         self._awaiting.prune(hints, {p.image for p in waiting}, now)
         return waiting
 
-    def lapse_approval(self, image: FollowedKey, digest: Digest, wave: int, now: int) -> bool:
+    def lapse_approval(
+        self,
+        image: FollowedKey,
+        digest: Digest,
+        wave: int,
+        now: int,
+        *,
+        event: ImageEventRecord | None = None,
+    ) -> bool:
         lapsed = self._step(
             image,
             digest,
@@ -241,6 +306,7 @@ class DynamoPromotions:
                 ":halted": S(PromotionStatus.HALTED),
                 ":detail": S("the approval request lapsed unanswered"),
             },
+            event,
         )
         return lapsed
 

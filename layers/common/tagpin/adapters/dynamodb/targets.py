@@ -9,6 +9,8 @@ Lambda timeout, a crash) leaves both or neither, so a redelivered message that f
 already decided finds its history item too. A transaction bills each item twice: an outcome costs 4
 WRU where the two writes cost 2 (items under 1 KB). An outcome whose state is not written (not held,
 without ``expected``: a SUPERSEDED note; a removal of a target never stored) is its history item alone.
+An outcome or a hold may carry an image history item too (``event``: the commit that moved it, a
+hold of a person's change), put in the same transaction, as a promotion's start and end put theirs.
 
 ``HOLDS`` / ``<target id>``: a hint per target put on hold (``tagpin.adapters.dynamodb.hints``),
 so that listing the holds reads the holds, not every target.
@@ -42,7 +44,7 @@ from tagpin.adapters.dynamodb.transaction import put_write, update_write
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest, OptionalDigest
-from tagpin.ports.state import TagState, TargetNote, TargetState, TargetStatus
+from tagpin.ports.state import ImageEventRecord, TagState, TargetNote, TargetState, TargetStatus
 
 
 def trigger_of(item: Item) -> Trigger | None:
@@ -183,6 +185,7 @@ class DynamoTargets:
         correlation_id: str | None = None,
         expected: frozenset[TargetStatus] | None = None,
         extra: Mapping[str, str] | None = None,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         values: Item = {":d": S(digest), ":s": S(status), ":now": N(now)}
         condition = "digest = :d"
@@ -223,7 +226,7 @@ class DynamoTargets:
             names={"#status": "status"},
             values=values,
         )
-        if self._table.transact([state, put_write(record(status.value))]):
+        if self._table.transact([state, put_write(record(status.value)), *self._image_item(event)]):
             return True
         if not expected:  # not held: the outcome is noted as superseded (no state written with it)
             self._table.put(record(TargetNote.SUPERSEDED.value))
@@ -239,6 +242,7 @@ class DynamoTargets:
         trigger: Trigger,
         until: int | None = None,
         if_still: TargetState | None = None,
+        event: ImageEventRecord | None = None,
     ) -> bool:
         self._holds.note(target_id, now)  # the hint first (tagpin.adapters.dynamodb.hints)
         values: Item = {
@@ -279,7 +283,13 @@ class DynamoTargets:
             {"digest": digest, "status": TargetStatus.HELD.value, "trigger": trigger, "detail": reason},
             TEXT_LIMIT,
         )
-        return self._table.transact([state, put_write(recorded)])
+        return self._table.transact([state, put_write(recorded), *self._image_item(event)])
+
+    def _image_item(self, event: ImageEventRecord | None) -> list[Item]:
+        """The put of an image's history item written with a target's state (``event``), if any:
+        in the state's transaction, so that a process dying between two writes cannot leave the
+        state written (its retry finding it so: False) and the item lost."""
+        return [] if event is None else [put_write(self._history.image_record(event))]
 
     def release(self, target_id: str, now: int, *, reason: str, trigger: Trigger) -> bool:
         # pending: not settled at any digest, so the next check applies the tag's digest. A hold
@@ -341,13 +351,21 @@ class DynamoTargets:
         self._holds.prune(hints, {s.target_id for s in held}, now)
         return held
 
-    def remove(self, target_id: str, now: int, reason: str) -> None:
+    def remove(self, target_id: str, now: int, reason: str, *, since: int = 0) -> None:
+        # Once per time the target was followed (since ``since``): a removal written again (the
+        # reconciler's next run, after one that died before it dropped the index entry) finds the
+        # target removed after ``since`` and writes nothing, neither state nor a second item.
         state = update_write(
             key(TARGET + target_id),
             "SET #status = :s, updated_at = :now, detail = :r",
-            condition="attribute_exists(pk)",
+            condition="attribute_exists(pk) AND (#status <> :s OR updated_at < :since)",
             names={"#status": "status"},
-            values={":s": S(TargetStatus.REMOVED), ":now": N(now), ":r": S(reason, TEXT_LIMIT)},
+            values={
+                ":s": S(TargetStatus.REMOVED),
+                ":now": N(now),
+                ":r": S(reason, TEXT_LIMIT),
+                ":since": N(since),
+            },
         )
         recorded = self._history.target_record(
             target_id,
@@ -356,7 +374,9 @@ class DynamoTargets:
             {"status": TargetStatus.REMOVED.value, "trigger": Trigger.RECONCILE.value, "detail": reason},
             TEXT_LIMIT,
         )
-        if not self._table.transact([state, put_write(recorded)]):  # never stored: its history alone
+        if self._table.transact([state, put_write(recorded)]):
+            return
+        if self._table.get(key(TARGET + target_id)) is None:  # never stored: its history alone
             self._table.put(recorded)
 
     def note(
