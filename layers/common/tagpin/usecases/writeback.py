@@ -38,12 +38,13 @@ from tagpin.domain.config import RolloutSettings, WriteBackFile, WriteMode
 from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import WriteKind, WriteOutcome, WriteRequest, Written, edit_file
 from tagpin.domain.gitops.yamltext import EditError
-from tagpin.domain.messages import Trigger, Verification, VerificationKind
+from tagpin.domain.messages import Trigger
 from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories, ReviewRequests
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, ImageEventRecord, State, TargetState, TargetStatus
 from tagpin.usecases.gitcommit import Committed, commit_files
 from tagpin.usecases.gitreview import applies, decline, open_review, record, review_branch
+from tagpin.usecases.gitverify import WriteVerifications
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +80,7 @@ class Writer:
         self._repos = repos
         self._reviews = reviews
         self._state = state
-        self._verifications = verifications
-        self._settings = settings
+        self._verified = WriteVerifications(state, verifications, settings)
         self._author = author
         self._clock = clock
         self._attempts = attempts
@@ -102,6 +102,8 @@ class Writer:
 
     def _group(self, requests: list[WriteRequest]) -> list[Written]:
         states = self._state.targets.get_many(list({t for r in requests for t in r.targets}))
+        for request in requests:  # delivered again after its targets were applied (usecases.gitverify)
+            self._verified.again(request, states, self._clock())
         group = [self._plan(r, states) for r in requests]
         reviewed = {id(g): self._review(g) for g in group if g.request.mode is WriteMode.PULL_REQUEST}
         if reviewed:  # each on its own branch for review (tagpin.usecases.gitreview); the rest committed
@@ -243,7 +245,7 @@ class Writer:
                 extra=extra,
                 event=committed,
                 previous=request.previous,
-                then=lambda target: self._verify(request, target, head, now),
+                then=lambda target: self._verified.send(request, target, head, now),
             )
         if committed is not None and not written:
             self._state.history.record(committed)
@@ -254,15 +256,6 @@ class Writer:
         return Written(
             WriteOutcome.COMMITTED if done.commit else WriteOutcome.UNCHANGED, head, said, g.targets
         )
-
-    def _verify(self, request: WriteRequest, target: str, head: str, now: int) -> None:
-        """A delayed verification of a target applied, carrying the commit."""
-        settings = self._settings()
-        if self._verifications is not None and settings.verify:
-            verification = Verification(
-                kind=VerificationKind.VERIFY, move=request.move, target_id=target, applied_at=now, commit=head
-            )
-            self._verifications.send(verification, settings.verify_interval_seconds)
 
     def _failed(self, g: _Request) -> Written:
         """Cannot be written as configured: recorded on the targets (a pin's claim ends ``failed``,
