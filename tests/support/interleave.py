@@ -33,6 +33,7 @@ class Baton:
         self._go: str | None = None
         self._parked: dict[str, str] = {}  # actor -> the call it is parked before
         self._arrivals: dict[str, int] = {}
+        self._overlapped: set[str] = set()  # actors that made a port call while one was parked
         self.done: dict[str, Any] = {}  # actor -> its result, or the exception it raised
         self.log: list[tuple[str, str]] = []  # (actor, call), in the order they ran
 
@@ -60,17 +61,21 @@ class Baton:
     def checkpoint(self, name: str, call: str) -> None:
         with self._cv:
             # An actor's port calls run one at a time: a second one while the first is parked would
-            # take its place, and the first would never be let go. Said here, at once, by name.
-            assert name not in self._parked, (
-                f"actor {name} called {call} while parked before {self._parked[name]}: its port calls "
-                "must run one at a time (a thread pool of the use case with concurrency=1)"
-            )
+            # take its place, and the first would never be let go. Said here, at once, by name, to
+            # both calls: the parked one is let go with the same error, so nothing stays parked.
+            if name in self._parked:
+                self._overlapped.add(name)
+                self._cv.notify_all()
+                raise AssertionError(_overlap(name, call, self._parked[name]))
             self._parked[name] = call
             self._arrivals[name] += 1
             self._cv.notify_all()
-            assert self._cv.wait_for(lambda: self._go == name, TIMEOUT_S * 4), f"{name} never resumed"
+            resumed = self._cv.wait_for(lambda: self._go == name or name in self._overlapped, TIMEOUT_S * 4)
+            assert resumed, f"{name} never resumed"
+            self._parked.pop(name, None)
+            if name in self._overlapped:
+                raise AssertionError(_overlap(name, "another call", call))
             self._go = None
-            del self._parked[name]
             self.log.append((name, call))
 
     def parked_at(self, name: str) -> str | None:
@@ -111,6 +116,13 @@ class Baton:
 
     def wrap_state(self, state: State, name: str) -> State:
         return State(**{f.name: self.wrap(getattr(state, f.name), name) for f in dataclasses.fields(state)})
+
+
+def _overlap(name: str, call: str, parked: str) -> str:
+    return (
+        f"actor {name} called {call} while parked before {parked}: its port calls must run one at "
+        "a time (a thread pool of the use case with concurrency=1)"
+    )
 
 
 class _Checkpointed:
