@@ -29,6 +29,24 @@ class ListVerificationQueue:
         self.sent.append((verification, delay_s))
 
 
+class Unreachable(Exception):
+    """SQS did not take a message (a process that stops there: a Lambda timeout, a crash)."""
+
+
+class FirstSendFails(ListVerificationQueue):
+    """The verification queue whose first ``send`` raises ``Unreachable``; the rest are kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 1
+
+    def send(self, verification: Verification, delay_s: int) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise Unreachable("SQS unreachable")
+        super().send(verification, delay_s)
+
+
 class ListNotificationQueue:
     """The webhook's notifications queue (``tagpin.ports.webhooks.NotificationQueue``): each
     notification as the SQS adapter would queue it (its JSON body), until ``take``n."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from tagpin.domain.config import RolloutSettings
-from tagpin.domain.messages import Change, Verification
+from tagpin.domain.messages import Change
 from tagpin.domain.moves import Move
 from tagpin.ports.state import State, TargetStatus
 from tagpin.ports.workloads import Workload
@@ -16,31 +16,15 @@ from tagpin.usecases.apply import Applier
 from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters
 from tests.support.constants import D0, D1, WEB, WEB_TARGET
-from tests.support.queues import ListVerificationQueue
+from tests.support.queues import FirstSendFails, Unreachable
 from tests.unit.test_rollout import ROLLOUT_CONFIG
-
-
-class Unreachable(Exception):
-    """SQS did not take the verification: the process stops here."""
-
-
-class FailingFirst(ListVerificationQueue):
-    def __init__(self) -> None:
-        super().__init__()
-        self.failures = 1
-
-    def send(self, verification: Verification, delay_s: int) -> None:
-        if self.failures:
-            self.failures -= 1
-            raise Unreachable("SQS unreachable")
-        super().send(verification, delay_s)
 
 
 def test_a_verification_not_sent_is_sent_when_the_change_comes_back(store: State) -> None:
     clusters = FakeClusters(
         dev=FakeCluster([Workload("100", {"app": f"{WEB}@{D0}"}, namespace="demo", name="web")])
     )
-    queue = FailingFirst()
+    queue = FirstSendFails()
     clock = FakeClock(1_800_000_000_000, step=1_000)
 
     def applier() -> Applier:  # a fresh process each delivery

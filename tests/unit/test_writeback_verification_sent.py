@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tagpin.domain.config import RolloutSettings, WriteBackFile
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteRequest
-from tagpin.domain.messages import Trigger, Verification
+from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
 from tagpin.ports.git import Author
 from tagpin.ports.state import State, TargetStatus
@@ -18,7 +18,7 @@ from tagpin.usecases.writeback import Writer
 
 from tests.support.clock import FakeClock
 from tests.support.git import FakeGitRepositories
-from tests.support.queues import ListVerificationQueue
+from tests.support.queues import FirstSendFails, Unreachable
 
 URL = "https://git.example.com/org/apps.git"
 IMAGE = "registry.example.com/team/web:1.4"
@@ -28,27 +28,11 @@ FILE = WriteBackFile(path="k/kustomization.yaml", kind="kustomize")
 OLD, NEW = "sha256:" + "0" * 64, "sha256:" + "1" * 64
 
 
-class Unreachable(Exception):
-    """SQS did not take the verification: the process stops here."""
-
-
-class FailingFirst(ListVerificationQueue):
-    def __init__(self) -> None:
-        super().__init__()
-        self.failures = 1
-
-    def send(self, verification: Verification, delay_s: int) -> None:
-        if self.failures:
-            self.failures -= 1
-            raise Unreachable("SQS unreachable")
-        super().send(verification, delay_s)
-
-
 def test_a_verification_not_sent_is_sent_when_the_write_request_comes_back(store: State) -> None:
     git = FakeGitRepositories()
     git.create(URL, {FILE.path: f"images:\n  - name: {WEB}\n    newTag: '1.4'\n    digest: {OLD}\n"})
     clock = FakeClock(1_800_000_000_000, step=1_000)
-    queue = FailingFirst()
+    queue = FirstSendFails()
     move = Move(image=IMAGE, digest=NEW, observed_at=1, trigger=Trigger.POLL)
     assert store.targets.claim(TARGET, IMAGE, NEW, 1, Trigger.POLL, clock())  # as the consumer does
     request = WriteRequest(
