@@ -53,7 +53,6 @@ class HistoryEntry:
     previous_image: str | None = None
     correlation_id: str | None = None
     wave: str | None = None
-    commit: str | None = None  # a target's outcome written by a commit (the write-back's)
 
 
 @dataclass(frozen=True)

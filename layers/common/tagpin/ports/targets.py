@@ -70,6 +70,8 @@ class TargetState:
     # HELD: the status and ``updated_at`` the hold was written over (``tagpin.usecases.interrupted``)
     held_over: TargetStatus | None = None
     held_over_at: int | None = None
+    # the commit its last outcome was written by (the write-back's: ``extra["commit"]``), else None
+    commit: str | None = None
 
     def settled_at(self, digest: Digest) -> bool:
         """Applied or verified at ``digest``, or held against it: not behind (the level checks

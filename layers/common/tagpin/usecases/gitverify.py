@@ -6,7 +6,8 @@ The record and the send are two writes to two services (DynamoDB, SQS): a write-
 between them (a Lambda timeout, SQS unreachable) leaves the target applied with no verification, and
 its request, delivered again, finds nothing waiting (``WAITS_FOR``) and writes nothing. So a pin
 request delivered again sends the verification again for each of its targets already applied at
-its digest, with the commit that target's trail recorded (``HistoryEntry.commit``), as the
+its digest, with the commit its state recorded (``TargetState.commit``, read with the states the
+write-back reads anyway: no request added, no permission the function did not have), as the
 consumer does for a target it finds already current. A verification twice is safe: the first to
 decide wins (a conditional write on ``applied``), the other finds it decided."""
 
@@ -19,19 +20,15 @@ from tagpin.domain.config import RolloutSettings
 from tagpin.domain.gitops.writes import WriteKind, WriteRequest
 from tagpin.domain.messages import Verification, VerificationKind
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import State, TargetState, TargetStatus
+from tagpin.ports.state import TargetState, TargetStatus
 
 logger = logging.getLogger(__name__)
 
 
 class WriteVerifications:
     def __init__(
-        self,
-        state: State,
-        verifications: VerificationQueue | None,
-        settings: Callable[[], RolloutSettings],
+        self, verifications: VerificationQueue | None, settings: Callable[[], RolloutSettings]
     ) -> None:
-        self._state = state
         self._verifications = verifications
         self._settings = settings
 
@@ -58,14 +55,7 @@ class WriteVerifications:
             st = states.get(target)
             if st is None or st.digest != request.move.digest or st.status is not TargetStatus.APPLIED:
                 continue
-            commit = next(
-                (
-                    e.commit
-                    for e in self._state.history.of_target(target, limit=10)
-                    if e.status == TargetStatus.APPLIED and e.digest == st.digest and e.commit
-                ),
-                None,
-            )
+            commit = st.commit
             if commit is None:  # applied otherwise than by a commit: not this request's to verify
                 continue
             self.send(request, target, commit, now)

@@ -80,7 +80,7 @@ class Writer:
         self._repos = repos
         self._reviews = reviews
         self._state = state
-        self._verified = WriteVerifications(state, verifications, settings)
+        self._verified = WriteVerifications(verifications, settings)
         self._author = author
         self._clock = clock
         self._attempts = attempts

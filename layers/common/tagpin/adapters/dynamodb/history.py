@@ -51,7 +51,6 @@ def entry(item: Item) -> HistoryEntry:
         previous_image=text(item, "previous_image"),
         correlation_id=text(item, "correlation_id"),
         wave=text(item, "wave"),
-        commit=text(item, "commit"),
     )
 
 

@@ -75,6 +75,7 @@ def target_state(item: Item) -> TargetState:
         held_until=number(item, "held_until"),
         held_over=_status_or_none(text(item, "held_over")),
         held_over_at=number(item, "held_over_at"),
+        commit=text(item, "applied_commit"),
     )
 
 
@@ -204,6 +205,13 @@ class DynamoTargets:
             values[":prev"] = S(previous_image)
         if status is TargetStatus.HELD:  # a workload's hold annotation: listed as every hold
             self._holds.note(target_id, now)
+        # The commit that wrote this outcome (the write-back's), kept on the state: a pin request
+        # delivered again sends its verification again with it (tagpin.usecases.gitverify).
+        commit = (extra or {}).get("commit")
+        if commit:
+            sets.append("applied_commit = :commit")
+            values[":commit"] = S(commit)
+        update = "SET " + ", ".join(sets) + ("" if commit else " REMOVE applied_commit")
 
         def record(recorded: str) -> Item:
             fields = {
@@ -221,7 +229,7 @@ class DynamoTargets:
 
         state = update_write(
             key(TARGET + target_id),
-            "SET " + ", ".join(sets),
+            update,
             condition=condition,
             names={"#status": "status"},
             values=values,
