@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from tagpin import wiring
 from tagpin.adapters.lambda_parts import part_event
-from tagpin.domain.messages import Trigger
 from tagpin.domain.shards import PollPart
 from tagpin.ports.state import TargetStatus
 from tagpin_local.cosign import sign_image
@@ -39,7 +38,7 @@ from tests.support.iamroles import denied, unused
 from tests.support.iamsession import RECORDER
 from tests.support.iamworld import PARTS, World, build_world
 from tests.support.stack import notifications_checked, state_of
-from tests.support.trail import start_item
+from tests.support.trail import start_promotion
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -238,16 +237,7 @@ def console(w: World) -> None:
     # (SNS, and the webhooks of the notification secret); a Slack click refused unsigned (the
     # notification secret has no slack_signing_secret)
     state, now, waiting = state_of(st), int(time.time() * 1000), "sha256:" + "2" * 64
-    assert state.promotions.start(
-        w.images["lost"],
-        waiting,
-        now,
-        now,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(w.images["lost"], waiting, now),
-    )
+    assert start_promotion(state, w.images["lost"], waiting, now)
     assert state.promotions.request_approval(w.images["lost"], waiting, 0, now, now + 3_600_000)
     form = {"image": w.images["lost"], "digest": waiting, "csrf": csrf}
     done = invoke(request("POST", "/console/actions/reject", form=form, cookie=cookie))

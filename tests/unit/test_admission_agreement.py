@@ -35,7 +35,7 @@ from tests.support.clock import FakeClock
 from tests.support.cluster import FakeCluster, FakeClusters
 from tests.support.constants import D0, D1, D2
 from tests.support.registry import ScriptedRegistry
-from tests.support.trail import end_item, start_item
+from tests.support.trail import end_promotion, start_promotion
 from tests.unit.test_trust import PEM, FixedMaterial, ScriptedChecker, index
 
 NOW = 1_800_000_000_000  # Friday 2027-01-15 08:00 UTC
@@ -120,28 +120,12 @@ def arrange(store: State, s: Situation) -> tuple[FollowedImage, Target, FakeClus
     if s.superseded:
         store.tags.record(image, D2, OBSERVED + 1, Trigger.POLL)
     if s.halted or s.approval == "approved":
-        store.promotions.start(
-            image,
-            D1,
-            OBSERVED,
-            NOW - 10,
-            trigger=Trigger.POLL,
-            correlation_id=None,
-            dry_run=False,
-            event=start_item(image, D1, NOW - 10),
-        )
+        start_promotion(store, image, D1, NOW - 10, observed_at=OBSERVED)
     if s.approval == "approved":
         store.promotions.request_approval(image, D1, 0, NOW - 9, NOW + 3600_000)
         store.promotions.decide_approval(image, D1, 0, True, NOW - 8, "approved by alice via cli")
     if s.halted:
-        store.promotions.end(
-            image,
-            D1,
-            PromotionStatus.HALTED,
-            NOW - 7,
-            "a rollout of it failed",
-            event=end_item(image, D1, PromotionStatus.HALTED, NOW - 7, "a rollout of it failed"),
-        )
+        end_promotion(store, image, D1, PromotionStatus.HALTED, NOW - 7, "a rollout of it failed")
     if s.hold is not None:
         digest = {"": "", "this": D1, "other": D2, "lapsed": ""}[s.hold]
         until = NOW - 1 if s.hold == "lapsed" else None

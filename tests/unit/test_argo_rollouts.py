@@ -28,7 +28,7 @@ from tests.support.cluster import FakeCluster, FakeClusters, served
 from tests.support.constants import D0, D1
 from tests.support.notify import RecordingNotifier
 from tests.support.queues import ListQueue, ListVerificationQueue
-from tests.support.trail import start_item
+from tests.support.trail import start_promotion
 
 NOTES = {"tagpin.dev/digests": '{"app":"' + D1 + '"}', "tagpin.dev/trigger": "poll"}
 
@@ -266,16 +266,7 @@ class World:
         )
         self.applied = self.clock()
         store.tags.record(IMAGE, D1, self.applied, Trigger.POLL)
-        store.promotions.start(
-            IMAGE,
-            D1,
-            self.applied,
-            self.applied,
-            trigger=Trigger.POLL,
-            correlation_id=None,
-            dry_run=False,
-            event=start_item(IMAGE, D1, self.applied),
-        )
+        start_promotion(store, IMAGE, D1, self.applied)
         assert store.targets.claim(self.target.id, IMAGE, D1, self.applied, Trigger.POLL, self.applied)
         store.targets.finish(
             self.target.id,

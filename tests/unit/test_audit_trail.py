@@ -20,7 +20,7 @@ from tagpin.usecases.audit import Audit
 from tests.support.constants import D0, D1
 from tests.support.dying import Crash, Dying, Item
 from tests.support.notify import RecordingNotifier
-from tests.support.trail import start_item
+from tests.support.trail import start_promotion
 
 IMAGE = "registry.example.com/team/web:stable"
 NOW = 1_800_000_000_000
@@ -28,16 +28,7 @@ MOVE = Move(image=IMAGE, digest=D1, observed_at=NOW, trigger=Trigger.POLL, corre
 
 
 def promoted(store: State, digest: str) -> None:
-    store.promotions.start(
-        IMAGE,
-        digest,
-        NOW,
-        NOW,
-        trigger=Trigger.POLL,
-        correlation_id="c-1",
-        dry_run=False,
-        event=start_item(IMAGE, digest, NOW),
-    )
+    start_promotion(store, IMAGE, digest, NOW, correlation_id="c-1")
 
 
 def applied_events(store: State) -> list[str]:

@@ -19,7 +19,7 @@ from tagpin.usecases.poll import Poller
 from tests.support.clock import FakeClock
 from tests.support.queues import ListQueue
 from tests.support.registry import ScriptedRegistry
-from tests.support.trail import end_item, start_item
+from tests.support.trail import end_promotion, start_promotion
 
 REPO = "registry.example/team/web"
 KEY = f"{REPO}@stable"
@@ -217,25 +217,8 @@ def test_versions_marked_bad_match_whatever_their_spelling(store: State) -> None
 def test_clear_takes_any_spelling_of_the_version(store: State) -> None:
     """The person types 1.1.0; the channel's head, its mark and its halted promotion say v1.1.0."""
     move(store, "v1.1.0", d(2), 200)
-    store.promotions.start(
-        KEY,
-        d(2),
-        200,
-        210,
-        trigger=Trigger.WEBHOOK,
-        correlation_id=None,
-        dry_run=False,
-        tag="v1.1.0",
-        event=start_item(KEY, d(2), 210),
-    )
-    assert store.promotions.end(
-        KEY,
-        d(2),
-        PromotionStatus.HALTED,
-        220,
-        "failed",
-        event=end_item(KEY, d(2), PromotionStatus.HALTED, 220, "failed"),
-    )
+    start_promotion(store, KEY, d(2), 210, observed_at=200, trigger=Trigger.WEBHOOK, tag="v1.1.0")
+    assert end_promotion(store, KEY, d(2), PromotionStatus.HALTED, 220, "failed")
     fail(store, d(2), 220)
     assert set(store.versions.bad([REPO])[REPO]) == {"v1.1.0"}
     scripted = ScriptedRegistry({f"{REPO}:v1.1.0": d(2)}, media_type=OCI_MANIFEST)
@@ -251,25 +234,8 @@ def test_clear_lets_a_head_that_stayed_blocked_and_its_halted_promotion_roll_aga
     """A version rejected at an approval (or failed with nothing before it): the head stayed on it,
     blocked, its promotion halted. After `tagpin clear` the channel rolls it again."""
     move(store, "1.1.0", d(2), 200)
-    store.promotions.start(
-        KEY,
-        d(2),
-        200,
-        210,
-        trigger=Trigger.WEBHOOK,
-        correlation_id=None,
-        dry_run=False,
-        tag="1.1.0",
-        event=start_item(KEY, d(2), 210),
-    )
-    assert store.promotions.end(
-        KEY,
-        d(2),
-        PromotionStatus.HALTED,
-        220,
-        "rejected",
-        event=end_item(KEY, d(2), PromotionStatus.HALTED, 220, "rejected"),
-    )
+    start_promotion(store, KEY, d(2), 210, observed_at=200, trigger=Trigger.WEBHOOK, tag="1.1.0")
+    assert end_promotion(store, KEY, d(2), PromotionStatus.HALTED, 220, "rejected")
     assert store.tags.mark_bad(KEY, d(2), "rejected", 220)
     store.versions.mark_bad(REPO, BadVersion("1.1.0", d(2), "rejected", 220))
     scripted = ScriptedRegistry({f"{REPO}:1.1.0": d(2)}, media_type=OCI_MANIFEST)
@@ -286,16 +252,7 @@ def test_clear_lets_a_head_that_stayed_blocked_and_its_halted_promotion_roll_aga
     )  # type: ignore[union-attr]
     (change,) = queue.sent
     assert (change.move.tag, change.move.digest) == ("1.1.0", d(2))
-    started = store.promotions.start(
-        KEY,
-        d(2),
-        change.move.observed_at,
-        400,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(KEY, d(2), 400),
-    )
+    started = start_promotion(store, KEY, d(2), 400, observed_at=change.move.observed_at)
     assert started is not None and started.started and started.status is PromotionStatus.ROLLING
 
 

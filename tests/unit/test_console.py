@@ -38,7 +38,7 @@ from tests.support.console import (
     slack_request,
 )
 from tests.support.constants import D1, D2, REGION
-from tests.support.trail import start_item
+from tests.support.trail import start_promotion
 
 XSS = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 CSP = (
@@ -320,16 +320,7 @@ def _awaiting(world: World, digest: str = D2) -> None:
     wiring.reset()
     now = int(time.time() * 1000)
     world.state.tags.record(IMAGE, digest, now, Trigger.POLL)
-    started = world.state.promotions.start(
-        IMAGE,
-        digest,
-        now,
-        now,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(IMAGE, digest, now),
-    )
+    started = start_promotion(world.state, IMAGE, digest, now)
     assert started is not None
     assert world.state.promotions.request_approval(IMAGE, digest, 0, now, now + 3_600_000)
 
@@ -355,16 +346,7 @@ def test_an_approval_waiting_for_a_label_discovered_image_is_listed(world: World
     _awaiting(world)
     discovered = "registry.example.com/team/found:stable"  # not in the configuration
     now = int(time.time() * 1000)
-    world.state.promotions.start(
-        discovered,
-        D1,
-        now,
-        now,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(discovered, D1, now),
-    )
+    start_promotion(world.state, discovered, D1, now)
     assert world.state.promotions.request_approval(discovered, D1, 0, now, now + 3_600_000)
     page = world.get("/console", cookie=world.sign_in())["body"]
     assert f'data-approval="{IMAGE}"' in page and f'data-approval="{discovered}"' in page

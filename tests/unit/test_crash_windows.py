@@ -35,7 +35,7 @@ from tests.support.dying import Crash, Dying, Item
 from tests.support.git import FakeGitRepositories
 from tests.support.notify import RecordingNotifier
 from tests.support.queues import ListQueue, ListVerificationQueue
-from tests.support.trail import start_item
+from tests.support.trail import start_promotion
 
 REPOSITORY = "registry.example.com/team/web"
 IMAGE = f"{REPOSITORY}:stable"
@@ -88,16 +88,7 @@ def promoter(store: State, clock: FakeClock) -> Promoter:
 def started(store: State, status: TargetStatus, detail: str = "") -> Verification:
     """D1's promotion rolling, its one target at D1 in ``status``."""
     store.tags.record(IMAGE, D1, NOW, Trigger.POLL)
-    assert store.promotions.start(
-        IMAGE,
-        D1,
-        NOW,
-        NOW,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(IMAGE, D1, NOW),
-    )
+    assert start_promotion(store, IMAGE, D1, NOW)
     assert store.targets.claim(TARGET.id, IMAGE, D1, NOW, Trigger.POLL, NOW)
     previous = f"{IMAGE}@{D0}"
     assert store.targets.finish(

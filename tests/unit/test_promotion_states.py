@@ -28,7 +28,7 @@ from tests.support.aws import create_table
 from tests.support.clock import FakeClock
 from tests.support.constants import REGION, STATE_TABLE
 from tests.support.queues import ListQueue, ListVerificationQueue
-from tests.support.trail import start_item
+from tests.support.trail import start_promotion
 
 IMAGE = "registry.example.com/team/app:stable"
 TARGETS = [
@@ -85,16 +85,7 @@ class Promotions(RuleBasedStateMachine):
         digest = "sha256:" + f"{len(self.digests) + 1:x}".rjust(64, "0")
         self.digests.append(digest)
         now = self.clock()
-        self.state.promotions.start(
-            IMAGE,
-            digest,
-            now,
-            now,
-            trigger=Trigger.POLL,
-            correlation_id=None,
-            dry_run=False,
-            event=start_item(IMAGE, digest, now),
-        )
+        start_promotion(self.state, IMAGE, digest, now)
 
     @rule(data=st.data())
     def apply_active_waves(self, data: st.DataObject) -> None:
@@ -225,16 +216,7 @@ def test_the_fields_sequence_completes_instead_of_throwing(aws: None) -> None:
         clock=FakeClock(10_000, step=1),
     )
     digest = "sha256:" + "a" * 64
-    state.promotions.start(
-        IMAGE,
-        digest,
-        1,
-        1,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(IMAGE, digest, 1),
-    )
+    start_promotion(state, IMAGE, digest, 1)
     assert state.promotions.wave_verified(IMAGE, digest, 0, 2)
     result = promoter.evaluate(IMAGE, digest)
     assert result.outcome is VerificationOutcome.COMPLETE
@@ -249,16 +231,7 @@ def test_a_stored_wave_past_the_plan_completes(aws: None, stored_wave: int) -> N
     create_table(db, STATE_TABLE, ("pk", "sk"))
     state = dynamodb_state(db, STATE_TABLE)
     digest = "sha256:" + "b" * 64
-    state.promotions.start(
-        IMAGE,
-        digest,
-        1,
-        1,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(IMAGE, digest, 1),
-    )
+    start_promotion(state, IMAGE, digest, 1)
     if stored_wave:
         assert state.promotions.wave_verified(IMAGE, digest, 0, 2)
         assert state.promotions.advance(IMAGE, digest, 0, 3, to=stored_wave)

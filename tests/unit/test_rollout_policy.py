@@ -19,6 +19,7 @@ from tagpin.domain.config import (
     parse_config,
 )
 from tagpin.domain.kinds import Progress
+from tagpin.domain.messages import Trigger
 from tagpin.ports.notify import RolloutEvent
 from tagpin.ports.state import PromotionStatus, State
 from tagpin.usecases.admission.window import window_decision
@@ -26,7 +27,7 @@ from tagpin.usecases.waves import plan
 
 from tests.support.constants import D1, D2
 from tests.support.notify import FakeSns
-from tests.support.trail import end_item, start_item
+from tests.support.trail import end_promotion, start_promotion
 
 
 # -- health ----------------------------------------------------------------------------------------
@@ -311,13 +312,9 @@ def test_cluster_slots_limit_concurrent_rollouts_and_reclaim_stale_ones(store: S
 
 def test_promotion_transitions_happen_once(store: State) -> None:
     image = "r/x:stable"
-    first = store.promotions.start(
-        image, D1, 10, 11, trigger="poll", correlation_id=None, dry_run=False, event=start_item(image, D1, 11)
-    )
+    first = start_promotion(store, image, D1, 11, observed_at=10)
     assert first is not None and first.started and first.status is PromotionStatus.ROLLING
-    again = store.promotions.start(
-        image, D1, 20, 21, trigger="poll", correlation_id=None, dry_run=False, event=start_item(image, D1, 21)
-    )
+    again = start_promotion(store, image, D1, 21, observed_at=20)
     assert again is not None and not again.started  # the same digest seen later: the same promotion
     assert store.promotions.wave_verified(image, D1, 0, 30) and not store.promotions.wave_verified(
         image, D1, 0, 31
@@ -326,74 +323,19 @@ def test_promotion_transitions_happen_once(store: State) -> None:
     assert store.promotions.claim_notice(image, D1, "verified_0", 1) and not store.promotions.claim_notice(
         image, D1, "verified_0", 2
     )
-    newer = store.promotions.start(
-        image,
-        D2,
-        50,
-        51,
-        trigger="webhook",
-        correlation_id="c",
-        dry_run=False,
-        event=start_item(image, D2, 51),
-    )
+    newer = start_promotion(store, image, D2, 51, observed_at=50, trigger=Trigger.WEBHOOK, correlation_id="c")
     assert newer is not None and newer.started and newer.wave == 0  # supersedes, from wave 1 again
-    assert (
-        store.promotions.start(
-            image,
-            D1,
-            30,
-            52,
-            trigger="poll",
-            correlation_id=None,
-            dry_run=False,
-            event=start_item(image, D1, 52),
-        )
-        is None
-    )
+    assert start_promotion(store, image, D1, 52, observed_at=30) is None
     assert not store.promotions.advance(image, D1, 1, 60)  # the older digest advances no more
-    assert store.promotions.end(
-        image,
-        D2,
-        PromotionStatus.HALTED,
-        70,
-        "failed",
-        event=end_item(image, D2, PromotionStatus.HALTED, 70, "failed"),
-    )
-    assert not store.promotions.end(
-        image,
-        D2,
-        PromotionStatus.COMPLETE,
-        71,
-        "late",
-        event=end_item(image, D2, PromotionStatus.COMPLETE, 71, "late"),
-    )
+    assert end_promotion(store, image, D2, PromotionStatus.HALTED, 70, "failed")
+    assert not end_promotion(store, image, D2, PromotionStatus.COMPLETE, 71, "late")
 
 
 def test_dry_run_promotion_is_replaced_when_dry_run_is_turned_off(store: State) -> None:
     image = "r/y:stable"
-    plan = store.promotions.start(
-        image,
-        D1,
-        10,
-        11,
-        trigger="poll",
-        correlation_id=None,
-        dry_run=True,
-        event=start_item(image, D1, 11, dry_run=True),
-    )
+    plan = start_promotion(store, image, D1, 11, observed_at=10, dry_run=True)
     assert plan is not None and plan.status is PromotionStatus.DRY_RUN
-    again = store.promotions.start(
-        image,
-        D1,
-        20,
-        21,
-        trigger="poll",
-        correlation_id=None,
-        dry_run=True,
-        event=start_item(image, D1, 21, dry_run=True),
-    )
+    again = start_promotion(store, image, D1, 21, observed_at=20, dry_run=True)
     assert again is not None and not again.started  # the plan is recorded once
-    live = store.promotions.start(
-        image, D1, 30, 31, trigger="poll", correlation_id=None, dry_run=False, event=start_item(image, D1, 31)
-    )
+    live = start_promotion(store, image, D1, 31, observed_at=30)
     assert live is not None and live.started and live.status is PromotionStatus.ROLLING

@@ -13,7 +13,7 @@ from tagpin.domain.outcomes import TagOutcome
 from tagpin.ports.state import State, TagRecord, TargetStatus
 
 from tests.support.constants import D1, D2, D3, NGINX_LATEST
-from tests.support.trail import start_item
+from tests.support.trail import start_promotion
 
 TARGET = "dev/default/Deployment/web/nginx"
 
@@ -423,16 +423,7 @@ def test_retired_hints_do_not_crowd_out_live_ones(store: State) -> None:
 def test_approvals_waiting_are_listed_from_their_hints(store: State, dynamodb, state_table: str) -> None:
     images = [f"registry.example.com/team/app{i:02d}:stable" for i in range(20)]
     for image in images:
-        store.promotions.start(
-            image,
-            D1,
-            100,
-            100,
-            trigger=Trigger.POLL,
-            correlation_id=None,
-            dry_run=False,
-            event=start_item(image, D1, 100),
-        )
+        start_promotion(store, image, D1, 100)
     waiting = [images[4], images[11]]
     for image in waiting:
         assert store.promotions.request_approval(image, D1, 0, 1_000, expires_at=90_000)
@@ -441,16 +432,7 @@ def test_approvals_waiting_are_listed_from_their_hints(store: State, dynamodb, s
     assert store.promotions.decide_approval(waiting[0], D1, 0, True, 3_000, "approved by ops")
     assert [p.image for p in store.promotions.awaiting(100, 3_000)] == [waiting[1]]
     # superseded by a newer digest's promotion: left out, and both hints retired once past the grace
-    store.promotions.start(
-        waiting[1],
-        D2,
-        200,
-        4_000,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(waiting[1], D2, 4_000),
-    )
+    start_promotion(store, waiting[1], D2, 4_000, observed_at=200)
     later = 1_000 + GRACE_MS + 1
     assert store.promotions.awaiting(100, later) == []
     assert _hint(dynamodb, state_table, "AWAITING", waiting[0])["expires_at"]["N"] == str(later // 1000)

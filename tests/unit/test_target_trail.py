@@ -31,7 +31,7 @@ from tests.support.cluster import FakeCluster, FakeClusters, served
 from tests.support.constants import D0, D1, STATE_TABLE
 from tests.support.dying import Crash, Dying, Item
 from tests.support.queues import ListQueue, ListVerificationQueue
-from tests.support.trail import start_item
+from tests.support.trail import start_promotion
 
 IMAGE = "registry.example.com/team/web:stable"
 TARGET = Target(cluster="prod", namespace="shop", kind=Kind.ROLLOUT, name="web", container="app")
@@ -76,16 +76,7 @@ def verifier(store: State, clock: FakeClock) -> Verifier:
 def applied(store: State, at: int) -> Verification:
     """The target patched to D1 (D0 before) at ``at``, its verification due."""
     store.tags.record(IMAGE, D1, at, Trigger.POLL)
-    store.promotions.start(
-        IMAGE,
-        D1,
-        at,
-        at,
-        trigger=Trigger.POLL,
-        correlation_id=None,
-        dry_run=False,
-        event=start_item(IMAGE, D1, at),
-    )
+    start_promotion(store, IMAGE, D1, at)
     assert store.targets.claim(TARGET.id, IMAGE, D1, at, Trigger.POLL, at)
     assert store.targets.finish(
         TARGET.id, D1, TargetStatus.APPLIED, at, trigger=Trigger.POLL, previous_image=f"{IMAGE}@{D0}"
