@@ -4,7 +4,7 @@ wave of an image (``images[].approval``). docs/approvals.md.
 - **Request.** When a change reaches a wave that needs approval, the consumer does not patch it:
   the promotion records the waiting wave (``awaiting_approval``, conditional: once), the request is
   announced (SNS, chat and HTTP webhooks; Slack with Approve / Reject buttons), and an ``expire``
-  verification is scheduled for when it lapses.
+  verification is scheduled for when it lapses (sent again by a change that finds it made).
 - **ApprovalOutcome.** ``decide`` (the CLI, the console, Slack): a conditional write on the promotion's
   digest and waiting wave, so a double click decides once, an old digest's approval after a newer
   one arrived does nothing and says so, and a lapsed request cannot be approved. Every decision is
@@ -94,6 +94,7 @@ class Approvals:
         if not self._state.promotions.request_approval(
             change.image, change.digest, wave.index, now, expires_at, event=asked
         ):
+            self._expire_again(change, wave, now)
             return False
         self._audit.announce(
             change,
@@ -103,14 +104,43 @@ class Approvals:
             targets=[t.id for t in wave.targets],
             extra={"wave_index": wave.index, "expires_at": expires_at, "tag": change.tag or ""},
         )
-        self._verifications.send(
-            Verification(kind=VerificationKind.EXPIRE, move=change, attempt=wave.index),
-            min(MAX_DELAY_S, -(-(expires_at - now) // 1000)),
-        )
+        self._send_expire(change, wave.index, expires_at, now)
         logger.info(
             "waiting for approval", extra={"image": change.image, "digest": change.digest, "wave": wave.name}
         )
         return True
+
+    def _expire_again(self, change: Move, wave: PlannedWave, now: int) -> None:
+        """The request was made already. The write and the ``expire``'s send are two services
+        (DynamoDB, SQS): a consumer that stopped between them left a request that never lapses,
+        and its change, delivered again, finds it made. So while this wave of this digest still
+        waits, its ``expire`` is sent again, for the request's own expiry; not announced again.
+        Anything else (decided, lapsed, another digest or wave) sends nothing. The reconciler's
+        healing changes come here too while the wave waits (its targets are behind). An ``expire``
+        twice is safe: each reads the request again and its lapse is conditional (one lapses it,
+        the others find it decided)."""
+        promotion = self._state.promotions.get(change.image)
+        if (
+            promotion is None
+            or promotion.digest != change.digest
+            or not promotion.awaiting_approval
+            or promotion.awaiting_wave != wave.index
+            or promotion.approval_expires_at is None
+        ):
+            return
+        self._send_expire(change, wave.index, promotion.approval_expires_at, now)
+        logger.info(
+            "approval request's expiry sent again",
+            extra={"image": change.image, "digest": change.digest, "wave": wave.name},
+        )
+
+    def _send_expire(self, change: Move, wave: int, expires_at: int, now: int) -> None:
+        """The ``expire`` of wave ``wave``'s request, due at ``expires_at`` (at most ``MAX_DELAY_S``
+        away: ``expire`` sends itself again while not due; now, when past)."""
+        self._verifications.send(
+            Verification(kind=VerificationKind.EXPIRE, move=change, attempt=wave),
+            max(0, min(MAX_DELAY_S, -(-(expires_at - now) // 1000))),
+        )
 
     def decide(
         self, image: FollowedKey, approve: bool, who: str, via: Via, digest: Digest | None = None
