@@ -39,6 +39,8 @@ class Promotion:
     tag: str | None = None  # a version channel's: the version being promoted
     awaiting_wave: int | None = None  # the wave waiting for a person's approval (awaiting_approval)
     approval_expires_at: int | None = None  # when that request lapses (epoch ms)
+    # the change that asked (``usecases.approvals.asker``): its own redelivery sends the expire again
+    approval_asked_by: str | None = None
     approved_waves: frozenset[int] = frozenset()  # the waves a person approved for this digest
 
     @property
@@ -126,9 +128,11 @@ class Promotions(Protocol):
         expires_at: int,
         *,
         event: ImageEventRecord | None = None,
+        asked_by: str | None = None,
     ) -> bool:
         """Wave ``wave`` of the rolling promotion of ``digest`` waits for a person; False when it
-        already does, was approved, or the promotion moved on (nothing written)."""
+        already does, was approved, or the promotion moved on (nothing written). ``asked_by``: the
+        change that asks (kept as ``approval_asked_by``)."""
         ...
 
     def decide_approval(

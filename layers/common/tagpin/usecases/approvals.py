@@ -64,6 +64,13 @@ class Decided:
     detail: str = ""
 
 
+def asker(change: Move) -> str:
+    """Which change asked for an approval (``Promotion.approval_asked_by``): the same message
+    delivered again gives the same text; another change of the digest (a poll's, a webhook's, a
+    reconcile run's: each its own trigger, observation and correlation id) another."""
+    return f"{change.trigger}@{change.observed_at}#{change.correlation_id or ''}"
+
+
 class Approvals:
     def __init__(
         self,
@@ -92,7 +99,7 @@ class Approvals:
         asked = self._audit.item(change, ImageEvent.AWAITING_APPROVAL, now, detail=detail, wave=wave.name)
         # The request and its item: one write; announced after it (once: the request's condition).
         if not self._state.promotions.request_approval(
-            change.image, change.digest, wave.index, now, expires_at, event=asked
+            change.image, change.digest, wave.index, now, expires_at, event=asked, asked_by=asker(change)
         ):
             self._expire_again(change, wave, now)
             return False
@@ -113,12 +120,14 @@ class Approvals:
     def _expire_again(self, change: Move, wave: PlannedWave, now: int) -> None:
         """The request was made already. The write and the ``expire``'s send are two services
         (DynamoDB, SQS): a consumer that stopped between them left a request that never lapses,
-        and its change, delivered again, finds it made. So while this wave of this digest still
-        waits, its ``expire`` is sent again, for the request's own expiry; not announced again.
-        Anything else (decided, lapsed, another digest or wave) sends nothing. The reconciler's
-        healing changes come here too while the wave waits (its targets are behind). An ``expire``
-        twice is safe: each reads the request again and its lapse is conditional (one lapses it,
-        the others find it decided)."""
+        and its change, delivered again (its message is deleted only once it succeeds), finds it
+        made. So when the change that asked comes back (``asker``) while this wave of this digest
+        still waits, its ``expire`` is sent again, for the request's own expiry; not announced
+        again. Anything else sends nothing: decided, lapsed, another digest or wave, and another
+        change, such as the reconciler's healing change of the waiting wave's targets every run
+        (each would start one more chain of ``expire`` messages, every 15 minutes until the
+        request's expiry). An ``expire`` twice is safe: each reads the request again and its lapse
+        is conditional (one lapses it, the others find it decided)."""
         promotion = self._state.promotions.get(change.image)
         if (
             promotion is None
@@ -126,6 +135,7 @@ class Approvals:
             or not promotion.awaiting_approval
             or promotion.awaiting_wave != wave.index
             or promotion.approval_expires_at is None
+            or promotion.approval_asked_by != asker(change)
         ):
             return
         self._send_expire(change, wave.index, promotion.approval_expires_at, now)

@@ -58,6 +58,7 @@ def promotion(image: FollowedKey, item: Item, started: bool = False) -> Promotio
         tag=text(item, "tag"),
         awaiting_wave=number(item, "awaiting_wave"),
         approval_expires_at=number(item, "approval_expires_at"),
+        approval_asked_by=text(item, "approval_asked_by"),
         approved_waves=frozenset(int(w) for w in (item.get("approved") or {}).get("SS", [])),
     )
 
@@ -220,22 +221,32 @@ class DynamoPromotions:
         expires_at: int,
         *,
         event: ImageEventRecord | None = None,
+        asked_by: str | None = None,
     ) -> bool:
         self._awaiting.note(image, now)  # the hint first (tagpin.adapters.dynamodb.hints)
+        values: Item = {
+            ":w": N(wave),
+            ":ws": S(str(wave)),
+            ":now": N(now),
+            ":x": N(expires_at),
+            ":rolling": S(PromotionStatus.ROLLING),
+        }
+        update = (
+            "SET awaiting_wave = :w, approval_requested_at = :now, approval_expires_at = :x, "
+            "updated_at = :now"
+        )
+        if asked_by:
+            update += ", approval_asked_by = :by"
+            values[":by"] = S(asked_by, TEXT_LIMIT)
+        else:
+            update += " REMOVE approval_asked_by"
         return self._step(
             image,
             digest,
-            "SET awaiting_wave = :w, approval_requested_at = :now, approval_expires_at = :x, "
-            "updated_at = :now",
+            update,
             "#status = :rolling AND wave = :w AND attribute_not_exists(awaiting_wave) "
             "AND NOT contains(approved, :ws)",
-            {
-                ":w": N(wave),
-                ":ws": S(str(wave)),
-                ":now": N(now),
-                ":x": N(expires_at),
-                ":rolling": S(PromotionStatus.ROLLING),
-            },
+            values,
             event,
         )
 
