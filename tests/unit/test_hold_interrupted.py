@@ -14,6 +14,8 @@ hold stays until released; no digest is patched twice without a release between;
 held workload only to put back what the hold asked for. One write of a put-back may land after the
 hold's release: a release between the put-back's last read of the hold and its PATCH (the hold is a
 row in the state table, the workload an object of the Kubernetes API: nothing writes both as one).
+A put-back reads the hold again after each read of the workload, so that window is the one call
+before its PATCH: a release before it (before or after its GET) stands.
 """
 
 from __future__ import annotations
@@ -151,12 +153,15 @@ class Cluster(FakeCluster):
         # A release that lands after the put-back's last read of the hold and before its PATCH: the
         # hold (a row in the state table) and the workload (the Kubernetes API) cannot be written
         # as one, so the put-back the hold asked for still lands (the target is pending again and
-        # the tag's digest comes back with the next delivery or reconcile). Only that one.
+        # the tag's digest comes back with the next delivery or reconcile). Only that one: the
+        # put-back read the hold, over a claim, in its call just before this PATCH (after its GET).
         seen = world.last_read.get(actor)
+        calls = [call for who, call in world.baton.log if who == actor]
         if (
             wanted is None
             and seen is not None
-            and seen.status is TargetStatus.HELD
+            and seen.interrupted() is not None
+            and calls[-2:-1] == ["DynamoTargets.get"]
             and change.image == oracle.released
         ):
             return

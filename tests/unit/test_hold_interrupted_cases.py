@@ -107,6 +107,46 @@ def test_a_hold_released_and_written_again_before_the_patch_lands_is_kept(world:
     world.check()
 
 
+@pytest.mark.parametrize("got", [False, True], ids=["before-its-get", "after-its-get"])
+def test_a_release_before_the_consumers_put_back_reads_the_hold_again_stands(world: World, got: bool) -> None:
+    """The hold lands after the claim's last read; the PATCH lands; the consumer finds the target
+    held over its claim and goes to put back the image the patch replaced. The person releases
+    before the put-back's GET of the workload, or after it: the put-back reads the hold again after
+    its GET, and the release stands (nothing put back; the workload keeps the digest, the target is
+    pending for the next check). Before it read the hold again, the old image went back on."""
+    apply = world.move(DIGESTS[0])
+    world.park(apply, "Cluster.set_image")
+    assert world.hold()
+    world.baton.step(apply)  # the PATCH lands under the hold
+    world.park(apply, "Cluster.get")  # found held over its claim: the put-back's GET is next
+    if got:
+        world.baton.step(apply)
+    world.release()
+    assert world.baton.finish(apply).outcome is ApplyOutcome.HELD
+    assert world.image() == f"{APP}@{DIGESTS[0]}"
+    state = world.store.targets.get(WEB.id)
+    assert state is not None and state.status is TargetStatus.PENDING
+    world.settle()
+    world.check()
+
+
+def test_a_release_between_the_put_backs_read_of_the_hold_and_its_patch_is_not_seen(world: World) -> None:
+    """The window left (one call): the put-back read the hold after its GET, the release lands
+    before its PATCH, and the image the hold asked for goes back on all the same (the state table
+    and the workload are two stores); the oracle admits that one write."""
+    apply = world.move(DIGESTS[0])
+    world.park(apply, "Cluster.set_image")
+    assert world.hold()
+    world.baton.step(apply)  # the PATCH lands under the hold
+    world.park(apply, "Cluster.get")
+    world.park(apply, "Cluster.set_image")  # the hold read again after the GET: still held
+    world.release()
+    assert world.baton.finish(apply).outcome is ApplyOutcome.HELD
+    assert world.image() == f"{APP}@{D0}"
+    world.settle()
+    world.check()
+
+
 def test_a_hold_over_a_claim_whose_patch_fails_stays(world: World) -> None:
     """The PATCH is refused (RBAC) after a hold landed over the claim: the failure is not recorded
     over the hold (it was, unconditionally: the hold was gone and the next poll patched)."""

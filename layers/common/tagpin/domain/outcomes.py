@@ -93,6 +93,9 @@ class RestoreOutcome(StrEnum):
     # Argo Rollouts with canary steps, analysis or blue-green: Argo aborts and goes back itself
     LEFT_TO_ARGO = "left-to-argo-rollouts"
     HELD = "held"  # a person put the target on hold: it stays where it is
+    # the hold that asked for the put-back is no longer over that claim (released, or settled by
+    # another since): nothing is put back, the person's release stands
+    RELEASED = "released"
 
 
 class VerificationOutcome(StrEnum):

@@ -33,7 +33,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
 from tagpin.usecases.admission.owner import live_owner, not_live
 from tagpin.usecases.gitroute import GitRoute
-from tagpin.usecases.interrupted import note_put_back, replaced
+from tagpin.usecases.interrupted import note_put_back, released_since, replaced
 from tagpin.usecases.patch import patch_with_retries, pinned_image, restore, tagpin_annotations
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class TargetApplier:
             held = self._held_since(tc)
             if held is not None:  # kept; what this claim patched is put back (usecases.interrupted)
                 if patched and held.interrupted() == claimed_at:
-                    return self._put_back(tc, kind, previous)
+                    return self._put_back(tc, kind, previous, claimed_at)
                 return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
             # claimed by a newer digest since (its own patch follows this one): recorded as superseded
             self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last)
@@ -196,20 +196,31 @@ class TargetApplier:
         state = self._state.targets.get(tc.target_id)
         return state if state is not None and state.status is TargetStatus.HELD else None
 
-    def _put_back(self, tc: TargetChange, kind: Kind, previous: str) -> ApplyResult:
+    def _put_back(self, tc: TargetChange, kind: Kind, previous: str, claimed_at: int) -> ApplyResult:
         """A person held the target between the claim's last read and the patch (a hold is a row in
         the state table: it changes no resourceVersion, so the patch's precondition cannot see it).
         The hold is kept where it was asked for: the image the container ran goes back on, unless
-        someone changed the workload since the patch (then theirs stands)."""
+        someone changed the workload since the patch (then theirs stands), or the hold is no longer
+        over this claim: read again after each read of the workload, as the reconciler does
+        (``usecases.interrupted``), so a release that lands before then stands. One that lands
+        between that read and the PATCH is not seen: the state table and the workload are two
+        stores, nothing writes both as one, and the image still goes back (the window is one call)."""
         target = Target(
             cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
         )
         now = self._clock()
-        put = restore(self._workloads(tc.cluster), target, previous, tc.move.digest, now)
+        put = restore(
+            self._workloads(tc.cluster),
+            target,
+            previous,
+            tc.move.digest,
+            now,
+            stop=lambda: released_since(self._state, tc.target_id, claimed_at),
+        )
         if put is RestoreOutcome.RESTORED:
             note_put_back(self._state, tc.target_id, tc.move.digest, previous, now, tc.move.trigger)
         logger.warning(
-            "held during the patch; the image it ran is put back",
+            "held during the patch; the image it ran is put back unless the hold is gone",
             extra={"target": tc.target_id, "digest": tc.move.digest, "restore": put.value},
         )
         return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)

@@ -98,6 +98,15 @@ def note_put_back(
     )
 
 
+def released_since(state: State, target_id: str, claimed_at: int) -> RestoreOutcome | None:
+    """A put-back of the patch of the claim of ``claimed_at`` (the consumer's and the reconciler's)
+    reads the hold again after each read of the workload: ``RELEASED`` once the target is no longer
+    held over that claim (released, or settled by another since), and nothing is put back; else
+    None. Read in a call of its own before the PATCH: a release between the two is not seen."""
+    now = state.targets.get(target_id)
+    return None if now is not None and now.interrupted() == claimed_at else RestoreOutcome.RELEASED
+
+
 def patched_under(workload: Workload, container: str, digest: str, claimed_at: int) -> str | None:
     """The image the claim of ``claimed_at`` replaced, if the workload still shows that claim's
     patch of ``container`` to ``digest``; else None."""
@@ -139,7 +148,7 @@ class InterruptedPatches:
                     "hold over a claim not settled", extra={"target": held.target_id, "error": str(exc)}
                 )
                 continue
-            if outcome is None:  # released, or settled by another run, since it was read
+            if outcome is RestoreOutcome.RELEASED:  # or settled by another run, since it was read
                 continue
             if outcome is RestoreOutcome.NOT_RUNNING and claimed_at + CLAIM_LIFETIME_MS > now:
                 continue  # the claim's consumer may still patch: looked at again next run
@@ -153,16 +162,16 @@ class InterruptedPatches:
             self._state.targets.interruption_settled(held.target_id, claimed_at)
         return put_back
 
-    def _put_back(self, held: TargetState, claimed_at: int, image: list[str]) -> RestoreOutcome | None:
+    def _put_back(self, held: TargetState, claimed_at: int, image: list[str]) -> RestoreOutcome:
         """Put back the image the claim's patch replaced, if the workload shows that patch (the
         image sent is appended to ``image``: a PATCH retried after a conflict sends it again)."""
         cluster, namespace, kind, name, container = held.target_id.split("/")
         target = Target(cluster=cluster, namespace=namespace, kind=Kind(kind), name=name, container=container)
 
-        def step(workload: Workload) -> tuple[RestoreOutcome | None, ImageChange | None]:
-            now = self._state.targets.get(held.target_id)  # after each read of the workload
-            if now is None or now.interrupted() != claimed_at:
-                return None, None
+        def step(workload: Workload) -> tuple[RestoreOutcome, ImageChange | None]:
+            released = released_since(self._state, held.target_id, claimed_at)
+            if released is not None:
+                return released, None
             previous = patched_under(workload, target.container, held.digest, claimed_at)
             if previous is None:
                 return RestoreOutcome.NOT_RUNNING, None

@@ -97,15 +97,21 @@ def restore(
     previous: str | None,
     digest: Digest,
     now: int,
-    held: Callable[[], bool] = lambda: False,
+    stop: Callable[[], RestoreOutcome | None] = lambda: None,
 ) -> RestoreOutcome:
-    """Put ``previous`` back on the target's container if it still runs ``digest``, unless
-    ``held`` (asked after each read of the workload, as the consumer asks its claim) says a person
-    put the target on hold since its state was read."""
+    """Put ``previous`` back on the target's container if it still runs ``digest``.
+
+    ``stop`` is asked after each read of the workload, before anything is decided on it: an
+    outcome stops the put-back there (nothing is written; that outcome is returned), None lets it
+    go on. The state it reads and the workload cannot be written as one, so what changes between
+    that read and the PATCH is not seen: the window is one call. The rollback stops on a hold
+    (``HELD``: a person put the target on hold since its state was read); the consumer's put-back
+    once the hold that asked for it is gone (``RELEASED``)."""
 
     def step(workload: Workload) -> tuple[RestoreOutcome, ImageChange | None]:
-        if held():
-            return RestoreOutcome.HELD, None
+        stopped = stop()
+        if stopped is not None:
+            return stopped, None
         current = workload.image_of(target.container)
         if previous is not None and current == previous:
             return RestoreOutcome.RESTORED, None  # by an earlier attempt

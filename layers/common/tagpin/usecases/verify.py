@@ -326,10 +326,7 @@ class Verifier:
                 st.previous_image,
                 verification.move.digest,
                 now,
-                held=lambda: (
-                    (now_st := self._state.targets.get(target.id)) is not None
-                    and now_st.status is TargetStatus.HELD
-                ),
+                stop=lambda: self._held(target),
             )
             if outcome is RestoreOutcome.RESTORED:
                 status, detail = TargetStatus.ROLLED_BACK, f"restored {st.previous_image}; {why}"
@@ -349,6 +346,11 @@ class Verifier:
             else ROLLBACK_FROM - {TargetStatus.FAILED},
         )
         release_slot(self._state, settings, target, verification.move.digest)
+
+    def _held(self, target: Target) -> RestoreOutcome | None:
+        """``HELD`` if a person holds the target now (a rollback's put-back stops there)."""
+        state = self._state.targets.get(target.id)
+        return RestoreOutcome.HELD if state is not None and state.status is TargetStatus.HELD else None
 
 
 def pause_delay_s(settings: RolloutSettings, paused_ms: int) -> int:
