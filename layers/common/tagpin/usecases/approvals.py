@@ -71,6 +71,12 @@ def asker(change: Move) -> str:
     return f"{change.trigger}@{change.observed_at}#{change.correlation_id or ''}"
 
 
+def expire_delay(expires_at: int, now: int) -> int:
+    """Seconds until an ``expire`` check of a request lapsing at ``expires_at`` is due: rounded up,
+    at most ``MAX_DELAY_S`` (SQS's longest delay: a later expiry is checked again then), 0 when past."""
+    return max(0, min(MAX_DELAY_S, -(-(expires_at - now) // 1000)))
+
+
 class Approvals:
     def __init__(
         self,
@@ -149,7 +155,7 @@ class Approvals:
         away: ``expire`` sends itself again while not due; now, when past)."""
         self._verifications.send(
             Verification(kind=VerificationKind.EXPIRE, move=change, attempt=wave),
-            max(0, min(MAX_DELAY_S, -(-(expires_at - now) // 1000))),
+            expire_delay(expires_at, now),
         )
 
     def decide(
@@ -212,9 +218,7 @@ class Approvals:
             return VerificationResult(VerificationOutcome.ALREADY_DECIDED)
         now = self._clock()
         if promotion.approval_expires_at > now:  # a long request: wait again
-            self._verifications.send(
-                verification, min(MAX_DELAY_S, -(-(promotion.approval_expires_at - now) // 1000))
-            )
+            self._verifications.send(verification, expire_delay(promotion.approval_expires_at, now))
             return VerificationResult(VerificationOutcome.SOAKING, "the approval request is still open")
         wave = self._wave(verification.attempt)
         move, detail = verification.move.by(Trigger.MANUAL), f"wave {wave}: nobody decided; nothing rolled"
