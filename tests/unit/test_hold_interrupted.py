@@ -7,9 +7,10 @@ each may stop before any call (a timeout, a crash) and its message come back, an
 People act between any two calls: hold (`tagpin hold`), set the image while holding, release.
 
 Once settled (every actor ended, every claim too old to patch, a reconcile run), a held target runs
-what it ran when the hold was written: the image the patch of the claim the hold was written over
-replaced (the hold stops the move in flight), else its image then (a hold written once ``applied``
-was recorded keeps the new digest), unless a person set another since (their decision stands). A
+what it ran before the moves the hold stopped: written over a claim, the image the first patch of
+the claims in flight then replaced (since the last outcome recorded, or a person's edit: theirs
+stands), else its image then (a hold written once ``applied`` was recorded keeps the new digest),
+unless a person set another since (their decision stands). A
 hold stays until released; no digest is patched twice without a release between; tagpin writes a
 held workload only to put back what the hold asked for. One write of a put-back may land after the
 hold's release: a release between the put-back's last read of the hold and its PATCH (the hold is a
@@ -96,7 +97,11 @@ def stoppable(port: Any, world: World, actor: str) -> Any:
 class Hold:
     at_image: str  # what the workload ran when it was written
     over_claim: int | None  # the claim's time, when written over a claim (pending)
+    claims: frozenset[int] = frozenset()  # over a claim: the claims of the moves in flight it stops
     by_hand: str | None = None  # a person's image set since
+
+
+PERSON = "person"  # the actor of a patch a person made by hand
 
 
 class Patch(NamedTuple):
@@ -120,9 +125,15 @@ class Oracle:
             return None
         if hold.by_hand is not None:
             return hold.by_hand
-        for patch in self.patches:
-            if hold.over_claim is not None and claims.get(patch.actor) == hold.over_claim:
-                return patch.replaced  # the patch of the claim the hold was written over
+        if hold.over_claim is not None:  # the hold stops every move in flight, from the first
+            stopped, first = hold.claims | {hold.over_claim}, None
+            for patch in self.patches:
+                if patch.actor == PERSON:  # a person's edit stands: the moves after it undo to it
+                    first = None
+                elif first is None and claims.get(patch.actor) in stopped:
+                    first = patch.replaced  # the first patch of the moves in flight
+            if first is not None:
+                return first
         return hold.at_image
 
 
@@ -252,7 +263,9 @@ class World:
         before = self.store.targets.get(WEB.id)
         held = self.store.targets.hold(WEB.id, "", self.clock(), reason="held by a person", trigger="manual")
         if held and before is not None:
-            self.oracle.hold = Hold(self.image(), before.updated_at if before.status == "pending" else None)
+            pending = before.status is TargetStatus.PENDING
+            over, stopped = (before.updated_at, before.claims) if pending else (None, frozenset[int]())
+            self.oracle.hold = Hold(self.image(), over, stopped)
         return held
 
     def release(self) -> None:
@@ -263,6 +276,7 @@ class World:
 
     def set_by_hand(self, image: str) -> None:
         assert self.oracle.hold is not None
+        self.oracle.patches.append(Patch(PERSON, "", self.image()))
         self.cluster.set_by_hand(image)
         self.oracle.hold.by_hand = image
 

@@ -75,10 +75,12 @@ def test_a_persons_edit_after_the_interrupted_patch_stands(world: World) -> None
     world.check()
 
 
-def test_a_hold_over_a_claim_that_finds_the_digest_running_stays(world: World) -> None:
-    """A consumer stops after its PATCH; the message comes back, claims again, finds the digest
-    running, and a person holds before it records ``applied``: the hold stays (``applied`` was once
-    written over it), and the workload keeps the digest it ran."""
+def test_a_hold_over_the_claim_again_of_a_patched_digest_undoes_the_first_patch(world: World) -> None:
+    """A consumer stops after its PATCH, before it records ``applied``; the message comes back,
+    claims again, finds the digest running, and a person holds before it records it. Nothing
+    recorded the digest, so the hold stops the move: the first claim's patch is put back (the
+    claims from the first not recorded to the one the hold is over are one move in flight). Before,
+    the hold was over the second claim only, which patched nothing, and the digest stayed."""
     first = world.move(DIGESTS[0])
     world.park(first, "DynamoTargets.finish")
     world.stop(first)
@@ -86,8 +88,76 @@ def test_a_hold_over_a_claim_that_finds_the_digest_running_stays(world: World) -
     world.park(again, "DynamoTargets.finish")
     assert world.hold()
     assert world.baton.finish(again).outcome is ApplyOutcome.HELD
+    assert world.image() == f"{APP}@{DIGESTS[0]}"  # the second claim patched nothing to put back
+    assert world.reconcile().put_back == [WEB.id]
+    assert world.image() == f"{APP}@{D0}"
     world.settle()
+    world.check()
+
+
+def test_a_hold_over_a_newer_claim_undoes_the_older_claims_patch_that_lands_under_it(world: World) -> None:
+    """Found by the generated interleavings: consumer A (digest a) read its claim and goes to PATCH;
+    consumer B (digest b) claims over it; a person holds (over B's claim) while the workload runs
+    the image before both; A's PATCH lands under the hold. Before, A put nothing back (the hold was
+    not over its claim), B never patched, and the workload kept a under a hold written while it
+    ran the old image. A's claim is among the moves in flight the hold stops: A puts it back."""
+    a = world.move(DIGESTS[0])
+    world.park(a, "Cluster.set_image")
+    b = world.move(DIGESTS[1])
+    world.park(b, "Cluster.get")
+    assert world.hold()
+    assert world.baton.finish(a).outcome is ApplyOutcome.HELD
+    assert world.image() == f"{APP}@{D0}"
+    world.baton.finish(b)
+    world.settle()
+    world.check()
+
+
+def test_the_reconciler_undoes_an_older_claims_patch_under_a_hold_over_a_newer(world: World) -> None:
+    """As above, and A stops after its PATCH: the reconciler finds A's patch on the workload (its
+    note names A's claim, among the moves the hold stops) and puts back the image before it."""
+    a = world.move(DIGESTS[0])
+    world.park(a, "Cluster.set_image")
+    b = world.move(DIGESTS[1])
+    world.park(b, "Cluster.get")
+    assert world.hold()
+    world.baton.step(a)  # the PATCH lands
+    world.stop(a)
+    world.baton.finish(b)
     assert world.image() == f"{APP}@{DIGESTS[0]}"
+    assert world.reconcile().put_back == [WEB.id]
+    assert world.image() == f"{APP}@{D0}"
+    world.settle()
+    world.check()
+
+
+def test_a_hold_over_a_newer_claim_that_patched_over_an_older_puts_back_the_first_image(world: World) -> None:
+    """A patches a and stops before it records it; B claims over it, finds a on the workload and
+    patches b; a person holds over B's claim. Neither was recorded: the image before A's patch goes
+    back on (B's note keeps what A's replaced), not a."""
+    a = world.move(DIGESTS[0])
+    world.park(a, "DynamoTargets.finish")
+    world.stop(a)
+    b = world.move(DIGESTS[1])
+    world.park(b, "DynamoTargets.finish")
+    assert world.image() == f"{APP}@{DIGESTS[1]}"
+    assert world.hold()
+    assert world.baton.finish(b).outcome is ApplyOutcome.HELD
+    assert world.image() == f"{APP}@{D0}"
+    world.settle()
+    world.check()
+
+
+def test_a_recorded_digest_ends_the_moves_a_hold_stops(world: World) -> None:
+    """A's digest is recorded ``applied``; B claims and patches; a hold over B's claim puts back A's
+    digest, not the image before it."""
+    assert world.baton.finish(world.move(DIGESTS[0])).outcome is ApplyOutcome.PATCHED
+    b = world.move(DIGESTS[1])
+    world.park(b, "DynamoTargets.finish")
+    assert world.hold()
+    assert world.baton.finish(b).outcome is ApplyOutcome.HELD
+    assert world.image() == f"{APP}@{DIGESTS[0]}"
+    world.settle()
     world.check()
 
 
@@ -158,3 +228,26 @@ def test_a_hold_over_a_claim_whose_patch_fails_stays(world: World) -> None:
     state = world.store.targets.get(WEB.id)
     assert state is not None and state.status is TargetStatus.HELD
     assert world.image() == f"{APP}@{D0}"
+
+
+def test_a_hold_written_again_before_the_consumers_last_record_stays(world: World) -> None:
+    """Found by the generated interleavings: the PATCH lands; a hold makes the consumer's record of
+    ``applied`` fail; the person releases before it reads the target again (pending: a newer claim,
+    as far as it can tell) and holds again before it records the outcome once more. That record
+    wrote ``applied`` over the hold (it asked only that the digest be the same), and the hold was
+    gone. It never writes over a hold now: the hold stays, over the claim, and its patch goes back."""
+    apply = world.move(DIGESTS[0])
+    world.park(apply, "DynamoTargets.finish")
+    assert world.hold()
+    world.baton.step(apply)  # its record of applied fails: held
+    world.park(apply, "DynamoTargets.get")
+    world.release()
+    world.baton.step(apply)  # reads the target again: pending
+    world.park(apply, "DynamoTargets.finish")
+    assert world.hold()
+    world.baton.finish(apply)
+    state = world.store.targets.get(WEB.id)
+    assert state is not None and state.status is TargetStatus.HELD
+    world.settle()
+    assert world.image() == f"{APP}@{D0}"
+    world.check()

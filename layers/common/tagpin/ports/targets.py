@@ -70,6 +70,10 @@ class TargetState:
     # HELD: the status and ``updated_at`` the hold was written over (``tagpin.usecases.interrupted``)
     held_over: TargetStatus | None = None
     held_over_at: int | None = None
+    # PENDING: the times of the claims of the moves in flight, none recorded since (a claim adds its
+    # own; an outcome, a hold or a removal ends them); HELD over a claim: those the hold stops
+    claims: frozenset[int] = frozenset()
+    held_over_claims: frozenset[int] = frozenset()
     # the commit its last outcome was written by (the write-back's: ``extra["commit"]``), else None
     commit: str | None = None
 
@@ -88,6 +92,18 @@ class TargetState:
         if self.status is not TargetStatus.HELD or self.held_over is not TargetStatus.PENDING:
             return None
         return self.held_over_at
+
+    def interrupts(self, claimed_at: int) -> bool:
+        """Held over a claim, and the claim of ``claimed_at`` is among the moves in flight the hold
+        stops (``stopped_claims``)."""
+        return claimed_at in self.stopped_claims()
+
+    def stopped_claims(self) -> frozenset[int]:
+        """Held over a claim: the times of the claims of the moves in flight it stops, that one and
+        those before it since tagpin last recorded an outcome (``tagpin.usecases.interrupted``);
+        else none. A hold stops every move in flight, not only the one claimed last."""
+        at = self.interrupted()
+        return frozenset() if at is None else self.held_over_claims | {at}
 
     def holds(self, digest: Digest, now: int | None = None) -> bool:
         """Held against ``digest`` (at ``now``, when given: a hold with an end lapses). A target
@@ -149,7 +165,9 @@ class Targets(Protocol):
         event: ImageEventRecord | None = None,
     ) -> bool:
         """Record how applying ``digest`` ended if the target still holds it, with a history item;
-        with ``expected``, only from those states (False, and no history, when another won).
+        with ``expected``, only from those states (False, and no history, when another won);
+        without, from any but ``held`` (a person's hold ends only by its release or its end: False,
+        and the outcome noted as superseded).
         ``event``: an image history item written with the state, or not at all (False: not
         written), as a promotion's start writes its item."""
         ...

@@ -33,7 +33,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
 from tagpin.usecases.admission.owner import live_owner, not_live
 from tagpin.usecases.gitroute import GitRoute
-from tagpin.usecases.interrupted import note_put_back, released_since, replaced
+from tagpin.usecases.interrupted import note_put_back, released_since, replaced, undoes
 from tagpin.usecases.patch import patch_with_retries, pinned_image, restore, tagpin_annotations
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class TargetApplier:
             return ApplyResult(outcome=ApplyOutcome.SUPERSEDED, target=tc.target_id)
         owned: list[str] = []  # who applies a target written back through Git (for its detail)
         try:
-            previous, outcome = self._patch(self._workloads(tc.cluster), tc, kind, claimed_at, owned)
+            previous, outcome, undo = self._patch(self._workloads(tc.cluster), tc, kind, claimed_at, owned)
         except WorkloadError as exc:
             status = FAILED_STATUS.get(type(exc), TargetStatus.FAILED)
             detail = f"{type(exc).__name__}: {exc}"
@@ -120,8 +120,8 @@ class TargetApplier:
         if not self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last, claimed=True):
             held = self._held_since(tc)
             if held is not None:  # kept; what this claim patched is put back (usecases.interrupted)
-                if patched and held.interrupted() == claimed_at:
-                    return self._put_back(tc, kind, previous, claimed_at)
+                if patched and held.interrupts(claimed_at):
+                    return self._put_back(tc, kind, undo, claimed_at)
                 return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
             # claimed by a newer digest since (its own patch follows this one): recorded as superseded
             self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last)
@@ -141,14 +141,15 @@ class TargetApplier:
 
     def _patch(
         self, workloads: Workloads, tc: TargetChange, kind: Kind, now: int, owned: list[str]
-    ) -> tuple[str, ApplyOutcome]:
-        """(the image the container ran, PATCHED, ALREADY_CURRENT or WRITE_BACK)."""
+    ) -> tuple[str, ApplyOutcome, str]:
+        """(the image the container ran, PATCHED, ALREADY_CURRENT or WRITE_BACK, the image a hold
+        over this claim puts back: the one the first patch of the moves in flight replaced)."""
         move = tc.move
         target = Target(
             cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
         )
 
-        def step(workload: Workload) -> tuple[tuple[str, ApplyOutcome], ImageChange | None]:
+        def step(workload: Workload) -> tuple[tuple[str, ApplyOutcome, str], ImageChange | None]:
             where = f"{kind.value} {tc.namespace}/{tc.name}"
             decision = self._admission.decide(move, target, Known(workload=workload), now, Stage.WORKLOAD)
             if not decision.goes:
@@ -168,27 +169,29 @@ class TargetApplier:
             # resourceVersion this patch carries then no longer matches (409), and this runs again.
             claim = self._state.targets.get(tc.target_id)
             if claim is None or claim.digest != tc.move.digest or claim.status is not TargetStatus.PENDING:
-                return ("", ApplyOutcome.SUPERSEDED), None
+                return ("", ApplyOutcome.SUPERSEDED, ""), None
             init = tc.container not in workload.containers
             current = (workload.init_containers if init else workload.containers).get(tc.container)
             if current is None:
                 raise MissingContainer(f"{where} has no container {tc.container!r}")
             desired = pinned_image(current, tc.move.source, tc.move.digest)
             if current == desired:
-                return (current, ApplyOutcome.ALREADY_CURRENT), None
+                return (current, ApplyOutcome.ALREADY_CURRENT, current), None
             if owner is not None:  # written back through Git instead of patched
                 owned.append(str(owner))
-                return (current, ApplyOutcome.WRITE_BACK), None
+                return (current, ApplyOutcome.WRITE_BACK, current), None
+            # for a hold (usecases.interrupted): what goes back on if one stops the moves in flight
+            undo = undoes(workload, tc.container, current, claim.claims | {now})
             notes = tagpin_annotations(
                 workload,
                 tc.container,
                 tc.move.digest,
                 self._clock(),
                 tc.move.trigger,
-                **replaced(workload, tc.container, current, now),  # for a hold (usecases.interrupted)
+                **replaced(workload, tc.container, undo, now),
             )
             change = ImageChange(workload.resource_version, tc.container, init, desired, notes)
-            return (current, ApplyOutcome.PATCHED), change
+            return (current, ApplyOutcome.PATCHED, undo), change
 
         return patch_with_retries(workloads, kind, tc.namespace, tc.name, step, tc.target_id)
 
@@ -196,10 +199,11 @@ class TargetApplier:
         state = self._state.targets.get(tc.target_id)
         return state if state is not None and state.status is TargetStatus.HELD else None
 
-    def _put_back(self, tc: TargetChange, kind: Kind, previous: str, claimed_at: int) -> ApplyResult:
+    def _put_back(self, tc: TargetChange, kind: Kind, undo: str, claimed_at: int) -> ApplyResult:
         """A person held the target between the claim's last read and the patch (a hold is a row in
         the state table: it changes no resourceVersion, so the patch's precondition cannot see it).
-        The hold is kept where it was asked for: the image the container ran goes back on, unless
+        The hold is kept where it was asked for: the image the container ran before the moves in
+        flight goes back on (``undo``: the image the first of their patches replaced), unless
         someone changed the workload since the patch (then theirs stands), or the hold is no longer
         over this claim: read again after each read of the workload, as the reconciler does
         (``usecases.interrupted``), so a release that lands before then stands. One that lands
@@ -212,18 +216,18 @@ class TargetApplier:
         put = restore(
             self._workloads(tc.cluster),
             target,
-            previous,
+            undo,
             tc.move.digest,
             now,
             stop=lambda: released_since(self._state, tc.target_id, claimed_at),
         )
         if put is RestoreOutcome.RESTORED:
-            note_put_back(self._state, tc.target_id, tc.move.digest, previous, now, tc.move.trigger)
+            note_put_back(self._state, tc.target_id, tc.move.digest, undo, now, tc.move.trigger)
         logger.warning(
             "held during the patch; the image it ran is put back unless the hold is gone",
             extra={"target": tc.target_id, "digest": tc.move.digest, "restore": put.value},
         )
-        return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
+        return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=undo)
 
     def _finish(
         self,

@@ -7,31 +7,37 @@ claim is still ``pending``: a hold written in between makes it put back the imag
 (a timeout, a crash), the retried message finds the target held and does nothing, as for every
 held target: the workload would keep the new digest under a hold asked while it ran the old one.
 
-The rule, for the consumer and for this module alike: **a hold written over a claim undoes that
-claim's patch, and nothing else** (the consumer puts back only when ``TargetState.interrupted`` is
-its own claim's time). A digest runs on a target, as tagpin and a person see it, once
-tagpin has recorded it ``applied``; until then a hold stops the move, wherever it is.
+The rule, for the consumer and for this module alike: a digest runs on a target, as tagpin and a
+person see it, once tagpin has recorded it ``applied``; until then **a hold written over a claim
+stops every move in flight**: the patches of the claims made since the last outcome recorded are
+undone, back to the image the first of them replaced, and nothing else is (the consumer puts back
+when ``TargetState.interrupts`` its claim). An older digest's PATCH that lands after a person held
+over a newer claim is undone too: its consumer read its claim before the newer one replaced it.
 
-Two facts settle it, each written by a write that happens anyway (no request added to a change):
+Three facts settle it, each written by a write that happens anyway (no request added to a change):
 
-- **The hold keeps what it was written over** (``held_over``, ``held_over_at``: the status and
-  ``updated_at`` its own conditional write replaced, copied by that write). Written over a claim
-  (``pending``), ``held_over_at`` is the claim's time: the one claim whose patch it may interrupt.
-  A release of such a hold leaves the target ``pending`` with the claim's time, so a hold written
-  again while the claim is in flight is over the same claim.
-- **The patch keeps what it replaced** (``tagpin.dev/replaced`` on the pod template, in the same
-  PATCH as the image: ``{container: {"image": <the image it ran>, "claim": <the claim's time>}}``).
-  The workload shows that claim's patch exactly while its container is pinned to the claim's digest,
-  ``tagpin.dev/digests`` says so (a put-back, a rollback or ``kubectl rollout undo`` rewrites it) and
-  the annotation names that claim.
+- **The claims in flight** (``claims``: a number set of claim times). Each claim adds its time (a
+  deferral's adds nothing: it patches nothing); an outcome, a hold and a removal end them. Times
+  name claims, so two consumers whose clocks or requests cross still tell theirs apart.
+- **The hold keeps what it was written over** (``held_over``, ``held_over_at``,
+  ``held_over_claims``: the status, ``updated_at`` and claims its own conditional write replaced,
+  copied by that write). Written over a claim (``pending``), those are the claims whose patches it
+  stops (``TargetState.stopped_claims``). A release of such a hold leaves the target ``pending`` with
+  the claims as they were, so a hold written again while they are in flight is over them too.
+- **The patch keeps what to put back** (``tagpin.dev/replaced`` on the pod template, in the same
+  PATCH as the image: ``{container: {"image": <the image to put back>, "claim": <the claim's
+  time>}}``): the image it replaced, or, over the patch of an earlier claim in flight, the image
+  that one kept. The workload shows a claim's patch exactly while its container is pinned to the
+  digest ``tagpin.dev/digests`` names (a put-back, a rollback or ``kubectl rollout undo`` rewrites
+  it) and the annotation names that claim.
 
 The reconciler settles each hold written over a claim (``InterruptedPatches.settle``, every run):
-the workload is read and, if it shows that claim's patch, the image it replaced is put back (with
-the workload's ``resourceVersion``, the hold read again after each read of the workload, as the
-rollback's ``restore`` does), and the hold forgets the claim. A workload that does not show the
-patch is left for the next run until the claim is older than any invocation can be
-(``CLAIM_LIFETIME_MS``): the consumer that made it may still be on its way to the PATCH; after that
-nothing can land under it, and the hold forgets the claim. Once forgotten, nothing is put back again,
+the workload is read and, if it shows the patch of a claim the hold stops, the image kept is put
+back (with the workload's ``resourceVersion``, the hold read again after each read of the workload,
+as the rollback's ``restore`` does), and the hold forgets the claims. A workload that does not show
+such a patch is left for the next run until the claims are older than any invocation can be
+(``CLAIM_LIFETIME_MS``): a consumer that made one may still be on its way to the PATCH; after that
+nothing can land under them, and the hold forgets them. Once forgotten, nothing is put back again,
 so a person's own later edit (even back to that digest) stands.
 
 Why not the retried message (the consumer finding its own claim held): the message may never come
@@ -76,10 +82,17 @@ HOLDS_READ = 1000  # holds looked at per run (the HOLDS hints, one Query)
 
 def replaced(workload: Workload, container: str, image: str, claimed_at: int) -> dict[str, str]:
     """The ``tagpin.dev/replaced`` annotation of a patch of ``container``, made under the claim of
-    ``claimed_at``, that replaces ``image`` (the consumer writes it with the image)."""
+    ``claimed_at``, whose put-back is ``image`` (the consumer writes it with the image)."""
     notes = _notes(workload)
     notes[container] = {"image": image, "claim": claimed_at}
     return {ANNOTATION_REPLACED: json.dumps(notes, sort_keys=True, separators=(",", ":"))}
+
+
+def undoes(workload: Workload, container: str, image: str, claims: frozenset[int]) -> str:
+    """What a hold over a claim puts back once its patch replaced ``image``: the image the first
+    patch of the moves in flight replaced (over a patch of one of ``claims``, none recorded: the
+    image its note keeps), else ``image``."""
+    return patched_under(workload, container, claims) or image
 
 
 def note_put_back(
@@ -101,22 +114,26 @@ def note_put_back(
 def released_since(state: State, target_id: str, claimed_at: int) -> RestoreOutcome | None:
     """A put-back of the patch of the claim of ``claimed_at`` (the consumer's and the reconciler's)
     reads the hold again after each read of the workload: ``RELEASED`` once the target is no longer
-    held over that claim (released, or settled by another since), and nothing is put back; else
-    None. Read in a call of its own before the PATCH: a release between the two is not seen."""
+    held over moves in flight that include that claim (released, or settled by another since), and
+    nothing is put back; else None. Read in a call of its own before the PATCH: a release between
+    the two is not seen."""
     now = state.targets.get(target_id)
-    return None if now is not None and now.interrupted() == claimed_at else RestoreOutcome.RELEASED
+    return None if now is not None and now.interrupts(claimed_at) else RestoreOutcome.RELEASED
 
 
-def patched_under(workload: Workload, container: str, digest: str, claimed_at: int) -> str | None:
-    """The image the claim of ``claimed_at`` replaced, if the workload still shows that claim's
-    patch of ``container`` to ``digest``; else None."""
+def patched_under(workload: Workload, container: str, claims: frozenset[int]) -> str | None:
+    """The image to put back if the workload still shows a patch of ``container`` made under one of
+    ``claims`` (its image pinned to the digest tagpin's notes name, its ``tagpin.dev/replaced``
+    note naming that claim): the image that note kept; else None."""
     image = workload.image_of(container)
-    if image is None or not image.endswith("@" + digest):
-        return None
-    if json_note(workload.template_annotations.get(ANNOTATION_DIGESTS)).get(container) != digest:
+    digest = json_note(workload.template_annotations.get(ANNOTATION_DIGESTS)).get(container)
+    if image is None or not isinstance(digest, str) or not digest or not image.endswith("@" + digest):
         return None
     note = _notes(workload).get(container)
-    if not isinstance(note, dict) or note.get("claim") != claimed_at:
+    if not isinstance(note, dict):
+        return None
+    claim = note.get("claim")
+    if not isinstance(claim, int) or isinstance(claim, bool) or claim not in claims:
         return None
     previous = note.get("image")
     return previous if isinstance(previous, str) and previous and previous != image else None
@@ -138,7 +155,7 @@ class InterruptedPatches:
             claimed_at = held.interrupted()
             if claimed_at is None:
                 continue
-            image: list[str] = []  # the image put back, if one was
+            image: list[tuple[Digest, str]] = []  # the digest taken off and the image put back, if one was
             try:
                 outcome = self._put_back(held, claimed_at, image)
             except NotFound:  # the workload is gone: nothing to put back
@@ -150,21 +167,25 @@ class InterruptedPatches:
                 continue
             if outcome is RestoreOutcome.RELEASED:  # or settled by another run, since it was read
                 continue
-            if outcome is RestoreOutcome.NOT_RUNNING and claimed_at + CLAIM_LIFETIME_MS > now:
-                continue  # the claim's consumer may still patch: looked at again next run
+            if outcome is RestoreOutcome.NOT_RUNNING and max(held.stopped_claims()) + CLAIM_LIFETIME_MS > now:
+                continue  # a claim's consumer may still patch: looked at again next run
             if outcome is RestoreOutcome.RESTORED:
                 put_back.append(held.target_id)
-                note_put_back(self._state, held.target_id, held.digest, image[-1], now, Trigger.RECONCILE)
+                taken, back = image[-1]
+                note_put_back(self._state, held.target_id, taken, back, now, Trigger.RECONCILE)
                 logger.warning(
                     "a hold landed while tagpin patched: the image the workload ran is put back",
-                    extra={"target": held.target_id, "digest": held.digest},
+                    extra={"target": held.target_id, "digest": taken},
                 )
             self._state.targets.interruption_settled(held.target_id, claimed_at)
         return put_back
 
-    def _put_back(self, held: TargetState, claimed_at: int, image: list[str]) -> RestoreOutcome:
-        """Put back the image the claim's patch replaced, if the workload shows that patch (the
-        image sent is appended to ``image``: a PATCH retried after a conflict sends it again)."""
+    def _put_back(
+        self, held: TargetState, claimed_at: int, image: list[tuple[Digest, str]]
+    ) -> RestoreOutcome:
+        """Put back the image the patches of the moves in flight replaced, if the workload shows
+        one of them (what is sent is appended to ``image``: a PATCH retried after a conflict sends
+        it again)."""
         cluster, namespace, kind, name, container = held.target_id.split("/")
         target = Target(cluster=cluster, namespace=namespace, kind=Kind(kind), name=name, container=container)
 
@@ -172,13 +193,14 @@ class InterruptedPatches:
             released = released_since(self._state, held.target_id, claimed_at)
             if released is not None:
                 return released, None
-            previous = patched_under(workload, target.container, held.digest, claimed_at)
+            previous = patched_under(workload, target.container, held.stopped_claims())
             if previous is None:
                 return RestoreOutcome.NOT_RUNNING, None
             if workload.manages_own_rollback:  # as the consumer's own put-back (patch.restore)
                 return RestoreOutcome.LEFT_TO_ARGO, None
-            change = image_back(workload, target.container, previous, held.digest, self._clock())
-            image.append(previous)
+            taken = Digest((workload.image_of(target.container) or "").rpartition("@")[2])
+            change = image_back(workload, target.container, previous, taken, self._clock())
+            image.append((taken, previous))
             return RestoreOutcome.RESTORED, change
 
         return patch_with_retries(

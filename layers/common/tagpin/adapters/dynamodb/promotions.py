@@ -33,7 +33,7 @@ from tagpin.adapters.dynamodb.table import (
     number,
     text,
 )
-from tagpin.adapters.dynamodb.targets import trigger_of
+from tagpin.adapters.dynamodb.target_items import trigger_of
 from tagpin.adapters.dynamodb.transaction import put_write, update_write
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger

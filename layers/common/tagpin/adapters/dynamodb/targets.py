@@ -31,59 +31,17 @@ from tagpin.adapters.dynamodb.table import (
     N,
     S,
     Table,
-    digest_at,
-    digest_if,
     digest_prefix,
-    followed_key,
     key,
-    number,
     text,
 )
 from tagpin.adapters.dynamodb.tags import tag_state
+from tagpin.adapters.dynamodb.target_items import NO_CLAIMS, SHOWN_ATTRIBUTES, target_state
 from tagpin.adapters.dynamodb.transaction import put_write, update_write
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest, OptionalDigest
 from tagpin.ports.state import ImageEventRecord, TagState, TargetNote, TargetState, TargetStatus
-
-
-def trigger_of(item: Item) -> Trigger | None:
-    value = text(item, "trigger")
-    try:
-        return None if value is None else Trigger(value)
-    except ValueError:  # written by another version: shown as unknown, never an error
-        return None
-
-
-# What a console row shows of a target (``Targets.shown``): its id, status, digest, detail, when it
-# was updated, and its hold's digest and end.
-SHOWN_ATTRIBUTES = ["pk", "status", "digest", "detail", "updated_at", "held_digest", "held_until"]
-
-
-def target_state(item: Item) -> TargetState:
-    return TargetState(
-        target_id=(text(item, "pk") or "").removeprefix(TARGET),
-        image=followed_key(item),
-        digest=digest_at(item),
-        observed_at=number(item, "observed_at") or 0,
-        status=TargetStatus(text(item, "status") or TargetStatus.PENDING),
-        updated_at=number(item, "updated_at") or 0,
-        trigger=trigger_of(item),
-        detail=text(item, "detail"),
-        previous_image=text(item, "previous_image"),
-        held_digest=digest_if(item, "held_digest"),
-        held_until=number(item, "held_until"),
-        held_over=_status_or_none(text(item, "held_over")),
-        held_over_at=number(item, "held_over_at"),
-        commit=text(item, "applied_commit"),
-    )
-
-
-def _status_or_none(value: str | None) -> TargetStatus | None:
-    try:
-        return TargetStatus(value) if value else None
-    except ValueError:  # written by another version
-        return None
 
 
 class DynamoTargets:
@@ -145,10 +103,15 @@ class DynamoTargets:
             " AND (attribute_not_exists(held_until) OR held_until > :now))"
         )
         values |= {":held": S(TargetStatus.HELD), ":any": S("")}
-        tail = "REMOVE detail"
+        # The claims of the moves in flight (tagpin.usecases.interrupted): each adds its time; an
+        # outcome, a hold or a removal ends them (REMOVE). A deferral's claim patches nothing: not
+        # added (the reconciler's healing change defers again every run while a window is closed).
+        tail = " REMOVE detail ADD claims :c"
+        values[":c"] = {"NS": [str(now)]}
         if detail is not None:
             values[":detail"] = S(detail, TEXT_LIMIT)
             tail = ", detail = :detail"
+            del values[":c"]
         names = {"#status": "status", "#trigger": "trigger"}
         item_key = key(TARGET + target_id)
         newer = self._table.update(
@@ -196,6 +159,9 @@ class DynamoTargets:
                 values[f":e{i}"] = S(allowed)
                 options.append(f":e{i}")
             condition += f" AND #status IN ({', '.join(options)})"
+        else:  # never over a hold: a person's decision ends only by its own release (or its end)
+            condition += " AND (attribute_not_exists(#status) OR #status <> :held)"
+            values[":held"] = S(TargetStatus.HELD)
         sets = ["#status = :s", "updated_at = :now"]
         if detail is not None:
             sets.append("detail = :detail")
@@ -211,7 +177,10 @@ class DynamoTargets:
         if commit:
             sets.append("applied_commit = :commit")
             values[":commit"] = S(commit)
-        update = "SET " + ", ".join(sets) + ("" if commit else " REMOVE applied_commit")
+        removes = [] if commit else ["applied_commit"]
+        if status is not TargetStatus.PENDING:  # an outcome: no move in flight any more
+            removes.append("claims")
+        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
 
         def record(recorded: str) -> Item:
             fields = {
@@ -262,9 +231,10 @@ class DynamoTargets:
         # what the hold is written over, read in this same write (a claim it interrupts: pending)
         sets = (
             "held_over = if_not_exists(#status, :none), held_over_at = if_not_exists(updated_at, :zero), "
+            "held_over_claims = if_not_exists(claims, :no_claims), "
             "#status = :s, updated_at = :now, detail = :r, held_digest = :h"
         )
-        values |= {":none": S(""), ":zero": N(0)}
+        values |= {":none": S(""), ":zero": N(0), ":no_claims": NO_CLAIMS}
         if until is not None:
             values[":u"] = N(until)
             sets += ", held_until = :u"
@@ -279,7 +249,7 @@ class DynamoTargets:
             }
         state = update_write(
             key(TARGET + target_id),
-            f"SET {sets}" + ("" if until is not None else " REMOVE held_until"),
+            f"SET {sets} REMOVE claims" + ("" if until is not None else ", held_until"),
             condition=condition,
             names={"#status": "status"},
             values=values,
@@ -317,14 +287,20 @@ class DynamoTargets:
                 TEXT_LIMIT,
             )
         )
+        # (and the first claim of its moves in flight, as the hold found it)
+        pending = {":pending": S(TargetStatus.PENDING), ":no_claims": NO_CLAIMS}
         for at, extra, condition in (
-            ("held_over_at", {":pending": S(TargetStatus.PENDING)}, " AND held_over = :pending"),
+            (
+                "held_over_at, claims = if_not_exists(held_over_claims, :no_claims)",
+                pending,
+                " AND held_over = :pending",
+            ),
             (":now", {":now": N(now)}, ""),
         ):
             state = update_write(
                 key(TARGET + target_id),
                 f"SET #status = :p, updated_at = {at}, detail = :r"
-                " REMOVE held_digest, held_until, held_over, held_over_at",
+                " REMOVE held_digest, held_until, held_over, held_over_at, held_over_claims",
                 condition="#status = :s" + condition,
                 names={"#status": "status"},
                 values={**values, **extra},
@@ -337,7 +313,7 @@ class DynamoTargets:
         return (
             self._table.update(
                 key(TARGET + target_id),
-                "REMOVE held_over, held_over_at",
+                "REMOVE held_over, held_over_at, held_over_claims",
                 condition="#status = :s AND held_over_at = :c",
                 names={"#status": "status"},
                 values={":s": S(TargetStatus.HELD), ":c": N(claimed_at)},
@@ -365,7 +341,7 @@ class DynamoTargets:
         # target removed after ``since`` and writes nothing, neither state nor a second item.
         state = update_write(
             key(TARGET + target_id),
-            "SET #status = :s, updated_at = :now, detail = :r",
+            "SET #status = :s, updated_at = :now, detail = :r REMOVE claims",
             condition="attribute_exists(pk) AND (#status <> :s OR updated_at < :since)",
             names={"#status": "status"},
             values={
