@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tagpin.domain.messages import Trigger
 from tagpin.ports.state import State, TargetStatus
+from tagpin.usecases.interrupted import CLAIM_LIFETIME_MS, CLAIMS_KEPT, forget_old_claims
 
 from tests.support.constants import D1, D2, D3, NGINX_LATEST
 
@@ -81,3 +82,20 @@ def test_a_removal_ends_the_claims(store: State) -> None:
     assert store.targets.claim(TARGET, NGINX_LATEST, D1, 100, Trigger.POLL, now=110)
     store.targets.remove(TARGET, 120, "unlabelled")
     assert _claims(store) == frozenset()
+
+
+def test_past_the_kept_number_the_claims_too_old_to_patch_are_dropped(store: State) -> None:
+    """Each claim that records nothing adds one (a consumer that dies, delivered again); the
+    consumer's read of its claim drops those too old to patch once there are more than kept."""
+    for i in range(CLAIMS_KEPT + 1):
+        assert store.targets.claim(TARGET, NGINX_LATEST, D1, 100, Trigger.POLL, now=1_000 + i)
+    now = 1_000 + CLAIM_LIFETIME_MS + 5  # the first 6 claims are too old to patch
+    assert store.targets.claim(TARGET, NGINX_LATEST, D1, 100, Trigger.POLL, now=now)
+    claim = store.targets.get(TARGET)
+    assert claim is not None and len(claim.claims) == CLAIMS_KEPT + 2
+    forget_old_claims(store, claim, now)
+    assert _claims(store) == {1_000 + i for i in range(6, CLAIMS_KEPT + 1)} | {now}
+    few = store.targets.get(TARGET)
+    assert few is not None
+    forget_old_claims(store, few, now + CLAIM_LIFETIME_MS)  # as many as kept, or fewer: none dropped
+    assert len(_claims(store)) == CLAIMS_KEPT - 4

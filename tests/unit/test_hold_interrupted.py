@@ -125,8 +125,9 @@ class Oracle:
             return None
         if hold.by_hand is not None:
             return hold.by_hand
-        if hold.over_claim is not None:  # the hold stops every move in flight, from the first
-            stopped, first = hold.claims | {hold.over_claim}, None
+        stopped = hold.claims | ({hold.over_claim} if hold.over_claim is not None else set())
+        if stopped:  # the hold stops every move in flight, from the first
+            first = None
             for patch in self.patches:
                 if patch.actor == PERSON:  # a person's edit stands: the moves after it undo to it
                     first = None
@@ -171,7 +172,7 @@ class Cluster(FakeCluster):
         if (
             wanted is None
             and seen is not None
-            and seen.interrupted() is not None
+            and seen.stopped_claims()
             and calls[-2:-1] == ["DynamoTargets.get"]
             and change.image == oracle.released
         ):
@@ -264,8 +265,8 @@ class World:
         held = self.store.targets.hold(WEB.id, "", self.clock(), reason="held by a person", trigger="manual")
         if held and before is not None:
             pending = before.status is TargetStatus.PENDING
-            over, stopped = (before.updated_at, before.claims) if pending else (None, frozenset[int]())
-            self.oracle.hold = Hold(self.image(), over, stopped)
+            # over a claim, or over a failure of one (the claims made before it still in flight)
+            self.oracle.hold = Hold(self.image(), before.updated_at if pending else None, before.claims)
         return held
 
     def release(self) -> None:
@@ -297,7 +298,7 @@ class World:
             return
         state = self.store.targets.get(WEB.id)
         assert state is not None and state.status is TargetStatus.HELD, f"the hold is gone: {state}"
-        assert state.interrupted() is None, state  # every hold over a claim settled
+        assert state.stopped_claims() == frozenset(), state  # every hold over claims settled
         assert self.image() == wanted, (self.oracle, self.baton.log[-30:])
 
 

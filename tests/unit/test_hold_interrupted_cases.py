@@ -245,9 +245,55 @@ def test_a_hold_written_again_before_the_consumers_last_record_stays(world: Worl
     world.baton.step(apply)  # reads the target again: pending
     world.park(apply, "DynamoTargets.finish")
     assert world.hold()
-    world.baton.finish(apply)
+    assert world.baton.finish(apply).outcome is ApplyOutcome.HELD  # and put back at once
+    assert world.image() == f"{APP}@{D0}"
     state = world.store.targets.get(WEB.id)
     assert state is not None and state.status is TargetStatus.HELD
     world.settle()
+    world.check()
+
+
+def test_a_failed_newer_claim_leaves_the_older_claims_patch_to_a_hold(world: World) -> None:
+    """Found in review: consumer A (digest a) goes to PATCH; B claims b over it, and its PATCH is
+    refused (recorded ``failed``); a person holds (over that failure); A's PATCH lands. A failure
+    records only that its own claim did not patch: the claims before it stay in flight, the hold
+    stops them, and A puts back the image before its patch. Before, ``failed`` ended every claim in
+    flight, and a stayed under a hold written while the old image ran."""
+    a = world.move(DIGESTS[0])
+    world.park(a, "Cluster.set_image")
+    b = world.move(DIGESTS[1])
+    world.park(b, "Cluster.set_image")
+    world.cluster.patch_error = Forbidden("patch is forbidden")
+    world.baton.finish(b)
+    world.cluster.patch_error = None
+    state = world.store.targets.get(WEB.id)
+    assert state is not None and state.status is TargetStatus.FAILED and len(state.claims) == 2
+    assert world.hold()
+    assert world.baton.finish(a).outcome is ApplyOutcome.HELD
     assert world.image() == f"{APP}@{D0}"
+    world.settle()
+    world.check()
+
+
+def test_a_hold_settled_and_released_keeps_the_claims_still_in_flight(world: World) -> None:
+    """Found in review: A patches a and stops; B claims b and reads the workload; a person holds;
+    the reconciler puts the image back; the person releases; B's PATCH lands (a 409, read again);
+    the person holds again before B records it. The reconciler keeps the claims a hold stops until
+    they are too old to patch, put back or not, and a release gives them back: the second hold stops
+    B's patch too (before, the reconciler forgot them once it put the image back)."""
+    a = world.move(DIGESTS[0])
+    world.park(a, "DynamoTargets.finish")
+    world.stop(a)
+    b = world.move(DIGESTS[1])
+    world.park(b, "Cluster.set_image")
+    assert world.hold()
+    assert world.reconcile().put_back == [WEB.id]
+    assert world.image() == f"{APP}@{D0}"
+    world.release()
+    world.park(b, "DynamoTargets.finish")  # its PATCH landed (a 409 first: read again)
+    assert world.image() == f"{APP}@{DIGESTS[1]}"
+    assert world.hold()
+    assert world.baton.finish(b).outcome is ApplyOutcome.HELD
+    assert world.image() == f"{APP}@{D0}"
+    world.settle()
     world.check()

@@ -22,10 +22,11 @@ from tagpin.ports.history import History, HistoryEntry, ImageEvent, ImageEventRe
 from tagpin.ports.index import Index, IndexEntry, ShardImages
 from tagpin.ports.promotions import Promotion, Promotions, PromotionStatus
 from tagpin.ports.tags import Digests, TagRecord, Tags, TagState
-from tagpin.ports.targets import SETTLED, TargetNote, Targets, TargetState, TargetStatus
+from tagpin.ports.targets import ENDS_MOVES, SETTLED, TargetNote, Targets, TargetState, TargetStatus
 
 # One module per concern; the names are importable from here, where the use cases found them first.
 __all__ = [
+    "ENDS_MOVES",
     "SETTLED",
     "BadVersion",
     "ClusterState",

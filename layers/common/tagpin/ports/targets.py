@@ -42,6 +42,10 @@ class TargetStatus(StrEnum):
 # A target in one of these states at the tag's digest needs nothing more from the level checks
 # (a stalled one is not patched again: that would only start following the same pause again).
 SETTLED = frozenset({TargetStatus.APPLIED, TargetStatus.VERIFIED, TargetStatus.STALLED})
+# Outcomes that record what the target runs, and so end the moves in flight (``TargetState.claims``):
+# a failure (failed, gone, paused, owned, held by its annotation) records only that its own claim
+# did not patch; the claims made before it may still be on their way to their PATCH.
+ENDS_MOVES = SETTLED | {TargetStatus.ROLLED_BACK}
 
 
 class TargetNote(StrEnum):
@@ -70,8 +74,8 @@ class TargetState:
     # HELD: the status and ``updated_at`` the hold was written over (``tagpin.usecases.interrupted``)
     held_over: TargetStatus | None = None
     held_over_at: int | None = None
-    # PENDING: the times of the claims of the moves in flight, none recorded since (a claim adds its
-    # own; an outcome, a hold or a removal ends them); HELD over a claim: those the hold stops
+    # The times of the claims of the moves in flight, none recorded since (a claim adds its own; an
+    # outcome in ``ENDS_MOVES``, a hold or a removal ends them); HELD: those the hold stops
     claims: frozenset[int] = frozenset()
     held_over_claims: frozenset[int] = frozenset()
     # the commit its last outcome was written by (the write-back's: ``extra["commit"]``), else None
@@ -99,11 +103,13 @@ class TargetState:
         return claimed_at in self.stopped_claims()
 
     def stopped_claims(self) -> frozenset[int]:
-        """Held over a claim: the times of the claims of the moves in flight it stops, that one and
-        those before it since tagpin last recorded an outcome (``tagpin.usecases.interrupted``);
-        else none. A hold stops every move in flight, not only the one claimed last."""
+        """Held: the times of the claims of the moves in flight it stops, made since tagpin last
+        recorded what the target runs (``tagpin.usecases.interrupted``), the one it was written over
+        among them; else none. A hold stops every move in flight, not only the one claimed last."""
+        if self.status is not TargetStatus.HELD:
+            return frozenset()
         at = self.interrupted()
-        return frozenset() if at is None else self.held_over_claims | {at}
+        return self.held_over_claims if at is None else self.held_over_claims | {at}
 
     def holds(self, digest: Digest, now: int | None = None) -> bool:
         """Held against ``digest`` (at ``now``, when given: a hold with an end lapses). A target
@@ -209,8 +215,13 @@ class Targets(Protocol):
         ...
 
     def interruption_settled(self, target_id: str, claimed_at: int) -> bool:
-        """Forget the claim a hold was written over (``TargetState.interrupted``), once what its
-        patch did is settled; only while the target is still held over that claim."""
+        """Forget the claims a hold stops (``TargetState.stopped_claims``), once what their patches
+        did is settled; only while the target is still the hold written over ``claimed_at`` (its
+        ``held_over_at``)."""
+        ...
+
+    def forget_claims(self, target_id: str, claims: frozenset[int]) -> None:
+        """Drop ``claims`` from the target's claims in flight (claims too old to patch any more)."""
         ...
 
     def held(self, limit: int, now: int) -> list[TargetState]:

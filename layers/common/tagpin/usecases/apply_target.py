@@ -33,7 +33,7 @@ from tagpin.ports.workloads import (
 from tagpin.usecases.admission import Admission, GateName, Known, Stage
 from tagpin.usecases.admission.owner import live_owner, not_live
 from tagpin.usecases.gitroute import GitRoute
-from tagpin.usecases.interrupted import note_put_back, released_since, replaced, undoes
+from tagpin.usecases.interrupted import forget_old_claims, note_put_back, released_since, replaced, undoes
 from tagpin.usecases.patch import patch_with_retries, pinned_image, restore, tagpin_annotations
 
 logger = logging.getLogger(__name__)
@@ -119,12 +119,16 @@ class TargetApplier:
         last = previous if patched else None
         if not self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last, claimed=True):
             held = self._held_since(tc)
+            # Not held: claimed by a newer digest since (its own patch follows this one), recorded as
+            # superseded; never written over a hold, so one written since that read is read again.
+            if held is None and not self._finish(
+                tc, TargetStatus.APPLIED, detail=outcome.value, previous=last
+            ):
+                held = self._held_since(tc)
             if held is not None:  # kept; what this claim patched is put back (usecases.interrupted)
                 if patched and held.interrupts(claimed_at):
                     return self._put_back(tc, kind, undo, claimed_at)
                 return ApplyResult(outcome=ApplyOutcome.HELD, target=tc.target_id, previous_image=previous)
-            # claimed by a newer digest since (its own patch follows this one): recorded as superseded
-            self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last)
         logger.info("applied", extra={"target": tc.target_id, "digest": tc.move.digest, "outcome": outcome})
         settings = self._settings()
         if self._verifications is not None and settings.verify:
@@ -170,6 +174,7 @@ class TargetApplier:
             claim = self._state.targets.get(tc.target_id)
             if claim is None or claim.digest != tc.move.digest or claim.status is not TargetStatus.PENDING:
                 return ("", ApplyOutcome.SUPERSEDED, ""), None
+            forget_old_claims(self._state, claim, now)
             init = tc.container not in workload.containers
             current = (workload.init_containers if init else workload.containers).get(tc.container)
             if current is None:

@@ -17,8 +17,10 @@ over a newer claim is undone too: its consumer read its claim before the newer o
 Three facts settle it, each written by a write that happens anyway (no request added to a change):
 
 - **The claims in flight** (``claims``: a number set of claim times). Each claim adds its time (a
-  deferral's adds nothing: it patches nothing); an outcome, a hold and a removal end them. Times
-  name claims, so two consumers whose clocks or requests cross still tell theirs apart.
+  deferral's adds nothing: it patches nothing); an outcome that records what the target runs
+  (``ENDS_MOVES``), a hold and a removal end them; a failure does not (it records only that its own
+  claim did not patch). Past ``CLAIMS_KEPT``, the consumer drops those too old to patch. Times name
+  claims, so two consumers whose clocks or requests cross still tell theirs apart.
 - **The hold keeps what it was written over** (``held_over``, ``held_over_at``,
   ``held_over_claims``: the status, ``updated_at`` and claims its own conditional write replaced,
   copied by that write). Written over a claim (``pending``), those are the claims whose patches it
@@ -31,14 +33,15 @@ Three facts settle it, each written by a write that happens anyway (no request a
   digest ``tagpin.dev/digests`` names (a put-back, a rollback or ``kubectl rollout undo`` rewrites
   it) and the annotation names that claim.
 
-The reconciler settles each hold written over a claim (``InterruptedPatches.settle``, every run):
-the workload is read and, if it shows the patch of a claim the hold stops, the image kept is put
-back (with the workload's ``resourceVersion``, the hold read again after each read of the workload,
-as the rollback's ``restore`` does), and the hold forgets the claims. A workload that does not show
-such a patch is left for the next run until the claims are older than any invocation can be
-(``CLAIM_LIFETIME_MS``): a consumer that made one may still be on its way to the PATCH; after that
-nothing can land under them, and the hold forgets them. Once forgotten, nothing is put back again,
-so a person's own later edit (even back to that digest) stands.
+The reconciler settles each hold that stops claims (``InterruptedPatches.settle``, every run): the
+workload is read and, if it shows the patch of a claim the hold stops, the image kept is put back
+(with the workload's ``resourceVersion``, the hold read again after each read of the workload, as
+the rollback's ``restore`` does). Put back or not, the workload is read again next run until the
+claims are older than any invocation can be (``CLAIM_LIFETIME_MS``): a consumer that made one may
+still be on its way to its PATCH (and a release gives the claims back to the target, for a hold
+written again); after that nothing can land under them, and the hold forgets them. Once
+forgotten, nothing is put back again, so a person's own later edit (even back to that digest)
+stands.
 
 Why not the retried message (the consumer finding its own claim held): the message may never come
 back (dead-lettered, superseded by a newer digest, the hold released first), the claim's item no
@@ -78,6 +81,10 @@ logger = logging.getLogger(__name__)
 # API server's request timeout (60 s) for a PATCH sent just before it.
 CLAIM_LIFETIME_MS = 16 * 60 * 1000
 HOLDS_READ = 1000  # holds looked at per run (the HOLDS hints, one Query)
+# Claims in flight kept before the old ones are dropped: each claim that records no outcome adds one
+# (a consumer that dies, delivered again; the reconciler's healing change of a target it cannot
+# patch), and the item's size is what each write of it costs.
+CLAIMS_KEPT = 32
 
 
 def replaced(workload: Workload, container: str, image: str, claimed_at: int) -> dict[str, str]:
@@ -109,6 +116,14 @@ def note_put_back(
         f"a hold landed during the patch; {image} put back",
         trigger,
     )
+
+
+def forget_old_claims(state: State, claim: TargetState, now: int) -> None:
+    """Past ``CLAIMS_KEPT`` claims in flight, those too old to patch any more are dropped (their
+    consumers are gone; a patch of this claim keeps what theirs replaced, read before)."""
+    if len(claim.claims) > CLAIMS_KEPT:
+        old = frozenset(c for c in claim.claims if c + CLAIM_LIFETIME_MS <= now)
+        state.targets.forget_claims(claim.target_id, old)
 
 
 def released_since(state: State, target_id: str, claimed_at: int) -> RestoreOutcome | None:
@@ -152,12 +167,13 @@ class InterruptedPatches:
         now = self._clock()
         put_back: list[str] = []
         for held in self._state.targets.held(HOLDS_READ, now):
-            claimed_at = held.interrupted()
-            if claimed_at is None:
+            stopped = held.stopped_claims()
+            if not stopped:
                 continue
+            newest = max(stopped)
             image: list[tuple[Digest, str]] = []  # the digest taken off and the image put back, if one was
             try:
-                outcome = self._put_back(held, claimed_at, image)
+                outcome = self._put_back(held, newest, image)
             except NotFound:  # the workload is gone: nothing to put back
                 outcome = RestoreOutcome.NO_PREVIOUS
             except (WorkloadError, ValueError) as exc:  # unreachable, 5xx, a kind unknown here: next run
@@ -167,8 +183,6 @@ class InterruptedPatches:
                 continue
             if outcome is RestoreOutcome.RELEASED:  # or settled by another run, since it was read
                 continue
-            if outcome is RestoreOutcome.NOT_RUNNING and max(held.stopped_claims()) + CLAIM_LIFETIME_MS > now:
-                continue  # a claim's consumer may still patch: looked at again next run
             if outcome is RestoreOutcome.RESTORED:
                 put_back.append(held.target_id)
                 taken, back = image[-1]
@@ -177,7 +191,14 @@ class InterruptedPatches:
                     "a hold landed while tagpin patched: the image the workload ran is put back",
                     extra={"target": held.target_id, "digest": taken},
                 )
-            self._state.targets.interruption_settled(held.target_id, claimed_at)
+            # Another claim's consumer may still patch (put back or not, so far): the claims are
+            # kept, and the workload looked at again next run, until they are too old to patch.
+            if (
+                outcome in (RestoreOutcome.NOT_RUNNING, RestoreOutcome.RESTORED)
+                and newest + CLAIM_LIFETIME_MS > now
+            ):
+                continue
+            self._state.targets.interruption_settled(held.target_id, held.held_over_at or 0)
         return put_back
 
     def _put_back(

@@ -41,7 +41,7 @@ from tagpin.adapters.dynamodb.transaction import put_write, update_write
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.messages import Trigger
 from tagpin.domain.refs import Digest, OptionalDigest
-from tagpin.ports.state import ImageEventRecord, TagState, TargetNote, TargetState, TargetStatus
+from tagpin.ports.state import ENDS_MOVES, ImageEventRecord, TagState, TargetNote, TargetState, TargetStatus
 
 
 class DynamoTargets:
@@ -178,7 +178,7 @@ class DynamoTargets:
             sets.append("applied_commit = :commit")
             values[":commit"] = S(commit)
         removes = [] if commit else ["applied_commit"]
-        if status is not TargetStatus.PENDING:  # an outcome: no move in flight any more
+        if status in ENDS_MOVES:  # what the target runs is recorded: no move in flight any more
             removes.append("claims")
         update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
 
@@ -287,19 +287,16 @@ class DynamoTargets:
                 TEXT_LIMIT,
             )
         )
-        # (and the first claim of its moves in flight, as the hold found it)
-        pending = {":pending": S(TargetStatus.PENDING), ":no_claims": NO_CLAIMS}
+        # The claims in flight the hold stopped come back with it (whatever it was written over).
+        values[":no_claims"] = NO_CLAIMS
         for at, extra, condition in (
-            (
-                "held_over_at, claims = if_not_exists(held_over_claims, :no_claims)",
-                pending,
-                " AND held_over = :pending",
-            ),
+            ("held_over_at", {":pending": S(TargetStatus.PENDING)}, " AND held_over = :pending"),
             (":now", {":now": N(now)}, ""),
         ):
             state = update_write(
                 key(TARGET + target_id),
-                f"SET #status = :p, updated_at = {at}, detail = :r"
+                f"SET #status = :p, updated_at = {at}, detail = :r,"
+                " claims = if_not_exists(held_over_claims, :no_claims)"
                 " REMOVE held_digest, held_until, held_over, held_over_at, held_over_claims",
                 condition="#status = :s" + condition,
                 names={"#status": "status"},
@@ -320,6 +317,14 @@ class DynamoTargets:
             )
             is not None
         )
+
+    def forget_claims(self, target_id: str, claims: frozenset[int]) -> None:
+        if claims:
+            self._table.update(
+                key(TARGET + target_id),
+                "DELETE claims :old",
+                values={":old": {"NS": [str(c) for c in sorted(claims)]}},
+            )
 
     def held(self, limit: int, now: int) -> list[TargetState]:
         """The targets on hold (at most ``limit`` hints read), in target id order."""
