@@ -3,7 +3,8 @@ PATCH and its put-back (``tagpin.usecases.interrupted``).
 
 The real use cases run as actors, one port call at a time in an order the test chooses
 (``tests.support.interleave``): consumers (claim, GET, claim read again, PATCH, finish, put-back),
-each may stop before any call (a timeout, a crash) and its message come back, and the reconciler.
+each may stop before any call (a timeout, a crash) and its message come back, and the reconciler;
+the API server may refuse any one PATCH (RBAC, an admission webhook: a failure recorded).
 People act between any two calls: hold (`tagpin hold`), set the image while holding, release.
 
 Once settled (every actor ended, every claim too old to patch, a reconcile run), a held target runs
@@ -33,7 +34,7 @@ from tagpin.domain.config import FollowedImage, Kind, Target, parse_config
 from tagpin.domain.messages import TargetChange, Trigger
 from tagpin.domain.moves import Move
 from tagpin.ports.state import State, TargetState, TargetStatus
-from tagpin.ports.workloads import ImageChange, Workload
+from tagpin.ports.workloads import Forbidden, ImageChange, Workload
 from tagpin.usecases.apply import Applier
 from tagpin.usecases.detect import Detector
 from tagpin.usecases.interrupted import CLAIM_LIFETIME_MS
@@ -145,9 +146,13 @@ class Cluster(FakeCluster):
         web = {"web": f"{APP}@{D0}"}
         super().__init__([Workload("1", web, namespace="shop", name="web", labels=dict(FOLLOW))])
         self.world = world
+        self.refuse_next = False
 
     def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
         before = self.image(*KEY, "web")
+        if self.refuse_next:  # the API server refuses this one PATCH (RBAC, an admission webhook)
+            self.refuse_next = False
+            raise Forbidden("patch is forbidden")
         super().set_image(namespace, kind, name, change)
         world, oracle = self.world, self.world.oracle
         actor = world.baton.log[-1][0]  # the actor making this call (one runs at a time)
@@ -283,8 +288,10 @@ class World:
 
     # -- settled -------------------------------------------------------------------------------------
     def settle(self) -> None:
-        """Every actor ends, every claim is past the time it could still patch, the reconciler runs."""
+        """Every actor ends, every claim is past the time it could still patch, the reconciler runs
+        (a refusal still waiting for a PATCH is gone: a run it failed would be followed by another)."""
         self.baton.finish_all()
+        self.cluster.refuse_next = False
         self.clock.advance(CLAIM_LIFETIME_MS)
         self.reconcile()
 
@@ -322,6 +329,7 @@ class Interleavings(RuleBasedStateMachine):
         options += ["step"] * 6 + ["stop"] if live else []
         options += ["again"] if stopped else []
         options += ["by_hand"] if world.oracle.hold is not None else []
+        options += ["refuse"] if live else []
         action = data.draw(st.sampled_from(options), label="action")
         if action == "move":
             world.move(DIGESTS[self.next])
@@ -336,6 +344,8 @@ class Interleavings(RuleBasedStateMachine):
             world.hold()
         elif action == "by_hand":
             world.set_by_hand(data.draw(st.sampled_from(BY_HAND), label="image"))
+        elif action == "refuse":  # the next PATCH, whoever sends it, is refused
+            world.cluster.refuse_next = True
         elif action == "release":
             world.release()
         else:
