@@ -213,6 +213,11 @@ class World:
     def image(self) -> str:  # what web's container runs
         return self.cluster.image(*KEY, "web")
 
+    def state(self) -> TargetState:  # web's state, as stored
+        state = self.store.targets.get(WEB.id)
+        assert state is not None
+        return state
+
     # -- actors --------------------------------------------------------------------------------------
     def _ports(self, actor: str) -> tuple[State, Any]:
         fields = dataclasses.fields(self.store)

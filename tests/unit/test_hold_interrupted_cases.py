@@ -56,8 +56,8 @@ def test_a_hold_over_a_claim_never_patched_is_settled_once_the_claim_is_old(worl
     assert world.reconcile().put_back == []
     assert world.store.targets.get(WEB.id).interrupted() is not None  # type: ignore[union-attr]
     world.settle()
-    state = world.store.targets.get(WEB.id)
-    assert state is not None and state.interrupted() is None and state.status is TargetStatus.HELD
+    state = world.state()
+    assert state.interrupted() is None and state.status is TargetStatus.HELD
     assert world.image() == f"{APP}@{D0}"
     world.check()
 
@@ -188,8 +188,8 @@ def test_a_release_before_the_consumers_put_back_reads_the_hold_again_stands(wor
     world.release()
     assert world.baton.finish(apply).outcome is ApplyOutcome.HELD
     assert world.image() == f"{APP}@{DIGESTS[0]}"
-    state = world.store.targets.get(WEB.id)
-    assert state is not None and state.status is TargetStatus.PENDING
+    state = world.state()
+    assert state.status is TargetStatus.PENDING
     world.settle()
     world.check()
 
@@ -219,8 +219,8 @@ def test_a_hold_over_a_claim_whose_patch_fails_stays(world: World) -> None:
     assert world.hold()
     world.cluster.patch_error = Forbidden("patch is forbidden")
     world.baton.finish(apply)
-    state = world.store.targets.get(WEB.id)
-    assert state is not None and state.status is TargetStatus.HELD
+    state = world.state()
+    assert state.status is TargetStatus.HELD
     assert world.image() == f"{APP}@{D0}"
 
 
@@ -241,8 +241,8 @@ def test_a_hold_written_again_before_the_consumers_last_record_stays(world: Worl
     assert world.hold()
     assert world.baton.finish(apply).outcome is ApplyOutcome.HELD  # and put back at once
     assert world.image() == f"{APP}@{D0}"
-    state = world.store.targets.get(WEB.id)
-    assert state is not None and state.status is TargetStatus.HELD
+    state = world.state()
+    assert state.status is TargetStatus.HELD
     world.settle()
     world.check()
 
@@ -260,8 +260,8 @@ def test_a_failed_newer_claim_leaves_the_older_claims_patch_to_a_hold(world: Wor
     world.cluster.patch_error = Forbidden("patch is forbidden")
     world.baton.finish(b)
     world.cluster.patch_error = None
-    state = world.store.targets.get(WEB.id)
-    assert state is not None and state.status is TargetStatus.FAILED and len(state.claims) == 2
+    state = world.state()
+    assert state.status is TargetStatus.FAILED and len(state.claims) == 2
     assert world.hold()
     assert world.baton.finish(a).outcome is ApplyOutcome.HELD
     assert world.image() == f"{APP}@{D0}"
