@@ -144,15 +144,23 @@ class _Checkpointed:
         return _Checkpointed(self._port(*args, **kwargs), self._baton, self._name)
 
 
+def interleaving_settings(examples: int, steps: int) -> settings:
+    """The settings ``run_interleavings`` runs with (the current profile's, ``ci`` under CI)."""
+    return settings(
+        max_examples=int(os.environ.get("TAGPIN_INTERLEAVINGS", str(examples))),
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
 def run_interleavings(machine: type[RuleBasedStateMachine], examples: int, steps: int) -> None:
     """Run a state machine of generated interleavings: ``examples`` of them (``TAGPIN_INTERLEAVINGS``
-    overrides it: about 1 s an example on 2 cores, 1000 explores further), ``steps`` steps each."""
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=int(os.environ.get("TAGPIN_INTERLEAVINGS", str(examples))),
-            stateful_step_count=steps,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    overrides it: about 1 s an example on 2 cores, 1000 explores further), ``steps`` steps each.
+
+    Under ``CI`` (``.ci/run`` sets ``CI=true``) hypothesis loads its ``ci`` profile, which these
+    settings inherit: ``derandomize=True``, so CI replays the same interleavings on every run (a
+    failure there is the code's, reproducible, never a draw); elsewhere each run draws new ones,
+    and a larger ``TAGPIN_INTERLEAVINGS`` is how to look further (``tests/unit/test_interleave_baton.py``
+    checks the inheritance)."""
+    run_state_machine_as_test(machine, settings=interleaving_settings(examples, steps))

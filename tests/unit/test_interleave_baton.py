@@ -3,9 +3,12 @@ port calls at the same time, instead of leaving one of them parked until its tim
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
-from tests.support.interleave import Baton
+from hypothesis import settings
+
+from tests.support.interleave import Baton, interleaving_settings
 from tests.support.waiting import wait_for
 
 
@@ -39,3 +42,21 @@ def test_an_actor_calling_one_at_a_time_runs_to_its_end() -> None:
     baton.start("a", lambda: [port.read("x"), port.read("y")])
     assert baton.finish("a") == ["x", "y"]
     assert baton.log == [("a", "start"), ("a", "Port.read"), ("a", "Port.read")]
+
+
+def test_under_ci_the_interleavings_are_the_same_every_run() -> None:
+    """``.ci/run`` sets ``CI=true``, and hypothesis then loads its ``ci`` profile: the settings the
+    interleavings run with keep its ``derandomize`` (CI replays one fixed set; a failure there is
+    reproducible), and keep drawing new ones elsewhere; ``TAGPIN_INTERLEAVINGS`` changes only how many."""
+    current = settings.default
+    try:
+        settings.load_profile("ci")
+        assert interleaving_settings(examples=40, steps=25).derandomize
+        assert interleaving_settings(examples=40, steps=25).max_examples == int(
+            os.environ.get("TAGPIN_INTERLEAVINGS", "40")
+        )
+        settings.load_profile("default")
+        assert not interleaving_settings(examples=40, steps=25).derandomize
+    finally:
+        settings.register_profile("_restored", current)
+        settings.load_profile("_restored")
