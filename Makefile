@@ -6,6 +6,7 @@
 #   make bench-check       the generated figures match bench/results/*.json (CI); lists stale results
 #   make bench-poll        poll throughput vs the registry's ceiling and skopeo: steady, settling, every tag moved
 #   make bench-latency     one push -> patch on the local stack: the first after a start, warm ones, where the time goes
+#   make bench-coldstart   each handler's import with and without bytecode, the packages' sizes (a build of the host's wheels)
 #   make bench-gitops      one push moving 500 Argo-owned workloads in 50 Git repositories: push -> commit per repository
 #   make bench-reconcile   reconcile of 1,000 workloads over 3 local clusters: time and API calls
 #   make bench-webhook     one delivery of up to 1,000 unfollowed events at the webhook handler: time and lookups
@@ -16,6 +17,7 @@
 #   make bench-tags        list 10,000 tags (one page; Link pages of 1,000 and of 100; last=): requests, time, memory
 #   make bench-console     every console page at 10,000 targets in three shapes, in process and over HTTP: time, calls
 #   make bench-hanging     frozen and slow registries beside the real one: each poll run's time and errors
+#   make local     the local stack, kept running (tagpin local);  make figures: the generated tables from bench/results
 #   make docs      regenerate docs/configuration.md from the configuration models
 SHELL := /bin/bash
 .DEFAULT_GOAL := help

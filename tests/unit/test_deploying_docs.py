@@ -42,3 +42,45 @@ def test_the_outputs_table_lists_every_output_of_the_template() -> None:
     table = text[text.index("| output | what |") :].split("\n\n", 1)[0]
     documented = set(re.findall(r"`([A-Za-z]+)`", table))
     assert set(load_template()["Outputs"]) <= documented
+
+
+def _parameter_rows() -> dict[str, tuple[str, str]]:
+    """docs/deploying.md's parameters table: each parameter named in a row -> (its default, what
+    the row allows). A row may name two parameters (`A`, `B` | `a`, `b` | ...)."""
+    text = (ROOT / "docs" / "deploying.md").read_text(encoding="utf-8")
+    table = text[text.index("| parameter | default | allowed | what it does |") :].split("\n\n", 1)[0]
+    rows: dict[str, tuple[str, str]] = {}
+    for line in table.splitlines()[2:]:
+        names, default, allowed, _what = (cell.strip() for cell in line.strip("|").split("|", 3))
+        found = re.findall(r"`([A-Za-z]+)`", names)
+        defaults = [""] * len(found) if default == "empty" else re.findall(r"`([^`]*)`", default)
+        assert len(defaults) == len(found), line
+        rows |= {name: (value, allowed) for name, value in zip(found, defaults, strict=True)}
+    return rows
+
+
+def test_the_parameters_table_lists_every_parameter_with_its_default_and_bounds() -> None:
+    """What `sam deploy --guided` asks: each parameter of the template, with the default the
+    template gives it and the values it allows, as docs/deploying.md's table says."""
+    from tests.unit.template_support import load_template
+
+    parameters = load_template()["Parameters"]
+    rows = _parameter_rows()
+    assert set(rows) == set(parameters)
+    for name, spec in parameters.items():
+        default, allowed = rows[name]
+        assert default == str(spec.get("Default", "")), name
+        for value in spec.get("AllowedValues", []):
+            assert str(value) in allowed, (name, value)
+        if "MaxValue" in spec:  # "1 to 64"; "0, or 2 to 1000" where a Rule refuses 1
+            assert allowed.startswith(str(spec["MinValue"])) and f" to {spec['MaxValue']}" in allowed, name
+
+
+def test_the_readme_names_every_parameter() -> None:
+    """The README's Deploy section names each parameter a new user may set (the table in
+    docs/deploying.md gives the details)."""
+    from tests.unit.template_support import load_template
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = text[text.index("Parameters: `") :].split("\n\n", 1)[0]
+    assert set(load_template()["Parameters"]) <= set(re.findall(r"`([A-Za-z]+)`", paragraph))
