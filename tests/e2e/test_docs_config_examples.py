@@ -102,3 +102,19 @@ def test_an_invalid_document_names_the_field_as_the_readme_says(tmp_path: Path) 
     ran = tagpin("config", "validate", str(path))
     assert ran.code == 2 and ran.out == ""
     assert ran.err == f"error: {path}: {quoted.group(1)}\n"
+
+
+def test_an_alias_arn_is_refused_before_a_rollout_as_trust_md_says(tmp_path: Path) -> None:
+    """docs/trust.md: a KMS key is named by its key ARN, an alias ARN refused. ``tagpin config
+    validate`` refuses it, saying what to give instead (before, it passed validation and then
+    blocked every digest of the image at rollout time)."""
+    assert "an alias ARN is refused by\n  `tagpin config validate`" in (ROOT / "docs/trust.md").read_text()
+    alias = "arn:aws:kms:eu-west-1:111122223333:alias/release"
+    gate = {"keys": [{"kms": alias}]}
+    entry = {"image": "registry.example.com/team/web:stable", "signatures": gate, "targets": [EXCERPT_TARGET]}
+    path = tmp_path / "tagpin.yaml"
+    path.write_text(yaml.safe_dump(completed(Example("alias", "", {"images": [entry]}))), encoding="utf-8")
+    ran = tagpin("config", "validate", str(path))
+    assert ran.code == 2 and ran.out == ""
+    assert "an alias ARN cannot be used" in ran.err
+    assert "arn:aws:kms:eu-west-1:111122223333:key/<key id>" in ran.err

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import boto3
 import pytest
+from pydantic import ValidationError
 from tagpin import wiring
-from tagpin.domain.config.signatures import Signatures
+from tagpin.domain.config.signatures import PublicKeySource, Signatures
 from tagpin.ports.signatures import TrustMaterialError
 
 
@@ -35,11 +36,21 @@ def test_a_key_of_the_functions_region_by_id_still_works(material) -> None:  # t
 
 
 def test_an_alias_arn_gets_a_clear_error(material) -> None:  # type: ignore[no-untyped-def]
+    """Refused by the configuration's validation; and by the trust material too, for a
+    configuration that was never validated (``model_construct``: stored before the refusal)."""
     alias = "arn:aws:kms:eu-west-1:123456789012:alias/cosign"
+    with pytest.raises(ValidationError) as refused:
+        Signatures.model_validate({"keys": [{"kms": alias}]})
+    source = PublicKeySource.model_construct(pem=None, secret=None, kms=alias)
     with pytest.raises(TrustMaterialError) as caught:
-        material.policy(Signatures(keys=[{"kms": alias}]))
-    message = str(caught.value)
-    assert (
-        "alias ARN cannot be used" in message and "arn:aws:kms:eu-west-1:123456789012:key/<key id>" in message
-    )
-    assert "SigningKmsKeyArns" in message and not caught.value.transient
+        material.policy(Signatures.model_construct(keys=[source]))
+    for message in (str(refused.value), str(caught.value)):
+        assert "alias ARN cannot be used" in message
+        assert "arn:aws:kms:eu-west-1:123456789012:key/<key id>" in message and "SigningKmsKeyArns" in message
+    assert not caught.value.transient
+
+
+@pytest.mark.parametrize("key", ["arn:aws:s3:::bucket", "arn:aws:kms::123456789012:key/k"])
+def test_an_arn_that_is_not_a_kms_key_is_refused_by_validation(key: str) -> None:
+    with pytest.raises(ValidationError, match="not a KMS key ARN"):
+        Signatures.model_validate({"keys": [{"kms": key}]})

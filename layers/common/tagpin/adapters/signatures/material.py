@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import serialization
 
 from tagpin.adapters.secrets import SecretNotFound
 from tagpin.adapters.signatures.checker import RegistrySignatureChecker
-from tagpin.domain.config.signatures import PublicKeySource, Signatures
+from tagpin.domain.config.signatures import PublicKeySource, Signatures, kms_key_region
 from tagpin.ports.signatures import SignaturePolicy, TrustMaterialError
 
 # A KMS error that says the configuration is wrong (asking again will not help).
@@ -43,20 +43,12 @@ _KMS_FINAL = frozenset(
 
 
 def _key_region(key: str) -> str | None:
-    """The region of a key ARN (``arn:<partition>:kms:<region>:<account>:key/<id>``); None for a
-    key id or an alias name (the function's region). An alias ARN is refused."""
-    if not key.startswith("arn:"):
-        return None
-    parts = key.split(":", 5)
-    if len(parts) != 6 or parts[2] != "kms" or not parts[3]:
-        raise TrustMaterialError(f"kms {key}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
-    if parts[5].startswith("alias/"):
-        raise TrustMaterialError(
-            f"kms {key}: an alias ARN cannot be used: give the key's ARN "
-            f"(arn:aws:kms:{parts[3]}:{parts[4]}:key/<key id>, aws kms describe-key --key-id {parts[5]}), "
-            "which SigningKmsKeyArns grants kms:GetPublicKey on"
-        )
-    return parts[3]
+    """``kms_key_region``, its refusal a ``TrustMaterialError`` (a configuration written before
+    validation refused it, or not validated)."""
+    try:
+        return kms_key_region(key)
+    except ValueError as exc:
+        raise TrustMaterialError(str(exc)) from None
 
 
 class StoredTrustMaterial:

@@ -22,6 +22,30 @@ from tagpin.domain.model import Strict
 from tagpin.domain.signatures import KeylessIdentity, SignatureMode
 
 PEM_MAX = 16 * 1024
+
+
+def kms_key_region(key: str) -> str | None:
+    """The region of a KMS key ARN (``arn:<partition>:kms:<region>:<account>:key/<id>``: a signing
+    key may live in another region than the function); None for a key id or an alias name (the
+    function's region). ``ValueError`` for anything else that starts ``arn:``, and for an alias
+    ARN, saying what to give instead: the stack grants ``kms:GetPublicKey`` on the key ARNs it
+    names (``SigningKmsKeyArns``), so the configuration names the key, not an alias of it. Used
+    by the configuration's validation and by the adapter that reads the key, so a key refused at
+    rollout time is refused by ``tagpin config validate`` first."""
+    if not key.startswith("arn:"):
+        return None
+    parts = key.split(":", 5)
+    if len(parts) != 6 or parts[2] != "kms" or not parts[3]:
+        raise ValueError(f"kms {key}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+    if parts[5].startswith("alias/"):
+        raise ValueError(
+            f"kms {key}: an alias ARN cannot be used: give the key's ARN "
+            f"(arn:aws:kms:{parts[3]}:{parts[4]}:key/<key id>, aws kms describe-key --key-id {parts[5]}), "
+            "which SigningKmsKeyArns grants kms:GetPublicKey on"
+        )
+    return parts[3]
+
+
 TRUSTED_ROOT_MAX = 256 * 1024  # Sigstore's public-good trusted_root.json is about 7 KB
 
 
@@ -42,8 +66,9 @@ class PublicKeySource(Strict):
     kms: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9:/_.\-]{1,2048}$",
-        description="An AWS KMS asymmetric signing key (key id, key ARN, alias name or alias ARN), "
-        "e.g. the one `cosign sign --key awskms:///<arn>` used; its public key is read with "
+        description="An AWS KMS asymmetric signing key (key ARN, key id or alias name; not an alias "
+        "ARN: the stack grants `kms:GetPublicKey` on the key ARNs of `SigningKmsKeyArns`), e.g. the "
+        "one `cosign sign --key awskms:///<arn>` used; its public key is read with "
         "`kms:GetPublicKey` (the private key never leaves KMS).",
     )
 
@@ -54,6 +79,8 @@ class PublicKeySource(Strict):
             raise ValueError("give exactly one of pem, secret, kms")
         if self.pem is not None and "-----BEGIN PUBLIC KEY-----" not in self.pem:
             raise ValueError("pem: not a PEM public key (-----BEGIN PUBLIC KEY-----)")
+        if self.kms is not None:
+            kms_key_region(self.kms)
         return self
 
     @property
