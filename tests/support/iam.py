@@ -242,7 +242,15 @@ class Granted:
 class Role:
     function: str  # logical id
     statements: tuple[Granted, ...]
+    # the statements of its permissions boundary (None: none): a request is allowed when both the
+    # role's statements and the boundary's allow it (IAM's evaluation for a role with a boundary)
+    boundary: tuple[Granted, ...] | None = None
 
     def allowed(self, request: Request) -> bool:
-        results = [g.permits(request) for g in self.statements]
-        return PermissionResult.DENIED not in results and PermissionResult.PERMITTED in results
+        bounded = self.boundary is None or _allows(self.boundary, request)
+        return bounded and _allows(self.statements, request)
+
+
+def _allows(statements: tuple[Granted, ...], request: Request) -> bool:
+    results = [g.permits(request) for g in statements]
+    return PermissionResult.DENIED not in results and PermissionResult.PERMITTED in results

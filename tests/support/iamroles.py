@@ -6,7 +6,8 @@ evaluated to ARNs of the resources the function's environment names (as CloudFor
 ``TAGPIN_STATE_TABLE`` is ``!Ref StateTable`` ...), SAM policy templates expanded, plus what SAM
 adds to every such role: ``AWSLambdaBasicExecutionRole``, the X-Ray policy with ``Tracing:
 Active``, ``AWSLambdaSQSQueueExecutionRole`` per SQS event source, the action of an
-``EventInvokeConfig`` destination; and the ``AWS::IAM::Policy`` resources attached to it.
+``EventInvokeConfig`` destination; and the ``AWS::IAM::Policy`` resources attached to it. A
+function's ``PermissionsBoundary`` bounds them all (``Role.boundary``).
 """
 
 from __future__ import annotations
@@ -220,7 +221,38 @@ def _role(
         for index, statement in enumerate(ts.as_list(document["Statement"])):
             sid = f"{logical}.{statement.get('Sid') or index}"
             granted.append(Granted(sid, resolve(statement, params, attrs)))
-    return Role(fn, tuple(granted))
+    return Role(fn, tuple(granted), boundary(template, props, params, attrs))
+
+
+def boundary(
+    template: Mapping[str, Any],
+    props: Mapping[str, Any],
+    params: Mapping[str, Any],
+    attrs: Mapping[str, Mapping[str, str]],
+) -> tuple[Granted, ...] | None:
+    """The statements of the function's ``PermissionsBoundary`` (``!Ref`` of the template's
+    ``AWS::IAM::ManagedPolicy``), evaluated for the parameters; None when it has none."""
+    ts = template_support()
+    reference = props.get("PermissionsBoundary")
+    if reference is None:
+        return None
+    policy = template["Resources"][reference["Ref"]]
+    decided = {k: v for k, v in params.items() if k in template["Parameters"]}
+    document = _no_values(ts.evaluate(template, policy["Properties"]["PolicyDocument"], decided))
+    statements = ts.as_list(document["Statement"])
+    return tuple(
+        Granted(f"boundary.{s.get('Sid') or i}", resolve(s, params, attrs)) for i, s in enumerate(statements)
+    )
+
+
+def _no_values(value: Any) -> Any:
+    """``value`` without the list items an ``Fn::If`` left as ``AWS::NoValue`` (CloudFormation
+    drops them: a resource of the write-back's queue when it is not created)."""
+    if isinstance(value, list):
+        return [_no_values(v) for v in value if v != {"Ref": "AWS::NoValue"}]
+    if isinstance(value, dict):
+        return {k: _no_values(v) for k, v in value.items()}
+    return value
 
 
 # What Lambda calls with the function's role to deliver an invocation record, per destination type

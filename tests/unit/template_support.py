@@ -100,7 +100,7 @@ def settings_key(props: dict[str, Any]) -> str | None:
 
 # --------------------------------------------------------------------------- intrinsic functions
 def evaluate(template: dict[str, Any], value: Any, params: dict[str, str]) -> Any:
-    """Evaluate Ref (parameters), Fn::If/Not/Equals/And/Or/Join and Condition for a parameter set."""
+    """Evaluate Ref (parameters), Fn::If/Not/Equals/And/Or/Join/Contains and Condition for a parameter set."""
     parameters = template.get("Parameters", {})
     conditions = template.get("Conditions", {})
 
@@ -125,6 +125,8 @@ def evaluate(template: dict[str, Any], value: Any, params: dict[str, str]) -> An
                 return left == right
             if key == "Fn::Not":
                 return not ev(arg[0])
+            if key == "Fn::Contains":  # a Rules function: the list holds the string
+                return str(ev(arg[1])) in [str(x) for x in ev(arg[0])]
             if key == "Fn::And":
                 return all(ev(a) for a in arg)
             if key == "Fn::Or":

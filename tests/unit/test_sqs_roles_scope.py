@@ -2,7 +2,8 @@
 the write-back) read, delete and inspect messages of their own queue only. Their roles as SAM makes
 them (``tests.support.iamroles.role``: the template's statements plus what SAM attaches, here
 ``AWSLambdaSQSQueueExecutionRole`` for an SQS event) are asked about a queue of another application
-of the account and about the stack's dead-letter queue."""
+of the account and about the stack's dead-letter queue. SAM's policy grants them on every queue;
+the template's permissions boundary (``StackQueuesBoundary``) keeps them to the stack's own."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ OWN = {
 }
 OTHERS = [
     f"arn:aws:sqs:us-east-1:{ACCOUNT}:payments-orders",  # another application's queue
-    f"arn:aws:sqs:us-east-1:{ACCOUNT}:tagpin-ChangesDeadLetterQueue.fifo",  # what the console redrives
+    # what the console redrives (tests.support.iamroles names each resource tagpin-<logical id>)
+    f"arn:aws:sqs:us-east-1:{ACCOUNT}:tagpin-ChangesDeadLetterQueue",
 ]
 ACTIONS = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
 
@@ -41,16 +43,6 @@ def test_each_reads_its_own_queue(function: str) -> None:
     assert all(granted.allowed(Request(action, OWN[function])) for action in ACTIONS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect (audit-iam): SAM attaches AWSLambdaSQSQueueExecutionRole (sqs:ReceiveMessage, "
-    "sqs:DeleteMessage, sqs:GetQueueAttributes on Resource *) to the role it makes for every function "
-    "with an SQS event: the webhook (public HTTP route), the consumer and the write-back may read and "
-    "delete the messages of every queue of the account, the dead-letter queues and other "
-    "applications' included, though the template grants the same actions on their own queue "
-    "(CheckNotifications, ConsumeChanges, ConsumeWrites). Fix in template.yaml: roles of their own "
-    "(AWS::IAM::Role + Role:), or a PermissionsBoundary limiting sqs:* to the stack's queues.",
-)
 @pytest.mark.parametrize("queue", OTHERS)
 @pytest.mark.parametrize("function", sorted(OWN))
 def test_none_reads_or_deletes_another_queues_messages(function: str, queue: str) -> None:

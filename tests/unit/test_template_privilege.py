@@ -172,3 +172,22 @@ def test_the_webhook_throttle_is_a_parameter_saying_what_happens_above_it(templa
     assert "429" in said and "GitHub" in said and "next poll" in said
     stage = transformed()["Resources"]["WebhookApiApiGatewayDefaultStage"]["Properties"]
     assert stage["DefaultRouteSettings"] == api
+
+
+def test_a_console_issuer_without_an_audience_is_refused_before_anything_is_deployed(
+    template: Any,  # noqa: F811
+) -> None:
+    """With ``ConsoleJwtIssuer`` set and ``ConsoleJwtAudience`` left at its default, the JWT
+    authorizer would get the audience ``[""]`` and refuse every person's token (audit-iam)."""
+    rule = template["Rules"]["ConsoleAudienceWithItsIssuer"]
+    (assertion,) = rule["Assertions"]
+    issuer = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_abc"
+    for params, applies, allowed in (
+        ({}, False, False),  # no console: the rule does not apply
+        ({"ConsoleJwtIssuer": issuer}, True, False),  # an issuer, the audience left empty
+        ({"ConsoleJwtIssuer": issuer, "ConsoleJwtAudience": "client-1,"}, True, False),  # one empty
+        ({"ConsoleJwtIssuer": issuer, "ConsoleJwtAudience": "client-1"}, True, True),
+        ({"ConsoleJwtIssuer": issuer, "ConsoleJwtAudience": "client-1,client-2"}, True, True),
+    ):
+        assert evaluate(template, rule["RuleCondition"], params) is applies
+        assert evaluate(template, assertion["Assert"], params) is allowed
