@@ -11,7 +11,7 @@ import pytest
 from tagpin_cli import environment
 from tagpin_cli.parser import build_parser, normalise
 
-from tests.support.cli import one_line_error, tagpin
+from tests.support.cli import document, one_line_error, tagpin
 
 pytestmark = pytest.mark.e2e
 
@@ -155,3 +155,34 @@ def test_help_names_what_the_readme_names() -> None:
         assert ran.code == 0 and usage.startswith(f"usage: tagpin {command}"), str(ran)
         missing = [word for word in words if word not in usage]
         assert missing == [], f"README.md's `{form}`: {missing} not in {usage!r}"
+
+
+def test_a_local_stack_that_stopped_is_exit_3(tmp_path: Path) -> None:
+    """`tagpin local` killed leaves its endpoints file behind: each command that needs the stack, and
+    the doctor, say that no local stack answers there and how to start one (exit 3, as a missing
+    file is), not a connection error of whichever AWS call came first (exit 1)."""
+    endpoints = str(_closed_stack(tmp_path / "endpoints.json"))
+    commands = [
+        ["status"],
+        ["history"],
+        ["plan"],
+        ["resolve", "registry.example/team/web:stable"],
+        ["hold", "c/ns/Deployment/web/web"],
+        ["redrive"],
+        ["config", "push", str(tmp_path / "tagpin.yaml")],
+    ]
+    (tmp_path / "tagpin.yaml").write_text("clusters: {}\nimages: []\n")
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda argv: tagpin("--endpoints", endpoints, *argv), commands))
+        doctor, as_json = pool.map(  # a wide terminal: the doctor's detail on one line
+            lambda j: tagpin("--endpoints", endpoints, *j, "doctor", env={"COLUMNS": "250"}), ([], ["--json"])
+        )
+    for argv, ran in zip(commands, runs, strict=True):
+        assert ran.code == 3 and ran.out == "" and one_line_error(ran.err), (argv, str(ran))
+        assert "no local stack answers at http://127.0.0.1:9" in ran.err, str(ran)
+        assert "start one with `tagpin local`" in ran.err, str(ran)
+    assert (
+        doctor.code == 3 and "no local stack answers" in doctor.out and "start it: tagpin local" in doctor.out
+    )
+    report = document(as_json, 3)
+    assert report["ok"] is False and report["checks"][0]["status"] == "fail", report

@@ -221,10 +221,12 @@ def _print_redrive(result: dict[str, Any]) -> None:
 def doctor(args: argparse.Namespace, stack: Stack | None) -> int:
     """The stack is looked up here (not by main): a missing stack is a report too."""
     from tagpin_cli import doctor as checks
-    from tagpin_cli.environment import chosen
+    from tagpin_cli.environment import answers, chosen, stopped
 
     try:
         found = chosen(args)
+        if found.local and not answers(found):
+            raise stopped(found)
     except StackNotFound as exc:
         report = checks.not_found(str(exc), local=bool(args.local or args.endpoints))
     else:
