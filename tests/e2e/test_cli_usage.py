@@ -186,3 +186,24 @@ def test_a_local_stack_that_stopped_is_exit_3(tmp_path: Path) -> None:
     )
     report = document(as_json, 3)
     assert report["ok"] is False and report["checks"][0]["status"] == "fail", report
+
+
+def test_a_bad_interval_is_refused_before_the_local_stack_starts(tmp_path: Path) -> None:
+    """`tagpin local`'s intervals are seconds, 0 (off) to a day: `nan` would run the poller back to
+    back, `inf` or 1e300 would end its schedule with an OverflowError, a negative number means
+    nothing; each is exit 2 with the usage, and no stack starts (no endpoints file is written)."""
+    endpoints = tmp_path / "endpoints.json"
+    wrong = [
+        ("--poll-interval", "nan"),
+        ("--poll-interval", "inf"),
+        ("--poll-interval", "1e300"),
+        ("--poll-interval", "-5"),
+        ("--reconcile-interval", "nan"),
+        ("--reconcile-interval", "soon"),
+    ]
+    with ThreadPoolExecutor(3) as pool:
+        runs = list(pool.map(lambda w: tagpin("local", *w, "--endpoints", str(endpoints), timeout=60), wrong))
+    for (option, value), ran in zip(wrong, runs, strict=True):
+        assert ran.code == 2 and ran.out == "" and ran.err.startswith("usage: tagpin local"), str(ran)
+        assert f"argument {option}: {value!r} is not a number of seconds from 0 to 86400" in ran.err, str(ran)
+    assert not endpoints.exists()

@@ -5,6 +5,7 @@ arguments and the stack it runs against (None for the commands that need none)."
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,21 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
+MAX_INTERVAL = 86400.0  # seconds: a day
+
+
+def _seconds(text: str) -> float:
+    """An interval a person types: seconds, 0 (off) to a day. Not ``nan`` (a schedule that waits
+    ``nan`` seconds runs back to back), nor ``inf`` (it ends the schedule with an OverflowError)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_INTERVAL:  # nan compares false
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0 to {MAX_INTERVAL:.0f}")
     return value
 
 
@@ -238,11 +254,15 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     local.add_argument("action", nargs="?", choices=["push"], help="push: push an image and exit")
     local.add_argument("image", nargs="?", metavar="REPO:TAG", help="with push: e.g. demo/web:stable")
     local.add_argument(
-        "--poll-interval", type=float, default=30.0, metavar="S", help="seconds between poller runs; 0 = off"
+        "--poll-interval",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds between poller runs; 0 = off",
     )
     local.add_argument(
         "--reconcile-interval",
-        type=float,
+        type=_seconds,
         default=local_stack.RECONCILE_INTERVAL,
         metavar="S",
         help="seconds between reconciler runs (labelled workloads are followed); 0 = off",
