@@ -106,8 +106,8 @@ def _closed_stack(path: Path) -> Path:
 
 def test_what_is_typed_wrong_is_exit_2_before_the_stack_is_asked(tmp_path: Path) -> None:
     """A limit that is not a positive number, a version policy that does not parse, a tag given with
-    --policy, a configuration file that is not UTF-8 text: exit 2 for what was typed, whatever state
-    the stack is in (here: it does not answer)."""
+    --policy, a configuration file that is not UTF-8 text, an approval's --digest that is not a
+    digest: exit 2 for what was typed, whatever state the stack is in (here: it does not answer)."""
     endpoints = str(_closed_stack(tmp_path / "endpoints.json"))
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes("clusters: {}\nimages: []\n# caf\u00e9\n".encode("latin-1"))
@@ -121,6 +121,8 @@ def test_what_is_typed_wrong_is_exit_2_before_the_stack_is_asked(tmp_path: Path)
         (["resolve", repository, "--policy", "^^nonsense"], "^^nonsense"),
         (["resolve", f"{repository}:stable", "--policy", "^1"], "without a tag"),
         (["config", "validate", str(latin1)], f"{latin1}: not UTF-8 text"),
+        (["approve", f"{repository}:stable", "--digest", "sha256:nope"], "'sha256:nope'"),
+        (["reject", "c/ns/Deployment/web/web", "--digest", "latest"], "'latest'"),
     ]
     with ThreadPoolExecutor(4) as pool:
         runs = list(pool.map(lambda w: tagpin("--endpoints", endpoints, *w[0]), [*usage, *typed]))

@@ -237,9 +237,8 @@ def decide(selector: str, approve: bool, digest: str | None = None) -> dict[str,
     """Approve or reject the wave of an image (or of a target's image) waiting for a person."""
     from tagpin.usecases.approvals import Via
 
-    decided = wiring.approvals().decide(
-        _image_of(selector), approve, _who(), Via.CLI, None if digest is None else Digest(digest)
-    )
+    wanted = None if digest is None else Digest(digest)  # a malformed one: before the stack is asked
+    decided = wiring.approvals().decide(_image_of(selector), approve, _who(), Via.CLI, wanted)
     return {
         "image": decided.image,
         "digest": decided.digest,

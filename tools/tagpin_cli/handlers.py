@@ -112,7 +112,7 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
 
     try:
         result = commands.decide(args.selector, approve, args.digest)
-    except LookupError as exc:
+    except (LookupError, ValueError) as exc:
         return error(exc)
     emit(args, result, lambda d: say(f"{d['image']}: {d['decision']} ({d['detail']})"))
     return EXIT_OK if result["decision"] in ("approved", "rejected") else EXIT_FAILED
