@@ -8,7 +8,7 @@ from typing import Any
 
 from tagpin import wiring
 from tagpin.domain.channels import FollowedKey
-from tagpin.domain.config import FollowedImage, parse_config
+from tagpin.domain.config import ConfigError, FollowedImage, parse_config
 from tagpin.domain.refs import Digest, ImageRef
 from tagpin.ports.state import TagState, TargetNote, TargetState, TargetStatus
 from tagpin.usecases.console_views import SHOWN
@@ -143,15 +143,16 @@ def resolve(image: str, policy: str | None = None) -> dict[str, Any]:
     """The digest behind a tag, with what the registry answered: for debugging credentials. With a
     version ``policy``, ``image`` is a repository: its tags are listed, the candidates and the head
     the policy chooses are shown (and why the newer tags were rejected), and the head is resolved."""
+    from tagpin.domain.versions import VersionPolicy, select_head
+
     ref = ImageRef.parse(image)
+    # what was typed is checked before the stack or a registry is asked anything
+    parsed = None if policy is None else VersionPolicy.parse(policy)
+    if parsed is not None and ":" in image.rsplit("/", 1)[-1]:
+        raise ValueError(f"{image!r}: with --policy, give the repository without a tag")
     access = wiring.registry_access(ref.registry)
     extra: dict[str, Any] = {}
-    if policy is not None:
-        from tagpin.domain.versions import VersionPolicy, select_head
-
-        parsed = VersionPolicy.parse(policy)
-        if ":" in image.rsplit("/", 1)[-1]:
-            raise ValueError(f"{image!r}: with --policy, give the repository without a tag")
+    if parsed is not None:
         listing = wiring.registry_client().list_tags(ref)
         selection = select_head(parsed, listing.tags, limit=20)
         extra = {
@@ -236,9 +237,8 @@ def decide(selector: str, approve: bool, digest: str | None = None) -> dict[str,
     """Approve or reject the wave of an image (or of a target's image) waiting for a person."""
     from tagpin.usecases.approvals import Via
 
-    decided = wiring.approvals().decide(
-        _image_of(selector), approve, _who(), Via.CLI, None if digest is None else Digest(digest)
-    )
+    wanted = None if digest is None else Digest(digest)  # a malformed one: before the stack is asked
+    decided = wiring.approvals().decide(_image_of(selector), approve, _who(), Via.CLI, wanted)
     return {
         "image": decided.image,
         "digest": decided.digest,
@@ -281,8 +281,16 @@ def clear(key: str, version: str) -> dict[str, Any]:
     return {"channel": key, "version": version, "cleared": cleared}
 
 
+def _document(path: Path) -> str:
+    """A configuration file's text; one that is not UTF-8 is an invalid configuration."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
 def config_validate(path: Path) -> dict[str, Any]:
-    config = parse_config(path.read_text(encoding="utf-8"), source=str(path))
+    config = parse_config(_document(path), source=str(path))
     return {
         "file": str(path),
         "valid": True,
@@ -297,7 +305,7 @@ def config_push(path: Path) -> dict[str, Any]:
 
     summary = config_validate(path)  # never push an invalid document
     name = wiring.setting("config_parameter")
-    stored = parameter_value(path.read_text(encoding="utf-8"))
+    stored = parameter_value(_document(path))
     wiring.aws("ssm").put_parameter(
         Name=name, Value=stored.value, Type="String", Tier=stored.tier, Overwrite=True
     )

@@ -45,6 +45,7 @@ from tagpin_cli.doctor_seat import (  # the checks' shared words
     short,
 )
 from tagpin_cli.environment import Stack
+from tagpin_cli.output import inert
 
 
 # -- the checks ----------------------------------------------------------------------------------
@@ -258,16 +259,17 @@ def render(report: Report, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"tagpin doctor: {'local stack' if report.local else report.stack}", show_lines=True)
+    title = Text(f"tagpin doctor: {'local stack' if report.local else inert(report.stack)}")
+    table = Table(title=title, show_lines=True)
     for column in ("check", "subject", "status", "detail", "what to fix"):
         table.add_column(column, overflow="fold")
-    for r in report.results:
+    for r in report.results:  # a detail quotes what a registry, a cluster or a URL answered: inert
         table.add_row(
             r.check,
-            Text(r.subject),
+            Text(inert(r.subject)),
             Text(r.status.value, style=_STYLE[r.status]),
-            Text(r.detail),
-            Text(r.fix),
+            Text(inert(r.detail)),
+            Text(inert(r.fix)),
         )
     console.print(table)
     summary = ", ".join(f"{report.count(s)} {s.value}" for s in Status)

@@ -117,6 +117,29 @@ def local(path: Path = LOCAL_FILE) -> Stack:
     )
 
 
+def answers(stack: Stack, timeout: float = 2.0) -> bool:
+    """Whether a local stack's AWS endpoint takes a connection: `tagpin local` stopped without
+    cleaning up (killed) leaves its endpoints file behind, naming ports nothing listens on."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(stack.aws_endpoint or "")
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        with socket.create_connection((url.hostname or "127.0.0.1", port), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def stopped(stack: Stack) -> StackNotFound:
+    """The error of a local stack whose endpoint does not answer (exit code 3, as no stack)."""
+    return StackNotFound(
+        f"no local stack answers at {stack.aws_endpoint} (its endpoints file is left from one that "
+        "stopped): start one with `tagpin local`"
+    )
+
+
 def deployed(name: str, region: str | None = None) -> Stack:
     """A stack deployed on AWS, by its CloudFormation outputs and parameters."""
     import boto3

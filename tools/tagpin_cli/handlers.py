@@ -10,7 +10,7 @@ from typing import Any
 
 from tagpin_cli import output
 from tagpin_cli.environment import Stack, StackNotFound
-from tagpin_cli.output import EXIT_CHANGES, EXIT_FAILED, EXIT_OK, emit, error, short, table
+from tagpin_cli.output import EXIT_CHANGES, EXIT_FAILED, EXIT_OK, emit, error, say, short, table
 
 # A target's conditions that `status --exit-code` reports with exit 4.
 UNHEALTHY = ("behind", "blocked", "failed", "gone")
@@ -71,7 +71,7 @@ def _print_plan(rows: list[dict[str, Any]]) -> None:
     table("plan (dry run: nothing changed)", rows, ["target", "version", "action", "current", "to", "detail"])
     rejected = {(r["image"], r.get("policy")): r["rejected"] for r in rows if r.get("rejected")}
     for (image, policy), reasons in rejected.items():
-        print(f"{image} ({policy}): newer tags not chosen: {'; '.join(reasons)}")
+        say(f"{image} ({policy}): newer tags not chosen: {'; '.join(reasons)}")
 
 
 def resolve(args: argparse.Namespace, _stack: Stack | None) -> int:
@@ -99,7 +99,7 @@ def downgrade(args: argparse.Namespace, _stack: Stack | None) -> int:
     emit(
         args,
         result,
-        lambda d: print(
+        lambda d: say(
             f"{d['channel']}: head moved down to {d['version']} ({d['digest']}); held back: "
             f"{', '.join(d['held_back']) or 'nothing'} (tagpin clear releases one)"
         ),
@@ -112,9 +112,9 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
 
     try:
         result = commands.decide(args.selector, approve, args.digest)
-    except LookupError as exc:
+    except (LookupError, ValueError) as exc:
         return error(exc)
-    emit(args, result, lambda d: print(f"{d['image']}: {d['decision']} ({d['detail']})"))
+    emit(args, result, lambda d: say(f"{d['image']}: {d['decision']} ({d['detail']})"))
     return EXIT_OK if result["decision"] in ("approved", "rejected") else EXIT_FAILED
 
 
@@ -136,7 +136,7 @@ def hold(args: argparse.Namespace, _stack: Stack | None) -> int:
     emit(
         args,
         result,
-        lambda d: print(
+        lambda d: say(
             f"{d['target']}: "
             + ("held" if d["held"] else "was held already")
             + (f" until {d['until']}" if d["held"] and d["until"] else "")
@@ -155,7 +155,7 @@ def release(args: argparse.Namespace, _stack: Stack | None) -> int:
     emit(
         args,
         result,
-        lambda d: print(f"{d['target']}: {_released(d)}"),
+        lambda d: say(f"{d['target']}: {_released(d)}"),
     )
     return EXIT_OK if result["released"] else EXIT_FAILED
 
@@ -178,7 +178,7 @@ def clear(args: argparse.Namespace, _stack: Stack | None) -> int:
     emit(
         args,
         result,
-        lambda d: print(f"{d['version']}: " + ("cleared" if d["cleared"] else "was not marked bad")),
+        lambda d: say(f"{d['version']}: " + ("cleared" if d["cleared"] else "was not marked bad")),
     )
     return EXIT_OK if result["cleared"] else EXIT_FAILED
 
@@ -196,7 +196,7 @@ def config(args: argparse.Namespace, _stack: Stack | None) -> int:
         )
     except (ConfigError, OSError) as exc:
         return error(exc)
-    emit(args, result, lambda d: print(", ".join(f"{k}: {v}" for k, v in d.items())))
+    emit(args, result, lambda d: say(", ".join(f"{k}: {v}" for k, v in d.items())))
     return EXIT_OK
 
 
@@ -210,21 +210,23 @@ def redrive(args: argparse.Namespace, stack: Stack | None) -> int:
 
 
 def _print_redrive(result: dict[str, Any]) -> None:
-    print(f"moved {result['moved']} message(s) from the dead-letter queue back to the queue")
+    say(f"moved {result['moved']} message(s) from the dead-letter queue back to the queue")
     failed = result["failed_invocations"]
     if failed:
-        print(f"removed {len(failed)} record(s) of failed runs (the next run repeats the work):")
+        say(f"removed {len(failed)} record(s) of failed runs (the next run repeats the work):")
         for record in failed:
-            print(f"  {record['at']}  {record['function']}  {record['error']}")
+            say(f"  {record['at']}  {record['function']}  {record['error']}")
 
 
 def doctor(args: argparse.Namespace, stack: Stack | None) -> int:
     """The stack is looked up here (not by main): a missing stack is a report too."""
     from tagpin_cli import doctor as checks
-    from tagpin_cli.environment import chosen
+    from tagpin_cli.environment import answers, chosen, stopped
 
     try:
         found = chosen(args)
+        if found.local and not answers(found):
+            raise stopped(found)
     except StackNotFound as exc:
         report = checks.not_found(str(exc), local=bool(args.local or args.endpoints))
     else:

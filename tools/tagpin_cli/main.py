@@ -56,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give one of --stack and --local")
     _logging(args.verbose)
     needs_stack = args.needs_stack and not (args.command == "config" and args.action == "validate")
+    stack: environment.Stack | None = None
     try:
         with _closing():
-            stack = None
             if needs_stack:
                 stack = environment.chosen(args)
                 stack.apply()
@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_FAILED
     except Exception as exc:
+        if stack is not None and stack.local and not environment.answers(stack):
+            return error(environment.stopped(stack), EXIT_ENVIRONMENT)  # not the first call's error
         return error(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
     return result
 

@@ -1,5 +1,11 @@
 """What the CLI prints and returns: the result on stdout (a table, or with --json one JSON document),
-an error as one line on stderr, and the exit codes (documented in ``tagpin --help``)."""
+an error as one line on stderr, and the exit codes (documented in ``tagpin --help``).
+
+Much of what is printed comes from outside: a registry's or a cluster's answer, a failed run's error
+message, a person's name, as the functions stored them. A table or a line shows such text inert
+(``inert``): a character that is not printable (the ESC of an escape sequence that clears the screen
+or retitles the terminal, a bell, a carriage return, a newline that would forge a row, a bidi
+override) is written as its escape, ``\\x1b`` or ``\\n``. JSON keeps the text exactly (escaped)."""
 
 from __future__ import annotations
 
@@ -27,8 +33,22 @@ def table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
         shown.add_column(column, overflow="fold")  # image names and target ids in full, folded
     for row in rows:
         # Text, not markup: a registry's or a person's text is shown as it is
-        shown.add_row(*[Text("" if row.get(c) is None else str(row.get(c))) for c in columns])
+        shown.add_row(*[Text("" if row.get(c) is None else inert(row.get(c))) for c in columns])
     console().print(shown)
+
+
+def inert(value: object) -> str:
+    """``value`` as text a terminal shows as it is: each character that is not printable as its
+    escape (``\\x1b``, ``\\n``, ``\\u202e``); printable text (any script's letters) unchanged."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def say(line: str) -> None:
+    """One line on stdout, inert: what it quotes from outside cannot add a line or move the cursor."""
+    print(inert(line))
 
 
 def short(digest: str | None) -> str | None:
@@ -44,7 +64,8 @@ def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], None]) -> 
 
 
 def one_line(exc: BaseException | str) -> str:
-    return " ".join(str(exc).split())
+    """A message on one line (its whitespace, newlines included, collapsed), inert."""
+    return inert(" ".join(str(exc).split()))
 
 
 def error(message: BaseException | str, code: int = EXIT_USAGE) -> int:

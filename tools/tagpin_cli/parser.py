@@ -5,6 +5,7 @@ arguments and the stack it runs against (None for the commands that need none)."
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,32 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     )
 
 
+def _positive(text: str) -> int:
+    """A count a person types (``--limit N``): a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
+MAX_INTERVAL = 86400.0  # seconds: a day
+
+
+def _seconds(text: str) -> float:
+    """An interval a person types: seconds, 0 (off) to a day. Not ``nan`` (a schedule that waits
+    ``nan`` seconds runs back to back), nor ``inf`` (it ends the schedule with an OverflowError)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_INTERVAL:  # nan compares false
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0 to {MAX_INTERVAL:.0f}")
+    return value
+
+
 def normalise(argv: list[str]) -> list[str]:
     """Keep the old ``--local FILE`` (and ``--local=FILE``) working: before the command, a word after
     ``--local`` that is not a command's name is the endpoints file."""
@@ -141,8 +168,8 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
         handlers.history,
         "the audit trail of an image (IMAGE), a target (cluster/ns/kind/name/container) or all",
     )
-    history.add_argument("selector", nargs="?")
-    history.add_argument("--limit", type=int, default=50)
+    history.add_argument("selector", nargs="?", metavar="IMAGE|TARGET")
+    history.add_argument("--limit", type=_positive, default=50, metavar="N", help="at most N entries")
     add("plan", handlers.plan, "what would roll where right now (dry run; exit 4 when something would roll)")
     resolve = add(
         "resolve",
@@ -150,16 +177,20 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
         "the digest behind a tag and how the registry answered; with --policy, a repository's "
         "candidate versions and the head the policy chooses",
     )
-    resolve.add_argument("image", help="REPO:TAG, or with --policy the repository")
-    resolve.add_argument("--policy", default=None, help="a version policy, e.g. '~1.4' (docs/policies.md)")
+    resolve.add_argument("image", metavar="IMAGE", help="REPO:TAG, or with --policy the repository")
+    resolve.add_argument(
+        "--policy", default=None, metavar="P", help="a version policy, e.g. '~1.4' (docs/policies.md)"
+    )
     downgrade = add(
         "downgrade",
         handlers.downgrade,
         "move a version channel's head down to VERSION (recorded; the newer versions are held back "
         "until `tagpin clear`)",
     )
-    downgrade.add_argument("channel", help="the channel, e.g. registry.example.com/team/web@stable")
-    downgrade.add_argument("version")
+    downgrade.add_argument(
+        "channel", metavar="CHANNEL", help="the channel, e.g. registry.example.com/team/web@stable"
+    )
+    downgrade.add_argument("version", metavar="VERSION")
     for verb, approve in (("approve", True), ("reject", False)):
         decide = add(
             verb,
@@ -172,14 +203,18 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
             ),
         )
         decide.add_argument("selector", metavar="IMAGE|TARGET")
-        decide.add_argument("--digest", default=None, help="only if this digest is the one waiting")
+        decide.add_argument(
+            "--digest", default=None, metavar="D", help="only if this digest is the one waiting"
+        )
     hold = add(
         "hold",
         handlers.hold,
         "hold a target where it is: not patched (every digest) until released, or until --until",
     )
     hold.add_argument("target", metavar="TARGET", help="cluster/namespace/kind/name/container")
-    hold.add_argument("--until", default=None, help="ISO 8601 time with a zone, e.g. 2026-12-01T09:00:00Z")
+    hold.add_argument(
+        "--until", default=None, metavar="T", help="ISO 8601 time with a zone, e.g. 2026-12-01T09:00:00Z"
+    )
     release = add(
         "release",
         handlers.release,
@@ -187,17 +222,19 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     )
     release.add_argument("target", metavar="TARGET", help="cluster/namespace/kind/name/container")
     clear = add("clear", handlers.clear, "let a version channel choose VERSION again (a version marked bad)")
-    clear.add_argument("channel")
-    clear.add_argument("version")
+    clear.add_argument("channel", metavar="CHANNEL")
+    clear.add_argument("version", metavar="VERSION")
     config = add("config", handlers.config, "validate a configuration file, or push it to the SSM parameter")
     config.add_argument("action", choices=["validate", "push"])
-    config.add_argument("file", type=Path)
+    config.add_argument("file", type=Path, metavar="FILE")
     redrive = add(
         "redrive",
         handlers.redrive,
         "move dead-lettered changes and verifications back to the changes queue; list and clear failed runs",
     )
-    redrive.add_argument("--limit", type=int, default=None)
+    redrive.add_argument(
+        "--limit", type=_positive, default=None, metavar="N", help="at most N messages (default: all)"
+    )
     doctor = add(
         "doctor",
         handlers.doctor,
@@ -217,12 +254,17 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     local.add_argument("action", nargs="?", choices=["push"], help="push: push an image and exit")
     local.add_argument("image", nargs="?", metavar="REPO:TAG", help="with push: e.g. demo/web:stable")
     local.add_argument(
-        "--poll-interval", type=float, default=30.0, help="seconds between poller runs; 0 = off"
+        "--poll-interval",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds between poller runs; 0 = off",
     )
     local.add_argument(
         "--reconcile-interval",
-        type=float,
+        type=_seconds,
         default=local_stack.RECONCILE_INTERVAL,
+        metavar="S",
         help="seconds between reconciler runs (labelled workloads are followed); 0 = off",
     )
     local.add_argument("--no-notifications", action="store_true", help="registry push notifications off")
