@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from tagpin_cli import environment
-from tagpin_cli.parser import build_parser, normalise
+from tagpin_cli.parser import build_parser, command_names, normalise
 
 from tests.support.cli import document, one_line_error, tagpin
 
@@ -81,6 +81,26 @@ def test_the_global_options_parse_the_same_wherever_they_are() -> None:
             assert (
                 parsed.endpoints in (None, Path(endpoints)) and getattr(parsed, "selector", None) == selector
             )
+
+
+def test_every_command_follows_the_local_option() -> None:
+    """``--local`` then any command is that command on the local stack, never ``--local FILE``
+    with the command's name read as the file (approve and reject were: exit 2, invalid choice)."""
+    image = "registry.example/team/web:stable"
+    names = command_names()
+    assert {"status", "approve", "reject", "hold"} <= names
+    for name in sorted(names):
+        out = normalise(["--local", name, image])
+        assert out[:2] == ["--local", name], (name, out)
+
+
+def test_approve_after_the_local_option_asks_the_local_stack(tmp_path: Path) -> None:
+    """The README's global options before the command: `tagpin --local approve IMAGE` with no
+    local stack running is exit 3 (no local stack), as `tagpin --local hold` is."""
+    env = {"HOME": str(tmp_path)}  # no endpoints file of a local stack there
+    for command in ("approve", "reject", "hold"):
+        ran = tagpin("--local", command, "registry.example/team/web:stable", env=env)
+        assert ran.code == 3 and "invalid choice" not in ran.err, (command, ran.code, ran.err)
 
 
 # -- what a person types wrong, and the names help gives ---------------------------------------------

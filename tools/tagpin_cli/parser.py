@@ -5,6 +5,7 @@ arguments and the stack it runs against (None for the commands that need none)."
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -18,21 +19,16 @@ by SelfSubjectAccessReview), the webhook URL (an unauthenticated POST must answe
 topic's subscriptions, dead letters. Prints each check with what to fix. Exit 0: every check
 passed or warned; 1: a check failed (with --strict: or warned); 3: the stack cannot be found."""
 
-COMMANDS = (
-    "status",
-    "history",
-    "plan",
-    "resolve",
-    "downgrade",
-    "clear",
-    "hold",
-    "release",
-    "config",
-    "redrive",
-    "doctor",
-    "local",
-    "demo",
-)
+
+@functools.cache
+def command_names() -> frozenset[str]:
+    """Every command ``build_parser`` defines (read from it, so a new command is one of them: the
+    old ``--local FILE`` form must not read a command's name as its file)."""
+    parser = build_parser()
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return frozenset(commands.choices)
+
+
 _VALUED = ("--stack", "--region", "--endpoints")  # global options that take a value
 
 
@@ -120,7 +116,7 @@ def normalise(argv: list[str]) -> list[str]:
             and not seen_command
             and i + 1 < len(argv)
             and not argv[i + 1].startswith("-")
-            and argv[i + 1] not in COMMANDS
+            and argv[i + 1] not in command_names()
         ):
             out.extend(["--local", "--endpoints", argv[i + 1]])
             i += 1
@@ -128,7 +124,7 @@ def normalise(argv: list[str]) -> list[str]:
             out.extend(argv[i : i + 2])
             i += 1
         else:
-            seen_command = seen_command or word in COMMANDS
+            seen_command = seen_command or word in command_names()
             out.append(word)
         i += 1
     return out
