@@ -28,9 +28,11 @@ pytestmark = pytest.mark.e2e
 
 TARGET = "local/default/Deployment/web/web"
 # ESC [2J clears the screen, ESC ] 0 ; ... BEL retitles the terminal, CR returns to the line's start,
-# a newline and box characters would forge a row, U+202E reverses what follows
-HOSTILE = "\x1b[2J\x1b]0;owned\x07evil\rline one\n│ prod/x │ current │\u202eboom"
-SHOWN = "\\x1b[2J\\x1b]0;owned\\x07evil\\rline one\\n│ prod/x │ current │\\u202eboom"
+# a newline and box characters would forge a row, U+202E reverses what follows; a name's ZWNJ, a
+# no-break space and an emoji's ZWJ are text, shown as they are (LEGIBLE)
+LEGIBLE = "Ali\u200cReza\xa0\U0001f469\u200d\U0001f4bb"
+HOSTILE = "\x1b[2J\x1b]0;owned\x07evil\rline one\n│ prod/x │ current │\u202eboom " + LEGIBLE
+SHOWN = "\\x1b[2J\\x1b]0;owned\\x07evil\\rline one\\n│ prod/x │ current │\\u202eboom " + LEGIBLE
 RAW = ("\x1b", "\x07", "\r", "\u202e")  # none of these may reach the terminal
 
 

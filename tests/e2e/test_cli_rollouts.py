@@ -255,3 +255,19 @@ def test_plan_says_a_later_wave_waits_for_the_wave_before_it(st, cli):
         "waiting: wave prod waits for wave stage to soak (until "
     )
     assert running(st, second_wave) == image  # the consumer did not touch it either
+
+
+def test_a_broken_stored_configuration_is_the_stacks_failure_not_a_typing_error(st, cli):
+    """approve, reject, hold, downgrade and clear refuse what a person typed with exit 2; a stored
+    configuration that fails its validation is the stack's state, not the person's typing: exit 1
+    (as `tagpin status` says it), naming the configuration's error."""
+    image = f"{host(st)}/demo/app:stable"
+    broken = "images:\n  - image: " + image + "\n    targets: not-a-list\n"
+    st.client("ssm").put_parameter(Name="/tagpin/config", Value=broken, Type="String", Overwrite=True)
+    try:
+        for argv in (["approve", image], ["hold", PROD], ["status"]):
+            ran = cli(*argv)
+            assert ran.code == 1 and ran.out == "", (argv, ran.code, ran.err)
+            assert "ConfigError" in ran.err and "targets" in ran.err, (argv, ran.err)
+    finally:
+        st.write_config()

@@ -97,9 +97,9 @@ def test_every_command_follows_the_local_option() -> None:
 def test_approve_after_the_local_option_asks_the_local_stack(tmp_path: Path) -> None:
     """The README's global options before the command: `tagpin --local approve IMAGE` with no
     local stack running is exit 3 (no local stack), as `tagpin --local hold` is."""
-    env = {"HOME": str(tmp_path)}  # no endpoints file of a local stack there
+    env = {"HOME": str(tmp_path)}  # no endpoints file of a local stack there, nor in the directory
     for command in ("approve", "reject", "hold"):
-        ran = tagpin("--local", command, "registry.example/team/web:stable", env=env)
+        ran = tagpin("--local", command, "registry.example/team/web:stable", env=env, cwd=tmp_path)
         assert ran.code == 3 and "invalid choice" not in ran.err, (command, ran.code, ran.err)
 
 

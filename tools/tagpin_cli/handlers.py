@@ -12,6 +12,17 @@ from tagpin_cli import output
 from tagpin_cli.environment import Stack, StackNotFound
 from tagpin_cli.output import EXIT_CHANGES, EXIT_FAILED, EXIT_OK, emit, error, say, short, table
 
+
+def _refused(exc: LookupError | ValueError) -> int:
+    """What a person typed refused (a selector, a version, a digest...): exit 2, one line. The
+    stored configuration failing its validation is not that: it goes on to ``main`` (exit 1)."""
+    from tagpin.domain.config import ConfigError
+
+    if isinstance(exc, ConfigError):
+        raise exc
+    return error(exc)
+
+
 # A target's conditions that `status --exit-code` reports with exit 4.
 UNHEALTHY = ("behind", "blocked", "failed", "gone")
 
@@ -80,7 +91,7 @@ def resolve(args: argparse.Namespace, _stack: Stack | None) -> int:
     try:
         result = commands.resolve(args.image, args.policy)
     except ValueError as exc:
-        return error(exc)
+        return _refused(exc)
     emit(
         args,
         result,
@@ -95,7 +106,7 @@ def downgrade(args: argparse.Namespace, _stack: Stack | None) -> int:
     try:
         result = commands.downgrade(args.channel, args.version)
     except (LookupError, ValueError) as exc:
-        return error(exc)
+        return _refused(exc)
     emit(
         args,
         result,
@@ -113,7 +124,7 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     try:
         result = commands.decide(args.selector, approve, args.digest)
     except (LookupError, ValueError) as exc:
-        return error(exc)
+        return _refused(exc)
     emit(args, result, lambda d: say(f"{d['image']}: {d['decision']} ({d['detail']})"))
     return EXIT_OK if result["decision"] in ("approved", "rejected") else EXIT_FAILED
 
@@ -132,7 +143,7 @@ def hold(args: argparse.Namespace, _stack: Stack | None) -> int:
     try:
         result = commands.hold(args.target, args.until)
     except (LookupError, ValueError) as exc:
-        return error(exc)
+        return _refused(exc)
     emit(
         args,
         result,
@@ -174,7 +185,7 @@ def clear(args: argparse.Namespace, _stack: Stack | None) -> int:
     try:
         result = commands.clear(args.channel, args.version)
     except (LookupError, ValueError) as exc:
-        return error(exc)
+        return _refused(exc)
     emit(
         args,
         result,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -37,13 +38,20 @@ def table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
     console().print(shown)
 
 
+# What a terminal acts on rather than shows: control characters (ESC, BEL, CR, a newline that would
+# forge a row; Unicode category Cc), the bidirectional controls (text that reads backwards), and the
+# line and paragraph separators. Everything else any script writes (a ZWJ or ZWNJ in a name, a
+# no-break space) is shown as it is.
+_ACTS = frozenset("\u061c\u200e\u200f\u2028\u2029") | frozenset(
+    map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+)
+
+
 def inert(value: object) -> str:
-    """``value`` as text a terminal shows as it is: each character that is not printable as its
-    escape (``\\x1b``, ``\\n``, ``\\u202e``); printable text (any script's letters) unchanged."""
+    """``value`` as text a terminal shows as it is: each character it would act on as its escape
+    (``\\x1b``, ``\\n``, ``\\u202e``); text of any script unchanged."""
     text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return "".join(repr(c)[1:-1] if c in _ACTS or unicodedata.category(c) == "Cc" else c for c in text)
 
 
 def say(line: str) -> None:
