@@ -22,7 +22,7 @@ import pytest
 import yaml
 from tagpin.domain.config import FollowedImage, TagpinConfig
 
-from tests.support.cli import tagpin
+from tests.support.cli import Ran, tagpin
 from tests.support.constants import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -104,17 +104,32 @@ def test_an_invalid_document_names_the_field_as_the_readme_says(tmp_path: Path) 
     assert ran.err == f"error: {path}: {quoted.group(1)}\n"
 
 
-def test_an_alias_arn_is_refused_before_a_rollout_as_trust_md_says(tmp_path: Path) -> None:
-    """docs/trust.md: a KMS key is named by its key ARN, an alias ARN refused. ``tagpin config
-    validate`` refuses it, saying what to give instead (before, it passed validation and then
-    blocked every digest of the image at rollout time)."""
-    assert "an alias ARN is refused by\n  `tagpin config validate`" in (ROOT / "docs/trust.md").read_text()
-    alias = "arn:aws:kms:eu-west-1:111122223333:alias/release"
-    gate = {"keys": [{"kms": alias}]}
-    entry = {"image": "registry.example.com/team/web:stable", "signatures": gate, "targets": [EXCERPT_TARGET]}
+def test_kms_keys_are_named_as_trust_md_says(tmp_path: Path) -> None:
+    """docs/trust.md: a key ARN or an alias ARN (read in its region), a key id or an alias name;
+    an ARN that is neither is refused by ``tagpin config validate`` (before, it passed and every
+    digest of the image was then blocked at rollout time)."""
+    assert "An ARN that is neither is refused by `tagpin config validate`" in " ".join(
+        (ROOT / "docs/trust.md").read_text().split()
+    )
     path = tmp_path / "tagpin.yaml"
-    path.write_text(yaml.safe_dump(completed(Example("alias", "", {"images": [entry]}))), encoding="utf-8")
-    ran = tagpin("config", "validate", str(path))
-    assert ran.code == 2 and ran.out == ""
-    assert "an alias ARN cannot be used" in ran.err
-    assert "arn:aws:kms:eu-west-1:111122223333:key/<key id>" in ran.err
+
+    def validate(key: str) -> Ran:
+        gate = {"keys": [{"kms": key}]}
+        entry = {
+            "image": "registry.example.com/team/web:stable",
+            "signatures": gate,
+            "targets": [EXCERPT_TARGET],
+        }
+        path.write_text(yaml.safe_dump(completed(Example("kms", "", {"images": [entry]}))), encoding="utf-8")
+        return tagpin("config", "validate", str(path))
+
+    for named in (
+        "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        "arn:aws:kms:eu-west-1:111122223333:alias/release",
+        "1234abcd-12ab-34cd-56ef-1234567890ab",
+        "alias/release",
+    ):
+        assert validate(named).code == 0, named
+    refused = validate("arn:aws:s3:::release-keys")
+    assert refused.code == 2 and refused.out == ""
+    assert "not a KMS key ARN" in refused.err and "arn:aws:s3:::release-keys" in refused.err

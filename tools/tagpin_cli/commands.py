@@ -290,7 +290,7 @@ def _document(path: Path) -> str:
 
 
 def config_validate(path: Path) -> dict[str, Any]:
-    config = parse_config(_document(path), source=str(path))
+    config = parse_config(_document(path), source=str(path), storing=True)
     return {
         "file": str(path),
         "valid": True,

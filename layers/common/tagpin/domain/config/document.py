@@ -14,6 +14,7 @@ from tagpin.domain.config.clusters import Cluster
 from tagpin.domain.config.gitops import GitOpsSettings
 from tagpin.domain.config.registries import Registry, RegistryKind, ecr_host_parts
 from tagpin.domain.config.rollout import RolloutSettings
+from tagpin.domain.config.signatures import STORING
 from tagpin.domain.config.targets import FollowedImage
 from tagpin.domain.model import Strict
 
@@ -91,8 +92,10 @@ class TagpinConfig(Strict):
         return self.registries.get(host, Registry())
 
 
-def parse_config(text: str | bytes, *, source: str = "configuration") -> TagpinConfig:
-    """Parse and validate a YAML document; raise ConfigError naming every bad field."""
+def parse_config(text: str | bytes, *, source: str = "configuration", storing: bool = False) -> TagpinConfig:
+    """Parse and validate a YAML document; raise ConfigError naming every bad field. ``storing``:
+    a document about to be stored (``tagpin config validate``, ``push``) is also refused for a
+    value the functions would refuse at its rollout (``signatures.STORING``)."""
     try:
         data: Any = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -100,7 +103,7 @@ def parse_config(text: str | bytes, *, source: str = "configuration") -> TagpinC
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the document must be a mapping with clusters, registries, images")
     try:
-        return TagpinConfig.model_validate(data)
+        return TagpinConfig.model_validate(data, context={STORING: storing})
     except ValidationError as exc:
         raise ConfigError(f"{source}: " + _describe(exc)) from None
 

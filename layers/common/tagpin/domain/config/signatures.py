@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Self
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
 
 from tagpin.domain.config.base import SigningSecretName
 from tagpin.domain.model import Strict
@@ -24,24 +24,26 @@ from tagpin.domain.signatures import KeylessIdentity, SignatureMode
 PEM_MAX = 16 * 1024
 
 
+# The validation context key under which checks of values the functions refuse one at a time (at a
+# rollout, for that image's gate) refuse the whole document: set by ``parse_config(..., storing=True)``
+# (``tagpin config validate`` and ``push``), never by the functions' own load, so a stored document
+# written before a check existed keeps working for every image the check does not concern.
+STORING = "storing"
+
+
 def kms_key_region(key: str) -> str | None:
-    """The region of a KMS key ARN (``arn:<partition>:kms:<region>:<account>:key/<id>``: a signing
-    key may live in another region than the function); None for a key id or an alias name (the
-    function's region). ``ValueError`` for anything else that starts ``arn:``, and for an alias
-    ARN, saying what to give instead: the stack grants ``kms:GetPublicKey`` on the key ARNs it
-    names (``SigningKmsKeyArns``), so the configuration names the key, not an alias of it. Used
-    by the configuration's validation and by the adapter that reads the key, so a key refused at
-    rollout time is refused by ``tagpin config validate`` first."""
+    """The region of a KMS key ARN or alias ARN (``arn:<partition>:kms:<region>:<account>:key/<id>``
+    or ``alias/<name>``: a signing key may live in another region than the function); None for a key
+    id or an alias name (the function's region). ``ValueError`` for anything else that starts
+    ``arn:``. An alias is authorised as the key it names (IAM policies name keys by key ARN only:
+    ``SigningKmsKeyArns`` lists the key's ARN whichever name the configuration gives)."""
     if not key.startswith("arn:"):
         return None
     parts = key.split(":", 5)
-    if len(parts) != 6 or parts[2] != "kms" or not parts[3]:
-        raise ValueError(f"kms {key}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
-    if parts[5].startswith("alias/"):
+    if len(parts) != 6 or parts[2] != "kms" or not parts[3] or not parts[5].startswith(("key/", "alias/")):
         raise ValueError(
-            f"kms {key}: an alias ARN cannot be used: give the key's ARN "
-            f"(arn:aws:kms:{parts[3]}:{parts[4]}:key/<key id>, aws kms describe-key --key-id {parts[5]}), "
-            "which SigningKmsKeyArns grants kms:GetPublicKey on"
+            f"kms {key}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>) nor an alias ARN "
+            "(arn:aws:kms:<region>:<account>:alias/<name>)"
         )
     return parts[3]
 
@@ -66,20 +68,20 @@ class PublicKeySource(Strict):
     kms: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9:/_.\-]{1,2048}$",
-        description="An AWS KMS asymmetric signing key (key ARN, key id or alias name; not an alias "
-        "ARN: the stack grants `kms:GetPublicKey` on the key ARNs of `SigningKmsKeyArns`), e.g. the "
-        "one `cosign sign --key awskms:///<arn>` used; its public key is read with "
-        "`kms:GetPublicKey` (the private key never leaves KMS).",
+        description="An AWS KMS asymmetric signing key (key ARN, alias ARN, key id or alias name; an "
+        "ARN is read in its region, the others in the stack's; list the key's ARN in "
+        "`SigningKmsKeyArns`), e.g. the one `cosign sign --key awskms:///<arn>` used; its public key "
+        "is read with `kms:GetPublicKey` (the private key never leaves KMS).",
     )
 
     @model_validator(mode="after")
-    def _one(self) -> Self:
+    def _one(self, info: ValidationInfo) -> Self:
         given = [n for n in ("pem", "secret", "kms") if getattr(self, n)]
         if len(given) != 1:
             raise ValueError("give exactly one of pem, secret, kms")
         if self.pem is not None and "-----BEGIN PUBLIC KEY-----" not in self.pem:
             raise ValueError("pem: not a PEM public key (-----BEGIN PUBLIC KEY-----)")
-        if self.kms is not None:
+        if self.kms is not None and info.context and info.context.get(STORING):
             kms_key_region(self.kms)
         return self
 
@@ -109,7 +111,7 @@ class TrustedRootSource(Strict):
     )
 
     @model_validator(mode="after")
-    def _one(self) -> Self:
+    def _one(self, info: ValidationInfo) -> Self:
         if (self.json_text is None) == (self.secret is None):
             raise ValueError("give exactly one of json, secret")
         return self
