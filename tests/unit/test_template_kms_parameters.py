@@ -36,6 +36,10 @@ def test_a_key_arn_and_none_are_accepted(template: dict[str, Any], name: str) ->
     parameter = template["Parameters"][name]
     assert accepted(parameter, KEY_ARN)
     assert accepted(parameter, parameter["Default"])
+    # wildcards where IAM takes them: every key of a region, of every region (the KMS guide)
+    assert accepted(parameter, "arn:aws:kms:eu-west-1:111122223333:key/*")
+    assert accepted(parameter, "arn:aws:kms:*:111122223333:key/*")
+    assert not accepted(parameter, "arn:aws:kms:eu-west-1:111122223333:*")
     if parameter["Type"] == "CommaDelimitedList":
         assert accepted(parameter, f"{KEY_ARN},{KEY_ARN.replace('eu-west-1', 'us-east-1')}")
 
