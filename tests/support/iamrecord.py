@@ -74,8 +74,15 @@ class Recorder:
         make_api_call = botocore.client.BaseClient._make_api_call
 
         def recorded(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            # AWS authorises a call before it answers, so a call that fails (a missing item's
+            # ConditionalCheckFailed, a parameter not found, a throttle) is one its role must allow
+            # too: recorded either way (an error path's calls are checked, not only the happy path's)
             function = INVOKED.get()
-            response = make_api_call(client, operation, params)
+            try:
+                response = make_api_call(client, operation, params)
+            except Exception:
+                recorder._observe(client, operation, params, None, function)
+                raise
             recorder._observe(client, operation, params, response, function)
             return response
 
@@ -131,10 +138,11 @@ class Recorder:
 
     # -- observing
     def _observe(
-        self, client: Any, operation: str, params: dict[str, Any], response: Any, function: str | None
+        self, client: Any, operation: str, params: dict[str, Any], response: Any | None, function: str | None
     ) -> None:
         service = client.meta.service_model.service_name
-        self._learn(service, operation, params, response)
+        if response is not None:  # None: the call failed, and taught nothing
+            self._learn(service, operation, params, response)
         if function is None:
             # test code reads the state through the production repositories, on the main thread
             worker = threading.current_thread() is not threading.main_thread()
@@ -151,6 +159,8 @@ class Recorder:
             )
             error = None
         except (Underivable, KeyError, ValueError) as exc:
+            if response is None:  # a failed call naming no resource (a warm-up's empty Publish)
+                return
             requests, error = (), f"{type(exc).__name__}: {exc}"
         self._add(Call(function, f"{service}:{operation}", requests, principal, environment(), error))
 
