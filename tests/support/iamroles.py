@@ -67,6 +67,8 @@ def physical(
     template = loaded_template()
     props = ts.function_props(template, function)
     params = dict(parameters)
+    if "Condition" in template["Resources"][function]:  # the function exists: its condition holds
+        holding(template, template["Resources"][function]["Condition"], params)
     attrs: dict[str, dict[str, str]] = {}
     kinds = {k: v["Type"] for k, v in template["Resources"].items()}
     for logical, kind in kinds.items():
@@ -82,10 +84,7 @@ def physical(
             # set only under a condition (the consumer's TAGPIN_WRITEBACK_QUEUE_URL): carried, so the
             # condition held; a parameter it compares is taken to have the value that makes it so
             condition, value, _ = value["Fn::If"]
-            test = template.get("Conditions", {}).get(condition, {})
-            left, right = test.get("Fn::Equals", [None, None])
-            if isinstance(left, dict) and set(left) == {"Ref"} and isinstance(right, str):
-                params.setdefault(left["Ref"], right)
+            holding(template, condition, params)
         if not (isinstance(value, dict) and set(value) == {"Ref"} and name in environment):
             continue
         ref, actual = value["Ref"], environment[name]
@@ -94,6 +93,15 @@ def physical(
         elif ref in kinds:
             attrs[ref] = _attributes(kinds[ref], actual)
     return params, attrs
+
+
+def holding(template: Mapping[str, Any], condition: str, params: dict[str, str]) -> None:
+    """A condition that holds (``Fn::Equals`` of a parameter and a value): the parameter, unless
+    given, taken to have the value that makes it so."""
+    test = template.get("Conditions", {}).get(condition, {})
+    left, right = test.get("Fn::Equals", [None, None])
+    if isinstance(left, dict) and set(left) == {"Ref"} and isinstance(right, str):
+        params.setdefault(left["Ref"], right)
 
 
 def _attributes(kind: str, physical: str) -> dict[str, str]:
