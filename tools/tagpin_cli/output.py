@@ -3,9 +3,10 @@ an error as one line on stderr, and the exit codes (documented in ``tagpin --hel
 
 Much of what is printed comes from outside: a registry's or a cluster's answer, a failed run's error
 message, a person's name, as the functions stored them. A table or a line shows such text inert
-(``inert``): a character that is not printable (the ESC of an escape sequence that clears the screen
-or retitles the terminal, a bell, a carriage return, a newline that would forge a row, a bidi
-override) is written as its escape, ``\\x1b`` or ``\\n``. JSON keeps the text exactly (escaped)."""
+(``inert``): a character a terminal would act on (the ESC of an escape sequence that clears the
+screen or retitles the terminal, a bell, a carriage return, a newline that would forge a row, a
+bidi override) is written as its escape, ``\\x1b`` or ``\\n``; any script's text is shown as it
+is. JSON keeps the text exactly (escaped)."""
 
 from __future__ import annotations
 
