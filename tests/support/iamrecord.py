@@ -153,10 +153,13 @@ class Recorder:
             return
         principal = self._assumed.get(_access_key(client) or "")
         account = role_account(principal) if principal else ACCOUNT
+        # A call that failed read nothing, so KMS was never asked to decrypt it: its customer key is
+        # not part of what it needs (a secret of the same name another test created with a key, and
+        # this test reads while it does not exist, is only a Secrets Manager request). A read that
+        # succeeds is checked with its key.
+        keys = self._keys if response is not None else {}
         try:
-            requests = tuple(
-                requests_of(service, operation, params, client.meta.region_name, account, self._keys)
-            )
+            requests = tuple(requests_of(service, operation, params, client.meta.region_name, account, keys))
             error = None
         except (Underivable, KeyError, ValueError) as exc:
             if response is None:  # a failed call naming no resource (a warm-up's empty Publish)

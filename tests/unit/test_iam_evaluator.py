@@ -206,6 +206,30 @@ def test_calls_are_attributed_on_the_threads_an_invocation_starts(aws: None) -> 
     ] * 2
 
 
+def test_a_failed_read_needs_no_kms_key_a_successful_one_does(aws: None) -> None:
+    """The recorder learns a secret's customer key by the secret's name, and keeps it across tests. A
+    read of that name where it does not exist (here another region; in CI a test reading a missing
+    ``tagpin/webhook`` after test_iam's world had created one with a key) fails before anything is
+    decrypted: only the Secrets Manager request is checked, not a kms:Decrypt its role need not allow."""
+    from botocore.exceptions import ClientError
+
+    key = boto3.client("kms", region_name=REGION).create_key(Description="k")["KeyMetadata"]["Arn"]
+    here = boto3.client("secretsmanager", region_name=REGION)
+    elsewhere = boto3.client("secretsmanager", region_name="eu-west-1")
+    here.create_secret(Name=HOOK, SecretString="{}", KmsKeyId=key)
+    with RECORDER.capture() as sink:
+        token = INVOKED.set("webhook")
+        try:
+            here.get_secret_value(SecretId=HOOK)
+            with pytest.raises(ClientError):
+                elsewhere.get_secret_value(SecretId=HOOK)
+        finally:
+            INVOKED.reset(token)
+    read, missing = sink.calls
+    assert [r.action for r in read.requests] == [GET, "kms:Decrypt"]
+    assert [r.action for r in missing.requests] == [GET]
+
+
 def test_unused_covers_what_sam_adds_and_the_policies_attached_to_a_role() -> None:
     """PollerPartsPolicy (a separate AWS::IAM::Policy) is part of the poller's role when the poll is
     split, and the unused check sees it; so does it see SAM's statements: the basic execution role
