@@ -52,9 +52,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         followed = wiring.followed_images(part)
     except NotConfigured as exc:  # deployed, not configured yet: nothing to poll, nothing failed
         logger.warning("not configured yet; nothing polled", extra={"reason": str(exc)})
-        # A run that covered every followed tag (none): "poll runs that do not finish" is for real
-        # trouble, not for a stack that waits for its configuration.
+        # A run that covered every followed tag (none), and a part that is not behind: the alarm on
+        # poll runs that do not finish is for real trouble, not for a stack that waits for its
+        # configuration.
         metrics.add_metric(name="PollRunsCompleted", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name="PollBehind", unit=MetricUnit.Count, value=0)
         return {"configured": False, "reason": str(exc)}
     summary = wiring.poller().run(
         followed,
@@ -67,8 +69,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     for name, value in counts.items():
         metric = "Poll" + "".join(part.capitalize() for part in name.split("_"))
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=value)
-    # A run that reached the end of its tags; the "poll runs that did not finish" alarm watches it.
+    # A run that reached the end of its tags; and whether its part is behind (its pass went on over an
+    # hour and more than one run: tagpin.domain.poll_pass), which PollNotFinishedAlarm watches.
     metrics.add_metric(name="PollRunsCompleted", unit=MetricUnit.Count, value=int(summary.not_reached == 0))
+    metrics.add_metric(name="PollBehind", unit=MetricUnit.Count, value=int(summary.behind))
     metrics.add_metric(
         name="PollDuration", unit=MetricUnit.Milliseconds, value=(time.monotonic() - started) * 1000
     )

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from tagpin import wiring
 from tagpin.adapters.lambda_parts import part_event
+from tagpin.domain.channels import FollowedKey
+from tagpin.domain.poll_pass import PollPass
 from tagpin.domain.shards import PollPart
 from tagpin.ports.state import TargetStatus
 from tagpin_local.cosign import sign_image
@@ -124,7 +126,7 @@ def run_everything(w: World) -> None:
     # a run after one that stopped for its time budget (its cursor left at a tag, written here as
     # that run did): the poll starts there, reaches every tag and moves the cursor back, the
     # poller's one write of it (a steady poll writes none)
-    state_of(st).cursor.put(w.images["secret"], 0)
+    state_of(st).cursor.put(PollPass(FollowedKey(w.images["secret"]), 0), 0)
     st.run_poller()
     # a record that is neither a change nor a verification: the consumer fails it and makes it
     # visible again at once (its redelivery schedule), then it is left to the dead-letter queue

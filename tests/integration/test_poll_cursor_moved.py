@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from tagpin.adapters.registry.client import RegistryClient
 from tagpin.domain.config import FollowedImage, Registry, Target
+from tagpin.domain.poll_pass import PollPass
 from tagpin.ports.registry import RegistryAccess
 from tagpin.ports.state import State
 from tagpin.usecases.detect import Detector
@@ -53,12 +54,12 @@ def test_a_cursor_moved_by_another_run_cancels_the_chunks_started_before_it_was_
             )
             first = poller.run(items)
             assert (first.resolved, first.cursor) == (8, None)
-            state.cursor.put(items[5].image, 1)  # another invocation ran out of time there
+            state.cursor.put(PollPass(items[5].image, 1), 1)  # another invocation ran out of time there
             proxy.add(Fault("delay", seconds=0.2))  # the chunks started are still asking when it is read
             proxy.requests.clear()
             second = poller.run(items)
     # nothing is settled (no target runs the digests): every tag is observed, once, from the cursor
     assert [r.image for r in second.results] == [f.image for f in items[5:] + items[:5]]
-    assert (second.resolved, second.cursor) == (8, None) and state.cursor.get() is None
+    assert (second.resolved, second.cursor) == (8, None) and state.cursor.get() == PollPass()
     asked = [path for _method, path, _what in proxy.requests]
     assert any("/svc0/" in p for p in asked[:2])  # the chunk from where this poller left the cursor

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from tagpin import wiring
+from tagpin.domain.poll_pass import PollPass
 from tagpin.domain.shards import PollPart
 from tagpin_local.oci import push_image
 from tagpin_local.stack import LocalStack, StackOptions
@@ -65,5 +66,5 @@ def test_a_split_poll_starts_its_parts_and_they_poll_every_tag_once(
     store = state_of(st)
     assert set(store.tags.get_many(sorted(images))) == images
     for i in range(PARTS):  # each part keeps its own cursor (finished: no image)
-        assert store.cursor.get(PollPart(i, PARTS)) is None
+        assert store.cursor.get(PollPart(i, PARTS)) == PollPass()
     assert all(r["cursor"] is None and r["not_reached"] == 0 for r in results)

@@ -12,6 +12,7 @@ import pytest
 from tagpin.adapters.registry.client import RegistryClient
 from tagpin.adapters.registry.resilience import RetryPolicy
 from tagpin.domain.config import FollowedImage, Registry, Target
+from tagpin.domain.poll_pass import PollPass
 from tagpin.domain.refs import ImageRef
 from tagpin.ports.registry import RegistryAccess, RegistryError, RegistryUnavailable
 from tagpin.ports.state import State
@@ -163,11 +164,11 @@ def test_time_budget_cursor_continues_next_run(
         )
         first = poller.run(items, remaining_ms=lambda: 1200)
         assert first.cursor is not None and first.not_reached > 0
-        assert state.cursor.get() == first.cursor
+        assert state.cursor.get().cursor == first.cursor
         seen_first = {r.image for r in first.results}
         proxy.clear()
         second = poller.run(items, remaining_ms=lambda: 60_000)
-    assert second.cursor is None and state.cursor.get() is None
+    assert second.cursor is None and state.cursor.get() == PollPass()
     assert second.results[0].image == first.cursor  # the next run starts where the last stopped
     assert seen_first | {r.image for r in second.results} == {f.image for f in items}
 

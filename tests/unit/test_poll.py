@@ -9,6 +9,7 @@ import time
 import pytest
 from tagpin.domain.config import FollowedImage, Registry, Target
 from tagpin.domain.messages import Trigger
+from tagpin.domain.poll_pass import PollPass
 from tagpin.ports.registry import OCI_MANIFEST, RegistryUnavailable
 from tagpin.ports.state import State, TargetStatus
 from tagpin.usecases.detect import Detector
@@ -108,13 +109,13 @@ def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: State) 
 
     first = p.run(followed, remaining_ms=lambda: 5_000)  # 4 s after the reserve: 4 tags
     assert first.resolved == 4 and first.not_reached == 6
-    assert first.cursor == images[4] and store.cursor.get() == images[4]
+    assert first.cursor == images[4] and store.cursor.get().cursor == images[4]
     assert {r.image for r in first.results} == set(images[:4])
 
     registry.calls.clear()
     second = p.run(followed, remaining_ms=lambda: 5_000)
     assert registry.calls == images[4:8]  # continues where the first stopped
-    assert second.cursor == images[8] and store.cursor.get() == images[8]
+    assert second.cursor == images[8] and store.cursor.get().cursor == images[8]
 
     registry.calls.clear()
     third = p.run(followed, remaining_ms=lambda: 5_000)
@@ -125,21 +126,53 @@ def test_time_budget_stops_persists_the_cursor_and_no_tag_starves(store: State) 
     full = p.run(followed, remaining_ms=lambda: 60_000)
     assert registry.calls == images[2:] + images[:2]
     assert (full.cursor, full.not_reached, full.resolved) == (None, 0, 10)
-    assert store.cursor.get() is None
+    assert store.cursor.get() == PollPass()
     # Every tag was enqueued once while the budget was short, and the full run adds nothing new.
     assert sorted({c.move.image for c in queue.sent}) == images
+
+
+def test_a_pass_that_goes_on_over_an_hour_and_another_run_leaves_the_part_behind(store: State) -> None:
+    """``PollBehind`` (tagpin.domain.poll_pass): the pass keeps since when it began (its first run's
+    start) while later runs continue it; a run that continues it and stops again an hour or more
+    after is behind; the run that ends it is not, and clears it."""
+    images = [f"{A}/team/svc{i:02d}:stable" for i in range(10)]
+    registry = scripted({image: digest(i) for i, image in enumerate(images)}, cost=1.0)
+    followed = [FollowedImage(image=image, targets=[target(f"svc{i}")]) for i, image in enumerate(images)]
+    clock = FakeClock(1_800_000_000_000)
+    p = poller(registry, store, ListQueue(), chunk=2, reserve_seconds=1.0, clock=clock)
+    short = {"remaining_ms": lambda: 5_000}  # 4 tags a run
+
+    first = p.run(followed, **short)
+    assert not first.behind and store.cursor.get() == PollPass(images[4], 1_800_000_000_000)
+    clock.advance(30 * 60_000)
+    assert not p.run(followed, **short).behind  # continued, stopped again: 30 minutes on
+    clock.advance(40 * 60_000)
+    third = p.run(followed, **short)
+    assert third.behind and store.cursor.get() == PollPass(images[2], 1_800_000_000_000)
+    clock.advance(5 * 60_000)
+    full = p.run(followed, remaining_ms=lambda: 60_000)
+    assert (full.behind, full.cursor) == (False, None) and store.cursor.get() == PollPass()
+    # a new pass that stops in its first run is not behind, however long ago the last one began
+    assert not p.run(followed, **short).behind
+
+
+def test_a_cursor_kept_without_its_pass_start_counts_from_when_it_was_written(store: State) -> None:
+    """A cursor an older poller wrote (``image`` and ``at``, no ``since``): its pass is counted from
+    ``at``, so an upgrade alarms no sooner than before."""
+    store.cursor.put(PollPass(f"{A}/team/a:stable"), 1_700_000_000_000)
+    assert store.cursor.get() == PollPass(f"{A}/team/a:stable", 1_700_000_000_000)
 
 
 def test_out_of_time_before_anything_resolves_keeps_the_cursor(store: State) -> None:
     images = [f"{A}/team/x{i}:stable" for i in range(3)]
     registry = scripted({image: digest(i) for i, image in enumerate(images)}, cost=1.0)
     followed = [FollowedImage(image=image, targets=[target(f"x{i}")]) for i, image in enumerate(images)]
-    store.cursor.put(images[1], 1)
+    store.cursor.put(PollPass(images[1], 1), 1)
     summary = poller(registry, store, ListQueue(), reserve_seconds=10.0).run(
         followed, remaining_ms=lambda: 5_000
     )
     assert (summary.resolved, summary.not_reached, summary.cursor) == (0, 3, images[1])
-    assert store.cursor.get() == images[1]
+    assert store.cursor.get().cursor == images[1]
 
 
 def test_errors_are_recorded_on_each_tag_of_the_failing_registry(store: State) -> None:

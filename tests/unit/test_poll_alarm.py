@@ -1,7 +1,7 @@
 """The alarm on poll runs that do not finish (``PollNotFinishedAlarm``, with DetailedMonitoring)
 fires on real trouble only: a poller deployed before its configuration exists finishes every run
-(there is nothing to poll) and says so with ``PollRunsCompleted``, which the alarm, treating
-missing data as breaching, waits for. The real poller handler, on moto, its metrics enabled."""
+(there is nothing to poll) and says so with ``PollRunsCompleted``, and that it is not behind with
+``PollBehind`` = 0, which the alarm watches. The real poller handler, on moto, its metrics enabled."""
 
 from __future__ import annotations
 
@@ -64,11 +64,12 @@ def test_a_poller_waiting_for_its_configuration_completes_its_runs(unconfigured,
     assert answer["configured"] is False  # nothing polled: the SSM parameter does not exist
     metrics = _metrics(capsys.readouterr().out)
     assert metrics.get("PollRunsCompleted") == [1.0]
-    # which is what the alarm counts, by the same name and dimension, below 1 an hour
+    assert metrics.get("PollBehind") == [0.0]
+    # which is what the alarm watches, by the same name and dimension: ALARM at 1
     alarm = resources(template)["PollNotFinishedAlarm"]["Properties"]
-    assert (alarm["Namespace"], alarm["MetricName"]) == ("tagpin", "PollRunsCompleted")
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("tagpin", "PollBehind")
     assert alarm["Dimensions"] == [{"Name": "service", "Value": "poller"}]
-    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
 
 
 def test_with_metrics_disabled_nothing_is_published_however_many_runs(unconfigured, capsys, monkeypatch):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from tagpin.domain.config import FollowedImage, Registry, Target
+from tagpin.domain.poll_pass import PollPass
 from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.registry import OCI_MANIFEST
 from tagpin.ports.state import State
@@ -34,14 +35,14 @@ class Watched:
         self.asked_at_read: list[int] = []
         self.writes: list[tuple[str | None, PollPart]] = []
 
-    def get(self, part: PollPart = WHOLE) -> str | None:
+    def get(self, part: PollPart = WHOLE) -> PollPass:
         self.asked_at_read.append(len(self.registry.calls))
-        found: str | None = self.inner.get(part)  # type: ignore[attr-defined]
+        found: PollPass = self.inner.get(part)  # type: ignore[attr-defined]
         return found
 
-    def put(self, image: str | None, at: int, part: PollPart = WHOLE) -> None:
-        self.writes.append((image, part))
-        self.inner.put(image, at, part)  # type: ignore[attr-defined]
+    def put(self, position: PollPass, at: int, part: PollPart = WHOLE) -> None:
+        self.writes.append((position.cursor, part))
+        self.inner.put(position, at, part)  # type: ignore[attr-defined]
 
 
 def watched(store: State) -> tuple[Poller, ScriptedRegistry, Watched, State]:
@@ -76,13 +77,13 @@ def test_a_warm_poll_asks_the_registry_before_its_cursor_is_read(store: State) -
 def test_a_cursor_moved_by_another_run_is_where_a_warm_poll_goes_on(store: State) -> None:
     poller, registry, _, _ = watched(store)
     poller.run(FOLLOWED)
-    store.cursor.put(IMAGES[3], 1)  # another invocation ran out of time there meanwhile
+    store.cursor.put(PollPass(IMAGES[3], 1), 1)  # another invocation ran out of time there meanwhile
     registry.calls.clear()
     summary = poller.run(FOLLOWED)
     # the chunks started from where this poller left the cursor are dropped; the run goes from it
     assert registry.calls[-len(IMAGES) :] == IMAGES[3:] + IMAGES[:3]
     assert (summary.resolved, summary.unchanged + summary.changed, summary.cursor) == (6, 6, None)
-    assert store.cursor.get() is None  # it finished: the cursor it started from is cleared
+    assert store.cursor.get() == PollPass()  # it finished: the cursor it started from is cleared
 
 
 def test_the_cursor_is_written_only_when_it_moves(store: State) -> None:
@@ -90,7 +91,7 @@ def test_the_cursor_is_written_only_when_it_moves(store: State) -> None:
     poller.run(FOLLOWED)
     poller.run(FOLLOWED)
     assert cursor.writes == []  # finished, from no cursor to none: nothing to write, twice
-    store.cursor.put(IMAGES[2], 1, PollPart(0, 2))  # a part that ran out of time, then finishes
+    store.cursor.put(PollPass(IMAGES[2], 1), 1, PollPart(0, 2))  # a part that ran out of time, then finishes
     fresh, _, part_cursor, _ = watched(store)
     fresh.run(FOLLOWED, part=PollPart(0, 2))
     assert part_cursor.writes == [(None, PollPart(0, 2))]

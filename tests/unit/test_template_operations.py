@@ -286,8 +286,9 @@ def test_poll_runs_that_do_not_finish_alarm_only_when_polling_and_detailed(templ
     assert res_condition(template, "DetailedPolling") == {
         "Fn::And": [{"Condition": "Detailed"}, {"Condition": "PollingEnabled"}]
     }
-    assert alarm["Properties"]["MetricName"] == "PollRunsCompleted"
-    assert alarm["Properties"]["TreatMissingData"] == "breaching"
+    assert alarm["Properties"]["MetricName"] == "PollBehind"
+    # between the runs of a schedule slower than the alarm's period, nothing is sent: keep the state
+    assert alarm["Properties"]["TreatMissingData"] == "ignore"
 
 
 def res_condition(template, name):  # noqa: F811

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from tagpin.domain.channels import FollowedKey
+from tagpin.domain.poll_pass import PollPass
 from tagpin.domain.shards import WHOLE, PollPart
 from tagpin.ports.clusters import Clusters, ClusterState, Slots
 from tagpin.ports.heads import BadVersion, Heads, Versions
@@ -58,12 +58,13 @@ __all__ = [
 
 
 class PollCursor(Protocol):
-    """``POLL`` / ``CURSOR``: where the last poll (of a part) that ran out of time stopped."""
+    """``POLL`` / ``CURSOR``: where the last poll (of a part) that ran out of time stopped, and
+    since when its pass has gone on (``PollPass``; ``PollPass()``: the last run finished)."""
 
-    def get(self, part: PollPart = WHOLE) -> str | None: ...
+    def get(self, part: PollPart = WHOLE) -> PollPass: ...
 
-    def put(self, image: FollowedKey | None, at: int, part: PollPart = WHOLE) -> None:
-        """``None``: the last run finished every tag."""
+    def put(self, position: PollPass, at: int, part: PollPart = WHOLE) -> None:
+        """``at``: when (epoch ms) the run that left it stopped."""
         ...
 
 

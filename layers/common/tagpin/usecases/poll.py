@@ -47,6 +47,7 @@ from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FollowedImage, Registry
 from tagpin.domain.messages import Trigger
 from tagpin.domain.outcomes import Observation, TagOutcome
+from tagpin.domain.poll_pass import PollPass
 from tagpin.domain.refs import Digest, ImageRef
 from tagpin.domain.shards import WHOLE, PollPart, shard
 from tagpin.ports.registry import BatchResolver, RegistryError, Resolution
@@ -70,16 +71,6 @@ AHEAD = 2  # chunks resolving at once: the next one's requests wait in the regis
 # could run out of work before the read was done. Bounded, since every chunk started is recorded,
 # deadline or not.
 WHILE_READING = 16
-
-
-def _chunked(images: list[FollowedKey], start: str | None, size: int) -> list[list[FollowedKey]]:
-    """The images to resolve, in chunks of ``size``, from ``start`` (where the last run stopped: the
-    cursor) on, wrapping around."""
-    order = sorted(images)
-    if start is not None:
-        first = next((i for i, image in enumerate(order) if image >= start), 0)
-        order = order[first:] + order[:first]
-    return [order[i : i + size] for i in range(0, len(order), size)]
 
 
 def _cancel(started: list[Future[Any]]) -> None:
@@ -133,7 +124,7 @@ class Poller:
         self._attestations = AttestationFilter(resolver, registry_settings)
         self._channels = channels
         self._tags: dict[FollowedKey, ImageRef] = {}  # the last run's tags, parsed (the same next run)
-        self._cursors: dict[str, str | None] = {}  # each part's cursor as this poller last read or left it
+        self._cursors: dict[str, PollPass] = {}  # each part's pass as this poller last read or left it
 
     def run(
         self,
@@ -147,7 +138,7 @@ class Poller:
         """``part``: the part of a poll split across invocations that ``followed`` is (its own
         cursor, its shards' settled digests)."""
         items = {f.image: f for f in merge_followed(followed)}
-        summary = PollSummary()
+        summary, begun = PollSummary(), self._clock()
         settles: list[
             tuple[FollowedKey, Digest, int]
         ] = []  # found settled this run: written together at the end
@@ -159,8 +150,8 @@ class Poller:
             cold = items and part.name not in self._cursors
             cursor_read = pool.submit(self._state.cursor.get, part) if cold else None
             refs, moved = self._refs(items, summary)
-            at = self._cursors.get(part.name) if cursor_read is None else cursor_read.result()
-            chunks = _chunked(refs.polled, at, self._chunk)
+            at = self._cursors.get(part.name, PollPass()) if cursor_read is None else cursor_read.result()
+            chunks = at.chunks(refs.polled, self._chunk)
             settled: dict[str, str] = {}  # read while the first chunk resolves (below)
             deadline = (
                 None if remaining_ms is None else self._monotonic() + remaining_ms() / 1000 - self._reserve
@@ -190,7 +181,7 @@ class Poller:
                 reading = pool.submit(self._state.digests.all, None if part.whole else part.shards)
                 if (stored := cursor_read.result()) != at:  # another run moved it: start again there
                     _cancel(started)
-                    at, chunks[:] = stored, _chunked(refs.polled, stored, self._chunk)
+                    at, chunks[:] = stored, stored.chunks(refs.polled, self._chunk)
                     start(WHILE_READING)
                 while not reading.done():
                     waiting: list[Future[Any]] = [reading, *(f for f in started if not f.done())]
@@ -230,15 +221,17 @@ class Poller:
             summary.cursor = rest[0] if rest else None
             self._settle(pool, settles)
         if chunks:
-            self._leave(summary, at, part)
+            self._leave(summary, at, part, begun)
         return summary
 
-    def _leave(self, summary: PollSummary, at: str | None, part: PollPart) -> None:
-        """The cursor where the run stopped (``at``: where it started), written only when it moves:
-        a steady poll writes nothing."""
-        if summary.cursor != at:
-            self._state.cursor.put(summary.cursor, self._clock(), part)
-        self._cursors[part.name] = summary.cursor
+    def _leave(self, summary: PollSummary, at: PollPass, part: PollPart, begun: int) -> None:
+        """The pass where the run (begun at ``begun``) stopped, from ``at``, written only when it
+        moves: a steady poll writes nothing. Whether the part is behind (``PollPass.behind``)."""
+        left, now = at.after(summary.cursor, begun), self._clock()
+        summary.behind = at.behind(summary.cursor, now)
+        if left != at:
+            self._state.cursor.put(left, now, part)
+        self._cursors[part.name] = left
         if summary.cursor:
             logger.warning(
                 "poll stopped for the time budget; the next run continues",

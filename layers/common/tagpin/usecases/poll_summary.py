@@ -24,6 +24,7 @@ class PollSummary:
     ignored: int = 0  # attestation-only index changes
     not_reached: int = 0  # left for the next run (time budget)
     cursor: FollowedKey | None = None
+    behind: bool = False  # the part's pass went on over an hour and more than one run (PollPass.behind)
     results: list[Observation] = field(default_factory=list)  # everything but "unchanged"
 
     def counts(self) -> dict[str, int]:

@@ -1,11 +1,14 @@
 """``POLL`` / ``CURSOR`` (a poll in parts: ``CURSOR#<i>of<n>``, one per part): where the last poll
 that ran out of time stopped (``image``: the first tag it did not finish; absent when the run
-finished every tag), and when (``at``). Poller only."""
+finished every tag), when (``at``), and since when the pass it continued has gone on (``since``,
+``tagpin.domain.poll_pass``; a cursor written before ``since`` was kept counts from its ``at``).
+Poller only."""
 
 from __future__ import annotations
 
-from tagpin.adapters.dynamodb.table import CURSOR, POLL, Item, N, S, Table, key, text
+from tagpin.adapters.dynamodb.table import CURSOR, POLL, Item, N, S, Table, key, number, text
 from tagpin.domain.channels import FollowedKey
+from tagpin.domain.poll_pass import PollPass
 from tagpin.domain.shards import WHOLE, PollPart
 
 
@@ -17,13 +20,19 @@ class DynamoPollCursor:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def get(self, part: PollPart = WHOLE) -> str | None:
+    def get(self, part: PollPart = WHOLE) -> PollPass:
         item = self._table.get(cursor_key(part))
-        return None if item is None else text(item, "image")
+        image = None if item is None else text(item, "image")
+        if item is None or image is None:
+            return PollPass()
+        since = number(item, "since")
+        return PollPass(FollowedKey(image), number(item, "at") if since is None else since)
 
-    def put(self, image: FollowedKey | None, at: int, part: PollPart = WHOLE) -> None:
+    def put(self, position: PollPass, at: int, part: PollPart = WHOLE) -> None:
         # Producers never delete: the item stays, without an image, when the run finished.
         item: Item = {**cursor_key(part), "at": N(at)}
-        if image is not None:
-            item["image"] = S(image)
+        if position.cursor is not None:
+            item["image"] = S(position.cursor)
+            if position.since is not None:
+                item["since"] = N(position.since)
         self._table.put(item)
