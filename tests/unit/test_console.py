@@ -141,6 +141,7 @@ def test_every_answer_carries_the_security_headers(world: World) -> None:
         assert headers["Content-Security-Policy"] == CSP
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert headers["Referrer-Policy"] == "no-referrer"
+        assert headers["Strict-Transport-Security"] == "max-age=31536000"
     page = world.get("/console", cookie=cookie)["body"]
     assert "<script>" not in page and " style=" not in page  # no inline script or style
     css = page.split('rel="stylesheet" href="')[1].split('"')[0]

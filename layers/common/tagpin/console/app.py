@@ -1,8 +1,8 @@
 """The console over the HTTP API (payload 2.0), on powertools' ``APIGatewayHttpResolver``.
 
 Every answer carries the security headers (``SECURITY_HEADERS``: a Content-Security-Policy that
-allows no inline script or style and no other origin, nosniff, no referrer, no framing, no caching
-of pages). Every page but the sign-in page (local only) and the static files needs a signed-in
+allows no inline script or style and no other origin, nosniff, no referrer, no framing, HTTPS only
+(HSTS), no caching of pages). Every page but the sign-in page (local only) and the static files needs a signed-in
 person (``tagpin.adapters.web.auth``); without one the answer is 401, whatever the path. Every POST
 but the sign-in needs the session's CSRF token in the form (``csrf``), compared in constant time:
 without it, or with another session's, the answer is 403 and nothing is done. Actions are the
@@ -60,6 +60,10 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
+    # HTTPS only from here on (API Gateway serves nothing else; a browser ignores it over the local
+    # stack's plain HTTP). No includeSubDomains: the console's host may be a custom domain whose
+    # other names are not ours to decide.
+    "Strict-Transport-Security": "max-age=31536000",
 }
 HTML = "text/html; charset=utf-8"
 COUNT = re.compile(r"[0-9]{1,9}")  # a notice's count (``str.isdigit`` accepts "²", which int() refuses)
