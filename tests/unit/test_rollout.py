@@ -280,7 +280,26 @@ def test_conflict_is_retried(applier: Applier, clusters: FakeClusters, store: St
     assert store.targets.get(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
 
 
-def test_endless_conflicts_fail_the_change(applier: Applier, clusters: FakeClusters, store: State) -> None:
+def test_conflicts_are_retried_after_a_growing_pause(
+    applier: Applier, clusters: FakeClusters, store: State, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workload mid-rollout: its controller writes its status between our read and our patch,
+    again and again. Five conflicts in a row (all the attempts there were, back to back, before)
+    cost pauses that double, and the change lands."""
+    paused: list[float] = []
+    monkeypatch.setattr("tagpin.usecases.patch.time.sleep", paused.append)
+    clusters["dev"].conflicts = 5
+    outcomes = applier.apply(change())
+    assert outcomes[0].outcome == "patched" and len(clusters["dev"].patches) == 6
+    assert len(paused) == 5  # each a doubling of the one before, with jitter
+    assert all(0.5 * 0.05 * 2**i <= s <= 1.5 * 0.05 * 2**i for i, s in enumerate(paused)), paused
+    assert store.targets.get(WEB_TARGET).status is TargetStatus.APPLIED  # type: ignore[union-attr]
+
+
+def test_endless_conflicts_fail_the_change(
+    applier: Applier, clusters: FakeClusters, store: State, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tagpin.usecases.patch.time.sleep", lambda _s: None)
     clusters["dev"].conflicts = CONFLICT_RETRIES + 10
     with pytest.raises(ChangeFailed, match="still conflicting"):
         applier.apply(change())
