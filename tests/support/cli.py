@@ -110,17 +110,17 @@ class Cli:
     extra: set[str] = field(default_factory=set)  # secrets the stack does not hold (a signing key)
     runs: list[Ran] = field(default_factory=list)
 
-    def __call__(self, *argv: str, endpoints: Path | None = None) -> Ran:
+    def __call__(self, *argv: str, endpoints: Path | None = None, columns: int = 250) -> Ran:
         # a wide terminal's tables: a target id or an image on one line
-        ran = tagpin("--endpoints", str(endpoints or self.endpoints), *argv, env={"COLUMNS": "250"})
+        ran = tagpin("--endpoints", str(endpoints or self.endpoints), *argv, env={"COLUMNS": str(columns)})
         self.runs.append(ran)
         assert_no_secret(ran, stack_secrets(self.st, tuple(self.extra)))
         return ran
 
-    def many(self, *argvs: Sequence[str], endpoints: Path | None = None) -> list[Ran]:
+    def many(self, *argvs: Sequence[str], endpoints: Path | None = None, columns: int = 250) -> list[Ran]:
         """Runs that change nothing, side by side (each process mostly waits for its imports)."""
         with ThreadPoolExecutor(4) as pool:
-            return list(pool.map(lambda argv: self(*argv, endpoints=endpoints), argvs))
+            return list(pool.map(lambda argv: self(*argv, endpoints=endpoints, columns=columns), argvs))
 
     def json(self, *argv: str, code: int = 0, endpoints: Path | None = None) -> Any:
         """``--json`` output of a run that exits ``code`` with nothing on stderr."""
