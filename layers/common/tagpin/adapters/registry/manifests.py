@@ -18,6 +18,9 @@ SCHEMA1_TYPES = frozenset(
         "application/vnd.docker.distribution.manifest.v1+prettyjws",
     }
 )
+# A manifest or index read whole (the GET fallback of a resolution): the OCI distribution spec
+# asks registries to accept manifests of up to 4 MiB; a longer answer is refused, not read.
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 _HASHES = {"sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
 
 
