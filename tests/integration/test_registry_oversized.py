@@ -86,7 +86,7 @@ class Flood:
         self.server.server_close()
 
 
-@pytest.fixture(params=[False], ids=["manifest"])
+@pytest.fixture(params=[False, True], ids=["manifest", "token"])
 def flood(request: pytest.FixtureRequest) -> Iterator[Flood]:
     server = Flood(bearer=request.param)
     yield server
