@@ -193,6 +193,12 @@ class RegistryAuth:
         realm = challenge.params.get("realm")
         if not realm or not realm.startswith(("https://", "http://")):
             raise AuthError(f"{host}: bearer challenge without a usable realm", host=host, status=401)
+        if access.credentials and realm.startswith("http://") and not access.insecure:
+            raise AuthError(
+                f"{host}: bearer realm {realm} is plain http://; the credentials are not sent over it",
+                host=host,
+                status=401,
+            )
         params = {k: v for k, v in (("service", challenge.params.get("service")), ("scope", scope)) if v}
         headers = {"Authorization": self._basic(access, host)} if access.credentials else {}
         try:
