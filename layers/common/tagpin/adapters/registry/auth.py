@@ -227,7 +227,7 @@ class RegistryAuth:
             doc = json.loads(response.body)
             token = doc.get("token") or doc.get("access_token")
             ttl = float(doc.get("expires_in") or TOKEN_DEFAULT_TTL)
-        except (ValueError, AttributeError, TypeError):
+        except (ValueError, AttributeError, TypeError, RecursionError):
             token, ttl = None, 0.0
         if not isinstance(token, str) or not token:
             raise AuthError(f"{host}: token endpoint {realm} returned no token", host=host, status=200)

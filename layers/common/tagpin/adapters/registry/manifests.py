@@ -67,7 +67,7 @@ def body_info(body: bytes) -> tuple[str, int | None]:
     """(mediaType, schemaVersion) of a manifest body, as far as they can be read."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: unreadable too
         return "", None
     if not isinstance(doc, dict):
         return "", None
