@@ -52,8 +52,8 @@ def client(answer: Callable[[str, str], HttpResponse]) -> RegistryClient:
 
 
 def test_a_deep_manifest_resolves_to_the_digest_of_its_bytes() -> None:
-    json_type = Headers([("Content-Type", "application/json")])
-    with client(lambda _u, _a: HttpResponse(200, json_type, DEEP)) as c:  # HEAD: no digest; GET: DEEP
+    served_as = Headers([("Content-Type", "application/vnd.oci.image.manifest.v1+json")])
+    with client(lambda _u, _a: HttpResponse(200, served_as, DEEP)) as c:  # HEAD: no digest; GET: DEEP
         resolution = c.resolve(REF)
     assert resolution.digest == "sha256:" + hashlib.sha256(DEEP).hexdigest()
     assert resolution.method == "GET"

@@ -50,7 +50,13 @@ from tagpin.adapters.registry.http import (
     TransportError,
 )
 from tagpin.adapters.registry.manifests import MAX_MANIFEST_BYTES as MAX_MANIFEST
-from tagpin.adapters.registry.manifests import body_info, check_status, reject_schema1, verified_digest
+from tagpin.adapters.registry.manifests import (
+    body_info,
+    check_status,
+    manifest_type,
+    reject_schema1,
+    verified_digest,
+)
 from tagpin.adapters.registry.resilience import CircuitBreaker, RetryPolicy, parse_retry_after
 from tagpin.adapters.registry.tags import ACCEPT_TAG_LIST, TagLimits, check_page, paginate
 from tagpin.domain.refs import Digest, ImageRef, InvalidReference
@@ -296,13 +302,7 @@ class RegistryClient:
         get = await self._request("GET", url, host, scope, access)
         rate_limit = self._rate_limit(get, host)
         check_status(get, host, ref)
-        body_type, schema_version = body_info(get.body)
-        media_type = get.media_type
-        reject_schema1(media_type, host, ref)
-        if body_type and media_type not in MANIFEST_TYPES:  # e.g. served as application/json
-            media_type = body_type
-        if schema_version == 1:
-            reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
+        media_type = manifest_type(get, host, ref)
         verified = Digest(verified_digest(get, host, ref))
         log.debug("resolved %s via GET to %s", ref, verified)
         return Resolution(ref, verified, media_type, "GET", rate_limit)
