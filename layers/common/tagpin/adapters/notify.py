@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 WEBHOOK_KINDS = ("slack", "teams", "http")
 TIMEOUT_S = 5.0
+MAX_ANSWER = 64 * 1024  # bytes of a webhook's answer read (Slack answers "ok")
 
 
 def slack_escape(text: str) -> str:
@@ -96,7 +97,7 @@ def post_json(url: str, body: dict[str, Any]) -> None:
         url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
     )
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
-        response.read()
+        response.read(MAX_ANSWER)  # the status is the answer; the rest of the body is not read
 
 
 class Notifier:

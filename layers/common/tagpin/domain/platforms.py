@@ -60,7 +60,7 @@ def index_platforms(body: bytes) -> frozenset[Platform] | None:
     an index (a single-platform manifest: its config says, ``config_platform``)."""
     try:
         document = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(document, dict) or not isinstance(document.get("manifests"), list):
         return None
@@ -90,7 +90,7 @@ def config_platform(body: bytes) -> Platform | None:
             p for p in (document.get("os"), document.get("architecture"), document.get("variant")) if p
         )
         return Platform.parse(text)
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return None
 
 

@@ -27,7 +27,7 @@ def platform_manifests(body: bytes) -> set[tuple[str, str]] | None:
     """(digest, platform) of an index's entries, attestations left out; None if not an index."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     manifests = doc.get("manifests") if isinstance(doc, dict) else None
     if not isinstance(manifests, list):

@@ -11,6 +11,12 @@ from tagpin.domain.refs import ImageRef
 from tagpin.domain.versions import VersionPolicy
 from tagpin.ports.workloads import Workload
 
+NOTE_MAX = 600  # characters of a problem a note quotes: annotations are the cluster's text, up to 256 KB
+
+
+def _short(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
 
 def discovered_targets(
     cluster: str, workload: Workload
@@ -26,7 +32,7 @@ def discovered_targets(
     notes: list[str] = []
     images = {**workload.init_containers, **workload.containers}
     for name in sorted(wanted - images.keys()) if wanted is not None else []:
-        notes.append(f"{where}: {ANNOTATION_CONTAINERS} names {name!r}, which it does not have")
+        notes.append(f"{where}: {ANNOTATION_CONTAINERS} names {_short(name)!r}, which it does not have")
     for name, image in images.items():
         if wanted is not None and name not in wanted:
             continue
@@ -43,7 +49,7 @@ def discovered_targets(
                 container=name,
             )
         except ValueError as exc:  # a digest-only image has no tag to follow; pydantic errors too
-            notes.append(f"{where}/{name}: not followed: {exc}")
+            notes.append(f"{where}/{name}: not followed: {_short(str(exc), NOTE_MAX)}")
             continue
         found.append((tagged, target))
     return found, notes

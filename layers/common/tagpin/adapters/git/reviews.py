@@ -187,7 +187,7 @@ class RestReviews:
             raise GitError(f"{host}: {method} {where}: the answer is larger than {MAX_BODY} bytes")
         try:
             value = json.loads(raw) if raw else None
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             raise GitError(f"{host}: {method} {where} answered {status} with no JSON") from None
         if status not in expected:
             raise GitError(f"{host}: {method} {where} answered {status}: {_said(value)}")

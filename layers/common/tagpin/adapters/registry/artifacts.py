@@ -149,7 +149,7 @@ def index_descriptors(body: bytes) -> tuple[list[Descriptor], int] | None:
     an image index (not JSON, not an object, no ``manifests`` array)."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     manifests = doc.get("manifests") if isinstance(doc, dict) else None
     media_type = doc.get("mediaType", OCI_INDEX) if isinstance(doc, dict) else None

@@ -17,13 +17,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from tagpin.adapters.registry.http import HttpResponse
+from tagpin.adapters.registry.http import BodyTooLarge, HttpResponse
 from tagpin.ports.registry import AuthError, RegistryAccess, RegistryError
 
 log = logging.getLogger(__name__)
 
 TOKEN_DEFAULT_TTL = 60.0
 TOKEN_MARGIN = 10.0
+# A token endpoint's answer (a JSON document of a token or two, a few KB); longer is refused, not read.
+MAX_TOKEN_ANSWER = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -191,9 +193,22 @@ class RegistryAuth:
         realm = challenge.params.get("realm")
         if not realm or not realm.startswith(("https://", "http://")):
             raise AuthError(f"{host}: bearer challenge without a usable realm", host=host, status=401)
+        if access.credentials and realm.startswith("http://") and not access.insecure:
+            raise AuthError(
+                f"{host}: bearer realm {realm} is plain http://; the credentials are not sent over it",
+                host=host,
+                status=401,
+            )
         params = {k: v for k, v in (("service", challenge.params.get("service")), ("scope", scope)) if v}
         headers = {"Authorization": self._basic(access, host)} if access.credentials else {}
-        response = await self._send("GET", realm, host, headers, params)
+        try:
+            response = await self._send("GET", realm, host, headers, params, max_body=MAX_TOKEN_ANSWER)
+        except BodyTooLarge as exc:
+            raise AuthError(
+                f"{host}: token endpoint {realm} answered over {exc.limit} bytes",
+                host=host,
+                status=exc.status,
+            ) from None
         if response.status in (401, 403):
             if access.invalidate is not None:
                 access.invalidate()
@@ -212,7 +227,7 @@ class RegistryAuth:
             doc = json.loads(response.body)
             token = doc.get("token") or doc.get("access_token")
             ttl = float(doc.get("expires_in") or TOKEN_DEFAULT_TTL)
-        except (ValueError, AttributeError, TypeError):
+        except (ValueError, AttributeError, TypeError, RecursionError):
             token, ttl = None, 0.0
         if not isinstance(token, str) or not token:
             raise AuthError(f"{host}: token endpoint {realm} returned no token", host=host, status=200)

@@ -49,7 +49,14 @@ from tagpin.adapters.registry.http import (
     Transport,
     TransportError,
 )
-from tagpin.adapters.registry.manifests import body_info, check_status, reject_schema1, verified_digest
+from tagpin.adapters.registry.manifests import MAX_MANIFEST_BYTES as MAX_MANIFEST
+from tagpin.adapters.registry.manifests import (
+    body_info,
+    check_status,
+    manifest_type,
+    reject_schema1,
+    verified_digest,
+)
 from tagpin.adapters.registry.resilience import CircuitBreaker, RetryPolicy, parse_retry_after
 from tagpin.adapters.registry.tags import ACCEPT_TAG_LIST, TagLimits, check_page, paginate
 from tagpin.domain.refs import Digest, ImageRef, InvalidReference
@@ -295,13 +302,7 @@ class RegistryClient:
         get = await self._request("GET", url, host, scope, access)
         rate_limit = self._rate_limit(get, host)
         check_status(get, host, ref)
-        body_type, schema_version = body_info(get.body)
-        media_type = get.media_type
-        reject_schema1(media_type, host, ref)
-        if body_type and media_type not in MANIFEST_TYPES:  # e.g. served as application/json
-            media_type = body_type
-        if schema_version == 1:
-            reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
+        media_type = manifest_type(get, host, ref)
         verified = Digest(verified_digest(get, host, ref))
         log.debug("resolved %s via GET to %s", ref, verified)
         return Resolution(ref, verified, media_type, "GET", rate_limit)
@@ -315,14 +316,8 @@ class RegistryClient:
         reference = ref.digest or ref.tag or "latest"
         url = self._url(ref, access, reference)
         async with self._bounds.hold(host, access):
-            try:
-                get = await self._request(
-                    "GET", url, host, f"repository:{ref.repository}:pull", access, max_body=max_bytes
-                )
-            except BodyTooLarge as exc:
-                raise ContentTooLarge(
-                    f"{host}: the manifest {ref} is over {max_bytes} bytes", host=host, status=exc.status
-                ) from None
+            scope = f"repository:{ref.repository}:pull"
+            get = await self._request("GET", url, host, scope, access, max_body=max_bytes or MAX_MANIFEST)
         self._rate_limit(get, host)
         check_status(get, host, ref)
         if ref.digest:
@@ -388,9 +383,15 @@ class RegistryClient:
         scope: str,
         access: RegistryAccess,
         *,
-        max_body: int | None = None,
+        max_body: int = MAX_MANIFEST,
     ) -> HttpResponse:
-        """A manifest request, with the Authorization ``RegistryAuth`` finds for it."""
-        return await self._auth.request(
-            method, url, host, scope, access, {"Accept": ACCEPT}, max_body=max_body
-        )
+        """A manifest request, with the Authorization ``RegistryAuth`` finds for it; a body over
+        ``max_body`` bytes is refused (``ContentTooLarge``), not read whole."""
+        try:
+            return await self._auth.request(
+                method, url, host, scope, access, {"Accept": ACCEPT}, max_body=max_body
+            )
+        except BodyTooLarge as exc:
+            raise ContentTooLarge(
+                f"{host}: the manifest at {url} is over {max_body} bytes", host=host, status=exc.status
+            ) from None

@@ -80,9 +80,10 @@ class HttpRequest:
     url: str
     headers: Mapping[str, str]
     params: Mapping[str, str] = field(default_factory=dict)
-    # None: the body exactly as sent (manifests: their digest is over those bytes). A number: a
-    # document (e.g. a tag list) whose Content-Encoding the transport decodes, and which it refuses
-    # (``BodyTooLarge``) once the decoded body passes that many bytes.
+    # None: the body exactly as sent, however long. A number: a document (a manifest, a tag list,
+    # a token) whose Content-Encoding the transport decodes (a manifest's digest is over its
+    # decoded bytes), and which it refuses (``BodyTooLarge``) once the decoded body passes that
+    # many bytes.
     max_body: int | None = None
 
 

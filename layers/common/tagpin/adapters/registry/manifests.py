@@ -10,7 +10,7 @@ import json
 from tagpin.adapters.registry.http import HttpResponse
 from tagpin.adapters.registry.resilience import parse_retry_after
 from tagpin.domain.refs import ImageRef, is_digest
-from tagpin.ports.registry import AuthError, ManifestNotFound, RegistryError
+from tagpin.ports.registry import MANIFEST_TYPES, AuthError, ManifestNotFound, RegistryError
 
 SCHEMA1_TYPES = frozenset(
     {
@@ -18,6 +18,9 @@ SCHEMA1_TYPES = frozenset(
         "application/vnd.docker.distribution.manifest.v1+prettyjws",
     }
 )
+# A manifest or index read whole (the GET fallback of a resolution): the OCI distribution spec
+# asks registries to accept manifests of up to 4 MiB; a longer answer is refused, not read.
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 _HASHES = {"sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
 
 
@@ -64,7 +67,7 @@ def body_info(body: bytes) -> tuple[str, int | None]:
     """(mediaType, schemaVersion) of a manifest body, as far as they can be read."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: unreadable too
         return "", None
     if not isinstance(doc, dict):
         return "", None
@@ -72,6 +75,28 @@ def body_info(body: bytes) -> tuple[str, int | None]:
     return (media_type if isinstance(media_type, str) else ""), (
         version if isinstance(version, int) else None
     )
+
+
+def manifest_type(response: HttpResponse, host: str, ref: ImageRef) -> str:
+    """The media type of a manifest a GET answered (its Content-Type, else its body's, e.g. served
+    as application/json). Docker schema1 is refused, and so is an answer that is no manifest by
+    either (neither a manifest type nor ``schemaVersion`` 2: a proxy's HTML page, an error
+    document), whose bytes are no image's digest."""
+    body_type, schema_version = body_info(response.body)
+    media_type = response.media_type
+    reject_schema1(media_type, host, ref)
+    if body_type and media_type not in MANIFEST_TYPES:
+        media_type = body_type
+    if schema_version == 1:
+        reject_schema1(f"schemaVersion 1 ({media_type or 'no media type'})", host, ref, always=True)
+    if media_type not in MANIFEST_TYPES and schema_version != 2:
+        raise RegistryError(
+            f"{host}: the answer for {ref} is not a manifest ({media_type[:80] or 'no media type'}, "
+            f"{len(response.body)} bytes)",
+            host=host,
+            status=response.status,
+        )
+    return media_type
 
 
 def reject_schema1(media_type: str, host: str, ref: ImageRef, *, always: bool = False) -> None:

@@ -19,19 +19,24 @@ from email.utils import parsedate_to_datetime
 
 from tagpin.ports.registry import RegistryUnavailable
 
+# The longest a registry's Retry-After is taken for: its circuit stays open that long in a warm
+# container (a longer or endless one, e.g. 400 digits, is this).
+MAX_RETRY_AFTER = 3600.0
+
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date), at most
+    ``MAX_RETRY_AFTER``; None when it is neither."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
     try:
         when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, when - (time.time() if now is None else now))
+    return min(max(0.0, when - (time.time() if now is None else now)), MAX_RETRY_AFTER)
 
 
 @dataclass(frozen=True)

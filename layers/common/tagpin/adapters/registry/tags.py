@@ -154,7 +154,7 @@ def page_tags(body: bytes, host: str, repository: str) -> list[Any]:
     Anything but a JSON object with such an array is malformed."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
     tags = doc.get("tags") if isinstance(doc, dict) else ...
     if tags is None:  # null or absent: no tags

@@ -94,7 +94,7 @@ def verify_bundle(bundle: bytes, reading: Reading, policy: SignaturePolicy, wher
     """The verdict of one bundle (its bytes, as read) for ``reading.digest``."""
     try:
         doc = json.loads(bundle)
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
     material = doc.get("verificationMaterial") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or not isinstance(material, dict):

@@ -97,7 +97,7 @@ def _check_layer(reading: Reading, tag: str, index: int, layer: dict[str, Any]) 
 def _payload_verdict(payload: bytes, digest: str, where: str, signer: str) -> SignatureVerdict:
     try:
         doc = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
     critical = doc.get("critical") if isinstance(doc, dict) else None
     image = critical.get("image") if isinstance(critical, dict) else None

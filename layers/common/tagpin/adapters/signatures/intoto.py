@@ -26,7 +26,7 @@ def statement_subjects(payload: bytes) -> list[dict[str, Any]] | None:
     """The subjects' digests of an in-toto statement; None when ``payload`` is not a statement."""
     try:
         doc = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("_type") not in STATEMENT_TYPES:
         return None

@@ -102,7 +102,7 @@ def candidate_layers(body: bytes, limit: int) -> list[dict[str, Any]] | None:
     not one."""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     layers = doc.get("layers") if isinstance(doc, dict) else None
     if not isinstance(layers, list):

@@ -116,7 +116,7 @@ class PlatformGate:
         try:
             config = json.loads(body).get("config") or {}
             blob = fetch_blob(ref, str(config.get("digest", "")), 64 * 1024)
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             return None
         platform = config_platform(blob)
         return None if platform is None else frozenset({platform})
