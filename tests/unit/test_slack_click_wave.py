@@ -26,6 +26,7 @@ from tests.support.console import (
     PARAMETER,
     SLACK_SECRET,
     World,
+    csrf_of,
     invoke,
     make_world,
     slack_request,
@@ -50,7 +51,9 @@ def click(wave: str) -> dict[str, Any]:
     return slack_request(urlencode({"payload": json.dumps(payload)}).encode())
 
 
-def test_an_old_requests_approve_button_does_not_approve_the_next_wave(world: World) -> None:
+def two_waves(world: World) -> Any:
+    """Stage then prod, each waiting for a person; D2's promotion waits at stage. The console
+    function's handler, loaded with that configuration."""
     ssm = boto3.client("ssm", region_name=REGION)
     document = yaml.safe_load(ssm.get_parameter(Name=PARAMETER)["Parameter"]["Value"])
     document["images"][0]["approval"] = True  # every wave of the image waits for a person
@@ -68,7 +71,12 @@ def test_an_old_requests_approve_button_does_not_approve_the_next_wave(world: Wo
     state.tags.record(IMAGE, D2, now, Trigger.POLL)
     assert start_promotion(state, IMAGE, D2, now) is not None
     assert state.promotions.request_approval(IMAGE, D2, 0, now, now + 3_600_000)  # stage waits
+    return handler
 
+
+def test_an_old_requests_approve_button_does_not_approve_the_next_wave(world: World) -> None:
+    handler = two_waves(world)
+    state, now = world.state, int(time.time() * 1000)
     first = invoke(handler, click("stage"))
     assert first["statusCode"] == 200 and "Approved" in json.loads(first["body"])["text"], first
     # stage rolled, was verified and soaked; prod now waits for a person
@@ -83,3 +91,23 @@ def test_an_old_requests_approve_button_does_not_approve_the_next_wave(world: Wo
     assert 1 not in promotion.approved_waves
     approved = [e.detail for e in state.history.of_image(IMAGE) if e.event == "approved"]
     assert approved == ["wave stage: approved by ana via slack"], approved
+
+
+def test_a_console_page_listing_an_earlier_wave_does_not_approve_the_next_one(world: World) -> None:
+    """The console's pending approvals, loaded while stage waited and submitted once prod waits:
+    the form names its wave, so nothing is decided (before: it approved prod)."""
+    handler = two_waves(world)
+    state, now = world.state, int(time.time() * 1000)
+    cookie = world.sign_in()
+    page = world.get("/console", cookie=cookie)["body"]
+    assert 'name="wave" value="stage"' in page, page
+    stage_form = {"image": IMAGE, "digest": D2, "wave": "stage", "csrf": csrf_of(page)}
+    assert invoke(handler, click("stage"))["statusCode"] == 200  # stage approved (in Slack)
+    assert state.promotions.wave_verified(IMAGE, D2, 0, now + 1)
+    assert state.promotions.advance(IMAGE, D2, 0, now + 2, 1)
+    assert state.promotions.request_approval(IMAGE, D2, 1, now + 3, now + 3_600_000)
+
+    stale = world.post("/console/actions/approve", stage_form, cookie=cookie)
+    assert "notice=already-decided" in stale["headers"]["Location"], stale
+    promotion = state.promotions.get(IMAGE)
+    assert promotion is not None and promotion.awaiting_wave == 1 and 1 not in promotion.approved_waves
