@@ -2,9 +2,10 @@
 
 Every answer carries the security headers (``SECURITY_HEADERS``: a Content-Security-Policy that
 allows no inline script or style and no other origin, nosniff, no referrer, no framing, HTTPS only
-(HSTS), no caching of pages). Every page but the sign-in page (local only) and the static files needs a signed-in
-person (``tagpin.adapters.web.auth``); without one the answer is 401, whatever the path. Every POST
-but the sign-in needs the session's CSRF token in the form (``csrf``), compared in constant time:
+(HSTS), no caching of pages). Every page but the sign-in page (local only) and the static files
+needs a signed-in person (``tagpin.adapters.web.auth``); without one the answer is 401, whatever
+the path. Every POST but the sign-in needs the session's CSRF token in the form (``csrf``),
+compared in constant time:
 without it, or with another session's, the answer is 403 and nothing is done. Actions are the
 functions of ``tagpin.usecases.console_actions.ACTIONS``; after one the browser is sent on (303) to a page
 of the console with a notice chosen by key.
@@ -313,7 +314,12 @@ class ConsoleApp:
             log.warning("Slack request refused", extra={"status": exc.status, "reason": exc.message})
             return Response(exc.status, "text/plain; charset=utf-8", exc.message)
         decided = self.console.approvals().decide(
-            click.image, click.approve, click.user, via=Via.SLACK, digest=click.digest
+            click.image,
+            click.approve,
+            click.user,
+            via=Via.SLACK,
+            digest=click.digest,
+            wave=click.wave or None,  # a button posted without its wave decides the one waiting
         )
         log.info(
             "Slack decision", extra={"decision": decided.decision, "who": click.user, "image": click.image}

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
-from tagpin.domain.messages import TargetChange, Verification, VerificationKind
+from tagpin.domain.messages import TargetChange, Trigger, Verification, VerificationKind
 from tagpin.domain.outcomes import ApplyOutcome, ApplyResult, RestoreOutcome
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import State, TargetState, TargetStatus
@@ -119,6 +119,8 @@ class TargetApplier:
         last = previous if patched else None
         if not self._finish(tc, TargetStatus.APPLIED, detail=outcome.value, previous=last, claimed=True):
             held = self._held_since(tc)
+            if held is None and patched and (bad := self._failed_since(tc)) is not None:
+                return self._undo_failed(tc, kind, previous, bad)
             # Not held: claimed by a newer digest since (its own patch follows this one), recorded as
             # superseded; never written over a hold, so one written since that read is read again.
             if held is None and not self._finish(
@@ -203,6 +205,51 @@ class TargetApplier:
     def _held_since(self, tc: TargetChange) -> TargetState | None:
         state = self._state.targets.get(tc.target_id)
         return state if state is not None and state.status is TargetStatus.HELD else None
+
+    def _failed_since(self, tc: TargetChange) -> str | None:
+        """Why the digest is marked bad for the tag now (None: it is not): its rollout failed on
+        another target, whose rollback may have found this one not yet patched."""
+        tag = self._state.tags.get(tc.move.image)
+        if tag is None or not tag.blocked or tag.digest != tc.move.digest:
+            return None
+        return tag.bad_reason or "marked bad"
+
+    def _undo_failed(self, tc: TargetChange, kind: Kind, previous: str, why: str) -> ApplyResult:
+        """The digest failed (another target's rollback marked it bad and recorded this one,
+        claimed, as it found it) while this PATCH was on its way: what it replaced goes back on, as
+        the rollback would have done had the PATCH landed first, unless a person held the target
+        since; never ``applied``, never verified."""
+        target = Target(
+            cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
+        )
+        now = self._clock()
+        put = restore(
+            self._workloads(tc.cluster),
+            target,
+            previous,
+            tc.move.digest,
+            now,
+            stop=lambda: None if self._held_since(tc) is None else RestoreOutcome.HELD,
+        )
+        if put is RestoreOutcome.RESTORED:
+            self._state.targets.finish(
+                tc.target_id,
+                tc.move.digest,
+                TargetStatus.ROLLED_BACK,
+                now,
+                trigger=Trigger.ROLLBACK,
+                detail=f"restored {previous}: the digest failed while it was being patched; {why}",
+                previous_image=previous,
+                correlation_id=tc.move.correlation_id,
+                expected=frozenset({TargetStatus.FAILED}),
+            )
+        logger.warning(
+            "the digest failed during the patch; the image it replaced is put back",
+            extra={"target": tc.target_id, "digest": tc.move.digest, "restore": put.value},
+        )
+        return ApplyResult(
+            outcome=ApplyOutcome.BLOCKED, target=tc.target_id, error=why, previous_image=previous
+        )
 
     def _put_back(self, tc: TargetChange, kind: Kind, undo: str, claimed_at: int) -> ApplyResult:
         """A person held the target between the claim's last read and the patch (a hold is a row in

@@ -159,10 +159,17 @@ class Approvals:
         )
 
     def decide(
-        self, image: FollowedKey, approve: bool, who: str, via: Via, digest: Digest | None = None
+        self,
+        image: FollowedKey,
+        approve: bool,
+        who: str,
+        via: Via,
+        digest: Digest | None = None,
+        wave: str | None = None,
     ) -> Decided:
-        """A person's decision on the wave of ``image`` waiting now (for ``digest``, when given):
-        the one way the CLI, the console and Slack approve or reject."""
+        """A person's decision on the wave of ``image`` waiting now (for ``digest``, and the wave
+        named ``wave``, when given: a Slack button names the request it was posted with): the one
+        way the CLI, the console and Slack approve or reject."""
         promotion = self._state.promotions.get(image)
         if promotion is None or not promotion.awaiting_approval:
             waiting_for = None if promotion is None else promotion.digest
@@ -181,7 +188,11 @@ class Approvals:
                 detail=f"a newer digest {promotion.digest} supersedes it: nothing done",
             )
         assert promotion.awaiting_wave is not None
-        wave = self._wave(promotion.awaiting_wave)
+        waiting = self._wave(promotion.awaiting_wave)
+        if wave is not None and wave != waiting:  # an earlier request's button: that one was decided
+            detail = f"wave {wave} was decided already; wave {waiting} waits for its own decision"
+            return Decided(ApprovalOutcome.ALREADY_DECIDED, image, promotion.digest, wave, detail)
+        wave = waiting
         now = self._clock()
         verb = "approved" if approve else "rejected"
         detail = f"{verb} by {who} via {via}"

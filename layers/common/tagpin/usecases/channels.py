@@ -35,7 +35,7 @@ from tagpin.domain.channels import ChannelKey, FollowedKey
 from tagpin.domain.config import FollowedImage
 from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
-from tagpin.domain.refs import Digest, ImageRef
+from tagpin.domain.refs import Digest, ImageRef, InvalidReference
 from tagpin.domain.versions import Selection, Step, VersionPolicy, VersionSet, move, select_head
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.registry import Resolver, TagLister, TagListing
@@ -216,6 +216,29 @@ def return_to_previous(state: State, followed: FollowedImage | None, digest: Dig
         return None
     back = state.heads.roll_back(followed.image, digest, now, followed.policy)
     return None if back is None else back.version
+
+
+def marked_previous(state: State, followed: FollowedImage | None) -> Callable[[str | None], str | None]:
+    """For a rollback of a channel's targets: why the image a target ran before must not go back
+    on (a version of the channel's repository marked bad: a person held it back with ``tagpin
+    downgrade``, or its own rollout failed; until a person clears it), or None. The marks are read
+    once, here (``followed`` is no channel: nothing is read, nothing refused)."""
+    if followed is None or followed.policy is None or (key := followed.channel_key) is None:
+        return lambda _image: None
+    repository, policy = key.repository, followed.policy
+    marked = state.versions.bad([str(repository)]).get(str(repository), {})
+
+    def why(image: str | None) -> str | None:
+        try:
+            ref = None if not image or not marked else ImageRef.parse(image)
+        except InvalidReference:
+            return None
+        if ref is None or ref.tag is None or ref.name != repository.name:
+            return None
+        bad = next((b for b in marked.values() if ref.tag in VersionSet(policy, [b.tag])), None)
+        return None if bad is None else f"{ref.tag} is marked bad ({bad.reason})"
+
+    return why
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,8 @@ def release(console: Console, who: str, form: Mapping[str, str]) -> Done:
 
 def _decide(console: Console, who: str, form: Mapping[str, str], approve: bool) -> Done:
     image, digest = _typed(form, "image", FollowedKey), _typed(form, "digest", Digest)
-    decided = console.approvals().decide(image, approve, who, via=Via.CONSOLE, digest=digest)
+    wave = form.get("wave", "").strip() or None  # the wave the page listed: a later one is not decided
+    decided = console.approvals().decide(image, approve, who, via=Via.CONSOLE, digest=digest, wave=wave)
     return Done(decided.decision.value, "/console")
 
 

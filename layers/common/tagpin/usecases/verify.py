@@ -42,7 +42,7 @@ from tagpin.ports.workloads import Health, NotFound, Progress, Workloads
 from tagpin.usecases.admission.slot import release_slot
 from tagpin.usecases.approvals import Approvals
 from tagpin.usecases.audit import Audit
-from tagpin.usecases.channels import mark_failed, return_to_previous
+from tagpin.usecases.channels import mark_failed, marked_previous, return_to_previous
 from tagpin.usecases.gitrevert import GitReverts
 from tagpin.usecases.patch import restore
 from tagpin.usecases.promote import Promoter
@@ -264,6 +264,7 @@ class Verifier:
         followed = self._followed().get(image)
         targets = list(followed.targets) if followed is not None else [target_from_id(culprit)]
         states = self._state.targets.get_many([t.id for t in targets])
+        kept = marked_previous(self._state, followed)  # after mark_failed: never back to a bad version
         # The failing target last: until its own rollback is recorded it stays "failed", so a
         # retried verification finishes a rollback that was interrupted half-way.
         targets.sort(key=lambda t: t.id == culprit)
@@ -271,7 +272,7 @@ class Verifier:
             st = states.get(target.id)
             if st is None or st.digest != digest or st.status not in ROLLBACK_FROM:
                 continue
-            self._restore(target, st, verification, why, settings)
+            self._restore(target, st, verification, why, settings, kept(st.previous_image))
         waves = plan(settings, targets)
         # "rolled back" only when something was: a target left to Argo Rollouts' own abort, or
         # with nothing to restore, failed and stays as it is. Read again, not taken from this
@@ -303,12 +304,23 @@ class Verifier:
         return VerificationResult(V.ROLLED_BACK if rolled_back else V.FAILED, why)
 
     def _restore(
-        self, target: Target, st: TargetState, verification: Verification, why: str, settings: RolloutSettings
+        self,
+        target: Target,
+        st: TargetState,
+        verification: Verification,
+        why: str,
+        settings: RolloutSettings,
+        marked: str | None,
     ) -> None:
+        """``marked``: why the image the target ran before must not go back on (a version marked
+        bad: a person held it back, ``tagpin downgrade``): then it is not rolled back, as when
+        nothing was replaced (the target stays ``failed``; the channel stays blocked too)."""
         now = self._clock()
         status, detail = TargetStatus.FAILED, f"digest failed: {why}"
         git = None
-        if settings.rollback and self._git is not None:  # moved through Git: reverted through Git
+        if settings.rollback and marked is not None:
+            detail = f"not rolled back to {st.previous_image}: {marked}; {why}"
+        elif settings.rollback and self._git is not None:  # moved through Git: reverted through Git
             git = self._git.restore(
                 self._workloads(target.cluster),
                 target,
@@ -319,7 +331,7 @@ class Verifier:
             )
         if git is not None:
             detail = git
-        elif settings.rollback:
+        elif settings.rollback and marked is None:
             outcome = restore(
                 self._workloads(target.cluster),
                 target,

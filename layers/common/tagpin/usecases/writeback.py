@@ -125,7 +125,7 @@ class Writer:
                 self._repos,
                 branch,
                 paths,
-                lambda texts: _edit(group, texts),
+                lambda texts: _edit(self._replan(group), texts),
                 lambda: _message(group),
                 self._author(),
                 attempts=self._attempts,
@@ -199,6 +199,17 @@ class Writer:
             covered |= set(write.targets)
         plan.targets = tuple(t for t in targets if t in covered)
         return plan
+
+    def _replan(self, group: list[_Request]) -> list[_Request]:
+        """The group planned again on its targets' states read now, after each read of the branch
+        (a push that lost its race is read and edited again, perhaps seconds later): a target held,
+        or claimed by a newer digest, since the plan is left out, as the live patch reads its
+        claim again after each read of the workload. The push itself remains the one-call window."""
+        states = self._state.targets.get_many(list({t for g in group for t in g.request.targets}))
+        for g in group:
+            again = self._plan(g.request, states)
+            g.targets, g.files = again.targets, again.files
+        return group
 
     def _done(self, g: _Request, branch: Branch, done: Committed) -> Written:
         if g.error is not None:
