@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from tagpin.domain.config import GitOpsSettings, Kind, RolloutSettings, Target
 from tagpin.domain.messages import TargetChange, Trigger, Verification, VerificationKind
@@ -219,17 +220,8 @@ class TargetApplier:
         claimed, as it found it) while this PATCH was on its way: what it replaced goes back on, as
         the rollback would have done had the PATCH landed first, unless a person held the target
         since; never ``applied``, never verified."""
-        target = Target(
-            cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
-        )
-        now = self._clock()
-        put = restore(
-            self._workloads(tc.cluster),
-            target,
-            previous,
-            tc.move.digest,
-            now,
-            stop=lambda: None if self._held_since(tc) is None else RestoreOutcome.HELD,
+        put, now = self._restore(
+            tc, kind, previous, lambda: None if self._held_since(tc) is None else RestoreOutcome.HELD
         )
         if put is RestoreOutcome.RESTORED:
             self._state.targets.finish(
@@ -251,6 +243,17 @@ class TargetApplier:
             outcome=ApplyOutcome.BLOCKED, target=tc.target_id, error=why, previous_image=previous
         )
 
+    def _restore(
+        self, tc: TargetChange, kind: Kind, image: str, stop: Callable[[], RestoreOutcome | None]
+    ) -> tuple[RestoreOutcome, int]:
+        """``image`` put back on the target's container over this change's digest (``restore``),
+        unless ``stop`` says why not; and when (epoch ms)."""
+        target = Target(
+            cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
+        )
+        now = self._clock()
+        return restore(self._workloads(tc.cluster), target, image, tc.move.digest, now, stop=stop), now
+
     def _put_back(self, tc: TargetChange, kind: Kind, undo: str, claimed_at: int) -> ApplyResult:
         """A person held the target between the claim's last read and the patch (a hold is a row in
         the state table: it changes no resourceVersion, so the patch's precondition cannot see it).
@@ -261,18 +264,8 @@ class TargetApplier:
         (``usecases.interrupted``), so a release that lands before then stands. One that lands
         between that read and the PATCH is not seen: the state table and the workload are two
         stores, nothing writes both as one, and the image still goes back (the window is one call)."""
-        target = Target(
-            cluster=tc.cluster, namespace=tc.namespace, kind=kind, name=tc.name, container=tc.container
-        )
-        now = self._clock()
-        put = restore(
-            self._workloads(tc.cluster),
-            target,
-            undo,
-            tc.move.digest,
-            now,
-            stop=lambda: released_since(self._state, tc.target_id, claimed_at),
-        )
+        released = partial(released_since, self._state, tc.target_id, claimed_at)
+        put, now = self._restore(tc, kind, undo, released)
         if put is RestoreOutcome.RESTORED:
             note_put_back(self._state, tc.target_id, tc.move.digest, undo, now, tc.move.trigger)
         logger.warning(
