@@ -311,12 +311,22 @@ class Verifier:
         why: str,
         settings: RolloutSettings,
         marked: str | None,
+        again: bool = True,
     ) -> None:
         """``marked``: why the image the target ran before must not go back on (a version marked
         bad: a person held it back, ``tagpin downgrade``): then it is not rolled back, as when
-        nothing was replaced (the target stays ``failed``; the channel stays blocked too)."""
+        nothing was replaced (the target stays ``failed``; the channel stays blocked too).
+
+        A target found not running the digest (``NOT_RUNNING``) is recorded ``failed`` only over
+        the state that read began from: a consumer's PATCH of the digest may land after that read
+        (the claim was ``pending``) and record ``applied`` before this write; then the target runs
+        the bad digest, and it is decided ``again`` (once) from what it runs now, instead of
+        ``failed`` written over ``applied`` and the bad digest left running. (A PATCH whose
+        ``applied`` comes after this ``failed`` puts its image back itself:
+        ``apply_target._undo_failed``.)"""
         now = self._clock()
         status, detail = TargetStatus.FAILED, f"digest failed: {why}"
+        outcome: RestoreOutcome | None = None
         git = None
         if settings.rollback and marked is not None:
             detail = f"not rolled back to {st.previous_image}: {marked}; {why}"
@@ -344,7 +354,11 @@ class Verifier:
                 status, detail = TargetStatus.ROLLED_BACK, f"restored {st.previous_image}; {why}"
             else:
                 detail = f"not rolled back ({outcome.value}); {why}"
-        self._state.targets.finish(
+        read = outcome is RestoreOutcome.NOT_RUNNING and st.status is not TargetStatus.FAILED
+        expected = (
+            ROLLBACK_FROM if status is TargetStatus.ROLLED_BACK else ROLLBACK_FROM - {TargetStatus.FAILED}
+        )
+        written = self._state.targets.finish(
             target.id,
             verification.move.digest,
             status,
@@ -353,10 +367,12 @@ class Verifier:
             detail=detail,
             previous_image=st.previous_image,
             correlation_id=verification.move.correlation_id,
-            expected=ROLLBACK_FROM
-            if status is TargetStatus.ROLLED_BACK
-            else ROLLBACK_FROM - {TargetStatus.FAILED},
+            expected=frozenset({st.status}) if read else expected,
         )
+        moved = None if written or not (read and again) else self._state.targets.get(target.id)
+        if moved is not None and moved.digest == st.digest and moved.status in ROLLBACK_FROM - {st.status}:
+            logger.info("the digest landed after the rollback's read", extra={"target": target.id})
+            return self._restore(target, moved, verification, why, settings, marked, again=False)
         release_slot(self._state, settings, target, verification.move.digest)
 
     def _held(self, target: Target) -> RestoreOutcome | None:
