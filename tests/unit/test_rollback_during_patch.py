@@ -49,17 +49,12 @@ class SlowPatch(FakeCluster):
         super().set_image(namespace, kind, name, change)
 
 
-def test_a_patch_landing_after_its_digest_was_rolled_back_does_not_leave_it_running(store: State) -> None:
+def wire(
+    store: State, cluster: FakeCluster, verifications: ListVerificationQueue
+) -> tuple[Verifier, Applier]:
+    """The verifier (with its promoter) and the applier on ``store`` and ``cluster`` (cluster "prod")."""
     clock = FakeClock(NOW, step=1)
-    failing = Kind.DEPLOYMENT.profile.rollout_health(1, {}, DEADLINE)
-    cluster = SlowPatch(
-        [
-            Workload("1", {"app": f"{IMAGE}@{D0}"}, namespace="shop", name="web", rollout=failing),
-            Workload("1", {"app": f"{IMAGE}@{D0}"}, namespace="shop", name="api"),
-        ]
-    )
     clusters = FakeClusters(prod=cluster)
-    verifications = ListVerificationQueue()
     promoter = Promoter(
         state=store,
         followed=lambda: FOLLOWED,
@@ -79,6 +74,46 @@ def test_a_patch_landing_after_its_digest_was_rolled_back_does_not_leave_it_runn
         notifier=None,
         clock=clock,
     )
+    applier = Applier(
+        followed=lambda: FOLLOWED,
+        state=store,
+        workloads=clusters,
+        clock=clock,
+        settings=lambda: SETTINGS,
+        verifications=verifications,
+    )
+    return verifier, applier
+
+
+def workloads() -> list[Workload]:
+    """web, whose rollout fails, and api; both on D0."""
+    failing = Kind.DEPLOYMENT.profile.rollout_health(1, {}, DEADLINE)
+    return [
+        Workload("1", {"app": f"{IMAGE}@{D0}"}, namespace="shop", name="web", rollout=failing),
+        Workload("1", {"app": f"{IMAGE}@{D0}"}, namespace="shop", name="api"),
+    ]
+
+
+def change(store: State) -> Change:
+    """D1, recorded for the tag: the change the consumer applies."""
+    store.tags.record(IMAGE, D1, NOW, Trigger.POLL)
+    return Change(move=Move(image=IMAGE, digest=D1, observed_at=NOW, trigger=Trigger.POLL))
+
+
+def assert_both_back(store: State, cluster: FakeCluster) -> None:
+    """D1 marked bad for the tag; web and api (where D1 landed) back on D0, api recorded so."""
+    tag = store.tags.get(IMAGE)
+    assert tag is not None and tag.blocked and tag.bad_digest == D1
+    assert cluster.image("shop", Kind.DEPLOYMENT, "web", "app") == f"{IMAGE}@{D0}"
+    assert cluster.image("shop", Kind.DEPLOYMENT, "api", "app") == f"{IMAGE}@{D0}"
+    api = store.targets.get(API.id)
+    assert api is not None and api.status is TargetStatus.ROLLED_BACK, api
+
+
+def test_a_patch_landing_after_its_digest_was_rolled_back_does_not_leave_it_running(store: State) -> None:
+    cluster = SlowPatch(workloads())
+    verifications = ListVerificationQueue()
+    verifier, applier = wire(store, cluster, verifications)
     rolled_back: list[VerificationOutcome] = []
 
     def web_fails() -> None:  # web's verification, due while api's PATCH is on its way
@@ -86,25 +121,11 @@ def test_a_patch_landing_after_its_digest_was_rolled_back_does_not_leave_it_runn
         rolled_back.append(verifier.verify(verification).outcome)
 
     cluster.meanwhile = web_fails
-    store.tags.record(IMAGE, D1, NOW, Trigger.POLL)
-    change = Change(move=Move(image=IMAGE, digest=D1, observed_at=NOW, trigger=Trigger.POLL))
-    results = Applier(
-        followed=lambda: FOLLOWED,
-        state=store,
-        workloads=clusters,
-        clock=clock,
-        settings=lambda: SETTINGS,
-        verifications=verifications,
-    ).apply(change)
+    results = applier.apply(change(store))
 
     assert rolled_back == [VerificationOutcome.ROLLED_BACK]
-    tag = store.tags.get(IMAGE)
-    assert tag is not None and tag.blocked and tag.bad_digest == D1
-    assert cluster.image("shop", Kind.DEPLOYMENT, "web", "app") == f"{IMAGE}@{D0}"
-    # api: the bad digest is not left running, nor recorded applied, nor verified later
-    assert cluster.image("shop", Kind.DEPLOYMENT, "api", "app") == f"{IMAGE}@{D0}"
-    api = store.targets.get(API.id)
-    assert api is not None and api.status is TargetStatus.ROLLED_BACK, api
+    assert_both_back(store, cluster)
+    # api: nor recorded applied, nor verified later
     by_target = {r.target: r.outcome for r in results}
     assert by_target[API.id] is not ApplyOutcome.PATCHED, results
     assert all(v.target_id != API.id for v, _ in verifications.sent), verifications.sent

@@ -15,31 +15,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tagpin.domain.config import FollowedImage, Kind, RolloutSettings, Target
-from tagpin.domain.messages import Change, Trigger
-from tagpin.domain.moves import Move
+from tagpin.domain.config import Kind
 from tagpin.domain.outcomes import VerificationOutcome
-from tagpin.ports.state import State, TargetStatus
+from tagpin.ports.state import State
 from tagpin.ports.workloads import ImageChange, Workload
-from tagpin.usecases.apply import Applier
-from tagpin.usecases.promote import Promoter
-from tagpin.usecases.verify import Verifier
 
-from tests.support.clock import FakeClock
-from tests.support.cluster import FakeCluster, FakeClusters
-from tests.support.constants import D0, D1
-from tests.support.queues import ListQueue, ListVerificationQueue
+from tests.support.cluster import FakeCluster
+from tests.support.queues import ListVerificationQueue
+from tests.unit.test_rollback_during_patch import API, WEB, assert_both_back, change, wire, workloads
 
-IMAGE = "registry.example.com/team/app:stable"
-WEB = Target(cluster="prod", namespace="shop", kind=Kind.DEPLOYMENT, name="web", container="app")
-API = Target(cluster="prod", namespace="shop", kind=Kind.DEPLOYMENT, name="api", container="app")
-FOLLOWED = {IMAGE: FollowedImage(image=IMAGE, targets=[WEB, API])}
-SETTINGS = RolloutSettings(verify_interval_seconds=10, verify_timeout_seconds=60)
-DEADLINE = {
-    "observedGeneration": 10**6,
-    "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
-}
-NOW = 1_800_000_000_000
 WAIT_S = 10.0
 
 
@@ -93,38 +77,12 @@ class Verifications(ListVerificationQueue):
 
 
 def test_a_rollback_that_read_the_target_before_the_patch_landed_still_puts_it_back(store: State) -> None:
-    clock = FakeClock(NOW, step=1)
     steps = Steps()
-    failing = Kind.DEPLOYMENT.profile.rollout_health(1, {}, DEADLINE)
-    cluster = OrderedCluster(
-        [
-            Workload("1", {"app": f"{IMAGE}@{D0}"}, namespace="shop", name="web", rollout=failing),
-            Workload("1", {"app": f"{IMAGE}@{D0}"}, namespace="shop", name="api"),
-        ]
-    )
+    cluster = OrderedCluster(workloads())
     cluster.steps = steps
-    clusters = FakeClusters(prod=cluster)
     verifications = Verifications()
     verifications.steps = steps
-    promoter = Promoter(
-        state=store,
-        followed=lambda: FOLLOWED,
-        settings=lambda: SETTINGS,
-        verifications=verifications,
-        changes=ListQueue(),
-        notifier=None,
-        clock=clock,
-    )
-    verifier = Verifier(
-        state=store,
-        workloads=clusters,
-        followed=lambda: FOLLOWED,
-        settings=lambda: SETTINGS,
-        verifications=verifications,
-        promoter=promoter,
-        notifier=None,
-        clock=clock,
-    )
+    verifier, applier = wire(store, cluster, verifications)
     outcomes: list[VerificationOutcome] = []
 
     def web_fails() -> None:  # web's verification, due while api's PATCH is on its way
@@ -134,26 +92,10 @@ def test_a_rollback_that_read_the_target_before_the_patch_landed_still_puts_it_b
 
     verifying = threading.Thread(target=web_fails)
     cluster.verifier_thread = verifying
-    store.tags.record(IMAGE, D1, NOW, Trigger.POLL)
-    change = Change(move=Move(image=IMAGE, digest=D1, observed_at=NOW, trigger=Trigger.POLL))
-    applier = Applier(
-        followed=lambda: FOLLOWED,
-        state=store,
-        workloads=clusters,
-        clock=clock,
-        settings=lambda: SETTINGS,
-        verifications=verifications,
-    )
     verifying.start()
-    applier.apply(change)
+    applier.apply(change(store))
     verifying.join(WAIT_S * 3)
 
     assert not steps.late, f"the order was not the one this test forces: {steps.late}"
     assert outcomes == [VerificationOutcome.ROLLED_BACK]
-    tag = store.tags.get(IMAGE)
-    assert tag is not None and tag.blocked and tag.bad_digest == D1
-    assert cluster.image("shop", Kind.DEPLOYMENT, "web", "app") == f"{IMAGE}@{D0}"
-    # api: the bad digest that landed after the rollback's read is put back, and recorded so
-    assert cluster.image("shop", Kind.DEPLOYMENT, "api", "app") == f"{IMAGE}@{D0}"
-    api = store.targets.get(API.id)
-    assert api is not None and api.status is TargetStatus.ROLLED_BACK, api
+    assert_both_back(store, cluster)  # api: the bad digest that landed after the rollback's read too
