@@ -120,12 +120,13 @@ class Writer:
         first = requests[0]
         branch = Branch(first.repository, first.branch)
         paths = list(dict.fromkeys(f.path for g in group for f in g.files))
+        planned = [group]  # the first push edits the plan just made (``_group``), each retry a new one
         try:
             done = commit_files(
                 self._repos,
                 branch,
                 paths,
-                lambda texts: _edit(self._replan(group), texts),
+                lambda texts: _edit(planned.pop() if planned else self._replan(group), texts),
                 lambda: _message(group),
                 self._author(),
                 attempts=self._attempts,
@@ -202,8 +203,8 @@ class Writer:
 
     def _replan(self, group: list[_Request]) -> list[_Request]:
         """The group planned again on its targets' states read now, after each read of the branch
-        (a push that lost its race is read and edited again, perhaps seconds later): a target held,
-        or claimed by a newer digest, since the plan is left out, as the live patch reads its
+        but the first (a push that lost its race is read and edited again, seconds later): a target
+        held, or claimed by a newer digest, since the plan is left out, as the live patch reads its
         claim again after each read of the workload. The push itself remains the one-call window."""
         states = self._state.targets.get_many(list({t for g in group for t in g.request.targets}))
         for g in group:
