@@ -11,7 +11,9 @@ Credentials: ``token(host)`` (the caller's: a reader of ``tagpin/git/`` secrets)
 sent as HTTP Basic, as GitHub and GitLab accept tokens, only to that repository's origin (dulwich
 drops them on a redirect elsewhere). Failures map to the port's errors: 401/403 ``GitDenied``,
 404 ``GitNotFound``, a refused connection, a timeout or a 5xx ``GitUnavailable``. Messages name
-the repository, never the token.
+the repository, never the token; what they quote of the server's words (a push's refusal reason,
+an error it sent) is cut at ``SAID_MAX`` characters and made inert (``said``): a server may send
+64 KB of anything there, and it ends up in the targets' detail and the logs.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from tagpin.ports.git import (
 type TokenFor = Callable[[str], tuple[str, str] | None]  # host -> (user name, token), or anonymous
 MAX_FILE = 1024 * 1024  # a file larger than this is not a manifest tagpin edits
 ZERO = b"0" * 40
+SAID_MAX = 300  # what an error keeps of the server's words
 
 
 def _ref(name: str) -> Ref:
@@ -129,7 +132,7 @@ class DulwichRepositories:
         result = self._call(url, "push", lambda: client.send_pack(path, update, pack))
         problem = (result.ref_status or {}).get(target)
         if problem:
-            text = problem if isinstance(problem, str) else problem.decode(errors="replace")
+            text = said(problem if isinstance(problem, str) else problem.decode(errors="replace"))
             if to is None:
                 raise HeadMoved(f"{url}: {snapshot.branch.name} was not updated: {text}")
             raise GitError(f"{url}: pushing {to} was refused: {text}")
@@ -191,6 +194,8 @@ class DulwichRepositories:
             ) from None
         except NotGitRepository:
             raise GitNotFound(f"{url}: no such repository (404)") from None
+        except UnicodeDecodeError:  # dulwich decodes a push's refusal reason as UTF-8
+            raise GitError(f"{url}: {what} failed: the server answered words not in UTF-8") from None
         except (urllib3.exceptions.HTTPError, OSError, HangupException) as exc:
             raise GitUnavailable(f"{url}: {what} failed: {type(exc).__name__}") from None
         except GitProtocolError as exc:
@@ -204,7 +209,7 @@ class DulwichRepositories:
                 ) from None
             if any(f" {code} " in f" {text} " or f"resp {code}" in text for code in range(500, 600)):
                 raise GitUnavailable(f"{url}: {what} failed: the server answered {_status(text)}") from None
-            raise GitError(f"{url}: {what} failed: {text[:300]}") from None
+            raise GitError(f"{url}: {what} failed: {said(text)}") from None
 
     def _refused(self, url: str) -> None:
         if self._forget is not None:
@@ -225,6 +230,13 @@ class DulwichRepositories:
         if len(data) > MAX_FILE:
             raise GitError(f"{path}: {len(data)} bytes, more than the {MAX_FILE} tagpin edits")
         return data
+
+
+def said(text: str, limit: int = SAID_MAX) -> str:
+    """The server's words as inert text: each character that is not printable (escapes, a carriage
+    return, a line break) a ``?``, cut at ``limit`` characters with how many more there were."""
+    kept = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return kept if len(text) <= limit else f"{kept}... ({len(text) - limit} more characters not shown)"
 
 
 def _unreachable(exc: BaseException) -> bool:
