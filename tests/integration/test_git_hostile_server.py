@@ -3,10 +3,16 @@
 characters in it: Git's own smart HTTP server (``git http-backend`` on 127.0.0.1,
 tools/tagpin_local/gitserver.py) answering the push as such a server would, the Git client tagpin
 ships (dulwich) and the write-back (``tagpin.usecases.writeback``) with its state in moto. What the
-raised error and the targets' recorded detail keep of the reason is bounded and inert text."""
+raised error and the targets' recorded detail keep of the reason is bounded and inert text.
+
+And a repository whose fetch is larger than the client's budget (``fetch_budget``, small here): the
+fetch stops there with an error naming the budget, that repository's targets are recorded failed
+with it, and the other repositories of the batch are committed."""
 
 from __future__ import annotations
 
+import base64
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +21,7 @@ from tagpin.domain.config import RolloutSettings, WriteBackFile
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
 from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
-from tagpin.ports.git import Author, Branch, GitError
+from tagpin.ports.git import Author, Branch, GitError, GitTooLarge
 from tagpin.ports.state import State, TargetStatus
 from tagpin.usecases.writeback import Writer
 from tagpin_local.gitserver import GitServer
@@ -35,6 +41,9 @@ KUSTOMIZATION = f"images:\n  - name: {WEB}\n    newTag: '1.4'\n    digest: {OLD}
 # 65,000 bytes: as long as one pkt-line carries; a terminal's escapes, a bell, a carriage return
 REASON = (b"\x1b[2J\x1b]0;owned\x07refused\r\n" + b"x" * 65_000)[:65_000]
 KEPT = 300  # what an error or a detail keeps of a server's words
+BUDGET = 256 * 1024
+# 2 MB of random text: its pack is over 1 MB whatever Git compresses
+LARGE = base64.b64encode(os.urandom(1_500_000)).decode()
 
 
 @pytest.fixture
@@ -113,3 +122,55 @@ def test_a_refusal_not_in_utf8_is_an_error_naming_the_repository(server: GitServ
     server.refuse(b"\xff\xfe refused")
     with pytest.raises(GitError, match=f"^{url}: push failed: .*not in UTF-8"):
         repos.write(snapshot, {FILE.path: b"changed\n"}, "tagpin: web", Author("t", "t@x"), to="tagpin/web")
+
+
+def test_a_fetch_larger_than_the_budget_stops_there_with_an_error_naming_it(server: GitServer) -> None:
+    url = server.create("org/large", {FILE.path: KUSTOMIZATION, "blob.txt": LARGE})
+    repos = DulwichRepositories(lambda _host: None, timeout=5, fetch_budget=BUDGET)
+    with pytest.raises(GitTooLarge, match=f"^{url}: fetch received more than the 0.25 MiB") as caught:
+        repos.read(Branch(url, "main"), [FILE.path])
+    assert "budget" in str(caught.value)
+    assert repos.received <= BUDGET + 1, repos.received  # read up to the budget, not the pack
+
+
+def test_a_repository_over_the_budget_fails_its_targets_and_the_others_are_committed(
+    server: GitServer, state: State
+) -> None:
+    large = server.create("org/large", {FILE.path: KUSTOMIZATION, "blob.txt": LARGE})
+    small = server.create("org/small", {FILE.path: KUSTOMIZATION})
+    large_head = server.head("org/large")
+    clock = FakeClock(1_800_000_000_000, step=1_000)
+    requests = []
+    for url, target in ((large, TARGET), (small, TARGET + "2")):
+        assert state.targets.claim(target, IMAGE, NEW, 1, Trigger.POLL, clock())
+        requests.append(
+            WriteRequest(
+                kind=WriteKind.PIN,
+                repository=url,
+                branch="main",
+                move=Move(image=IMAGE, digest=NEW, observed_at=1, trigger=Trigger.POLL),
+                reference=f"{IMAGE}@{NEW}",
+                files=(FileWrite(file=FILE, targets=(target,)),),
+            )
+        )
+    too_large, written = Writer(
+        repos=DulwichRepositories(lambda _host: None, timeout=5, fetch_budget=BUDGET),
+        state=state,
+        verifications=ListVerificationQueue(),
+        settings=RolloutSettings,
+        author=lambda: Author("tagpin", "tagpin@users.noreply.invalid"),
+        clock=clock,
+        attempts=3,
+        backoff_s=0,
+        sleep=lambda _s: None,
+    ).write(requests)
+
+    assert too_large.outcome is WriteOutcome.FAILED and "budget" in too_large.detail, too_large
+    st = state.targets.get(TARGET)
+    assert st is not None and st.status is TargetStatus.FAILED and st.detail is not None
+    assert f"{large}: fetch received more than the 0.25 MiB" in st.detail, st.detail
+    assert server.head("org/large") == large_head
+    assert written.outcome is WriteOutcome.COMMITTED, written
+    assert server.show("org/small", FILE.path).endswith(f"digest: {NEW}\n")
+    other = state.targets.get(TARGET + "2")
+    assert other is not None and other.status is TargetStatus.APPLIED

@@ -39,7 +39,7 @@ from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import WriteKind, WriteOutcome, WriteRequest, Written, edit_file
 from tagpin.domain.gitops.yamltext import EditError
 from tagpin.domain.messages import Trigger
-from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories, ReviewRequests
+from tagpin.ports.git import Author, Branch, GitError, GitRepositories, GitUnusable, ReviewRequests
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, ImageEventRecord, State, TargetState, TargetStatus
 from tagpin.usecases.gitcommit import Committed, commit_files
@@ -133,7 +133,7 @@ class Writer:
                 backoff_s=self._backoff_s,
                 sleep=self._sleep,
             )
-        except (EditError, GitNotFound) as exc:  # the repository, not this request: all of them
+        except (EditError, GitUnusable) as exc:  # the repository, not this request: all of them
             for g in group:
                 g.error = g.error or str(exc)
             return [failed.get(id(g)) or (self._failed(g) if g.files else _superseded(g)) for g in group]
@@ -170,7 +170,7 @@ class Writer:
                 backoff_s=self._backoff_s,
                 sleep=self._sleep,
             )
-        except (EditError, GitNotFound) as exc:
+        except (EditError, GitUnusable) as exc:
             g.error = g.error or f"{request.repository}: {exc}"
             return self._failed(g)
         except GitError as exc:
