@@ -113,11 +113,10 @@ class Writer:
         return self._commit(group)
 
     def _commit(self, group: list[_Request]) -> list[Written]:
-        requests = [g.request for g in group]
         failed = {id(g): self._failed(g) for g in group if g.error is not None}
         if not any(g.files for g in group):
             return [failed.get(id(g)) or _superseded(g) for g in group]
-        first = requests[0]
+        first = group[0].request
         branch = Branch(first.repository, first.branch)
         paths = list(dict.fromkeys(f.path for g in group for f in g.files))
         planned = [group]  # the first push edits the plan just made (``_group``), each retry a new one
@@ -156,6 +155,7 @@ class Writer:
             g.error = "pull-request mode needs the Git host's API, which this function was not given"
             return self._failed(g)
         base = Branch(request.repository, request.branch)
+        planned = [[g]]  # as a commit's: each retry edits on the targets' states read again
         try:
             done = open_review(
                 self._repos,
@@ -163,7 +163,7 @@ class Writer:
                 base,
                 review_branch(request),
                 [f.path for f in g.files],
-                lambda texts: _edit([g], texts),
+                lambda texts: _edit(planned.pop() if planned else self._replan([g]), texts),
                 lambda: _message([g]),
                 self._author(),
                 attempts=self._attempts,
