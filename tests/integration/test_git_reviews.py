@@ -13,7 +13,7 @@ credentials open nothing and come back later."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from tagpin.adapters.git.credentials import GitTokens
@@ -41,7 +41,14 @@ BRANCH = "tagpin/web-1.4-" + D1.split(":")[1][:12]
 
 
 class World:
-    def __init__(self, git: GitServer, api: ReviewServer, state: State, kind: GitHostKind) -> None:
+    def __init__(
+        self,
+        git: GitServer,
+        api: ReviewServer,
+        state: State,
+        kind: GitHostKind,
+        sleep: Callable[[float], None] = lambda _s: None,
+    ) -> None:
         self.git, self.api, self.state = git, api, state
         self.secrets = {"tagpin/git/local": json.dumps({"token": WRITE})}
         base = api.url if kind is GitHostKind.GITHUB else api.url + "/api/v4"
@@ -61,7 +68,7 @@ class World:
             clock=self.clock,
             attempts=2,
             backoff_s=0.01,
-            sleep=lambda _s: None,
+            sleep=sleep,
         )
         self.url = git.create("org/apps", FILES)
 
@@ -214,3 +221,27 @@ def review_page(git: GitServer, kind: GitHostKind, number: int) -> str:
     if kind is GitHostKind.GITHUB:
         return f"{git.url}/org/apps/pull/{number}"
     return f"{git.url}/org/apps/-/merge_requests/{number}"
+
+
+def test_a_hold_written_while_the_review_push_is_retried_is_not_proposed(
+    git: GitServer, state: State
+) -> None:
+    """The push of the review branch fails once (503) and is tried again; a person holds the target
+    in between (during the backoff). The retry reads the targets' states again, as a commit's
+    retry does: the held target's file is not proposed, no branch is pushed, no request opened."""
+    held: list[bool] = []
+
+    def meanwhile(_s: float) -> None:
+        held.append(
+            state.targets.hold(T_KUSTOMIZE, "", world.clock(), reason="held by ana", trigger=Trigger.MANUAL)
+        )
+
+    with ReviewServer(git) as api:
+        world = World(git, api, state, GitHostKind.GITHUB, sleep=meanwhile)
+        world.claim()
+        git.fail(503, match="/git-receive-pack")
+        (written,) = world.writer.write([world.pin()])
+        assert held == [True], held
+        assert git.branches("org/apps") == ["main"] and api.reviews == [], (git.branches("org/apps"), written)
+        assert written.outcome is WriteOutcome.SUPERSEDED, written
+        assert world.target()[0] is TargetStatus.HELD

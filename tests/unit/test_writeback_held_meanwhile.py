@@ -18,6 +18,7 @@ from tagpin.usecases.writeback import Writer
 from tests.support.clock import FakeClock
 from tests.support.git import FakeGitRepositories
 from tests.support.queues import ListVerificationQueue
+from tests.support.webhooks import PortCalls
 
 URL = "https://git.example.com/org/apps.git"
 IMAGE = "registry.example.com/team/web:1.4"
@@ -71,3 +72,49 @@ def test_a_hold_written_while_the_push_is_retried_is_not_committed_over(store: S
     st = store.targets.get(TARGET)
     assert st is not None and st.status is TargetStatus.HELD
     assert verifications.sent == []
+
+
+def test_the_first_push_reads_the_targets_once_and_each_retry_again(store: State) -> None:
+    """The plan's read of the targets' states is the first push's: read again only before a retry
+    (a push that lost its race), not right after the plan (one BatchGetItem saved per group)."""
+    git = FakeGitRepositories()
+    git.create(URL, {FILE.path: f"images:\n  - name: {WEB}\n    newTag: '1.4'\n    digest: {OLD}\n"})
+    clock = FakeClock(1_800_000_000_000, step=1_000)
+    calls = PortCalls()
+    counted = calls.wrap(store)
+    writer = Writer(
+        repos=git,
+        state=counted,
+        verifications=ListVerificationQueue(),
+        settings=RolloutSettings,
+        author=Author,
+        clock=clock,
+        attempts=3,
+        backoff_s=0,
+        sleep=lambda _s: None,
+    )
+
+    def request(digest: str, observed_at: int) -> WriteRequest:
+        assert store.targets.claim(TARGET, IMAGE, digest, observed_at, Trigger.POLL, clock())
+        return WriteRequest(
+            kind=WriteKind.PIN,
+            repository=URL,
+            branch="main",
+            move=Move(image=IMAGE, digest=digest, observed_at=observed_at, trigger=Trigger.POLL),
+            reference=f"{IMAGE}@{digest}",
+            files=(FileWrite(file=FILE, targets=(TARGET,)),),
+        )
+
+    [written] = writer.write([request(NEW, 1)])
+    assert written.outcome is WriteOutcome.COMMITTED and git.pushes == 1, written
+    assert calls.count("targets.get_many") == 1, calls.names
+
+    calls.names.clear()  # a person's commit lands during the first push: one retry, one read more
+
+    def person() -> None:
+        git.commit(URL, {"README.md": "apps\n"}, "a person's commit")
+
+    git.before_push = person
+    [written] = writer.write([request(OLD, 2)])
+    assert written.outcome is WriteOutcome.COMMITTED and git.pushes == 2, written
+    assert calls.count("targets.get_many") == 2, calls.names

@@ -12,7 +12,9 @@ threaded HTTP server that checks tokens and injects faults.
 - Faults, as ``tagpin_local.faultproxy`` has them: ``fail(status, times, match)`` answers
   ``status`` to the next ``times`` requests whose path contains ``match``; ``delay`` holds each
   request that long before answering; ``down()`` closes the listening socket (connections are
-  refused) until ``up()`` opens it again on the same port.
+  refused) until ``up()`` opens it again on the same port. ``refuse(reason, times, fatal)``
+  answers the next pushes as a server that refuses them, whatever the reason's bytes: receive-pack's
+  report ``ng <ref> <reason>`` (``fatal``: the reason as an error on side band 3); nothing is written.
 - ``requests`` records each request as (method, path, status): ``count(...)`` counts them.
 
 A person's commit is made with the ``git`` command line on the bare repository itself
@@ -104,6 +106,10 @@ class _Handler(BaseHTTPRequestHandler):
         if denied is not None:
             challenge = {"WWW-Authenticate": 'Basic realm="tagpin-git"'} if denied == 401 else {}
             return self._answer(denied, b"authentication failed\n", challenge)
+        refusal = git.take_refusal() if pushing and self.command == "POST" else None
+        if refusal is not None:
+            kind = {"Content-Type": "application/x-git-receive-pack-result"}
+            return self._answer(200, _refused(body, *refusal), kind)
         status, headers, payload = git.cgi(self.command, path, query, self.headers, body)
         self._answer(status, payload, headers)
 
@@ -139,6 +145,7 @@ class GitServer:
         self.tokens: dict[str, Access] = dict(tokens or {})
         self.delay = 0.0
         self.faults: list[GitFault] = []
+        self.refusals: list[tuple[bytes, bool]] = []
         self.requests: list[tuple[str, str, int]] = []
         self.port = 0
         self._lock = threading.Lock()
@@ -189,9 +196,18 @@ class GitServer:
         with self._lock:
             self.faults.append(GitFault(status, times, match))
 
+    def refuse(self, reason: bytes, times: int = 1, *, fatal: bool = False) -> None:
+        with self._lock:
+            self.refusals += [(reason, fatal)] * times
+
+    def take_refusal(self) -> tuple[bytes, bool] | None:
+        with self._lock:
+            return self.refusals.pop(0) if self.refusals else None
+
     def clear(self) -> None:
         with self._lock:
             self.faults.clear()
+            self.refusals.clear()
             self.requests.clear()
             self.delay = 0.0
 
@@ -323,6 +339,22 @@ class GitServer:
         if done.returncode != 0 and not done.stdout:
             return 500, {"Content-Type": "text/plain"}, done.stderr[-2000:]
         return status, out, payload
+
+
+def _pkt(data: bytes) -> bytes:
+    return f"{len(data) + 4:04x}".encode() + data
+
+
+def _refused(body: bytes, reason: bytes, fatal: bool) -> bytes:
+    """receive-pack's answer refusing the push's first command (``body``: the client's request)."""
+    command, _, capabilities = body[4 : int(body[:4], 16)].partition(b"\0")
+    ref = command.split()[2]
+    report = _pkt(b"unpack ok\n") + _pkt(b"ng " + ref + b" " + reason + b"\n") + b"0000"
+    if b"side-band-64k" not in capabilities.split():
+        return report
+    if fatal:
+        return _pkt(b"\x03" + reason) + b"0000"
+    return b"".join(_pkt(b"\x01" + report[i : i + 65515]) for i in range(0, len(report), 65515)) + b"0000"
 
 
 def _token(header: str | None) -> str | None:

@@ -78,8 +78,18 @@ class GitDenied(GitError):
     fixing the token (or its scope) and delivering the change again writes it."""
 
 
-class GitNotFound(GitError):
+class GitUnusable(GitError):
+    """The repository cannot be written as it is: the requests for it fail (delivering them again
+    would not help until a person changes it or the configuration)."""
+
+
+class GitNotFound(GitUnusable):
     """No such repository, or no such branch to start from."""
+
+
+class GitTooLarge(GitUnusable):
+    """The fetch received more than its budget (a repository too large for the function's memory,
+    or a server that does not stop sending): the repository's targets fail with it."""
 
 
 class HeadMoved(GitError):

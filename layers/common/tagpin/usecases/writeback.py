@@ -39,7 +39,7 @@ from tagpin.domain.gitops.pins import Pin
 from tagpin.domain.gitops.writes import WriteKind, WriteOutcome, WriteRequest, Written, edit_file
 from tagpin.domain.gitops.yamltext import EditError
 from tagpin.domain.messages import Trigger
-from tagpin.ports.git import Author, Branch, GitError, GitNotFound, GitRepositories, ReviewRequests
+from tagpin.ports.git import Author, Branch, GitError, GitRepositories, GitUnusable, ReviewRequests
 from tagpin.ports.queues import VerificationQueue
 from tagpin.ports.state import ImageEvent, ImageEventRecord, State, TargetState, TargetStatus
 from tagpin.usecases.gitcommit import Committed, commit_files
@@ -113,26 +113,26 @@ class Writer:
         return self._commit(group)
 
     def _commit(self, group: list[_Request]) -> list[Written]:
-        requests = [g.request for g in group]
         failed = {id(g): self._failed(g) for g in group if g.error is not None}
         if not any(g.files for g in group):
             return [failed.get(id(g)) or _superseded(g) for g in group]
-        first = requests[0]
+        first = group[0].request
         branch = Branch(first.repository, first.branch)
         paths = list(dict.fromkeys(f.path for g in group for f in g.files))
+        planned = [group]  # the first push edits the plan just made (``_group``), each retry a new one
         try:
             done = commit_files(
                 self._repos,
                 branch,
                 paths,
-                lambda texts: _edit(self._replan(group), texts),
+                lambda texts: _edit(planned.pop() if planned else self._replan(group), texts),
                 lambda: _message(group),
                 self._author(),
                 attempts=self._attempts,
                 backoff_s=self._backoff_s,
                 sleep=self._sleep,
             )
-        except (EditError, GitNotFound) as exc:  # the repository, not this request: all of them
+        except (EditError, GitUnusable) as exc:  # the repository, not this request: all of them
             for g in group:
                 g.error = g.error or str(exc)
             return [failed.get(id(g)) or (self._failed(g) if g.files else _superseded(g)) for g in group]
@@ -155,6 +155,7 @@ class Writer:
             g.error = "pull-request mode needs the Git host's API, which this function was not given"
             return self._failed(g)
         base = Branch(request.repository, request.branch)
+        planned = [[g]]  # as a commit's: each retry edits on the targets' states read again
         try:
             done = open_review(
                 self._repos,
@@ -162,14 +163,14 @@ class Writer:
                 base,
                 review_branch(request),
                 [f.path for f in g.files],
-                lambda texts: _edit([g], texts),
+                lambda texts: _edit(planned.pop() if planned else self._replan([g]), texts),
                 lambda: _message([g]),
                 self._author(),
                 attempts=self._attempts,
                 backoff_s=self._backoff_s,
                 sleep=self._sleep,
             )
-        except (EditError, GitNotFound) as exc:
+        except (EditError, GitUnusable) as exc:
             g.error = g.error or f"{request.repository}: {exc}"
             return self._failed(g)
         except GitError as exc:
@@ -202,8 +203,8 @@ class Writer:
 
     def _replan(self, group: list[_Request]) -> list[_Request]:
         """The group planned again on its targets' states read now, after each read of the branch
-        (a push that lost its race is read and edited again, perhaps seconds later): a target held,
-        or claimed by a newer digest, since the plan is left out, as the live patch reads its
+        but the first (a push that lost its race is read and edited again, seconds later): a target
+        held, or claimed by a newer digest, since the plan is left out, as the live patch reads its
         claim again after each read of the workload. The push itself remains the one-call window."""
         states = self._state.targets.get_many(list({t for g in group for t in g.request.targets}))
         for g in group:

@@ -2,16 +2,21 @@
 
 ``read`` fetches the branch's head at depth 1 (one commit and its tree, never the history) into an
 in-memory object store kept per repository URL, so that the push that follows sends only the new
-commit, its changed trees and blobs. ``write`` builds the commit and pushes it with the head it
-was built on as the precondition: the update command sent to receive-pack names that old head, so
-the server refuses it (and ``HeadMoved`` is raised) if the branch moved in between, whoever moved
-it; a push to tagpin's own review branch (``to``) replaces whatever that branch held.
+commit, its changed trees and blobs. What a fetch receives is read within a budget
+(``FETCH_BUDGET``): past it the fetch stops with ``GitTooLarge`` naming it, before a repository too
+large for the function, or a server that does not stop sending, exhausts its memory. ``write``
+builds the commit and pushes it with the head it was built on as the precondition: the update
+command sent to receive-pack names that old head, so the server refuses it (and ``HeadMoved`` is
+raised) if the branch moved in between, whoever moved it; a push to tagpin's own review branch
+(``to``) replaces whatever that branch held.
 
 Credentials: ``token(host)`` (the caller's: a reader of ``tagpin/git/`` secrets) gives the user name and token
 sent as HTTP Basic, as GitHub and GitLab accept tokens, only to that repository's origin (dulwich
 drops them on a redirect elsewhere). Failures map to the port's errors: 401/403 ``GitDenied``,
 404 ``GitNotFound``, a refused connection, a timeout or a 5xx ``GitUnavailable``. Messages name
-the repository, never the token.
+the repository, never the token; what they quote of the server's words (a push's refusal reason,
+an error it sent) is cut at ``SAID_MAX`` characters and made inert (``said``): a server may send
+64 KB of anything there, and it ends up in the targets' detail and the logs.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +41,7 @@ from tagpin.ports.git import (
     GitDenied,
     GitError,
     GitNotFound,
+    GitTooLarge,
     GitUnavailable,
     HeadMoved,
     Snapshot,
@@ -44,6 +50,14 @@ from tagpin.ports.git import (
 type TokenFor = Callable[[str], tuple[str, str] | None]  # host -> (user name, token), or anonymous
 MAX_FILE = 1024 * 1024  # a file larger than this is not a manifest tagpin edits
 ZERO = b"0" * 40
+SAID_MAX = 300  # what an error keeps of the server's words
+MiB = 1024 * 1024
+# What one fetch may receive (the refs advertised and the pack). The write-back function has
+# 512 MB (template.yaml, WriteBackFunction.MemorySize), some 100 MB of it the runtime and its
+# libraries; dulwich holds a fetched pack whole, then its objects inflated, several times the
+# pack's size, in memory. A depth-1 fetch of a repository of manifests is kilobytes to a few MB:
+# 64 MiB is ample for one and leaves the function its memory when a repository is not one.
+FETCH_BUDGET = 64 * MiB
 
 
 def _ref(name: str) -> Ref:
@@ -55,20 +69,27 @@ class DulwichRepositories:
     stores (per repository URL) are reused across invocations."""
 
     def __init__(
-        self, token: TokenFor, *, timeout: float = 10.0, forget: Callable[[str], None] | None = None
+        self,
+        token: TokenFor,
+        *,
+        timeout: float = 10.0,
+        forget: Callable[[str], None] | None = None,
+        fetch_budget: int = FETCH_BUDGET,
     ) -> None:
         self._token = token
+        self._budget = fetch_budget
         self._forget = forget  # a refused token is read again next time
         self._timeout = timeout
         self._lock = threading.Lock()
         self._repos: dict[str, MemoryRepo] = {}
         self._pools: dict[str, Any] = {}  # a urllib3 PoolManager per origin, its connections kept
         self.requests = 0  # fetches and pushes started (the benchmark reports them)
+        self.received = 0  # bytes the fetches received
 
     # -- GitRepositories -------------------------------------------------------------------
 
     def read(self, branch: Branch, paths: list[str]) -> Snapshot:
-        client, path = self._client(branch.url)
+        client, path = self._client(branch.url, budget=self._budget)
         repo = self._repo(branch.url)
         ref = _ref(branch.name)
         heads: dict[Ref, ObjectID] = {}
@@ -78,7 +99,11 @@ class DulwichRepositories:
             head = refs.get(ref)
             return [head] if head and head not in repo.object_store else []
 
-        self._call(branch.url, "fetch", lambda: client.fetch(path, repo, determine_wants=wants, depth=1))
+        try:
+            self._call(branch.url, "fetch", lambda: client.fetch(path, repo, determine_wants=wants, depth=1))
+        finally:
+            with self._lock:
+                self.received += client.received
         head = heads.get(ref)
         if head is None:
             raise GitNotFound(f"{branch.url}: no branch {branch.name!r}")
@@ -129,7 +154,7 @@ class DulwichRepositories:
         result = self._call(url, "push", lambda: client.send_pack(path, update, pack))
         problem = (result.ref_status or {}).get(target)
         if problem:
-            text = problem if isinstance(problem, str) else problem.decode(errors="replace")
+            text = said(problem if isinstance(problem, str) else problem.decode(errors="replace"))
             if to is None:
                 raise HeadMoved(f"{url}: {snapshot.branch.name} was not updated: {text}")
             raise GitError(f"{url}: pushing {to} was refused: {text}")
@@ -144,7 +169,7 @@ class DulwichRepositories:
                 repo = self._repos[url] = MemoryRepo()
             return repo
 
-    def _client(self, url: str) -> tuple[Urllib3HttpGitClient, str]:
+    def _client(self, url: str, budget: int | None = None) -> tuple[_Client, str]:
         parts = urlsplit(url)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise GitError(f"{url}: a repository URL is https://host/path (got {parts.scheme or 'none'})")
@@ -154,7 +179,8 @@ class DulwichRepositories:
         user, token = credentials if credentials else (None, None)
         base = f"{parts.scheme}://{parts.netloc}/"
         pool = self._pool(base)
-        client = Urllib3HttpGitClient(base, pool_manager=pool, username=user, password=token)
+        client = _Client(base, pool_manager=pool, username=user, password=token)
+        client.budget = budget
         return client, parts.path
 
     def _pool(self, origin: str) -> Any:
@@ -183,6 +209,11 @@ class DulwichRepositories:
             return run()
         except GitError:
             raise
+        except _OverBudget as exc:
+            raise GitTooLarge(
+                f"{url}: {what} received more than the {exc.budget / MiB:g} MiB budget of a fetch (a "
+                "repository of manifests is far smaller; docs/gitops.md)"
+            ) from None
         except HTTPUnauthorized:
             self._refused(url)
             raise GitDenied(
@@ -191,6 +222,8 @@ class DulwichRepositories:
             ) from None
         except NotGitRepository:
             raise GitNotFound(f"{url}: no such repository (404)") from None
+        except UnicodeDecodeError:  # dulwich decodes a push's refusal reason as UTF-8
+            raise GitError(f"{url}: {what} failed: the server answered words not in UTF-8") from None
         except (urllib3.exceptions.HTTPError, OSError, HangupException) as exc:
             raise GitUnavailable(f"{url}: {what} failed: {type(exc).__name__}") from None
         except GitProtocolError as exc:
@@ -204,7 +237,7 @@ class DulwichRepositories:
                 ) from None
             if any(f" {code} " in f" {text} " or f"resp {code}" in text for code in range(500, 600)):
                 raise GitUnavailable(f"{url}: {what} failed: the server answered {_status(text)}") from None
-            raise GitError(f"{url}: {what} failed: {text[:300]}") from None
+            raise GitError(f"{url}: {what} failed: {said(text)}") from None
 
     def _refused(self, url: str) -> None:
         if self._forget is not None:
@@ -225,6 +258,49 @@ class DulwichRepositories:
         if len(data) > MAX_FILE:
             raise GitError(f"{path}: {len(data)} bytes, more than the {MAX_FILE} tagpin edits")
         return data
+
+
+class _OverBudget(Exception):
+    def __init__(self, budget: int) -> None:
+        super().__init__(budget)
+        self.budget = budget
+
+
+class _Client(Urllib3HttpGitClient):
+    """dulwich's HTTP client, each answer read within what is left of ``budget`` bytes for the
+    operation (one client per fetch): past it ``_OverBudget``, before the bytes are kept."""
+
+    budget: int | None = None
+    received = 0
+
+    def _http_request(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        data: bytes | Iterator[bytes] | None = None,
+        raise_for_status: bool = True,
+    ) -> tuple[Any, Callable[[int], bytes]]:
+        resp, read = super()._http_request(url, headers, data, raise_for_status)
+        budget = self.budget
+        if budget is None:
+            return resp, read
+
+        def bounded(size: int = -1) -> bytes:
+            left = budget - self.received
+            chunk = read(left + 1 if size is None or size < 0 else min(size, left + 1))
+            self.received += len(chunk)
+            if self.received > budget:
+                raise _OverBudget(budget)
+            return chunk
+
+        return resp, bounded
+
+
+def said(text: str, limit: int = SAID_MAX) -> str:
+    """The server's words as inert text: each character that is not printable (escapes, a carriage
+    return, a line break) a ``?``, cut at ``limit`` characters with how many more there were."""
+    kept = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return kept if len(text) <= limit else f"{kept}... ({len(text) - limit} more characters not shown)"
 
 
 def _unreachable(exc: BaseException) -> bool:
