@@ -109,6 +109,9 @@ class Workload:
     rollout: Health | None = None
     # Its own controller undoes a failed rollout (the profile's reading of its spec).
     own_rollback: bool = False
+    # Listed, but not readable (why; e.g. nested deeper than the JSON parser goes): only its kind,
+    # namespace, name and labels are known. The reconciler skips it and keeps its targets.
+    unreadable: str | None = None
 
     @property
     def paused(self) -> bool:
