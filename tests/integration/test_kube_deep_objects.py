@@ -17,6 +17,8 @@ from tagpin.adapters.kubernetes.auth import kubeconfig_api_client
 from tagpin.adapters.kubernetes.pages import NOTE
 from tagpin.adapters.kubernetes.workloads import KubeWorkloads
 from tagpin.domain.config import Kind
+from tagpin.ports.state import TargetStatus
+from tagpin.ports.workloads import Unreadable
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.manifests import deployment, rollout
 from tagpin_local.oci import push_image
@@ -25,7 +27,7 @@ from tagpin_local.stack import LocalStack, StackOptions
 from tests.conftest import require_binary
 from tests.support.constants import FOLLOW
 from tests.support.kube import local_cluster
-from tests.support.stack import state_of
+from tests.support.stack import drain, state_of
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -120,6 +122,14 @@ def test_a_rollout_too_deep_to_read_is_listed_as_unreadable_and_the_others_as_th
     assert (found[1].namespace, found[1].labels, found[1].containers) == (ns, labels, {})
 
 
+def test_a_rollout_too_deep_to_read_read_alone_is_unreadable(kube: LocalCluster, ns: str) -> None:
+    """What the consumer and the reconciler read of one workload: a WorkloadError the consumer
+    records (not retried), never a RecursionError."""
+    assert create_deep(kube, ns, "deepest")[0] == 201
+    with pytest.raises(Unreadable, match=f"Rollout {ns}/deepest: {NOTE}"):
+        client(kube).get(ns, ROLLOUT, "deepest")
+
+
 def test_the_reconciler_skips_the_rollout_not_its_cluster() -> None:
     require_binary("docker-registry", "/usr/bin/docker-registry")
     options = StackOptions(notifications=False, poll_interval=None, consume=False)
@@ -135,14 +145,56 @@ def test_the_reconciler_skips_the_rollout_not_its_cluster() -> None:
         # The Rollout made as deep as the API server takes it (so is the merge patch's document)
         patch = deep({"spec": {"strategy": {"canary": {}}}}, BRACKETS)
         path = "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/cart"
+        # and one not labelled, a target of the configuration (read with a GET)
+        till = {
+            "cluster": "local",
+            "namespace": "shop",
+            "kind": "Rollout",
+            "name": "till",
+            "container": "app",
+        }
+        st.options.images = [*st.options.images, {"image": image, "targets": [till]}]
+        st.write_config()
         try:
             assert send(local, "PATCH", path, patch, "application/merge-patch+json")[0] == 200
+            assert create_deep(local, "shop", "till", labels={})[0] == 201
             second = st.run_reconciler()
             kept = {e.target_id for e in state_of(st).index.entries()}
         finally:
             remove_deep(local, "shop")
     assert second["clusters"]["local"] == {"ok": True, "workloads": 1}
     assert f"local: Rollout shop/cart skipped: {NOTE}" in second["notes"]
+    assert f"local/shop/Rollout/till/app: skipped: Rollout shop/till: {NOTE}" in second["notes"]
     assert second["removed"] == 0  # cart's target kept (its index entry), not healed in this run
     assert CART in first["behind_targets"] and CART not in second["behind_targets"]
     assert kept == {"local/shop/Deployment/web/app", CART}
+
+
+def test_the_consumer_records_a_rollout_too_deep_to_read_as_failed() -> None:
+    """A Rollout indexed, then made too deep to read: the next change of its tag is recorded failed
+    on it (Unreadable, not retried), the change's other target applied."""
+    require_binary("docker-registry", "/usr/bin/docker-registry")
+    options = StackOptions(notifications=False, poll_interval=None, consume=False)
+    with LocalStack(options) as st:
+        assert st.registry is not None
+        image = f"{st.registry.host}/demo/deep:stable"
+        push_image(st.registry.url, "demo/deep", "stable")
+        local = st.kubes["local"]
+        local.create(deployment("web", "shop", image, container="app", labels=FOLLOW))
+        local.create(rollout("cart", "shop", image, replicas=0, labels=FOLLOW))
+        assert st.run_reconciler()["added"] == 2
+        drain(st)
+        patch = deep({"spec": {"strategy": {"canary": {}}}}, BRACKETS)
+        path = "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/cart"
+        try:
+            assert send(local, "PATCH", path, patch, "application/merge-patch+json")[0] == 200
+            moved = push_image(st.registry.url, "demo/deep", "stable", content=b"moved")
+            st.run_poller()
+            drain(st)
+            cart = state_of(st).targets.get(CART)
+            web = state_of(st).targets.get("local/shop/Deployment/web/app")
+        finally:
+            remove_deep(local, "shop")
+    assert cart is not None and (cart.digest, cart.status) == (moved, TargetStatus.FAILED)
+    assert cart.detail == f"Unreadable: Rollout shop/cart: {NOTE}"
+    assert web is not None and web.digest == moved and web.status is not TargetStatus.FAILED

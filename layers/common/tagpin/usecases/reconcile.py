@@ -51,6 +51,7 @@ from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.refs import Digest
+from tagpin.ports import workloads as ports
 from tagpin.ports.notify import Notifier
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import IndexEntry, State, TagState
@@ -262,8 +263,9 @@ class Reconciler:
             if current is None:  # configured explicitly and not labelled: one GET
                 try:
                     current = inventory.get(target.namespace, target.kind, target.name)
-                except NotFound:
-                    scan.notes.append(f"{target.id}: configured, but the workload does not exist")
+                except (NotFound, ports.Unreadable) as exc:  # gone, or nested too deep to read
+                    why = "configured, but the workload does not exist" if isinstance(exc, NotFound) else None
+                    scan.notes.append(f"{target.id}: {why or f'skipped: {exc}'}")
                     continue
                 listed[key] = current
             if current.paused or current.held:  # left alone, as the consumer leaves them

@@ -24,7 +24,7 @@ from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
 from tagpin.adapters.kubernetes import jsonpatch
-from tagpin.adapters.kubernetes.pages import UNREADABLE, load_page
+from tagpin.adapters.kubernetes.pages import NOTE, UNREADABLE, load_page
 from tagpin.domain.kinds import ImageChange, Kind, PatchType, profile_of
 from tagpin.domain.kinds.profile import dig
 from tagpin.domain.platforms import Platform
@@ -34,6 +34,7 @@ from tagpin.ports.workloads import (
     NotFound,
     Pod,
     Unreachable,
+    Unreadable,
     Workload,
     WorkloadError,
 )
@@ -159,7 +160,10 @@ class KubeWorkloads:
         response = self._call(
             what, read, p.group, p.version, namespace, p.plural, name, _preload_content=False
         )
-        data = json.loads(response.data)
+        try:
+            data = json.loads(response.data)
+        except RecursionError:
+            raise Unreadable(f"{kind.value} {namespace}/{name}: {NOTE}") from None
         return data if isinstance(data, dict) else {}
 
     def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
