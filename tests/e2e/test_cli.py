@@ -165,6 +165,13 @@ def test_config_validate_and_push(stack, cli, tmp_path):
         assert stack.client("ssm").get_parameter(Name="/tagpin/config")["Parameter"]["Value"] == stored
         table = cli("config", "push", str(good))
         assert (table.code, table.err) == (0, "") and "pushed: True" in table.out
+        # from a pipe (`envsubst < tagpin.yaml.in | tagpin config push /dev/stdin`): read once, the
+        # document validated is the one pushed (read twice, the second read found the pipe empty)
+        document["images"][0]["targets"][0]["namespace"] = "piped"
+        piped = yaml.safe_dump(document)
+        ran = cli("--json", "config", "push", "/dev/stdin", stdin=piped)
+        assert (ran.code, ran.err) == (0, "") and ran.json()["pushed"] is True, ran
+        assert stack.client("ssm").get_parameter(Name="/tagpin/config")["Parameter"]["Value"] == piped
     finally:
         stack.write_config()
 

@@ -76,7 +76,8 @@ def test_the_global_options_parse_the_same_wherever_they_are() -> None:
     }
     for (command, selector), argvs in forms.items():
         for argv in argvs:
-            parsed = build_parser().parse_args(normalise(argv))
+            parser = build_parser()
+            parsed = parser.parse_args(normalise(argv, command_names(parser)))
             assert parsed.json and (parsed.local or parsed.endpoints) and parsed.command == command, argv
             assert (
                 parsed.endpoints in (None, Path(endpoints)) and getattr(parsed, "selector", None) == selector
@@ -87,10 +88,10 @@ def test_every_command_follows_the_local_option() -> None:
     """``--local`` then any command is that command on the local stack, never ``--local FILE``
     with the command's name read as the file (approve and reject were: exit 2, invalid choice)."""
     image = "registry.example/team/web:stable"
-    names = command_names()
+    names = command_names(build_parser())
     assert {"status", "approve", "reject", "hold"} <= names
     for name in sorted(names):
-        out = normalise(["--local", name, image])
+        out = normalise(["--local", name, image], names)
         assert out[:2] == ["--local", name], (name, out)
 
 

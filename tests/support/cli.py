@@ -44,10 +44,14 @@ def one_line_error(err: str) -> bool:
 
 
 def tagpin(
-    *argv: str, cwd: Path | None = None, timeout: float = 120, env: dict[str, str] | None = None
+    *argv: str,
+    cwd: Path | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
 ) -> Ran:
-    """Run ``tagpin ARGV`` to its end (stdin closed: nothing waits for input), ``env`` added to the
-    environment."""
+    """Run ``tagpin ARGV`` to its end (stdin: a pipe of ``stdin``, else closed: nothing waits for
+    input), ``env`` added to the environment."""
     done = subprocess.run(
         [TAGPIN, *argv],
         cwd=cwd,
@@ -55,7 +59,8 @@ def tagpin(
         text=True,
         timeout=timeout,
         check=False,
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
         env=os.environ | (env or {}),
     )
     return Ran(tuple(argv), done.returncode, done.stdout, done.stderr)
@@ -110,9 +115,12 @@ class Cli:
     extra: set[str] = field(default_factory=set)  # secrets the stack does not hold (a signing key)
     runs: list[Ran] = field(default_factory=list)
 
-    def __call__(self, *argv: str, endpoints: Path | None = None, columns: int = 250) -> Ran:
+    def __call__(
+        self, *argv: str, endpoints: Path | None = None, columns: int = 250, stdin: str | None = None
+    ) -> Ran:
         # a wide terminal's tables: a target id or an image on one line
-        ran = tagpin("--endpoints", str(endpoints or self.endpoints), *argv, env={"COLUMNS": str(columns)})
+        where = str(endpoints or self.endpoints)
+        ran = tagpin("--endpoints", where, *argv, env={"COLUMNS": str(columns)}, stdin=stdin)
         self.runs.append(ran)
         assert_no_secret(ran, stack_secrets(self.st, tuple(self.extra)))
         return ran

@@ -313,6 +313,11 @@ rollout:
             "not a regular",
         ),
         ("{mode: maybe, keys: [{kms: k}]}", "mode"),
+        ("{identities: [{issuer: a, identity: b}], trusted_root: {}}", "exactly one of json, secret"),
+        (
+            "{identities: [{issuer: a, identity: b}], trusted_root: {json: x, secret: tagpin/signing/r}}",
+            "exactly one of json, secret",
+        ),
     ],
 )
 def test_a_gate_that_cannot_work_is_a_configuration_error(document: str, error: str) -> None:

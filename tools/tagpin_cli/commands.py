@@ -300,7 +300,11 @@ def _document(path: Path) -> str:
 
 
 def config_validate(path: Path) -> dict[str, Any]:
-    config = parse_config(_document(path), source=str(path), storing=True)
+    return _validated(path, _document(path))
+
+
+def _validated(path: Path, document: str) -> dict[str, Any]:
+    config = parse_config(document, source=str(path), storing=True)
     return {
         "file": str(path),
         "valid": True,
@@ -313,9 +317,10 @@ def config_validate(path: Path) -> dict[str, Any]:
 def config_push(path: Path) -> dict[str, Any]:
     from tagpin.adapters.config_source import parameter_value
 
-    summary = config_validate(path)  # never push an invalid document
+    document = _document(path)  # read once: what is pushed is what was validated
+    summary = _validated(path, document)  # never push an invalid document
     name = wiring.setting("config_parameter")
-    stored = parameter_value(_document(path))
+    stored = parameter_value(document)
     wiring.aws("ssm").put_parameter(
         Name=name, Value=stored.value, Type="String", Tier=stored.tier, Overwrite=True
     )

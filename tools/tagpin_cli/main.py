@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from tagpin_cli import environment
 from tagpin_cli.output import EXIT_ENVIRONMENT, EXIT_FAILED, error
-from tagpin_cli.parser import build_parser, normalise
+from tagpin_cli.parser import build_parser, command_names, normalise
 
 
 def _logging(verbose: int) -> None:
@@ -51,7 +51,8 @@ def _closing() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(__doc__ or "")
-    args = parser.parse_args(normalise(sys.argv[1:] if argv is None else list(argv)))
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(normalise(words, command_names(parser)))
     if args.stack is not None and (args.local or args.endpoints is not None):
         parser.error("give one of --stack and --local")
     _logging(args.verbose)

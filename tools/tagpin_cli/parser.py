@@ -5,7 +5,6 @@ arguments and the stack it runs against (None for the commands that need none)."
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,9 @@ topic's subscriptions, dead letters. Prints each check with what to fix. Exit 0:
 passed or warned; 1: a check failed (with --strict: or warned); 3: the stack cannot be found."""
 
 
-@functools.cache
-def command_names() -> frozenset[str]:
-    """Every command ``build_parser`` defines (read from it, so a new command is one of them: the
-    old ``--local FILE`` form must not read a command's name as its file)."""
-    parser = build_parser()
+def command_names(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """Every command ``parser`` (``build_parser``'s) defines (read from it, so a new command is one
+    of them: the old ``--local FILE`` form must not read a command's name as its file)."""
     (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return frozenset(commands.choices)
 
@@ -98,9 +95,9 @@ def _seconds(text: str) -> float:
     return value
 
 
-def normalise(argv: list[str]) -> list[str]:
+def normalise(argv: list[str], commands: frozenset[str]) -> list[str]:
     """Keep the old ``--local FILE`` (and ``--local=FILE``) working: before the command, a word after
-    ``--local`` that is not a command's name is the endpoints file."""
+    ``--local`` that is not a command's name (one of ``commands``) is the endpoints file."""
     out: list[str] = []
     i = 0
     seen_command = False
@@ -116,7 +113,7 @@ def normalise(argv: list[str]) -> list[str]:
             and not seen_command
             and i + 1 < len(argv)
             and not argv[i + 1].startswith("-")
-            and argv[i + 1] not in command_names()
+            and argv[i + 1] not in commands
         ):
             out.extend(["--local", "--endpoints", argv[i + 1]])
             i += 1
@@ -124,7 +121,7 @@ def normalise(argv: list[str]) -> list[str]:
             out.extend(argv[i : i + 2])
             i += 1
         else:
-            seen_command = seen_command or word in command_names()
+            seen_command = seen_command or word in commands
             out.append(word)
         i += 1
     return out

@@ -40,6 +40,7 @@ __all__ = [
     "Pod",
     "Progress",
     "Unreachable",
+    "Unreadable",
     "Workload",
     "WorkloadError",
     "Workloads",
@@ -72,6 +73,13 @@ class MissingContainer(WorkloadError):
 
 class Paused(WorkloadError):
     """The workload asks to be left alone; recorded, not retried, applied once un-paused."""
+
+    transient = False
+
+
+class Unreadable(WorkloadError):
+    """The workload's JSON is nested deeper than tagpin's parser reads (the API server takes 10,000
+    levels); recorded, not retried."""
 
     transient = False
 
@@ -109,6 +117,9 @@ class Workload:
     rollout: Health | None = None
     # Its own controller undoes a failed rollout (the profile's reading of its spec).
     own_rollback: bool = False
+    # Listed, but not readable (why; e.g. nested deeper than the JSON parser goes): only its kind,
+    # namespace, name and labels are known. The reconciler skips it and keeps its targets.
+    unreadable: str | None = None
 
     @property
     def paused(self) -> bool:

@@ -51,6 +51,7 @@ from tagpin.domain.messages import Change, Trigger
 from tagpin.domain.moves import Move
 from tagpin.domain.outcomes import TagOutcome
 from tagpin.domain.refs import Digest
+from tagpin.ports import workloads as ports
 from tagpin.ports.notify import Notifier
 from tagpin.ports.queues import ChangeQueue
 from tagpin.ports.state import IndexEntry, State, TagState
@@ -85,6 +86,7 @@ class ClusterScan:
     observed: list[Observed] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unlisted: set[Kind] = field(default_factory=set)  # custom kinds RBAC does not let it list
+    unreadable: set[tuple[str, str, str]] = field(default_factory=set)  # namespace, kind, name
 
 
 @dataclass
@@ -219,6 +221,11 @@ class Reconciler:
         for kind in Kind:
             try:
                 for workload in inventory.workloads(kind, FOLLOW_SELECTOR):
+                    if workload.unreadable is not None:  # skipped; its targets kept as they are
+                        where = f"{kind.value} {workload.namespace}/{workload.name}"
+                        scan.notes.append(f"{scan.name}: {where} skipped: {workload.unreadable}")
+                        scan.unreadable.add((workload.namespace, kind.value, workload.name))
+                        continue
                     listed[(workload.namespace, kind, workload.name)] = workload
             except NotFound:  # the API does not serve this kind (batch/v1 CronJob before 1.21, no Argo)
                 scan.notes.append(f"{scan.name}: {kind.value} is not served")
@@ -250,12 +257,15 @@ class Reconciler:
                     targets.setdefault(target.id, (followed.image, target))
         for image, target in targets.values():
             key = (target.namespace, target.kind, target.name)
+            if (target.namespace, target.kind.value, target.name) in scan.unreadable:
+                continue
             current = listed.get(key)
             if current is None:  # configured explicitly and not labelled: one GET
                 try:
                     current = inventory.get(target.namespace, target.kind, target.name)
-                except NotFound:
-                    scan.notes.append(f"{target.id}: configured, but the workload does not exist")
+                except (NotFound, ports.Unreadable) as exc:  # gone, or nested too deep to read
+                    why = "configured, but the workload does not exist" if isinstance(exc, NotFound) else None
+                    scan.notes.append(f"{target.id}: {why or f'skipped: {exc}'}")
                     continue
                 listed[key] = current
             if current.paused or current.held:  # left alone, as the consumer leaves them
@@ -279,14 +289,16 @@ class Reconciler:
         }
         have = {(e.image, e.target_id): e for e in index}
         unlisted = {(s.name, kind.value) for s in scans for kind in s.unlisted}
-        # Entries of a cluster (or a kind) that could not be listed stay as they are; a cluster no
-        # longer in the configuration loses its entries.
+        unreadable = {(s.name, *workload) for s in scans for workload in s.unreadable}
+        # Entries of a cluster (or a kind, or a workload) that could not be listed (or read) stay as
+        # they are; a cluster no longer in the configuration loses its entries.
         stale = [
             e
             for key, e in have.items()
             if key not in wanted
             and (e.cluster in listed or e.cluster not in config.clusters)
             and (e.cluster, e.kind) not in unlisted
+            and (e.cluster, e.namespace, e.kind, e.name) not in unreadable
         ]
         new = [e for key, e in wanted.items() if key not in have]
         still = {target_id for _, target_id in wanted} | {

@@ -24,6 +24,7 @@ from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
 from tagpin.adapters.kubernetes import jsonpatch
+from tagpin.adapters.kubernetes.pages import NOTE, UNREADABLE, load_page
 from tagpin.domain.kinds import ImageChange, Kind, PatchType, profile_of
 from tagpin.domain.kinds.profile import dig
 from tagpin.domain.platforms import Platform
@@ -33,6 +34,7 @@ from tagpin.ports.workloads import (
     NotFound,
     Pod,
     Unreachable,
+    Unreadable,
     Workload,
     WorkloadError,
 )
@@ -73,6 +75,20 @@ def workload_from(kind: Kind, data: dict[str, Any]) -> Workload:
         selector=profile.selector(data) if profile.selector is not None else None,
         rollout=profile.rollout_health(int(meta.get("generation") or 0), spec, dig(data, ("status",))),
         own_rollback=profile.own_rollback(spec),
+    )
+
+
+def unreadable_from(kind: Kind, data: dict[str, Any]) -> Workload:
+    """A listed workload whose JSON could not be read (``tagpin.adapters.kubernetes.pages``)."""
+    meta = dig(data, ("metadata",))
+    return Workload(
+        resource_version="",
+        containers={},
+        kind=kind,
+        namespace=str(meta.get("namespace", ""))[:253],
+        name=str(meta.get("name", ""))[:253],
+        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        unreadable=str(data[UNREADABLE]),
     )
 
 
@@ -144,7 +160,10 @@ class KubeWorkloads:
         response = self._call(
             what, read, p.group, p.version, namespace, p.plural, name, _preload_content=False
         )
-        data = json.loads(response.data)
+        try:
+            data = json.loads(response.data)
+        except RecursionError:
+            raise Unreadable(f"{kind.value} {namespace}/{name}: {NOTE}") from None
         return data if isinstance(data, dict) else {}
 
     def set_image(self, namespace: str, kind: Kind, name: str, change: ImageChange) -> None:
@@ -180,12 +199,13 @@ class KubeWorkloads:
         what = f"list {p.resource} in all namespaces"
         listing = self._custom.list_cluster_custom_object
         for item in self._pages(what, listing, p.group, p.version, p.plural, label_selector=selector):
-            yield workload_from(kind, item)
+            yield unreadable_from(kind, item) if UNREADABLE in item else workload_from(kind, item)
 
     def pods(self, namespace: str) -> Iterator[Pod]:
         what = f"list pods in namespace {namespace}"
         for item in self._pages(what, self._core.list_namespaced_pod, namespace):
-            yield pod_from(item)
+            if UNREADABLE not in item:  # a pod's fields are typed: never nested that deep
+                yield pod_from(item)
 
     def platforms(self) -> frozenset[Platform] | None:
         """What the nodes run (``status.nodeInfo``); None when the role may not list nodes (the
@@ -222,7 +242,7 @@ class KubeWorkloads:
                     raise Unreachable(f"{what}: the list snapshot expired twice") from None
                 restarted, token = True, None
                 continue
-            page = json.loads(response.data)
+            page = load_page(response.data)
             yield from page.get("items") or []
             token = (page.get("metadata") or {}).get("continue") or None
             if token is None:

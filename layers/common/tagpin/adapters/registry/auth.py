@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -24,6 +25,14 @@ log = logging.getLogger(__name__)
 
 TOKEN_DEFAULT_TTL = 60.0
 TOKEN_MARGIN = 10.0
+# A token answer's ``expires_in`` is kept within these bounds (see ``token_ttl``). The floor leaves
+# a token cached for 5 s past the margin, so a burst of requests shares one (the distribution spec
+# says a token should not live under 60 s; a registry whose tokens do costs a 401 and a fetch, as an
+# expired token would). The ceiling is an hour (Docker Hub issues 300 s, most others up to 3600 s;
+# the default of 60 s as the ceiling would fetch their tokens five to sixty times as often): a token
+# the registry stops taking earlier is dropped at its first 401 and fetched anew.
+TOKEN_MIN_TTL = 15.0
+TOKEN_MAX_TTL = 3600.0
 # A token endpoint's answer (a JSON document of a token or two, a few KB); longer is refused, not read.
 MAX_TOKEN_ANSWER = 1024 * 1024
 
@@ -61,6 +70,22 @@ def parse_challenges(values: list[str]) -> list[Challenge]:
                 continue
             pos += 1  # token68 or junk: skip
     return out
+
+
+def token_ttl(expires_in: object) -> float:
+    """The lifetime to cache a token for, from its answer's ``expires_in``: the default when it is
+    missing, no finite number (an object, a list, a string, a boolean, NaN, an infinity) or none over
+    zero (a token expired when issued: not a lifetime); else the number within ``TOKEN_MIN_TTL`` and
+    ``TOKEN_MAX_TTL``."""
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float):
+        return TOKEN_DEFAULT_TTL
+    try:
+        ttl = float(expires_in)
+    except OverflowError:  # an int too large for a float: infinite, as the answer reads it
+        return TOKEN_DEFAULT_TTL
+    if not math.isfinite(ttl) or ttl <= 0:
+        return TOKEN_DEFAULT_TTL
+    return min(max(ttl, TOKEN_MIN_TTL), TOKEN_MAX_TTL)
 
 
 class Send(Protocol):
@@ -224,9 +249,11 @@ class RegistryAuth:
                 status=response.status,
             )
         try:
-            doc = json.loads(response.body)
+            # integers read as floats: one of 5,000 digits is infinite (the default lifetime), not a
+            # ValueError (int's digit limit) that reads the whole answer as no token
+            doc = json.loads(response.body, parse_int=float)
             token = doc.get("token") or doc.get("access_token")
-            ttl = float(doc.get("expires_in") or TOKEN_DEFAULT_TTL)
+            ttl = token_ttl(doc.get("expires_in"))
         except (ValueError, AttributeError, TypeError, RecursionError):
             token, ttl = None, 0.0
         if not isinstance(token, str) or not token:

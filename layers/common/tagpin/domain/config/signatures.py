@@ -111,7 +111,7 @@ class TrustedRootSource(Strict):
     )
 
     @model_validator(mode="after")
-    def _one(self, info: ValidationInfo) -> Self:
+    def _one(self) -> Self:
         if (self.json_text is None) == (self.secret is None):
             raise ValueError("give exactly one of json, secret")
         return self
