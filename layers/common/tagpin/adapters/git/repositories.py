@@ -1,14 +1,18 @@
 """``GitRepositories`` over Git's smart HTTP with dulwich, in memory: no ``git`` binary, no disk.
 
 ``read`` fetches the branch's head at depth 1 (one commit and its tree, never the history) into an
-in-memory object store kept per repository URL, so that the push that follows sends only the new
-commit, its changed trees and blobs. What a fetch receives is read within a budget
-(``FETCH_BUDGET``): past it the fetch stops with ``GitTooLarge`` naming it, before a repository too
-large for the function, or a server that does not stop sending, exhausts its memory. ``write``
-builds the commit and pushes it with the head it was built on as the precondition: the update
-command sent to receive-pack names that old head, so the server refuses it (and ``HeadMoved`` is
-raised) if the branch moved in between, whoever moved it; a push to tagpin's own review branch
-(``to``) replaces whatever that branch held.
+in-memory object store kept per repository URL and branch: the push that follows sends only the new
+commit, its changed trees and blobs, and a warm container's next read of that head fetches nothing.
+Bounded: a store holds one commit's objects (another head is read into an empty store, the old one
+dropped first; a push keeps only its commit's objects); at most ``KEEP`` stores, their packs
+``KEEP_BYTES`` together (least recently used dropped first); a write whose store was dropped
+since its read fetches the branch again (``HeadMoved`` if it moved). What a fetch receives is read
+within a budget (``FETCH_BUDGET``): past it the fetch stops with ``GitTooLarge`` naming it, before a
+repository too large for the function, or a server that does not stop sending, exhausts its memory.
+``write`` builds the commit and pushes it with the head it was built on as the precondition: the
+update command sent to receive-pack names that old head, so the server refuses it (and
+``HeadMoved`` is raised) if the branch moved in between, whoever moved it; a push to tagpin's own
+review branch (``to``) replaces whatever that branch held.
 
 Credentials: ``token(host)`` (the caller's: a reader of ``tagpin/git/`` secrets) gives the user name and token
 sent as HTTP Basic, as GitHub and GitLab accept tokens, only to that repository's origin (dulwich
@@ -24,13 +28,15 @@ from __future__ import annotations
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from dulwich.client import HTTPUnauthorized, Urllib3HttpGitClient
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
-from dulwich.object_store import commit_tree_changes, tree_lookup_path
+from dulwich.object_store import MemoryObjectStore, commit_tree_changes, tree_lookup_path
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import MemoryRepo
@@ -59,6 +65,14 @@ MiB = 1024 * 1024
 # read's peak memory grew by 168 MB, about ten times the pack. 32 MiB of pack is then about 340 MB,
 # with the runtime's own 90 MB or so under 512; a repository of manifests is far smaller.
 FETCH_BUDGET = 32 * MiB
+KEEP, KEEP_BYTES = 8, FETCH_BUDGET // 4  # stores kept (the last read's always), their packs' bytes
+
+
+@dataclass
+class _Store:
+    repo: MemoryRepo
+    head: ObjectID  # the commit whose objects, and only those, the store holds
+    size: int  # bytes its fetch received
 
 
 def _ref(name: str) -> Ref:
@@ -67,7 +81,7 @@ def _ref(name: str) -> Ref:
 
 class DulwichRepositories:
     """One instance per container: the clients (a connection pool per origin) and the object
-    stores (per repository URL) are reused across invocations."""
+    stores (per repository URL and branch, bounded) are reused across invocations."""
 
     def __init__(
         self,
@@ -76,13 +90,15 @@ class DulwichRepositories:
         timeout: float = 10.0,
         forget: Callable[[str], None] | None = None,
         fetch_budget: int = FETCH_BUDGET,
+        keep: int = KEEP,
     ) -> None:
         self._token = token
         self._budget = fetch_budget
         self._forget = forget  # a refused token is read again next time
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._repos: dict[str, MemoryRepo] = {}
+        self._stores: OrderedDict[tuple[str, str], _Store] = OrderedDict()  # by URL and branch
+        self._keep = keep
         self._pools: dict[str, Any] = {}  # a urllib3 PoolManager per origin, its connections kept
         self.requests = 0  # fetches and pushes started (the benchmark reports them)
         self.received = 0  # bytes the fetches received
@@ -91,24 +107,34 @@ class DulwichRepositories:
 
     def read(self, branch: Branch, paths: list[str]) -> Snapshot:
         client, path = self._client(branch.url, budget=self._budget)
-        repo = self._repo(branch.url)
+        key = (branch.url, branch.name)
+        kept = self._store(key)
+        fresh = MemoryRepo()
         ref = _ref(branch.name)
         heads: dict[Ref, ObjectID] = {}
 
         def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+            nonlocal kept
             heads.update(refs)
             head = refs.get(ref)
-            return [head] if head and head not in repo.object_store else []
+            if kept is not None and head == kept.head:
+                return []  # its objects are all there
+            kept = None  # a superseded head's objects go before the new ones come
+            with self._lock:
+                self._stores.pop(key, None)
+            return [head] if head else []
 
         try:
-            self._call(branch.url, "fetch", lambda: client.fetch(path, repo, determine_wants=wants, depth=1))
+            self._call(branch.url, "fetch", lambda: client.fetch(path, fresh, determine_wants=wants, depth=1))
         finally:
             with self._lock:
                 self.received += client.received
         head = heads.get(ref)
         if head is None:
             raise GitNotFound(f"{branch.url}: no branch {branch.name!r}")
-        return Snapshot(branch, head.decode(), {p: self._file(repo, head, p) for p in paths})
+        if kept is None:
+            kept = self._put(key, _Store(fresh, head, client.received))
+        return Snapshot(branch, head.decode(), {p: self._file(kept.repo, head, p) for p in paths})
 
     def write(
         self,
@@ -121,8 +147,9 @@ class DulwichRepositories:
     ) -> str:
         url = snapshot.branch.url
         client, path = self._client(url)
-        repo = self._repo(url)
         parent = ObjectID(snapshot.commit.encode())
+        store = self._holding(snapshot)
+        repo = store.repo
         base = repo[parent]
         assert isinstance(base, Commit)
         blobs = []
@@ -152,23 +179,55 @@ class DulwichRepositories:
                 known, want, shallow=repo.get_shallow(), ofs_delta=kw.get("ofs_delta", True)
             )
 
-        result = self._call(url, "push", lambda: client.send_pack(path, update, pack))
-        problem = (result.ref_status or {}).get(target)
-        if problem:
-            text = said(problem if isinstance(problem, str) else problem.decode(errors="replace"))
-            if to is None:
-                raise HeadMoved(f"{url}: {snapshot.branch.name} was not updated: {text}")
-            raise GitError(f"{url}: pushing {to} was refused: {text}")
+        kept = parent  # what the store keeps: the branch's head, the pushed commit once it is
+        try:
+            result = self._call(url, "push", lambda: client.send_pack(path, update, pack))
+            problem = (result.ref_status or {}).get(target)
+            if problem:
+                text = said(problem if isinstance(problem, str) else problem.decode(errors="replace"))
+                if to is None:
+                    raise HeadMoved(f"{url}: {snapshot.branch.name} was not updated: {text}")
+                raise GitError(f"{url}: pushing {to} was refused: {text}")
+            kept = commit.id if to is None else parent
+        finally:
+            _prune(repo, kept)
+            store.head = kept
         return commit.id.decode()
 
     # -- internals -------------------------------------------------------------------------
 
-    def _repo(self, url: str) -> MemoryRepo:
+    def _store(self, key: tuple[str, str]) -> _Store | None:
         with self._lock:
-            repo = self._repos.get(url)
-            if repo is None:
-                repo = self._repos[url] = MemoryRepo()
-            return repo
+            if key in self._stores:
+                self._stores.move_to_end(key)
+            return self._stores.get(key)
+
+    def _put(self, key: tuple[str, str], store: _Store) -> _Store:
+        with self._lock:
+            self._stores[key] = store
+            self._stores.move_to_end(key)
+            while len(self._stores) > max(1, self._keep) or (
+                len(self._stores) > 1 and sum(s.size for s in self._stores.values()) > KEEP_BYTES
+            ):
+                self._stores.popitem(last=False)
+            return store
+
+    def _holding(self, snapshot: Snapshot) -> _Store:
+        """The store holding the snapshot's commit: fetched again if it was dropped since the read."""
+        key = (snapshot.branch.url, snapshot.branch.name)
+        store = self._store(key)
+        if store is None or store.head != snapshot.commit.encode():
+            again = self.read(snapshot.branch, [])
+            if again.commit != snapshot.commit:
+                raise HeadMoved(f"{key[0]}: {key[1]} moved from {snapshot.commit[:12]}")
+            store = self._store(key)
+            assert store is not None
+        return store
+
+    def kept(self) -> dict[tuple[str, str], int]:
+        """The stores kept: (URL, branch) -> how many objects it holds (tests, benchmarks)."""
+        with self._lock:
+            return {key: sum(1 for _ in store.repo.object_store) for key, store in self._stores.items()}
 
     def _client(self, url: str, budget: int | None = None) -> tuple[_Client, str]:
         parts = urlsplit(url)
@@ -259,6 +318,23 @@ class DulwichRepositories:
         if len(data) > MAX_FILE:
             raise GitError(f"{path}: {len(data)} bytes, more than the {MAX_FILE} tagpin edits")
         return data
+
+
+def _prune(repo: MemoryRepo, commit: ObjectID) -> None:
+    """Delete from ``repo`` every object but ``commit``'s: itself, its trees and blobs."""
+    store, keep, todo = repo.object_store, set[ObjectID](), [commit]
+    assert isinstance(store, MemoryObjectStore)
+    while todo:
+        if (sha := todo.pop()) in keep:
+            continue
+        keep.add(sha)
+        obj = store[sha]
+        entries = list(obj.iteritems()) if isinstance(obj, Tree) else []
+        todo += [obj.tree] if isinstance(obj, Commit) else [e.sha for e in entries if stat.S_ISDIR(e.mode)]
+        keep.update(e.sha for e in entries if not stat.S_ISDIR(e.mode))  # blobs (or submodules' commits)
+    for sha in [s for s in store if s not in keep]:
+        del store[sha]
+    repo.update_shallow({commit}, repo.get_shallow() - {commit})
 
 
 class _OverBudget(Exception):
