@@ -14,7 +14,7 @@ import tracemalloc
 from collections.abc import Iterator
 
 import pytest
-from tagpin.adapters.git.repositories import KEEP, DulwichRepositories
+from tagpin.adapters.git.repositories import DulwichRepositories
 from tagpin.ports.git import Author, Branch, HeadMoved
 from tagpin_local.gitserver import GitServer
 
@@ -35,6 +35,9 @@ def server() -> Iterator[GitServer]:
     require_binary("git-http-backend", "/usr/lib/git-core/git-http-backend")
     with GitServer() as git:
         yield git
+
+
+KEEP = 4  # the stores a client of these tests keeps (the module's own bound is larger)
 
 
 def files(n: int) -> dict[str, str]:
@@ -89,7 +92,7 @@ def test_a_warm_client_keeps_one_heads_objects_however_many_heads_it_read(server
 
 def test_repositories_beyond_the_bound_are_dropped_and_read_again(server: GitServer) -> None:
     urls = [team(server, i) for i in range(KEEP + 1)]
-    repos = DulwichRepositories(lambda _host: None, timeout=5)
+    repos = DulwichRepositories(lambda _host: None, timeout=5, keep=KEEP)
     for url in urls:
         repos.read(Branch(url, "main"), [PIN])
     found, size = received(repos, Branch(urls[-1], "main"))  # kept: its head not fetched again
@@ -103,7 +106,7 @@ def test_a_write_whose_store_was_dropped_since_its_read_still_lands_or_finds_the
     server: GitServer,
 ) -> None:
     urls = [team(server, i) for i in range(KEEP + 1)]
-    repos = DulwichRepositories(lambda _host: None, timeout=5)
+    repos = DulwichRepositories(lambda _host: None, timeout=5, keep=KEEP)
     first, moved = (repos.read(Branch(url, "main"), [PIN]) for url in urls[:2])
     for url in urls[2:]:  # the first two repositories' stores dropped
         repos.read(Branch(url, "main"), [PIN])

@@ -65,7 +65,8 @@ MiB = 1024 * 1024
 # read's peak memory grew by 168 MB, about ten times the pack. 32 MiB of pack is then about 340 MB,
 # with the runtime's own 90 MB or so under 512; a repository of manifests is far smaller.
 FETCH_BUDGET = 32 * MiB
-KEEP, KEEP_BYTES = 8, FETCH_BUDGET // 4  # stores kept (the last read's always), their packs' bytes
+# stores kept (the last read's always); their packs' bytes together (memory: ten times, inflated)
+KEEP, KEEP_BYTES = 64, FETCH_BUDGET // 4
 
 
 @dataclass
