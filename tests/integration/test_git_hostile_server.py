@@ -17,17 +17,16 @@ from collections.abc import Iterator
 
 import pytest
 from tagpin.adapters.git.repositories import DulwichRepositories
-from tagpin.domain.config import RolloutSettings, WriteBackFile
+from tagpin.domain.config import WriteBackFile
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
 from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
 from tagpin.ports.git import Author, Branch, GitError, GitTooLarge
 from tagpin.ports.state import State, TargetStatus
-from tagpin.usecases.writeback import Writer
 from tagpin_local.gitserver import GitServer
 
-from tests.conftest import require_binary
 from tests.support.clock import FakeClock
+from tests.support.git import git_http_server, quick_writer
 from tests.support.queues import ListVerificationQueue
 
 pytestmark = pytest.mark.integration
@@ -48,10 +47,7 @@ LARGE = base64.b64encode(os.urandom(1_500_000)).decode()
 
 @pytest.fixture
 def server() -> Iterator[GitServer]:
-    require_binary("git")
-    require_binary("git-http-backend", "/usr/lib/git-core/git-http-backend")
-    with GitServer() as git:
-        yield git
+    yield from git_http_server()
 
 
 def bounded_and_inert(text: str) -> None:
@@ -90,16 +86,8 @@ def test_a_refused_commit_is_recorded_bounded_and_inert_on_its_target(
         reference=f"{IMAGE}@{NEW}",
         files=(FileWrite(file=FILE, targets=(TARGET,)),),
     )
-    [written] = Writer(
-        repos=DulwichRepositories(lambda _host: None, timeout=5),
-        state=state,
-        verifications=ListVerificationQueue(),
-        settings=RolloutSettings,
-        author=lambda: Author("tagpin", "tagpin@users.noreply.invalid"),
-        clock=clock,
-        attempts=3,
-        backoff_s=0,
-        sleep=lambda _s: None,
+    [written] = quick_writer(
+        DulwichRepositories(lambda _host: None, timeout=5), state, clock, ListVerificationQueue()
     ).write([request])
 
     assert server.head("org/apps") == head
@@ -153,16 +141,11 @@ def test_a_repository_over_the_budget_fails_its_targets_and_the_others_are_commi
                 files=(FileWrite(file=FILE, targets=(target,)),),
             )
         )
-    too_large, written = Writer(
-        repos=DulwichRepositories(lambda _host: None, timeout=5, fetch_budget=BUDGET),
-        state=state,
-        verifications=ListVerificationQueue(),
-        settings=RolloutSettings,
-        author=lambda: Author("tagpin", "tagpin@users.noreply.invalid"),
-        clock=clock,
-        attempts=3,
-        backoff_s=0,
-        sleep=lambda _s: None,
+    too_large, written = quick_writer(
+        DulwichRepositories(lambda _host: None, timeout=5, fetch_budget=BUDGET),
+        state,
+        clock,
+        ListVerificationQueue(),
     ).write(requests)
 
     assert too_large.outcome is WriteOutcome.FAILED and "budget" in too_large.detail, too_large

@@ -16,7 +16,7 @@ from tagpin.ports.git import Author, Branch, GitDenied, GitNotFound, GitUnavaila
 from tagpin.usecases.gitcommit import commit_edits
 from tagpin_local.gitserver import GitServer
 
-from tests.conftest import require_binary
+from tests.support.git import git_http_server
 
 WRITE, READ = "ghp_write_0123456789abcdef", "ghp_read_0123456789abcdef"
 WRONG = "ghp_wrong_0123456789abcdef"
@@ -41,10 +41,7 @@ def pin(path: str, text: str) -> str:
 
 @pytest.fixture
 def server() -> Iterator[GitServer]:
-    require_binary("git")
-    require_binary("git-http-backend", "/usr/lib/git-core/git-http-backend")
-    with GitServer(tokens={WRITE: "write", READ: "read"}) as git:
-        yield git
+    yield from git_http_server(tokens={WRITE: "write", READ: "read"})
 
 
 def repos(token: str) -> DulwichRepositories:

@@ -18,7 +18,7 @@ from tagpin.adapters.git.repositories import DulwichRepositories
 from tagpin.ports.git import Author, Branch, HeadMoved
 from tagpin_local.gitserver import GitServer
 
-from tests.conftest import require_binary
+from tests.support.git import git_http_server
 
 pytestmark = pytest.mark.integration
 
@@ -31,10 +31,7 @@ BLOB = 4_000  # bytes of each file: a head's new blobs are FILES * BLOB
 
 @pytest.fixture
 def server() -> Iterator[GitServer]:
-    require_binary("git")
-    require_binary("git-http-backend", "/usr/lib/git-core/git-http-backend")
-    with GitServer() as git:
-        yield git
+    yield from git_http_server()
 
 
 KEEP = 4  # the stores a client of these tests keeps (the module's own bound is larger)

@@ -24,8 +24,8 @@ from tagpin.ports.state import ImageEvent, State, TargetStatus
 from tagpin.usecases.writeback import Writer
 from tagpin_local.gitserver import GitServer
 
-from tests.conftest import require_binary
 from tests.support.clock import FakeClock
+from tests.support.git import git_http_server
 from tests.support.queues import ListVerificationQueue
 
 WRITE, WRONG = "ghp_write_0123456789abcdef", "ghp_wrong_0123456789abcdef"
@@ -84,10 +84,7 @@ SPECS = {
 
 @pytest.fixture
 def server() -> Iterator[GitServer]:
-    require_binary("git")
-    require_binary("git-http-backend", "/usr/lib/git-core/git-http-backend")
-    with GitServer(tokens={WRITE: "write"}) as git:
-        yield git
+    yield from git_http_server(tokens={WRITE: "write"})
 
 
 class World:

@@ -7,6 +7,7 @@ other workloads of its page and of the pages after it are read as before."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from collections.abc import Iterator
@@ -130,7 +131,10 @@ def test_a_rollout_too_deep_to_read_read_alone_is_unreadable(kube: LocalCluster,
         client(kube).get(ns, ROLLOUT, "deepest")
 
 
-def test_the_reconciler_skips_the_rollout_not_its_cluster() -> None:
+@contextlib.contextmanager
+def web_and_cart() -> Iterator[tuple[LocalStack, LocalCluster, str]]:
+    """The local stack (no notifications, poll or consumer loops) and its cluster "local", with a
+    labelled Deployment ``web`` and Rollout ``cart`` in ``shop`` on a pushed image (its reference)."""
     require_binary("docker-registry", "/usr/bin/docker-registry")
     options = StackOptions(notifications=False, poll_interval=None, consume=False)
     with LocalStack(options) as st:
@@ -140,6 +144,11 @@ def test_the_reconciler_skips_the_rollout_not_its_cluster() -> None:
         local = st.kubes["local"]
         local.create(deployment("web", "shop", image, container="app", labels=FOLLOW))
         local.create(rollout("cart", "shop", image, replicas=0, labels=FOLLOW))
+        yield st, local, image
+
+
+def test_the_reconciler_skips_the_rollout_not_its_cluster() -> None:
+    with web_and_cart() as (st, local, image):
         first = st.run_reconciler()
         assert first["clusters"]["local"]["ok"] and first["added"] == 2
         # The Rollout made as deep as the API server takes it (so is the merge patch's document)
@@ -173,15 +182,7 @@ def test_the_reconciler_skips_the_rollout_not_its_cluster() -> None:
 def test_the_consumer_records_a_rollout_too_deep_to_read_as_failed() -> None:
     """A Rollout indexed, then made too deep to read: the next change of its tag is recorded failed
     on it (Unreadable, not retried), the change's other target applied."""
-    require_binary("docker-registry", "/usr/bin/docker-registry")
-    options = StackOptions(notifications=False, poll_interval=None, consume=False)
-    with LocalStack(options) as st:
-        assert st.registry is not None
-        image = f"{st.registry.host}/demo/deep:stable"
-        push_image(st.registry.url, "demo/deep", "stable")
-        local = st.kubes["local"]
-        local.create(deployment("web", "shop", image, container="app", labels=FOLLOW))
-        local.create(rollout("cart", "shop", image, replicas=0, labels=FOLLOW))
+    with web_and_cart() as (st, local, _image):
         assert st.run_reconciler()["added"] == 2
         drain(st)
         patch = deep({"spec": {"strategy": {"canary": {}}}}, BRACKETS)

@@ -11,10 +11,45 @@ and its push there. An empty commit (no file changed) fails the test that made i
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from tagpin.ports.git import Author, Branch, GitNotFound, HeadMoved, Snapshot
+from tagpin.domain.config import RolloutSettings
+from tagpin.ports.git import Author, Branch, GitNotFound, GitRepositories, HeadMoved, Snapshot
+from tagpin.ports.queues import VerificationQueue
+from tagpin.ports.state import State
+from tagpin.usecases.writeback import Writer
+from tagpin_local.gitserver import GitServer
+
+from tests.conftest import require_binary
+
+
+def quick_writer(
+    repos: GitRepositories, state: State, clock: Callable[[], int], verifications: VerificationQueue
+) -> Writer:
+    """The write-back's ``Writer`` as tests drive it: default rollout settings, 3 attempts, retries
+    at once (no backoff, no sleep)."""
+    return Writer(
+        repos=repos,
+        state=state,
+        verifications=verifications,
+        settings=RolloutSettings,
+        author=lambda: Author("tagpin", "tagpin@users.noreply.invalid"),
+        clock=clock,
+        attempts=3,
+        backoff_s=0,
+        sleep=lambda _s: None,
+    )
+
+
+def git_http_server(**options: Any) -> Iterator[GitServer]:
+    """The real Git host for a fixture (``yield from``): ``git http-backend`` on 127.0.0.1, with
+    ``GitServer``'s ``options`` (its tokens...); required where the binaries are missing under CI."""
+    require_binary("git")
+    require_binary("git-http-backend", "/usr/lib/git-core/git-http-backend")
+    with GitServer(**options) as git:
+        yield git
 
 
 @dataclass

@@ -7,16 +7,14 @@ the person held the target against). The real ``Writer``, its state on moto, an 
 
 from __future__ import annotations
 
-from tagpin.domain.config import RolloutSettings, WriteBackFile
+from tagpin.domain.config import WriteBackFile
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
 from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
-from tagpin.ports.git import Author
 from tagpin.ports.state import State, TargetStatus
-from tagpin.usecases.writeback import Writer
 
 from tests.support.clock import FakeClock
-from tests.support.git import FakeGitRepositories
+from tests.support.git import FakeGitRepositories, quick_writer
 from tests.support.queues import ListVerificationQueue
 from tests.support.webhooks import PortCalls
 
@@ -55,17 +53,7 @@ def test_a_hold_written_while_the_push_is_retried_is_not_committed_over(store: S
 
     git.before_push = meanwhile
     verifications = ListVerificationQueue()
-    [written] = Writer(
-        repos=git,
-        state=store,
-        verifications=verifications,
-        settings=RolloutSettings,
-        author=Author,
-        clock=clock,
-        attempts=3,
-        backoff_s=0,
-        sleep=lambda _s: None,
-    ).write([request])
+    [written] = quick_writer(git, store, clock, verifications).write([request])
 
     assert git.head(URL).files[FILE.path].endswith(f"digest: {OLD}\n"), git.head(URL).files[FILE.path]
     assert git.pushes == 0 and written.outcome is WriteOutcome.SUPERSEDED, written
@@ -82,17 +70,7 @@ def test_the_first_push_reads_the_targets_once_and_each_retry_again(store: State
     clock = FakeClock(1_800_000_000_000, step=1_000)
     calls = PortCalls()
     counted = calls.wrap(store)
-    writer = Writer(
-        repos=git,
-        state=counted,
-        verifications=ListVerificationQueue(),
-        settings=RolloutSettings,
-        author=Author,
-        clock=clock,
-        attempts=3,
-        backoff_s=0,
-        sleep=lambda _s: None,
-    )
+    writer = quick_writer(git, counted, clock, ListVerificationQueue())
 
     def request(digest: str, observed_at: int) -> WriteRequest:
         assert store.targets.claim(TARGET, IMAGE, digest, observed_at, Trigger.POLL, clock())
