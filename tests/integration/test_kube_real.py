@@ -132,6 +132,29 @@ def test_strategic_merge_patch_to_a_digest_rolls_out_and_pods_report_it(kube, ns
     assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"]
 
 
+def test_touching_kwoks_stages_renews_each_and_kwok_still_plays_them(kube, ns):
+    """KubeletStages.touch, the start-up's cure for a kwok that holds a stale list of its Stages:
+    every Stage gets a new resourceVersion (an event kwok's informer sees), nothing else changes,
+    and pods still start and become Ready after it. The start-up touched them once already."""
+    objects = client.CustomObjectsApi(kube.api_client())
+
+    def stages() -> dict[str, dict[str, Any]]:
+        items = objects.list_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "stages")["items"]
+        return {s["metadata"]["name"]: s for s in items}
+
+    assert kube.kubelet.touches >= 1
+    before = stages()
+    kube.kubelet.touch()
+    after = stages()
+    assert sorted(after) == sorted(before) and len(after) == 4
+    for name, stage in after.items():
+        assert stage["metadata"]["resourceVersion"] != before[name]["metadata"]["resourceVersion"]
+        assert stage["metadata"]["annotations"]["tagpin.dev/touched"] == str(kube.kubelet.touches)
+        assert stage["spec"] == before[name]["spec"]
+    kube.kubectl("create", "deployment", "web", f"--image={REGISTRY}/demo/web:stable", "-n", ns)
+    assert "successfully rolled out" in rollout_status(kube, ns, "web")
+
+
 def test_broken_image_exceeds_the_progress_deadline_and_rollout_undo_restores(kube, ns):
     good = f"{REGISTRY}/demo/web:stable@{OLD}"
     bad = f"{REGISTRY}/demo/web:stable@{BAD}"

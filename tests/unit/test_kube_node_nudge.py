@@ -1,8 +1,11 @@
-"""A kwok node that stays NotReady is touched until kwok looks at it again (tagpin_local.kube).
+"""A kwok node that stays NotReady is nudged until kwok plays its Stages (tagpin_local.kube).
 
-kwok acts on a node's watch events; under load it once left the node NotReady for 180 s (CI, stop
-39). The start-up now patches a label on a node still NotReady every few seconds: a new event. The
-API server is a stand-in here: the test is about the loop, not about kwok."""
+Under load kwok once left the node NotReady for 180 s (CI, stops 39 and 50): it held a stale empty
+list of its Stages (see KubeletStages.touch), so it played none, and a label patched on the node
+every 15 s changed nothing. The start-up now touches the node and kwok's Stages every few seconds.
+The API server and kwok are stand-ins here: the node turns Ready only once the Stages were touched,
+as kwok's cache does; the test is about the loop (the real behaviour was reproduced with a kwok
+built to make that stale read, see the closing note of stop 51)."""
 
 from __future__ import annotations
 
@@ -14,41 +17,48 @@ from tagpin_local.kube.cluster import KubeCluster
 from tagpin_local.kube.procs import ProcessFailed
 
 
-class FakeCore:
-    """Reports the node Ready only after it was patched ``needed`` times."""
+class FakeKwok:
+    """The node is Ready only after kwok's Stages were touched ``needed`` times; the node's own
+    label patches are recorded and change nothing (kwok without a Stage does not watch nodes)."""
 
     patches: list[dict[str, Any]] = []
+    touches = 0
     needed = 1
 
-    def __init__(self, _api: object) -> None:
+    def __init__(self, _api: object = None) -> None:
         pass
 
     def read_node(self, name: str) -> Any:
-        ready = "True" if len(FakeCore.patches) >= FakeCore.needed else "False"
+        ready = "True" if FakeKwok.touches >= FakeKwok.needed else "False"
         condition = type("C", (), {"type": "Ready", "status": ready})()
         return type("N", (), {"status": type("S", (), {"conditions": [condition]})()})()
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
-        FakeCore.patches.append(body)
+        FakeKwok.patches.append(body)
+
+    def touch(self) -> None:
+        FakeKwok.touches += 1
 
 
 @pytest.fixture
 def kube(monkeypatch: pytest.MonkeyPatch) -> KubeCluster:
-    FakeCore.patches = []
-    monkeypatch.setattr(cluster_module.client, "CoreV1Api", FakeCore)
+    FakeKwok.patches, FakeKwok.touches = [], 0
+    monkeypatch.setattr(cluster_module.client, "CoreV1Api", FakeKwok)
     cluster = KubeCluster("nudge-test")
     monkeypatch.setattr(cluster, "api_client", lambda *a, **k: object())
+    cluster._kubelet = FakeKwok()  # type: ignore[assignment]
     return cluster
 
 
-def test_a_node_not_ready_is_nudged_until_ready(kube: KubeCluster) -> None:
-    FakeCore.needed = 2
+def test_a_node_not_ready_is_nudged_until_kwok_plays_its_stages(kube: KubeCluster) -> None:
+    FakeKwok.needed = 2
     kube._wait_node_ready("kwok-node-0", timeout=5, nudge_every=0.2)
-    assert [p["metadata"]["labels"]["tagpin-nudge"] for p in FakeCore.patches] == ["1", "2"]
+    assert FakeKwok.touches == 2
+    assert [p["metadata"]["labels"]["tagpin-nudge"] for p in FakeKwok.patches] == ["1", "2"]
 
 
 def test_a_node_never_ready_still_fails_at_the_deadline(kube: KubeCluster) -> None:
-    FakeCore.needed = 10**6
+    FakeKwok.needed = 10**6
     with pytest.raises(ProcessFailed, match="node kwok-node-0 Ready not ready"):
         kube._wait_node_ready("kwok-node-0", timeout=0.5, nudge_every=0.2)
-    assert 1 <= len(FakeCore.patches) <= 3
+    assert 1 <= FakeKwok.touches <= 3

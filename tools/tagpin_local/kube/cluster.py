@@ -149,6 +149,7 @@ class KubeCluster:
         self._wait("kwok", lambda: _get(f"http://127.0.0.1:{kwok}/healthz") is not None, timeout)
         client.CoreV1Api(self.api_client()).create_node(node(NODE_NAME))
         self._wait_node_ready(NODE_NAME, timeout)
+        self._kubelet.touch()  # kwok may have seen only some Stages (the node's): it reads all again
         self._wait("the default ServiceAccount", self._default_service_account, timeout)
         # its own clients: a watch holds a connection of the pool for as long as it runs
         self._argo = ArgoRollouts(self._new_client(self.admin), self._new_client(self.admin)).start()
@@ -330,13 +331,11 @@ class KubeCluster:
                 raise ProcessFailed(f"kube {self.name}: {what} not ready in {timeout:.0f} s\n{logs}")
             time.sleep(0.05)
 
-    def _wait_node_ready(self, name: str, timeout: float, nudge_every: float = 15.0) -> None:
-        """Wait until kwok reports the node Ready, touching the node every ``nudge_every`` s.
-
-        Seen once under load (CI, stop 39): kwok was up and watching, the node stayed NotReady for
-        180 s. kwok acts on a node's watch events; an event it handled before its Stage objects were
-        loaded is not played again. A label change is a new event, so kwok looks at the node again
-        (a real kubelet's own heartbeat would do the same)."""
+    def _wait_node_ready(self, name: str, timeout: float, nudge_every: float = 5.0) -> None:
+        """Wait until kwok reports the node Ready; every ``nudge_every`` s, touch the node (a label)
+        and kwok's Stages (:meth:`KubeletStages.touch`: kwok may hold a stale empty list of them,
+        seen in CI at stops 39 and 50: no Stage played, the node NotReady for 180 s)."""
+        assert self._kubelet is not None
         deadline = time.monotonic() + timeout
         nudges = 0
         while True:
@@ -348,9 +347,10 @@ class KubeCluster:
                 if time.monotonic() >= deadline:
                     raise
             nudges += 1
-            self._log(f"kube {self.name}: node {name} not Ready yet; nudging it ({nudges})")
+            self._log(f"kube {self.name}: node {name} not Ready yet; nudging it and kwok ({nudges})")
             body = {"metadata": {"labels": {"tagpin-nudge": str(nudges)}}}
             client.CoreV1Api(self.api_client()).patch_node(name, body)
+            self._kubelet.touch()
 
     def _component_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
         identity = self.add_user(user, groups)

@@ -78,6 +78,7 @@ class KubeletStages:
         self.broken: list[str] = []
         self.image_ids: dict[str, str] = {}
         self.ready_delay = 0.0  # seconds before a pod becomes Ready (set_ready_delay)
+        self.touches = 0  # how many times touch() annotated the Stages
 
     def install(self, timeout: float = 30.0) -> None:
         """Create the Stage CRD (kwok's own, from the build) and the Stage objects."""
@@ -94,6 +95,23 @@ class KubeletStages:
                 raise TimeoutError(f"CRD {crd['metadata']['name']} not Established in {timeout} s")
             time.sleep(0.05)
         self._apply_all()
+
+    def touch(self) -> None:
+        """Annotate every Stage, giving each a new resourceVersion, so that kwok reads them all again.
+
+        kwok v0.8.0 caches its list of Stages by its informer's last resourceVersion
+        (pkg/config/resources/cache.go), and client-go's reflector records that version before the
+        listed objects reach the informer's store. A read between the two caches an empty or partial
+        list under the new version, and kwok plays no Stage (or only some: the node's, not the pods')
+        until a Stage changes. Touching a node does not help: with no Stage for nodes, kwok does not
+        watch them. Seen in CI (stops 39 and 50): kwok started, no stage controller, the node
+        NotReady for 180 s; reproduced with a kwok built to make that read (stop 51)."""
+        objects = client.CustomObjectsApi(self._api)
+        with self._lock:
+            self.touches += 1
+            body = {"metadata": {"annotations": {"tagpin.dev/touched": str(self.touches)}}}
+            for stage in self.rendered():
+                objects.patch_cluster_custom_object(GROUP, VERSION, PLURAL, stage["metadata"]["name"], body)
 
     def break_image(self, text: str) -> None:
         """Pods with a container image containing ``text`` (a digest, a reference) never get Ready."""
