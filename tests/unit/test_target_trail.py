@@ -254,5 +254,7 @@ def test_a_failed_condition_is_an_answer_and_any_other_cancellation_an_error(
 
 
 def writes_status(status: str) -> Callable[[Item], bool]:
-    """A history item with ``status`` in its sort key."""
-    return lambda item: item.get("sk", {}).get("S", "").endswith("#" + status)
+    """A history item of ``status``."""
+    return lambda item: (
+        item.get("sk", {}).get("S", "").startswith("HIST#") and item.get("status", {}).get("S") == status
+    )

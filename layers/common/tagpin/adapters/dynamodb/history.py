@@ -1,17 +1,22 @@
 """``HIST#`` items: the audit trails, expiring after ``rollout.history_retention_days`` (TTL on
 ``expires_at``, epoch seconds).
 
-- ``TARGET#<target id>`` / ``HIST#<epoch ms>#<digest prefix>#<status>``: each outcome of a target
-  (``status``: a target status or note; ``removed`` when the reconciler stops following it),
+- ``TARGET#<target id>`` / ``HIST#<epoch ms>#<digest prefix>#<status>#<said>``: each outcome of a
+  target (``status``: a target status or note; ``removed`` when the reconciler stops following it),
   written by the consumer, the verifier and the reconciler.
-- ``IMAGE#<registry/repo:tag>`` / ``HIST#<epoch ms>#<digest prefix>#<event>``: each step of an
-  image's promotion (``event``), written by the consumer and the verifier.
+- ``IMAGE#<registry/repo:tag>`` / ``HIST#<epoch ms>#<digest prefix>#<event>#<said>``: each step of
+  an image's promotion (``event``), written by the consumer and the verifier.
 
-Read by the CLI (``tagpin history``), newest first.
+``<said>`` (``said``): a hash of what the item says; items stored before it was added end at the
+status or event, and read as the others (by ``begins_with(sk, "HIST#")``, their time from ``at``).
+
+Read by the CLI (``tagpin history``) and the console, newest first.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 
 from tagpin.adapters.dynamodb.table import (
@@ -36,8 +41,31 @@ from tagpin.ports.state import HistoryEntry, ImageEvent, ImageEventRecord
 DETAIL_LIMIT = 4000
 
 
-def history_key(pk: str, now: int, *parts: str) -> dict[str, dict[str, str]]:
-    return key(pk, f"{HISTORY}{now:013d}#" + "#".join(parts))
+SAID_BYTES = 6  # 12 hex characters: a sort key of under 80 bytes, of the 1,024 DynamoDB allows
+
+
+def said(attributes: Item) -> str:
+    """A hash of what a history item says (its attributes but its key and its expiry, which follows
+    from ``at`` and the retention setting), the last part of its sort key.
+
+    Without it, two items of one trail with the same time, digest and status or event had one key,
+    and the second PutItem replaced the first: a round decides all its targets at one ``now``, so
+    the image's trail kept one target's ``unverified`` or ``deferred`` of several. Why a hash of the
+    item, not a random suffix nor a conditional put retried with a suffix: it costs no request (a
+    conditional put would, on a collision, and most of these items are put in a transaction with the
+    state they record, whose failed condition ``Table.transact`` answers as the state's); the same
+    item written again (botocore's retry of a request that did land, a message delivered again at
+    the same ``now``) still replaces itself instead of being shown twice; and the key still starts
+    with the time, so the trails' order (by sort key, newest first) is unchanged, items of one
+    millisecond in the same order on every read. Two items that say the same in every attribute in
+    one millisecond stay one item: nothing a reader could tell apart is lost."""
+    canonical = json.dumps(attributes, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(canonical.encode(), digest_size=SAID_BYTES).hexdigest()
+
+
+def history_key(pk: str, now: int, parts: tuple[str, ...], attributes: Item) -> dict[str, dict[str, str]]:
+    """The key of a history item of ``pk`` at ``now`` that says ``attributes``."""
+    return key(pk, f"{HISTORY}{now:013d}#" + "#".join((*parts, said(attributes))))
 
 
 def entry(item: Item) -> HistoryEntry:
@@ -79,15 +107,15 @@ class DynamoHistory:
     ) -> Item:
         """The item ``target_item`` puts, for a write that puts it with the target's state in one
         transaction (``tagpin.adapters.dynamodb.targets``)."""
-        item: Item = {
-            **history_key(TARGET + target_id, now, *sk_parts),
-            "at": N(now),
-            "expires_at": self._table.expires_at(now),
-        }
+        attributes: Item = {"at": N(now)}
         for name, value in fields.items():
             if value:
-                item[name] = S(value, limit)
-        return item
+                attributes[name] = S(value, limit)
+        return {
+            **history_key(TARGET + target_id, now, sk_parts, attributes),
+            **attributes,
+            "expires_at": self._table.expires_at(now),
+        }
 
     def image_event(
         self,
@@ -120,14 +148,10 @@ class DynamoHistory:
     def image_record(self, recorded: ImageEventRecord) -> Item:
         """The item ``image_event`` puts, for a write that puts it with a promotion's notice in one
         transaction (``tagpin.adapters.dynamodb.promotions``)."""
-        item: Item = {
-            **history_key(
-                IMAGE + recorded.image, recorded.at, digest_prefix(recorded.digest), recorded.event.value
-            ),
+        attributes: Item = {
             "digest": S(recorded.digest),
             "event": S(recorded.event.value),
             "at": N(recorded.at),
-            "expires_at": self._table.expires_at(recorded.at),
         }
         for name, value in (
             ("detail", recorded.detail),
@@ -136,8 +160,13 @@ class DynamoHistory:
             ("correlation_id", recorded.correlation_id),
         ):
             if value:
-                item[name] = S(value, DETAIL_LIMIT)
-        return item
+                attributes[name] = S(value, DETAIL_LIMIT)
+        parts = (digest_prefix(recorded.digest), recorded.event.value)
+        return {
+            **history_key(IMAGE + recorded.image, recorded.at, parts, attributes),
+            **attributes,
+            "expires_at": self._table.expires_at(recorded.at),
+        }
 
     def of_image(self, image: FollowedKey, limit: int = 100) -> list[HistoryEntry]:
         return [
