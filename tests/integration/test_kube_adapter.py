@@ -290,6 +290,28 @@ def test_the_json_patch_of_a_rollout_does_what_the_strategic_merge_patch_does_to
     assert essentials(rolled)["annotations"] == {"team": "a", **notes}
 
 
+def test_patches_in_a_row_go_over_one_connection(kube: LocalCluster, ns: str) -> None:
+    """A warm consumer's patches one after another: the answer to each PATCH (the whole object,
+    which tagpin does not parse) is read to its end and its connection given back to the pool, so
+    every request goes over the connection the first one opened. A transient 503 is still tried
+    again and a stale resourceVersion is still a Conflict."""
+    kind = Kind("Deployment")
+    kube.create(deployment("web", ns, "nginx:1.27", replicas=0))
+    workloads = client(kube)
+    api = workloads.api
+    pool = api.rest_client.pool_manager.connection_from_url(api.configuration.host)
+    kube.inject("PATCH", r"/deployments/web$", status=503, times=1)  # tried again after Retry-After
+    for i in range(20):  # read again when the controller wrote its status first
+        patch_with_retries(workloads, kind, ns, "web", _pin("app", f"nginx:1.{i}"), "t")
+    with pytest.raises(Conflict):
+        workloads.set_image(ns, kind, "web", ImageChange("1", "app", False, "nginx:2", {}))
+    assert workloads.get(ns, kind, "web").containers == {"app": "nginx:1.19"}
+    patches = [r.status for r in kube.requests if r.method == "PATCH"]
+    assert patches.count(200) == 20 and patches.count(503) == 1 and patches[-1] == 409
+    assert pool.num_requests >= 2 * 20 + 2
+    assert pool.num_connections == 1
+
+
 def test_a_json_patch_that_replaces_a_stale_resource_version_is_a_conflict(kube, ns):
     """The precondition tagpin's JSON patch of a Rollout carries (tagpin.adapters.kubernetes.jsonpatch)
     is the API server's optimistic concurrency: a 409, as for a strategic merge patch."""

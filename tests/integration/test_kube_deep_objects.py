@@ -18,8 +18,10 @@ from tagpin.adapters.kubernetes.auth import kubeconfig_api_client
 from tagpin.adapters.kubernetes.pages import NOTE
 from tagpin.adapters.kubernetes.workloads import KubeWorkloads
 from tagpin.domain.config import Kind
+from tagpin.domain.kinds import ImageChange
 from tagpin.ports.state import TargetStatus
-from tagpin.ports.workloads import Unreadable
+from tagpin.ports.workloads import Unreadable, Workload
+from tagpin.usecases.patch import patch_with_retries
 from tagpin_local.kube.local import LocalCluster
 from tagpin_local.kube.manifests import deployment, rollout
 from tagpin_local.oci import push_image
@@ -129,6 +131,44 @@ def test_a_rollout_too_deep_to_read_read_alone_is_unreadable(kube: LocalCluster,
     assert create_deep(kube, ns, "deepest")[0] == 201
     with pytest.raises(Unreadable, match=f"Rollout {ns}/deepest: {NOTE}"):
         client(kube).get(ns, ROLLOUT, "deepest")
+
+
+def deepest_parsed_here() -> int:
+    """The deepest nesting ``json.loads`` reads at this depth of the call stack (Python's parser
+    stops at its C recursion limit, less what the frames below it use): tagpin's own read of a
+    workload, called from here, reads as deep."""
+    lo, hi = 1, 20_000
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        try:
+            json.loads("[" * mid + "]" * mid)
+            lo = mid
+        except RecursionError:
+            hi = mid - 1
+    return lo
+
+
+def test_a_rollout_as_deep_as_tagpin_reads_is_patched_and_the_patch_reported_landed(
+    kube: LocalCluster, ns: str
+) -> None:
+    """The consumer reads the Rollout, patches it, and is told the patch landed. The client used to
+    parse the PATCH's answer (the whole object, which tagpin does not need) with its own parser a
+    few frames deeper than tagpin's read: a RecursionError after the server had applied the
+    patch, and a change that landed was reported failed."""
+    deepest = deepest_parsed_here()
+    # the brackets under plugins.x, and the six objects above them
+    assert create_deep(kube, ns, "cart", deepest - (10_000 - BRACKETS))[0] == 201
+    workloads = client(kube)
+    assert workloads.get(ns, ROLLOUT, "cart").containers == {"app": "nginx:1.27"}  # tagpin reads it
+
+    def step(read: Workload) -> tuple[str, ImageChange]:
+        return read.resource_version, ImageChange(read.resource_version, "app", False, "nginx:1.28")
+
+    # as the consumer changes it (read again on a 409: Argo's stand-in writes the status meanwhile)
+    patched = patch_with_retries(workloads, ROLLOUT, ns, "cart", step, "cart")
+    after = workloads.get(ns, ROLLOUT, "cart")
+    assert after.containers == {"app": "nginx:1.28"}
+    assert int(after.resource_version) > int(patched)
 
 
 @contextlib.contextmanager

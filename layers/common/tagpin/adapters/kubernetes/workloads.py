@@ -106,8 +106,9 @@ def pod_from(data: dict[str, Any]) -> Pod:
 
 class KubeWorkloads:
     """The ``Workloads`` port (rollout) and the ``Inventory`` port (reconcile) over the official
-    client. LISTs are read as JSON (``_preload_content=False``): a page of 500 workloads is not
-    worth building 500 generated models for."""
+    client. Answers are read raw (``_preload_content=False``), never by the client's parser: GETs
+    and LISTs as JSON (a page of 500 workloads is not worth building 500 generated models for, and
+    an object nested too deep is ``Unreadable``), a PATCH's not at all (``_discard``)."""
 
     def __init__(
         self,
@@ -180,7 +181,7 @@ class KubeWorkloads:
                     f"the object has been modified (resourceVersion {found}, read {change.resource_version})"
                 )
             payload = jsonpatch.json_patch(body, current)
-        self._call(
+        answer = self._call(
             f"patch {p.resource} in namespace {namespace}",
             self._custom.patch_namespaced_custom_object,
             p.group,
@@ -191,7 +192,9 @@ class KubeWorkloads:
             payload,
             field_manager="tagpin",
             _content_type=p.patch.value,
+            _preload_content=False,
         )
+        _discard(answer)
 
     def workloads(self, kind: Kind, selector: str) -> Iterator[Workload]:
         """Every workload of ``kind`` in every namespace matching the label ``selector``, paged."""
@@ -292,6 +295,17 @@ class KubeWorkloads:
         if after is None:
             return backoff
         return None if after > RETRY_AFTER_MAX_S else max(after, backoff)
+
+
+def _discard(answer: urllib3.BaseHTTPResponse) -> None:
+    """A 2xx answer not needed (a PATCH's: the whole object) read to its end unparsed, and its
+    connection given back to the pool. The client's parser would read it a few frames deeper than
+    ``_read_json`` does: an object the GET reads could be a ``RecursionError`` here, after the server
+    applied the patch. A body that breaks off closes its connection; the patch has landed anyway."""
+    try:
+        answer.drain_conn()
+    finally:
+        answer.release_conn()
 
 
 def _retry_after(headers: Any) -> float | None:
