@@ -7,7 +7,8 @@ raising the budget past it) fails here, not as a function killed for its memory.
 
 from __future__ import annotations
 
-from tagpin.adapters.git.repositories import FETCH_BUDGET
+from tagpin.adapters.git.packs import PER_OBJECT
+from tagpin.adapters.git.repositories import FETCH_BUDGET, INFLATED_BUDGET
 
 from tests.unit.template_support import function_props, load_template
 
@@ -17,3 +18,12 @@ MB = 1024 * 1024
 def test_the_fetch_budget_is_a_sixteenth_of_the_write_back_functions_memory_at_most() -> None:
     memory = function_props(load_template(), "WriteBackFunction")["MemorySize"]
     assert memory * MB >= FETCH_BUDGET * 16, (FETCH_BUDGET, memory)
+
+
+def test_what_a_fetch_may_inflate_to_fits_the_write_back_functions_memory() -> None:
+    """``INFLATED_BUDGET`` (what a pack's objects declare, ``PER_OBJECT`` each more): held at the
+    measured 3.5 times (168 MB for 48 MB of YAML) next to the runtime's 90 MB, under the memory;
+    and a repository of 30,000 manifests (48 MB, as measured) stays within it."""
+    memory = function_props(load_template(), "WriteBackFunction")["MemorySize"]
+    assert memory * MB >= INFLATED_BUDGET * 3.5 + 90 * MB, (INFLATED_BUDGET, memory)
+    assert INFLATED_BUDGET >= 48 * MB + 30_000 * PER_OBJECT, INFLATED_BUDGET

@@ -7,8 +7,11 @@ Bounded: a store holds one commit's objects (another head is read into an empty 
 dropped first; a push keeps only its commit's objects); at most ``KEEP`` stores, their packs
 ``KEEP_BYTES`` together (least recently used dropped first); a write whose store was dropped
 since its read fetches the branch again (``HeadMoved`` if it moved). What a fetch receives is read
-within a budget (``FETCH_BUDGET``): past it the fetch stops with ``GitTooLarge`` naming it, before a
-repository too large for the function, or a server that does not stop sending, exhausts its memory.
+within a budget (``FETCH_BUDGET``), what its pack's objects declare they inflate to within another
+(``INFLATED_BUDGET``, counted as the pack arrives, before dulwich inflates it: tagpin.adapters.git.packs):
+past either the fetch stops with ``GitTooLarge`` naming it, before a repository too large for the
+function, a server that does not stop sending, or a small pack that inflates to gigabytes exhausts
+its memory.
 ``write`` builds the commit and pushes it with the head it was built on as the precondition: the
 update command sent to receive-pack names that old head, so the server refuses it (and
 ``HeadMoved`` is raised) if the branch moved in between, whoever moved it; a push to tagpin's own
@@ -29,18 +32,21 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from dulwich.client import HTTPUnauthorized, Urllib3HttpGitClient
+from dulwich.client import HTTPUnauthorized
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 from dulwich.object_store import MemoryObjectStore, commit_tree_changes, tree_lookup_path
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import MemoryRepo
 
+from tagpin.adapters.git.client import Client as _Client
+from tagpin.adapters.git.client import OverBudget
+from tagpin.adapters.git.packs import BadPack, InflatedOverBudget
 from tagpin.ports.git import (
     Author,
     Branch,
@@ -65,6 +71,11 @@ MiB = 1024 * 1024
 # read's peak memory grew by 168 MB, about ten times the pack. 32 MiB of pack is then about 340 MB,
 # with the runtime's own 90 MB or so under 512; a repository of manifests is far smaller.
 FETCH_BUDGET = 32 * MiB
+# What that pack may inflate to (tagpin.adapters.git.packs counts it as the pack arrives): zlib
+# shrinks a blob of one repeated byte about 1,000 times, under the budget above (a 195 KB pack held
+# 437 MB). The read above, 48 MB of YAML and 1 KB an object, held 168 MB: 96 MiB is the 32 MiB
+# pack's YAML (3 times) and about 340 MB held at that rate, with the runtime's 90 MB under 512.
+INFLATED_BUDGET = 3 * FETCH_BUDGET
 # stores kept (the last read's always); their packs' bytes together (memory: ten times, inflated)
 KEEP, KEEP_BYTES = 64, FETCH_BUDGET // 4
 
@@ -91,10 +102,11 @@ class DulwichRepositories:
         timeout: float = 10.0,
         forget: Callable[[str], None] | None = None,
         fetch_budget: int = FETCH_BUDGET,
+        inflated_budget: int = INFLATED_BUDGET,
         keep: int = KEEP,
     ) -> None:
         self._token = token
-        self._budget = fetch_budget
+        self._budget, self._inflated = fetch_budget, inflated_budget
         self._forget = forget  # a refused token is read again next time
         self._timeout = timeout
         self._lock = threading.Lock()
@@ -108,6 +120,7 @@ class DulwichRepositories:
 
     def read(self, branch: Branch, paths: list[str]) -> Snapshot:
         client, path = self._client(branch.url, budget=self._budget)
+        client.inflated = self._inflated
         key = (branch.url, branch.name)
         kept = self._store(key)
         fresh = MemoryRepo()
@@ -270,11 +283,15 @@ class DulwichRepositories:
             return run()
         except GitError:
             raise
-        except _OverBudget as exc:
+        except (OverBudget, InflatedOverBudget) as exc:
+            done = " received" if isinstance(exc, OverBudget) else "'s pack inflates to"
+            of = "" if isinstance(exc, OverBudget) else " inflated"
             raise GitTooLarge(
-                f"{url}: {what} received more than the {exc.budget / MiB:g} MiB budget of a fetch (a "
+                f"{url}: {what}{done} more than the {exc.budget / MiB:g} MiB{of} budget of a fetch (a "
                 "repository of manifests is far smaller; docs/gitops.md)"
             ) from None
+        except BadPack as exc:
+            raise GitError(f"{url}: {what} failed: the server sent a malformed pack: {exc}") from None
         except HTTPUnauthorized:
             self._refused(url)
             raise GitDenied(
@@ -336,42 +353,6 @@ def _prune(repo: MemoryRepo, commit: ObjectID) -> None:
     for sha in [s for s in store if s not in keep]:
         del store[sha]
     repo.update_shallow({commit}, repo.get_shallow() - {commit})
-
-
-class _OverBudget(Exception):
-    def __init__(self, budget: int) -> None:
-        super().__init__(budget)
-        self.budget = budget
-
-
-class _Client(Urllib3HttpGitClient):
-    """dulwich's HTTP client, each answer read within what is left of ``budget`` bytes for the
-    operation (one client per fetch): past it ``_OverBudget``, before the bytes are kept."""
-
-    budget: int | None = None
-    received = 0
-
-    def _http_request(
-        self,
-        url: str,
-        headers: dict[str, str] | None = None,
-        data: bytes | Iterator[bytes] | None = None,
-        raise_for_status: bool = True,
-    ) -> tuple[Any, Callable[[int], bytes]]:
-        resp, read = super()._http_request(url, headers, data, raise_for_status)
-        budget = self.budget
-        if budget is None:
-            return resp, read
-
-        def bounded(size: int = -1) -> bytes:
-            left = budget - self.received
-            chunk = read(left + 1 if size is None or size < 0 else min(size, left + 1))
-            self.received += len(chunk)
-            if self.received > budget:
-                raise _OverBudget(budget)
-            return chunk
-
-        return resp, bounded
 
 
 def said(text: str, limit: int = SAID_MAX) -> str:
