@@ -21,7 +21,7 @@ from tagpin.domain.config import WriteBackFile
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
 from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
-from tagpin.ports.git import Author, Branch, GitError, GitTooLarge
+from tagpin.ports.git import Author, Branch, GitDenied, GitError, GitTooLarge, GitUnavailable
 from tagpin.ports.state import State, TargetStatus
 from tagpin_local.gitserver import GitServer
 
@@ -157,3 +157,41 @@ def test_a_repository_over_the_budget_fails_its_targets_and_the_others_are_commi
     assert server.show("org/small", FILE.path).endswith(f"digest: {NEW}\n")
     other = state.targets.get(TARGET + "2")
     assert other is not None and other.status is TargetStatus.APPLIED
+
+
+@pytest.mark.parametrize("fatal", [False, True], ids=["ng-report", "side-band-error"])
+def test_a_refusal_that_quotes_status_codes_is_neither_a_denial_nor_an_outage(
+    server: GitServer, fatal: bool
+) -> None:
+    """A server's own words are not an HTTP status: a push refused with a reason that quotes "403"
+    and "503" is neither a refused token nor an unavailable server (an ``ng`` report stays what it
+    was, ``HeadMoved``: the write reads the branch again). Before, the side-band error was read as a
+    refused token (403): the token was forgotten and the error said it lacked write access."""
+    url = server.create("org/apps", {FILE.path: KUSTOMIZATION})
+    forgotten: list[str] = []
+    repos = DulwichRepositories(lambda _host: None, timeout=5, forget=forgotten.append)
+    snapshot = repos.read(Branch(url, "main"), [FILE.path])
+    server.refuse(b"policy: pushes of 403 lines wait for the 503 freeze to end", fatal=fatal)
+    with pytest.raises(GitError) as caught:
+        repos.write(snapshot, {FILE.path: b"changed\n"}, "tagpin: web", Author("t", "t@x"))
+    assert not isinstance(caught.value, GitDenied | GitUnavailable), repr(caught.value)
+    assert "403 lines" in str(caught.value) and "write access" not in str(caught.value)
+    assert forgotten == []
+
+
+def test_a_repository_named_with_a_status_code_is_judged_by_the_answers_status(server: GitServer) -> None:
+    """The status is read from where dulwich puts it ("unexpected http resp <status> for <url>"),
+    not from anywhere in the text: a 502 from a repository whose URL holds "403" is an outage, and
+    a 403 from one whose URL holds "503" is a denial."""
+    forgotten: list[str] = []
+    repos = DulwichRepositories(lambda _host: None, timeout=5, forget=forgotten.append)
+    outage = server.create("org/app-403", {FILE.path: KUSTOMIZATION})
+    server.fail(502, match="app-403")
+    with pytest.raises(GitUnavailable, match="answered 502"):
+        repos.read(Branch(outage, "main"), [FILE.path])
+    assert forgotten == []
+    denied = server.create("org/app-503", {FILE.path: KUSTOMIZATION})
+    server.fail(403, match="app-503")
+    with pytest.raises(GitDenied, match="403"):
+        repos.read(Branch(denied, "main"), [FILE.path])
+    assert len(forgotten) == 1

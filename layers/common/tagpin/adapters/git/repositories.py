@@ -28,6 +28,7 @@ an error it sent) is cut at ``SAID_MAX`` characters and made inert (``said``): a
 
 from __future__ import annotations
 
+import re
 import stat
 import threading
 import time
@@ -308,13 +309,14 @@ class DulwichRepositories:
             text = str(exc)
             if _unreachable(exc):
                 raise GitUnavailable(f"{url}: {what} failed: the server cannot be reached") from None
-            if "403" in text:
+            status = _status(text)
+            if status == 403:
                 self._refused(url)
                 raise GitDenied(
                     f"{url}: the token may not {what} (403): it needs write access to the repository"
                 ) from None
-            if any(f" {code} " in f" {text} " or f"resp {code}" in text for code in range(500, 600)):
-                raise GitUnavailable(f"{url}: {what} failed: the server answered {_status(text)}") from None
+            if status is not None and 500 <= status < 600:
+                raise GitUnavailable(f"{url}: {what} failed: the server answered {status}") from None
             raise GitError(f"{url}: {what} failed: {said(text)}") from None
 
     def _refused(self, url: str) -> None:
@@ -374,8 +376,12 @@ def _unreachable(exc: BaseException) -> bool:
     return "Failed to establish a new connection" in str(exc) or "timed out" in str(exc)
 
 
-def _status(text: str) -> str:
-    for word in text.replace(",", " ").split():
-        if word.isdigit() and 500 <= int(word) < 600:
-            return word
-    return "5xx"
+def _status(text: str) -> int | None:
+    """The HTTP status of an answer dulwich did not expect, from where it puts it (its own words,
+    ``unexpected http resp <status> for <url>``), never from elsewhere in the text: a server's words
+    (a push refused on side band 3) or a URL that holds "403" are not a status."""
+    found = _UNEXPECTED.match(text)
+    return int(found[1]) if found else None
+
+
+_UNEXPECTED = re.compile(r"unexpected http resp (\d{3}) for ")
