@@ -2,7 +2,9 @@
 them): the bytes it receives (``budget``: each answer read within what is left of it) and what the
 pack it receives inflates to (``inflated``: the pack walked as it arrives, tagpin.adapters.git.packs).
 Past either ``OverBudget`` or ``InflatedOverBudget``, before the bytes are kept or inflated; a
-malformed pack ``BadPack``. One client per operation."""
+malformed pack ``BadPack``. Only Git's smart HTTP: a server that answers without its content type
+(a repository served as static files, "dumb" HTTP) is refused, as dulwich would fetch and inflate
+every object itself before any pack reached the walker. One client per operation."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dulwich.client import FetchPackResult, Urllib3HttpGitClient
+from dulwich.errors import GitProtocolError
 
 from tagpin.adapters.git.packs import PackWalker
 
@@ -46,6 +49,12 @@ class Client(Urllib3HttpGitClient):
             return chunk
 
         return resp, bounded
+
+    def _discover_references(self, *args: Any, **kw: Any) -> Any:
+        found = super()._discover_references(*args, **kw)
+        if self.dumb:
+            raise GitProtocolError("the server does not speak Git's smart HTTP protocol (not supported)")
+        return found
 
     def fetch_pack(
         self,
