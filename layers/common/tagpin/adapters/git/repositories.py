@@ -72,11 +72,15 @@ MiB = 1024 * 1024
 # read's peak memory grew by 168 MB, about ten times the pack. 32 MiB of pack is then about 340 MB,
 # with the runtime's own 90 MB or so under 512; a repository of manifests is far smaller.
 FETCH_BUDGET = 32 * MiB
-# What that pack may inflate to (tagpin.adapters.git.packs counts it as the pack arrives): zlib
-# shrinks a blob of one repeated byte about 1,000 times, under the budget above (a 195 KB pack held
-# 437 MB). The read above, 48 MB of YAML and 1 KB an object, held 168 MB: 96 MiB is the 32 MiB
-# pack's YAML (3 times) and about 340 MB held at that rate, with the runtime's 90 MB under 512.
-INFLATED_BUDGET = 3 * FETCH_BUDGET
+# What that pack may inflate to, counted as it arrives (tagpin.adapters.git.packs: what each
+# object declares, and PER_OBJECT, 1 KiB, for each): zlib shrinks a blob of one repeated byte about
+# 1,000 times, under the budget above (a 195 KB pack held 437 MB). Measured (stop 51): 32,000
+# manifests each in a directory of its own (36 MiB of YAML, 64,606 objects, a 10.3 MiB pack) count
+# 102.6 MiB and hold about 140 MiB more, 1.4 times what is counted; one large blob about 2.2 times.
+# 128 MiB holds such a repository of about 40,000 manifests (a pack of about 13 MiB: this budget,
+# not the one above, is the one that repository reaches) and at 2.2 times some 280 MB, with the
+# runtime's 90 MB under 512 (96 MiB at first refused that repository of 32,000).
+INFLATED_BUDGET = 4 * FETCH_BUDGET
 # stores kept (the last read's always); their packs' bytes together (memory: ten times, inflated)
 KEEP, KEEP_BYTES = 64, FETCH_BUDGET // 4
 
