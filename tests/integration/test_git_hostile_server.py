@@ -17,16 +17,18 @@ from collections.abc import Iterator
 
 import pytest
 from tagpin.adapters.git.repositories import DulwichRepositories
+from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import WriteBackFile
 from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
 from tagpin.domain.messages import Trigger
 from tagpin.domain.moves import Move
+from tagpin.domain.refs import Digest
 from tagpin.ports.git import Author, Branch, GitDenied, GitError, GitTooLarge, GitUnavailable
 from tagpin.ports.state import State, TargetStatus
 from tagpin_local.gitserver import GitServer
 
 from tests.support.clock import FakeClock
-from tests.support.git import git_http_server, quick_writer
+from tests.support.git import git_http_server, one_refused_one_written, quick_writer
 from tests.support.queues import ListVerificationQueue
 
 pytestmark = pytest.mark.integration
@@ -124,39 +126,20 @@ def test_a_fetch_larger_than_the_budget_stops_there_with_an_error_naming_it(serv
 def test_a_repository_over_the_budget_fails_its_targets_and_the_others_are_committed(
     server: GitServer, state: State
 ) -> None:
-    large = server.create("org/large", {FILE.path: KUSTOMIZATION, "blob.txt": LARGE})
-    small = server.create("org/small", {FILE.path: KUSTOMIZATION})
-    large_head = server.head("org/large")
-    clock = FakeClock(1_800_000_000_000, step=1_000)
-    requests = []
-    for url, target in ((large, TARGET), (small, TARGET + "2")):
-        assert state.targets.claim(target, IMAGE, NEW, 1, Trigger.POLL, clock())
-        requests.append(
-            WriteRequest(
-                kind=WriteKind.PIN,
-                repository=url,
-                branch="main",
-                move=Move(image=IMAGE, digest=NEW, observed_at=1, trigger=Trigger.POLL),
-                reference=f"{IMAGE}@{NEW}",
-                files=(FileWrite(file=FILE, targets=(target,)),),
-            )
-        )
-    too_large, written = quick_writer(
-        DulwichRepositories(lambda _host: None, timeout=5, fetch_budget=BUDGET),
+    repos = DulwichRepositories(lambda _host: None, timeout=5, fetch_budget=BUDGET)
+    refused = {FILE.path: KUSTOMIZATION, "blob.txt": LARGE}
+    says = "fetch received more than the 0.25 MiB"
+    one_refused_one_written(
+        server,
         state,
-        clock,
-        ListVerificationQueue(),
-    ).write(requests)
-
-    assert too_large.outcome is WriteOutcome.FAILED and "budget" in too_large.detail, too_large
-    st = state.targets.get(TARGET)
-    assert st is not None and st.status is TargetStatus.FAILED and st.detail is not None
-    assert f"{large}: fetch received more than the 0.25 MiB" in st.detail, st.detail
-    assert server.head("org/large") == large_head
-    assert written.outcome is WriteOutcome.COMMITTED, written
-    assert server.show("org/small", FILE.path).endswith(f"digest: {NEW}\n")
-    other = state.targets.get(TARGET + "2")
-    assert other is not None and other.status is TargetStatus.APPLIED
+        repos,
+        refused,
+        says,
+        image=FollowedKey(IMAGE),
+        digest=Digest(NEW),
+        file=FILE,
+        target=TARGET,
+    )
 
 
 @pytest.mark.parametrize("fatal", [False, True], ids=["ng-report", "side-band-error"])

@@ -14,17 +14,12 @@ import pytest
 from tagpin.adapters.git.repositories import DulwichRepositories
 from tagpin.domain.channels import FollowedKey
 from tagpin.domain.config import FileKind, WriteBackFile
-from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
-from tagpin.domain.messages import Trigger
-from tagpin.domain.moves import Move
 from tagpin.domain.refs import Digest
 from tagpin.ports.git import Author, Branch, GitTooLarge
-from tagpin.ports.state import State, TargetStatus
+from tagpin.ports.state import State
 from tagpin_local.gitserver import GitServer
 
-from tests.support.clock import FakeClock
-from tests.support.git import git_http_server, quick_writer
-from tests.support.queues import ListVerificationQueue
+from tests.support.git import git_http_server, one_refused_one_written
 
 pytestmark = pytest.mark.integration
 
@@ -69,31 +64,7 @@ def test_a_repository_within_both_budgets_is_read_and_written(server: GitServer)
 def test_a_pack_bomb_fails_its_repositorys_targets_and_the_others_are_committed(
     server: GitServer, state: State
 ) -> None:
-    bomb = server.create("org/bomb", {FILE.path: KUSTOMIZATION, "bomb.txt": BOMB})
-    small = server.create("org/small", {FILE.path: KUSTOMIZATION})
-    bomb_head = server.head("org/bomb")
-    clock = FakeClock(1_800_000_000_000, step=1_000)
-    requests = []
-    for url, target in ((bomb, TARGET), (small, TARGET + "2")):
-        assert state.targets.claim(target, IMAGE, NEW, 1, Trigger.POLL, clock())
-        requests.append(
-            WriteRequest(
-                kind=WriteKind.PIN,
-                repository=url,
-                branch="main",
-                move=Move(image=IMAGE, digest=NEW, observed_at=1, trigger=Trigger.POLL),
-                reference=f"{IMAGE}@{NEW}",
-                files=(FileWrite(file=FILE, targets=(target,)),),
-            )
-        )
-    too_large, written = quick_writer(repositories(), state, clock, ListVerificationQueue()).write(requests)
-
-    assert too_large.outcome is WriteOutcome.FAILED and "inflated budget" in too_large.detail, too_large
-    st = state.targets.get(TARGET)
-    assert st is not None and st.status is TargetStatus.FAILED and st.detail is not None
-    assert f"{bomb}: {SAYS}" in st.detail, st.detail
-    assert server.head("org/bomb") == bomb_head
-    assert written.outcome is WriteOutcome.COMMITTED, written
-    assert server.show("org/small", FILE.path).endswith(f"digest: {NEW}\n")
-    other = state.targets.get(TARGET + "2")
-    assert other is not None and other.status is TargetStatus.APPLIED
+    refused = {FILE.path: KUSTOMIZATION, "bomb.txt": BOMB}
+    one_refused_one_written(
+        server, state, repositories(), refused, SAYS, image=IMAGE, digest=NEW, file=FILE, target=TARGET
+    )

@@ -15,14 +15,21 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tagpin.domain.config import RolloutSettings
+from tagpin.domain.channels import FollowedKey
+from tagpin.domain.config import RolloutSettings, WriteBackFile
+from tagpin.domain.gitops.writes import FileWrite, WriteKind, WriteOutcome, WriteRequest
+from tagpin.domain.messages import Trigger
+from tagpin.domain.moves import Move
+from tagpin.domain.refs import Digest
 from tagpin.ports.git import Author, Branch, GitNotFound, GitRepositories, HeadMoved, Snapshot
 from tagpin.ports.queues import VerificationQueue
-from tagpin.ports.state import State
+from tagpin.ports.state import State, TargetStatus
 from tagpin.usecases.writeback import Writer
 from tagpin_local.gitserver import GitServer
 
 from tests.conftest import require_binary
+from tests.support.clock import FakeClock
+from tests.support.queues import ListVerificationQueue
 
 
 def quick_writer(
@@ -122,3 +129,49 @@ class FakeGitRepositories:
 def _id(parent: str, message: str, tree: Mapping[str, str]) -> str:
     text = repr((parent, message, sorted(tree.items())))
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def one_refused_one_written(
+    server: GitServer,
+    state: State,
+    repos: GitRepositories,
+    refused: Mapping[str, str],
+    says: str,
+    *,
+    image: FollowedKey,
+    digest: Digest,
+    file: WriteBackFile,
+    target: str,
+) -> None:
+    """A batch of two pins through the write-back: one to ``org/refused`` (its files ``refused``,
+    which the client refuses to read) and one to ``org/small`` (``file`` alone, as in ``refused``).
+    The refused repository's target is recorded ``failed`` with ``says`` after its URL and the
+    repository is untouched; the other is committed and its target (``target`` + "2") applied."""
+    bad = server.create("org/refused", dict(refused))
+    small = server.create("org/small", {file.path: refused[file.path]})
+    bad_head = server.head("org/refused")
+    clock = FakeClock(1_800_000_000_000, step=1_000)
+    requests = []
+    for url, claimed in ((bad, target), (small, target + "2")):
+        assert state.targets.claim(claimed, image, digest, 1, Trigger.POLL, clock())
+        move = Move(image=image, digest=digest, observed_at=1, trigger=Trigger.POLL)
+        requests.append(
+            WriteRequest(
+                kind=WriteKind.PIN,
+                repository=url,
+                branch="main",
+                move=move,
+                reference=f"{image}@{digest}",
+                files=(FileWrite(file=file, targets=(claimed,)),),
+            )
+        )
+    failed, written = quick_writer(repos, state, clock, ListVerificationQueue()).write(requests)
+    assert failed.outcome is WriteOutcome.FAILED and says in (failed.detail or ""), failed
+    st = state.targets.get(target)
+    assert st is not None and st.status is TargetStatus.FAILED and st.detail is not None
+    assert f"{bad}: {says}" in st.detail, st.detail
+    assert server.head("org/refused") == bad_head
+    assert written.outcome is WriteOutcome.COMMITTED, written
+    assert server.show("org/small", file.path).endswith(f"digest: {digest}\n")
+    other = state.targets.get(target + "2")
+    assert other is not None and other.status is TargetStatus.APPLIED
